@@ -1,0 +1,128 @@
+//! The per-core representative table and per-core context.
+//!
+//! This is the one place in the shared crates that depends on the target:
+//! [`crate::EbbRef::get`] must inline to one load, so where the table lives
+//! has to be known at compile time, and that is the only thing that differs.
+//!
+//! * Hosted (any target with an OS): a core is a pinned thread, and the table
+//!   is a `thread_local!` array with a `const` initialiser and no destructor,
+//!   which compiles to a plain `%fs`-relative access.
+//! * Native (`target_os = "none"`): the table sits at one fixed virtual
+//!   address that each core's page tables back with different physical pages
+//!   (DESIGN §1), so the lookup is `TABLE_VADDR + 8 * id`.
+//!
+//! Entries hold type-erased representative pointers. They are written only
+//! by the owning core (on a miss, or when a platform installs a
+//! representative) and are only read by it.
+
+use core::cell::Cell;
+use core::ptr;
+
+use crate::id::MAX_EBB_IDS;
+use crate::node::Node;
+
+const SLOTS: usize = MAX_EBB_IDS as usize;
+
+/// Who the current thread is: a core of a node, or nobody.
+#[derive(Clone, Copy)]
+pub(crate) struct Context {
+    pub core: usize,
+    pub node: *const Node,
+}
+
+impl Context {
+    /// Not a core. All zeroes, so a freshly mapped (zeroed) native context
+    /// page reads as `NONE`.
+    pub const NONE: Context = Context {
+        core: 0,
+        node: ptr::null(),
+    };
+}
+
+#[cfg(not(target_os = "none"))]
+mod imp {
+    extern crate std;
+
+    use super::*;
+
+    struct Table([Cell<*const ()>; SLOTS]);
+
+    std::thread_local! {
+        static TABLE: Table = const { Table([const { Cell::new(ptr::null()) }; SLOTS]) };
+        static CONTEXT: Cell<Context> = const { Cell::new(Context::NONE) };
+    }
+
+    #[inline(always)]
+    pub(crate) fn load(slot: usize) -> *const () {
+        TABLE.with(|table| {
+            debug_assert!(slot < SLOTS);
+            // SAFETY: `slot` comes from `EbbId::slot`, and every `EbbId` is
+            // constructed below `MAX_EBB_IDS` (== SLOTS), so it is in bounds.
+            unsafe { table.0.get_unchecked(slot) }.get()
+        })
+    }
+
+    pub(crate) fn store(slot: usize, rep: *const ()) {
+        TABLE.with(|table| table.0[slot].set(rep));
+    }
+
+    pub(crate) fn clear() {
+        TABLE.with(|table| table.0.iter().for_each(|entry| entry.set(ptr::null())));
+    }
+
+    pub(crate) fn context() -> Context {
+        CONTEXT.with(Cell::get)
+    }
+
+    pub(crate) fn set_context(context: Context) {
+        CONTEXT.with(|cell| cell.set(context));
+    }
+}
+
+#[cfg(target_os = "none")]
+mod imp {
+    use super::*;
+
+    /// Where every core finds its own table; inside the top 2 GiB so that the
+    /// address fits the kernel code model's sign-extended 32-bit
+    /// displacement. The per-core context follows the table.
+    const TABLE_VADDR: usize = 0xFFFF_FFFF_F000_0000;
+    const CONTEXT_VADDR: usize = TABLE_VADDR + SLOTS * core::mem::size_of::<usize>();
+
+    fn table() -> *const Cell<*const ()> {
+        TABLE_VADDR as *const Cell<*const ()>
+    }
+
+    #[inline(always)]
+    pub(crate) fn load(slot: usize) -> *const () {
+        // SAFETY: the native platform maps this core's table pages at
+        // TABLE_VADDR before it runs any code on the core (zeroed, so every
+        // entry starts null), and `slot < SLOTS` by the `EbbId` invariant.
+        unsafe { (*table().add(slot)).get() }
+    }
+
+    pub(crate) fn store(slot: usize, rep: *const ()) {
+        assert!(slot < SLOTS);
+        // SAFETY: as in `load`; the table is only touched by its own core.
+        unsafe { (*table().add(slot)).set(rep) }
+    }
+
+    pub(crate) fn clear() {
+        for slot in 0..SLOTS {
+            store(slot, ptr::null());
+        }
+    }
+
+    pub(crate) fn context() -> Context {
+        // SAFETY: the context page is mapped (zeroed, which reads as
+        // `Context::NONE`) with the table, see `load`; only this core uses it.
+        unsafe { *(CONTEXT_VADDR as *const Context) }
+    }
+
+    pub(crate) fn set_context(context: Context) {
+        // SAFETY: as in `context`.
+        unsafe { *(CONTEXT_VADDR as *mut Context) = context }
+    }
+}
+
+pub(crate) use imp::{clear, context, load, set_context, store};

@@ -1,0 +1,54 @@
+//! Ebbflow's execution model: one non-preemptive event loop per core.
+//!
+//! Events run to completion. Each core has an [`EventManager`] (an Ebb with
+//! one representative per core) that runs, in this order on every turn of
+//! its loop (DESIGN §2):
+//!
+//! 1. a quiescent point for [`rcu`];
+//! 2. pending interrupts (the platform's [`CoreDriver::dispatch`]);
+//! 3. messages from other cores ([`spawn_on`], remote wake-ups);
+//! 4. expired timers, in deadline order;
+//! 5. a bounded batch of queued events and ready tasks;
+//! 6. idle handlers;
+//! 7. halt until something arrives, when nothing is queued and no idle
+//!    handler is installed.
+//!
+//! The batch bound means queued events cannot starve idle handlers (which
+//! poll devices) and idle handlers cannot starve events.
+//!
+//! Rust `async`/`await` is the continuation mechanism: [`spawn_task`] runs a
+//! future on this core; its wakers may be fired from any thread and always
+//! resume it on its home core. Code that must look synchronous runs as a
+//! stackful event ([`spawn_stackful`]) and may [`block_on`] a future: its
+//! stack and registers are saved and the loop goes on until it is resumed.
+#![no_std]
+
+extern crate alloc;
+
+mod blocking;
+mod error;
+mod idle;
+mod mailbox;
+mod manager;
+mod oneshot;
+mod platform;
+pub mod rcu;
+mod root;
+mod task;
+mod time;
+mod timer;
+
+pub use blocking::{block_on, spawn_stackful, DEFAULT_STACK_BYTES};
+pub use error::EventError;
+pub use idle::IdleId;
+pub use manager::{
+    add_idle_handler, cancel_timer, core_count, current_core, now, remove_idle_handler,
+    run_core, shutdown, sleep, spawn, spawn_on, timer_after, timer_every, EventManager,
+    EVENT_MANAGER, EVENT_BATCH,
+};
+pub use oneshot::{oneshot, Receiver, RecvError, Sender};
+pub use platform::{CoreDriver, Platform};
+pub use root::{start_node, EventRoot};
+pub use task::{spawn_task, spawn_task_on, JoinHandle};
+pub use time::Instant;
+pub use timer::TimerId;
