@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ebb_core::{CoreId, EbbError, Multicore, MulticoreEbb, MulticoreRoot};
-use ebb_event::{core_count, current_core, now, shutdown, sleep, spawn_task, spawn_task_on, timer_after};
+use ebb_event::{
+    core_count, current_core, now, shutdown, sleep, spawn_task, spawn_task_on, timer_after,
+};
 use ebb_hosted::{Config, OPTIONS_HELP};
 
 /// Per-core representative: counts the greetings made on its core.
@@ -74,7 +76,8 @@ fn main() -> ExitCode {
 
 /// Core 0's first event.
 fn say_hello() {
-    let greeter = Multicore::<Greeter>::create(AtomicUsize::new(0)).expect("creating the greeter Ebb");
+    let greeter =
+        Multicore::<Greeter>::create(AtomicUsize::new(0)).expect("creating the greeter Ebb");
     spawn_task(async move {
         let cores = core_count();
         let handles: Vec<_> = (0..cores)

@@ -36,7 +36,10 @@ impl EbbId {
     /// For the framework's reserved ids, checked at compile time when used in
     /// a `const`: panics if `raw` is 0 or not below [`FIRST_LOCAL_ID`].
     pub const fn reserved(raw: u32) -> Self {
-        assert!(raw != 0 && raw < FIRST_LOCAL_ID, "reserved Ebb ids are 1..256");
+        assert!(
+            raw != 0 && raw < FIRST_LOCAL_ID,
+            "reserved Ebb ids are 1..256"
+        );
         EbbId(raw)
     }
 

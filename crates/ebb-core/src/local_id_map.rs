@@ -65,7 +65,10 @@ mod tests {
         assert_eq!(*map.insert(id, 5u32).unwrap(), 5);
         assert_eq!(map.insert(id, 6u32), Err(EbbError::AlreadyRegistered(id)));
         assert_eq!(*map.get::<u32>(id).unwrap(), 5);
-        assert!(matches!(map.get::<u64>(id), Err(EbbError::TypeMismatch { .. })));
+        assert!(matches!(
+            map.get::<u64>(id),
+            Err(EbbError::TypeMismatch { .. })
+        ));
         assert!(map.contains(id));
     }
 }

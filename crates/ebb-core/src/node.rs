@@ -31,7 +31,8 @@ impl Node {
 
     /// A single node with its own in-process [`GlobalIdMap`].
     pub fn standalone(cores: usize) -> &'static Node {
-        let global: &'static InProcessGlobalIdMap = Box::leak(Box::new(InProcessGlobalIdMap::new()));
+        let global: &'static InProcessGlobalIdMap =
+            Box::leak(Box::new(InProcessGlobalIdMap::new()));
         Node::new(NodeId(0), cores, global)
     }
 

@@ -22,9 +22,7 @@ pub(crate) fn bind<T: 'static>(id: EbbId) -> Result<(), EbbError> {
         return check(id, bound, name, wanted, type_name::<T>());
     }
     let mut bindings = BINDINGS.write();
-    let &mut (bound, name) = bindings
-        .entry(id)
-        .or_insert((wanted, type_name::<T>()));
+    let &mut (bound, name) = bindings.entry(id).or_insert((wanted, type_name::<T>()));
     check(id, bound, name, wanted, type_name::<T>())
 }
 

@@ -74,7 +74,11 @@ fn fault_handler_runs_once_per_core_and_reps_are_distinct() {
     let mut addresses = addresses.lock().unwrap().clone();
     addresses.sort_unstable();
     addresses.dedup();
-    assert_eq!(addresses.len(), 4, "representatives must be distinct per core");
+    assert_eq!(
+        addresses.len(),
+        4,
+        "representatives must be distinct per core"
+    );
 }
 
 #[test]
@@ -93,9 +97,16 @@ fn multicore_root_reaches_thread_safe_reps() {
             total.get().unwrap();
         }
     });
-    let root = node.local_ids().get::<MulticoreRoot<Total>>(total.id()).unwrap();
+    let root = node
+        .local_ids()
+        .get::<MulticoreRoot<Total>>(total.id())
+        .unwrap();
     let cores: Vec<_> = root.cores_with_reps().collect();
-    assert_eq!(cores, vec![CoreId(0), CoreId(2)], "reps exist only where used");
+    assert_eq!(
+        cores,
+        vec![CoreId(0), CoreId(2)],
+        "reps exist only where used"
+    );
     assert_eq!(root.rep_on(CoreId(2)).unwrap().0.load(Ordering::SeqCst), 20);
     assert!(root.rep_on(CoreId(1)).is_none());
 }
@@ -159,7 +170,9 @@ fn shared_ebb_has_one_rep_for_all_cores() {
     on_cores(node, move |_| {
         let rep = hits.get().unwrap();
         rep.fetch_add(1, Ordering::SeqCst);
-        seen.lock().unwrap().push(rep as *const AtomicUsize as usize);
+        seen.lock()
+            .unwrap()
+            .push(rep as *const AtomicUsize as usize);
     });
     let addresses = addresses.lock().unwrap();
     assert!(addresses.windows(2).all(|pair| pair[0] == pair[1]));
@@ -179,12 +192,24 @@ fn an_id_is_bound_to_one_type() {
 
 #[test]
 fn ids_outside_the_table_and_bad_cores_are_rejected() {
-    assert_eq!(EbbId::new(MAX_EBB_IDS), Err(EbbError::IdOutOfRange(MAX_EBB_IDS)));
+    assert_eq!(
+        EbbId::new(MAX_EBB_IDS),
+        Err(EbbError::IdOutOfRange(MAX_EBB_IDS))
+    );
     let node = Node::standalone(2);
     let error = enter_core(CoreId(2), node).err().unwrap();
-    assert_eq!(error, EbbError::NoSuchCore { core: CoreId(2), cores: 2 });
+    assert_eq!(
+        error,
+        EbbError::NoSuchCore {
+            core: CoreId(2),
+            cores: 2
+        }
+    );
     let _core = enter_core(CoreId(0), node).unwrap();
-    assert_eq!(enter_core(CoreId(1), node).err().unwrap(), EbbError::AlreadyCore(CoreId(0)));
+    assert_eq!(
+        enter_core(CoreId(1), node).err().unwrap(),
+        EbbError::AlreadyCore(CoreId(0))
+    );
 }
 
 #[test]
@@ -192,11 +217,17 @@ fn install_puts_a_rep_in_place_without_a_fault() {
     let node = Node::standalone(1);
     let id = node.allocator().allocate_local().unwrap();
     let ebb = EbbRef::<Failing>::bind(id).unwrap();
-    assert_eq!(ebb.install(Box::leak(Box::new(9))), Err(EbbError::NotOnCore));
+    assert_eq!(
+        ebb.install(Box::leak(Box::new(9))),
+        Err(EbbError::NotOnCore)
+    );
     on_cores(node, move |_| {
         ebb.install(Box::leak(Box::new(7))).unwrap();
         assert_eq!(*ebb.get().unwrap(), 7);
-        assert_eq!(ebb.install(Box::leak(Box::new(8))), Err(EbbError::AlreadyInstalled(id)));
+        assert_eq!(
+            ebb.install(Box::leak(Box::new(8))),
+            Err(EbbError::AlreadyInstalled(id))
+        );
     });
 }
 
@@ -228,8 +259,13 @@ fn global_id_ranges_never_overlap_across_nodes() {
             })
         })
         .collect();
-    let mut all: Vec<u32> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
-    assert!(all.iter().all(|&id| (FIRST_GLOBAL_ID..MAX_EBB_IDS).contains(&id)));
+    let mut all: Vec<u32> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    assert!(all
+        .iter()
+        .all(|&id| (FIRST_GLOBAL_ID..MAX_EBB_IDS).contains(&id)));
     let count = all.len();
     all.sort_unstable();
     all.dedup();

@@ -118,17 +118,15 @@ impl<R: 'static> Drop for Stackful<R> {
 pub fn spawn_stackful<R: 'static>(body: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let stack = HeapStack::new(DEFAULT_STACK_BYTES);
     let canary = stack.canary();
-    let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<Waker, ()>, waker: Waker| {
-        let local = manager().expect("stackful events run on a core");
-        let current = Current {
-            yielder,
-            waker,
-        };
-        let outer = local.stackful.replace((&current as *const Current).cast());
-        let result = body();
-        local.stackful.set(outer);
-        result
-    });
+    let coroutine =
+        Coroutine::with_stack(stack, move |yielder: &Yielder<Waker, ()>, waker: Waker| {
+            let local = manager().expect("stackful events run on a core");
+            let current = Current { yielder, waker };
+            let outer = local.stackful.replace((&current as *const Current).cast());
+            let result = body();
+            local.stackful.set(outer);
+            result
+        });
     spawn_task(Stackful {
         coroutine: ManuallyDrop::new(coroutine),
         canary,

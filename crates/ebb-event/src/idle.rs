@@ -11,7 +11,9 @@ enum Slot {
     Free,
     Ready(Box<dyn FnMut()>),
     /// The handler is running; `removed` if it was removed meanwhile.
-    Running { removed: bool },
+    Running {
+        removed: bool,
+    },
 }
 
 #[derive(Default)]
@@ -23,7 +25,11 @@ pub(crate) struct IdleHandlers {
 impl IdleHandlers {
     pub fn add(&mut self, handler: Box<dyn FnMut()>) -> IdleId {
         self.live += 1;
-        if let Some(index) = self.slots.iter().position(|slot| matches!(slot, Slot::Free)) {
+        if let Some(index) = self
+            .slots
+            .iter()
+            .position(|slot| matches!(slot, Slot::Free))
+        {
             self.slots[index] = Slot::Ready(handler);
             IdleId(index)
         } else {

@@ -42,9 +42,9 @@ pub use blocking::{block_on, spawn_stackful, DEFAULT_STACK_BYTES};
 pub use error::EventError;
 pub use idle::IdleId;
 pub use manager::{
-    add_idle_handler, cancel_timer, core_count, current_core, now, remove_idle_handler,
-    run_core, shutdown, sleep, spawn, spawn_on, timer_after, timer_every, EventManager,
-    EVENT_MANAGER, EVENT_BATCH,
+    add_idle_handler, cancel_timer, core_count, current_core, now, remove_idle_handler, run_core,
+    shutdown, sleep, spawn, spawn_on, timer_after, timer_every, yield_now, EventManager,
+    EVENT_BATCH, EVENT_MANAGER,
 };
 pub use oneshot::{oneshot, Receiver, RecvError, Sender};
 pub use platform::{CoreDriver, Platform};

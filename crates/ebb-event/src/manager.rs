@@ -173,7 +173,9 @@ impl EventManager {
                 Some((_, Callback::Once(callback))) => callback(),
                 Some((id, Callback::Every(mut callback))) => {
                     callback();
-                    self.timers.borrow_mut().restore(id, Callback::Every(callback));
+                    self.timers
+                        .borrow_mut()
+                        .restore(id, Callback::Every(callback));
                 }
             }
             self.events_run.set(self.events_run.get() + 1);
@@ -295,7 +297,11 @@ pub fn spawn_on(core: CoreId, event: impl FnOnce() + Send + 'static) -> Result<(
 impl EventRoot {
     /// [`spawn_on`] for threads that are not cores (signal watchers, tests,
     /// foreign threads).
-    pub fn spawn_on(&self, core: CoreId, event: impl FnOnce() + Send + 'static) -> Result<(), EventError> {
+    pub fn spawn_on(
+        &self,
+        core: CoreId,
+        event: impl FnOnce() + Send + 'static,
+    ) -> Result<(), EventError> {
         self.check_core(core)?;
         self.send(core, Message::Event(Box::new(event)));
         Ok(())
@@ -362,7 +368,10 @@ pub fn timer_after(delay: Duration, callback: impl FnOnce() + 'static) -> TimerI
 #[track_caller]
 pub fn timer_every(period: Duration, callback: impl FnMut() + 'static) -> TimerId {
     let period_ns = crate::time::nanos(period);
-    assert!(period_ns > 0, "ebb_event::timer_every needs a period above zero");
+    assert!(
+        period_ns > 0,
+        "ebb_event::timer_every needs a period above zero"
+    );
     let local = local("timer_every");
     let deadline = local.root.platform().now() + period;
     local
@@ -394,6 +403,22 @@ pub async fn sleep(duration: Duration) {
     // The sender lives in the timer, which this future cancels when dropped,
     // so the only way to get `Err` here is a core shutting down.
     let _ = receiver.await;
+}
+
+/// Lets the other queued events and tasks of this core run, then resumes:
+/// the task goes to the back of the queue.
+pub async fn yield_now() {
+    let mut yielded = false;
+    core::future::poll_fn(move |cx| {
+        if yielded {
+            core::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            core::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Runs `handler` once per loop turn on this core, after the event batch,

@@ -43,13 +43,20 @@ impl RcuShared {
         RcuShared {
             epoch: AtomicU64::new(1),
             // Cores count as idle until their loop first turns.
-            seen: (0..cores).map(|_| Seen(AtomicU64::new(IDLE))).collect::<Vec<_>>().into_boxed_slice(),
+            seen: (0..cores)
+                .map(|_| Seen(AtomicU64::new(IDLE)))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
         }
     }
 
     /// The oldest epoch any running core may still be reading under.
     fn completed(&self) -> u64 {
-        self.seen.iter().map(|seen| seen.0.load(Ordering::SeqCst)).min().unwrap_or(IDLE)
+        self.seen
+            .iter()
+            .map(|seen| seen.0.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(IDLE)
     }
 }
 

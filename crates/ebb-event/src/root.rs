@@ -31,7 +31,10 @@ pub fn start_node(
     let root = EventRoot {
         node,
         platform,
-        mailboxes: (0..cores).map(|_| Mailbox::new()).collect::<Vec<_>>().into_boxed_slice(),
+        mailboxes: (0..cores)
+            .map(|_| Mailbox::new())
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
         stopping: AtomicBool::new(false),
         exit_code: AtomicI32::new(0),
         rcu: RcuShared::new(cores),

@@ -68,7 +68,12 @@ pub(crate) struct TaskTable {
 impl TaskTable {
     /// Stores `future` and returns its header, already marked scheduled
     /// (the caller queues it for its first poll).
-    pub fn insert(&mut self, home: CoreId, root: &'static EventRoot, future: LocalFuture) -> Arc<TaskHeader> {
+    pub fn insert(
+        &mut self,
+        home: CoreId,
+        root: &'static EventRoot,
+        future: LocalFuture,
+    ) -> Arc<TaskHeader> {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.entries.push(None);
             self.entries.len() - 1
@@ -161,7 +166,8 @@ where
     F: Future + 'static,
 {
     let (sender, result) = oneshot();
-    let local = manager().expect("ebb_event::spawn_task called on a thread that is not an Ebbflow core");
+    let local =
+        manager().expect("ebb_event::spawn_task called on a thread that is not an Ebbflow core");
     local.spawn_future(Box::pin(async move {
         sender.send(future.await);
     }));

@@ -166,7 +166,11 @@ mod tests {
         assert_eq!(*count.borrow(), 1);
         assert_eq!(queue.next_deadline(), Some(Instant(20)));
         fire_all(&mut queue, Instant(55));
-        assert_eq!(*count.borrow(), 2, "late periodic timers fire once, not per missed period");
+        assert_eq!(
+            *count.borrow(),
+            2,
+            "late periodic timers fire once, not per missed period"
+        );
         assert_eq!(queue.next_deadline(), Some(Instant(60)));
         assert!(queue.cancel(id));
         fire_all(&mut queue, Instant(1000));

@@ -59,13 +59,17 @@ Platform options:
 impl Config {
     /// Takes the platform options out of `args` (without the program name)
     /// and returns the rest for the application.
-    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<(Config, Vec<String>), ConfigError> {
+    pub fn from_args(
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
         let mut config = Config::default();
         let mut rest = Vec::new();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) if name.starts_with("--") => (name.to_string(), Some(value.to_string())),
+                Some((name, value)) if name.starts_with("--") => {
+                    (name.to_string(), Some(value.to_string()))
+                }
                 _ => (arg.clone(), None),
             };
             let mut value = |name: &str| {
@@ -81,7 +85,9 @@ impl Config {
                         .parse::<usize>()
                         .ok()
                         .filter(|&cores| cores > 0)
-                        .ok_or_else(|| ConfigError(format!("--cores takes a number above 0, not '{text}'")))?;
+                        .ok_or_else(|| {
+                            ConfigError(format!("--cores takes a number above 0, not '{text}'"))
+                        })?;
                     config.cores = Some(cores);
                 }
                 "--cpus" => {
@@ -92,7 +98,11 @@ impl Config {
                         .collect::<Result<Vec<_>, _>>()
                         .ok()
                         .filter(|cpus| !cpus.is_empty())
-                        .ok_or_else(|| ConfigError(format!("--cpus takes a comma-separated list of CPU numbers, not '{text}'")))?;
+                        .ok_or_else(|| {
+                            ConfigError(format!(
+                                "--cpus takes a comma-separated list of CPU numbers, not '{text}'"
+                            ))
+                        })?;
                     config.cpus = Some(cpus);
                 }
                 "--backend" => config.backend = value("--backend")?.parse().map_err(ConfigError)?,
@@ -114,7 +124,16 @@ mod tests {
 
     #[test]
     fn platform_options_are_taken_and_the_rest_kept() {
-        let (config, rest) = parse(&["--cores", "3", "hello", "--backend=epoll", "--cpus", "0,1", "-v"]).unwrap();
+        let (config, rest) = parse(&[
+            "--cores",
+            "3",
+            "hello",
+            "--backend=epoll",
+            "--cpus",
+            "0,1",
+            "-v",
+        ])
+        .unwrap();
         assert_eq!(config.cores, Some(3));
         assert_eq!(config.backend, Backend::Epoll);
         assert_eq!(config.cpus, Some(vec![0, 1]));
@@ -128,7 +147,13 @@ mod tests {
             "--cores takes a number above 0, not 'zero'"
         );
         assert_eq!(parse(&["--cores"]).unwrap_err().0, "--cores needs a value");
-        assert!(parse(&["--backend", "kqueue"]).unwrap_err().0.contains("unknown backend 'kqueue'"));
-        assert!(parse(&["--cpus", "a,b"]).unwrap_err().0.contains("comma-separated"));
+        assert!(parse(&["--backend", "kqueue"])
+            .unwrap_err()
+            .0
+            .contains("unknown backend 'kqueue'"));
+        assert!(parse(&["--cpus", "a,b"])
+            .unwrap_err()
+            .0
+            .contains("comma-separated"));
     }
 }

@@ -29,8 +29,12 @@ pub use runtime::{run, run_with, HostedError, NodeHandle};
 /// Process CPU time (user + system) so far, in nanoseconds, for tests and
 /// benchmarks that check what a node costs.
 pub fn process_cpu_ns() -> u64 {
-    let mut usage = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut usage = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes one timespec into a live local.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut usage) };
-    u64::try_from(usage.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(usage.tv_nsec).unwrap_or(0)
+    u64::try_from(usage.tv_sec).unwrap_or(0) * 1_000_000_000
+        + u64::try_from(usage.tv_nsec).unwrap_or(0)
 }

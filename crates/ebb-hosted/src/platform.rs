@@ -18,7 +18,9 @@ impl HostedPlatform {
     /// A platform for `cores` cores.
     pub fn new(cores: usize) -> io::Result<Self> {
         Ok(HostedPlatform {
-            wakeups: (0..cores).map(|_| sys::eventfd()).collect::<io::Result<_>>()?,
+            wakeups: (0..cores)
+                .map(|_| sys::eventfd())
+                .collect::<io::Result<_>>()?,
         })
     }
 

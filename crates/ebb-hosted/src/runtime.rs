@@ -38,11 +38,16 @@ impl fmt::Display for HostedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HostedError::CpuNotAllowed { cpu, allowed } => {
-                write!(f, "CPU {cpu} is not available to this process (allowed: {allowed:?})")
+                write!(
+                    f,
+                    "CPU {cpu} is not available to this process (allowed: {allowed:?})"
+                )
             }
             HostedError::Io { what, error } => write!(f, "{what}: {error}"),
             HostedError::Event(error) => error.fmt(f),
-            HostedError::CorePanicked(core) => write!(f, "core {core} panicked; the node was stopped"),
+            HostedError::CorePanicked(core) => {
+                write!(f, "core {core} panicked; the node was stopped")
+            }
         }
     }
 }
@@ -81,8 +86,9 @@ pub fn run_with(
     let cpus = choose_cpus(&config)?;
     let cores = cpus.len();
     let node = Node::standalone(cores);
-    let platform: &'static HostedPlatform =
-        Box::leak(Box::new(HostedPlatform::new(cores).map_err(io_error("creating wake-up eventfds"))?));
+    let platform: &'static HostedPlatform = Box::leak(Box::new(
+        HostedPlatform::new(cores).map_err(io_error("creating wake-up eventfds"))?,
+    ));
     let events = start_node(node, platform).map_err(HostedError::Event)?;
 
     let signals = if config.handle_signals {
@@ -107,7 +113,8 @@ pub fn run_with(
                 if pin {
                     sys::pin_to_cpu(cpu).map_err(io_error("pinning a core to its CPU"))?;
                 }
-                let (driver, _) = driver::create(backend, platform, core).map_err(io_error("creating a core's event driver"))?;
+                let (driver, _) = driver::create(backend, platform, core)
+                    .map_err(io_error("creating a core's event driver"))?;
                 let init = init.map(|main| Box::new(main) as Box<dyn FnOnce()>);
                 run_core(core, node, driver, init).map_err(HostedError::Event)
             })
@@ -160,7 +167,12 @@ impl Drop for Finished {
 /// Waits until every core has finished. A core that ends while the node is
 /// not stopping (its thread panicked or failed to start) stops the node; a
 /// signal stops it with the shell's code for that signal.
-fn supervise(events: &'static EventRoot, cores: usize, done: &OwnedFd, signals: Option<&SignalWatch>) {
+fn supervise(
+    events: &'static EventRoot,
+    cores: usize,
+    done: &OwnedFd,
+    signals: Option<&SignalWatch>,
+) {
     let mut finished = 0;
     while finished < cores {
         let mut fds = vec![done.as_raw_fd()];
@@ -207,7 +219,11 @@ impl SignalWatch {
     fn handle(&self, events: &EventRoot, cores: usize) {
         while let Some(signal) = sys::read_signal(&self.fd) {
             let signal = i32::try_from(signal).unwrap_or(libc::SIGTERM);
-            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            let name = if signal == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
             if events.shutdown(128 + signal).is_ok() {
                 self.fired.set(true);
                 eprintln!("ebbflow: {name}: stopping {cores} cores");

@@ -73,7 +73,9 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     check(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
     let limit = usize::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
     // SAFETY: CPU_ISSET reads the set for indices below CPU_SETSIZE.
-    Ok((0..limit).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
+    Ok((0..limit)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
 }
 
 /// Pins the calling thread to `cpu`.
@@ -128,7 +130,13 @@ pub fn read_signal(fd: &OwnedFd) -> Option<u32> {
     let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::signalfd_siginfo>();
     // SAFETY: reads at most `size` bytes into a live signalfd_siginfo.
-    let read = unsafe { libc::read(fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+    let read = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut info as *mut libc::signalfd_siginfo).cast(),
+            size,
+        )
+    };
     (usize::try_from(read).ok() == Some(size)).then_some(info.ssi_signo)
 }
 
@@ -146,7 +154,12 @@ pub fn poll_readable(fds: &[RawFd]) -> io::Result<Vec<bool>> {
         let count = libc::nfds_t::try_from(polls.len()).unwrap_or(0);
         // SAFETY: `polls` is a live array of `count` pollfd structures.
         match check(unsafe { libc::poll(polls.as_mut_ptr(), count, -1) }) {
-            Ok(_) => return Ok(polls.iter().map(|p| p.revents & libc::POLLIN != 0).collect()),
+            Ok(_) => {
+                return Ok(polls
+                    .iter()
+                    .map(|p| p.revents & libc::POLLIN != 0)
+                    .collect())
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(error),
         }
@@ -178,7 +191,9 @@ pub fn epoll_wait(epoll: &OwnedFd, timeout_ms: libc::c_int) -> io::Result<Vec<u6
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
     let capacity = libc::c_int::try_from(events.len()).unwrap_or(1);
     // SAFETY: `events` is a live array of `capacity` epoll_event structures.
-    match check(unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), capacity, timeout_ms) }) {
+    match check(unsafe {
+        libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), capacity, timeout_ms)
+    }) {
         Ok(ready) => Ok(events[..usize::try_from(ready).unwrap_or(0)]
             .iter()
             .map(|event| event.u64)
@@ -192,7 +207,10 @@ pub fn epoll_wait(epoll: &OwnedFd, timeout_ms: libc::c_int) -> io::Result<Vec<u6
 pub fn timerfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; a non-negative result is a new fd.
     let fd = check(unsafe {
-        libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
     })?;
     // SAFETY: `fd` was just created and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -209,7 +227,12 @@ pub fn timerfd_set(fd: &OwnedFd, at_ns: Option<u64>) -> io::Result<()> {
     };
     // SAFETY: `spec` is a live itimerspec; the old value is not requested.
     check(unsafe {
-        libc::timerfd_settime(fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+        libc::timerfd_settime(
+            fd.as_raw_fd(),
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
     })?;
     Ok(())
 }

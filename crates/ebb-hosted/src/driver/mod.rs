@@ -46,11 +46,20 @@ pub(crate) fn create(
     core: CoreId,
 ) -> io::Result<(Box<dyn CoreDriver>, Backend)> {
     match backend {
-        Backend::Epoll => Ok((Box::new(epoll::EpollDriver::new(platform, core)?), Backend::Epoll)),
-        Backend::IoUring => Ok((Box::new(uring::UringDriver::new(platform, core)?), Backend::IoUring)),
+        Backend::Epoll => Ok((
+            Box::new(epoll::EpollDriver::new(platform, core)?),
+            Backend::Epoll,
+        )),
+        Backend::IoUring => Ok((
+            Box::new(uring::UringDriver::new(platform, core)?),
+            Backend::IoUring,
+        )),
         Backend::Auto => match uring::UringDriver::new(platform, core) {
             Ok(driver) => Ok((Box::new(driver), Backend::IoUring)),
-            Err(_) => Ok((Box::new(epoll::EpollDriver::new(platform, core)?), Backend::Epoll)),
+            Err(_) => Ok((
+                Box::new(epoll::EpollDriver::new(platform, core)?),
+                Backend::Epoll,
+            )),
         },
     }
 }

@@ -87,7 +87,10 @@ impl CoreDriver for UringDriver {
         match result {
             Ok(_) => {}
             Err(error)
-                if matches!(error.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY)) => {}
+                if matches!(
+                    error.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) => {}
             Err(error) => panic!("io_uring_enter failed on core {}: {error}", self.core),
         }
         self.reap(&mut ring);

@@ -1,0 +1,188 @@
+//! `ebb-cli`: the Ebbflow command line behind the `./ebb` script.
+//!
+//! `./ebb` installs what is missing and then runs this binary with
+//! `EBB_ROOT` set to the repository root. Subcommands: `run APP`, `test`,
+//! `bench NAME`, `list` (see `./ebb --help`).
+
+mod child;
+mod cli;
+mod root;
+mod steps;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, ExitCode};
+
+use clap::{CommandFactory, Parser};
+
+use cli::{Cli, Command};
+
+/// Exit code for a name that is not an application or benchmark.
+const EXIT_UNKNOWN_NAME: u8 = 2;
+/// Exit code for any other error of this CLI (not of a child).
+const EXIT_ERROR: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Some(command) = cli.command else {
+        let mut help = Cli::command();
+        println!("{}", help.render_help());
+        return ExitCode::SUCCESS;
+    };
+    let starts: Vec<PathBuf> = [
+        std::env::current_dir().ok(),
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let root = match root::find_root(std::env::var_os("EBB_ROOT"), &starts) {
+        Ok(root) => root,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    match dispatch(command, &root) {
+        Ok(code) => ExitCode::from(code),
+        Err((code, message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Runs `command`; `Ok` carries the exit code to return (a child's), `Err` an
+/// exit code and a message for the user.
+fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
+    match command {
+        Command::Run { app, args } => {
+            if !root::is_app(root, &app) {
+                return Err((
+                    EXIT_UNKNOWN_NAME,
+                    format!(
+                        "no application '{app}'; available: {}",
+                        root::join_names(&root::apps(root))
+                    ),
+                ));
+            }
+            child::guard_sigint();
+            child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
+        }
+        Command::Test { quick } => {
+            child::guard_sigint();
+            Ok(steps::run_all(steps::STEPS, root, quick))
+        }
+        Command::Bench { name: None, .. } => {
+            println!("benchmarks: {}", root::join_names(&root::benches(root)));
+            println!("run one with: ./ebb bench NAME [-- ARGS]");
+            Ok(0)
+        }
+        Command::Bench {
+            name: Some(name),
+            args,
+        } => {
+            if !root::is_bench(root, &name) {
+                return Err((
+                    EXIT_UNKNOWN_NAME,
+                    format!(
+                        "no benchmark '{name}'; available: {}",
+                        root::join_names(&root::benches(root))
+                    ),
+                ));
+            }
+            child::guard_sigint();
+            child::run(&mut cargo_run(
+                root,
+                &["-p", "ebb-bench", "--bin", &name],
+                &args,
+            ))
+            .map_err(|e| (EXIT_ERROR, e))
+        }
+        Command::List => {
+            println!("applications: {}", root::join_names(&root::apps(root)));
+            println!("benchmarks:   {}", root::join_names(&root::benches(root)));
+            Ok(0)
+        }
+    }
+}
+
+/// `cargo run --release SELECT... -- ARGS...` in `root`, with `EBB_ROOT` set.
+fn cargo_run(root: &Path, select: &[&str], args: &[String]) -> Process {
+    let mut c = Process::new("cargo");
+    c.args(["run", "--release"])
+        .args(select)
+        .arg("--")
+        .args(args)
+        .current_dir(root)
+        .env("EBB_ROOT", root);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use root::tests::TempDir;
+
+    fn args_of(c: &Process) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn cargo_run_builds_the_documented_command() {
+        let dir = TempDir::new("cargo-run");
+        let c = cargo_run(&dir.0, &["-p", "hello"], &["--x".into(), "y".into()]);
+        assert_eq!(c.get_program(), "cargo");
+        assert_eq!(
+            args_of(&c),
+            ["run", "--release", "-p", "hello", "--", "--x", "y"]
+        );
+        assert_eq!(c.get_current_dir(), Some(dir.0.as_path()));
+        assert!(c
+            .get_envs()
+            .any(|(k, v)| k == "EBB_ROOT" && v == Some(dir.0.as_os_str())));
+    }
+
+    #[test]
+    fn unknown_names_exit_2_with_the_available_names() {
+        let dir = TempDir::new("unknown");
+        std::fs::create_dir_all(dir.0.join("apps/hello")).expect("mkdir");
+        std::fs::write(dir.0.join("apps/hello/Cargo.toml"), "").expect("write");
+        std::fs::create_dir_all(dir.0.join("bench/src/bin")).expect("mkdir");
+        std::fs::write(dir.0.join("bench/src/bin/ebbref.rs"), "").expect("write");
+        assert_eq!(
+            dispatch(
+                Command::Run {
+                    app: "nope".into(),
+                    args: vec![]
+                },
+                &dir.0
+            ),
+            Err((2, "no application 'nope'; available: hello".to_owned()))
+        );
+        assert_eq!(
+            dispatch(
+                Command::Bench {
+                    name: Some("../x".into()),
+                    args: vec![]
+                },
+                &dir.0
+            ),
+            Err((2, "no benchmark '../x'; available: ebbref".to_owned()))
+        );
+        assert_eq!(
+            dispatch(
+                Command::Bench {
+                    name: None,
+                    args: vec![]
+                },
+                &dir.0
+            ),
+            Ok(0)
+        );
+        assert_eq!(dispatch(Command::List, &dir.0), Ok(0));
+    }
+}

@@ -1,0 +1,301 @@
+//! `./ebb test`: the ordered list of checks CI runs, and how they are run.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::child;
+
+/// One step of `./ebb test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Short name shown in headers and the summary.
+    pub name: &'static str,
+    /// The command line, split on whitespace (no quoting: call a script for
+    /// anything more complex). It is also the rerun hint on failure.
+    pub command: &'static str,
+    /// Whether `--quick` runs this step.
+    pub quick: bool,
+    /// Why the step is the way it is, shown in its header; may be empty.
+    pub note: &'static str,
+}
+
+/// The steps, in order. Adding a check is one line here.
+pub const STEPS: &[Step] = &[
+    Step {
+        name: "fmt",
+        command: "cargo fmt --all -- --check",
+        quick: false,
+        note: "",
+    },
+    Step {
+        name: "clippy",
+        command: "cargo clippy --workspace --all-targets -- -D warnings",
+        quick: false,
+        note: "",
+    },
+    Step {
+        name: "test",
+        command: "cargo test --workspace --release",
+        quick: true,
+        note: "release: the concurrency tests are heavy, not timing-sensitive",
+    },
+];
+
+/// Why a step failed when it died of SIGINT (exit code 130).
+const INTERRUPTED: &str = "interrupted";
+
+/// What happened to a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// Exit code 0, after this many seconds.
+    Passed(f64),
+    /// Non-zero exit code (or could not start), after this many seconds.
+    Failed(f64),
+    /// Left out by `--quick`.
+    Skipped,
+    /// Not reached because an earlier step failed.
+    NotRun,
+}
+
+impl Outcome {
+    fn result(self) -> &'static str {
+        match self {
+            Outcome::Passed(_) => "passed",
+            Outcome::Failed(_) => "FAILED",
+            Outcome::Skipped => "skipped",
+            Outcome::NotRun => "not run",
+        }
+    }
+
+    fn seconds(self) -> String {
+        match self {
+            Outcome::Passed(s) | Outcome::Failed(s) => format!("{s:.1}"),
+            Outcome::Skipped | Outcome::NotRun => "-".to_owned(),
+        }
+    }
+}
+
+/// The `Command` for `step`, run in `root`.
+pub fn command(step: &Step, root: &Path) -> Command {
+    let mut words = step.command.split_whitespace();
+    let mut c = Command::new(words.next().unwrap_or("true"));
+    c.args(words).current_dir(root).env("EBB_ROOT", root);
+    c
+}
+
+/// Runs the steps of `steps` in order (those with `quick` only when `quick`),
+/// stopping at the first failure; prints a header per step and a summary.
+/// Returns the exit code: 0, 1 on a failure, 130 when interrupted.
+pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
+    let mut outcomes: Vec<Outcome> = steps
+        .iter()
+        .map(|s| {
+            if quick && !s.quick {
+                Outcome::Skipped
+            } else {
+                Outcome::NotRun
+            }
+        })
+        .collect();
+    let to_run = outcomes.iter().filter(|o| **o == Outcome::NotRun).count();
+    let mut failure: Option<(usize, String)> = None;
+    let mut ordinal = 0;
+    for (i, step) in steps.iter().enumerate() {
+        if outcomes[i] == Outcome::Skipped {
+            continue;
+        }
+        ordinal += 1;
+        let note = if step.note.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", step.note)
+        };
+        println!(
+            "==> [{ordinal}/{to_run}] {}: {}{note}",
+            step.name, step.command
+        );
+        let start = Instant::now();
+        let result = child::run(&mut command(step, root));
+        let secs = start.elapsed().as_secs_f64();
+        match result {
+            Ok(0) => {
+                println!("--> {} passed in {secs:.1} s", step.name);
+                outcomes[i] = Outcome::Passed(secs);
+            }
+            Ok(code) => {
+                println!("--> {} FAILED in {secs:.1} s (exit code {code})", step.name);
+                outcomes[i] = Outcome::Failed(secs);
+                let why = if code == 128 + 2 {
+                    INTERRUPTED.to_owned()
+                } else {
+                    format!("exit code {code}")
+                };
+                failure = Some((i, why));
+                break;
+            }
+            Err(e) => {
+                outcomes[i] = Outcome::Failed(secs);
+                failure = Some((i, e));
+                break;
+            }
+        }
+    }
+    println!();
+    print!("{}", summary(steps, &outcomes));
+    match failure {
+        None => {
+            let skipped = steps.len() - to_run;
+            let plural = if to_run == 1 { "" } else { "s" };
+            if skipped == 0 {
+                println!("ebb test: passed ({to_run} step{plural})");
+            } else {
+                println!("ebb test: passed ({to_run} step{plural}; {skipped} skipped by --quick)");
+            }
+            0
+        }
+        Some((i, why)) => {
+            let step = &steps[i];
+            if why == INTERRUPTED {
+                eprintln!("error: interrupted (Ctrl-C) during step '{}'", step.name);
+                130
+            } else {
+                eprintln!(
+                    "error: step '{}' failed ({why}); rerun it with: {}",
+                    step.name, step.command
+                );
+                1
+            }
+        }
+    }
+}
+
+/// The summary table: step, result, seconds; columns aligned.
+pub fn summary(steps: &[Step], outcomes: &[Outcome]) -> String {
+    let width = steps
+        .iter()
+        .map(|s| s.name.len())
+        .chain(std::iter::once("step".len()))
+        .max()
+        .unwrap_or(4);
+    let mut out = format!("{:<width$}  {:<7}  {:>7}\n", "step", "result", "seconds");
+    for (step, outcome) in steps.iter().zip(outcomes) {
+        out.push_str(&format!(
+            "{:<width$}  {:<7}  {:>7}\n",
+            step.name,
+            outcome.result(),
+            outcome.seconds()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::root::tests::TempDir;
+
+    #[test]
+    fn steps_are_fmt_clippy_test_and_quick_runs_only_tests() {
+        let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
+        assert_eq!(names, ["fmt", "clippy", "test"]);
+        let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
+        assert_eq!(quick, ["test"]);
+        assert!(STEPS[2].command.contains("--release"));
+    }
+
+    #[test]
+    fn command_splits_words_and_runs_in_root() {
+        let dir = TempDir::new("cmd");
+        let c = command(&STEPS[1], &dir.0);
+        assert_eq!(c.get_program(), "cargo");
+        let args: Vec<_> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings"
+            ]
+        );
+        assert_eq!(c.get_current_dir(), Some(dir.0.as_path()));
+    }
+
+    const FAKE: &[Step] = &[
+        Step {
+            name: "one",
+            command: "true",
+            quick: false,
+            note: "",
+        },
+        Step {
+            name: "two",
+            command: "false",
+            quick: true,
+            note: "fails",
+        },
+        Step {
+            name: "three",
+            command: "true",
+            quick: true,
+            note: "",
+        },
+    ];
+
+    #[test]
+    fn stops_at_first_failure() {
+        let dir = TempDir::new("fail");
+        assert_eq!(run_all(FAKE, &dir.0, false), 1);
+        assert_eq!(run_all(&FAKE[..1], &dir.0, false), 0);
+        // --quick skips "one"; "two" still fails.
+        assert_eq!(run_all(FAKE, &dir.0, true), 1);
+        assert_eq!(run_all(&[FAKE[0], FAKE[2]], &dir.0, true), 0);
+    }
+
+    #[test]
+    fn sigint_death_is_an_interruption() {
+        let dir = TempDir::new("sigint");
+        let steps = [Step {
+            name: "x",
+            command: "sh -c kill${IFS}-INT${IFS}$$",
+            quick: true,
+            note: "",
+        }];
+        assert_eq!(run_all(&steps, &dir.0, false), 130);
+    }
+
+    #[test]
+    fn missing_program_fails_the_step() {
+        let dir = TempDir::new("missing");
+        let steps = [Step {
+            name: "x",
+            command: "/nonexistent/ebb-step",
+            quick: true,
+            note: "",
+        }];
+        assert_eq!(run_all(&steps, &dir.0, false), 1);
+    }
+
+    #[test]
+    fn summary_is_aligned() {
+        let table = summary(
+            FAKE,
+            &[Outcome::Passed(1.5), Outcome::Failed(10.0), Outcome::NotRun],
+        );
+        assert_eq!(
+            table,
+            "step   result   seconds\n\
+             one    passed       1.5\n\
+             two    FAILED      10.0\n\
+             three  not run        -\n"
+        );
+        let skipped = summary(&FAKE[..1], &[Outcome::Skipped]);
+        assert_eq!(skipped, "step  result   seconds\none   skipped        -\n");
+    }
+}
