@@ -35,6 +35,13 @@ pub const STEPS: &[Step] = &[
         note: "",
     },
     Step {
+        name: "no_std",
+        command:
+            "cargo build --release -p ebb-core -p ebb-event -p ebb-mem --target x86_64-unknown-none",
+        quick: false,
+        note: "the shared crates build for the bare-metal target",
+    },
+    Step {
         name: "test",
         command: "cargo test --workspace --release",
         quick: true,
@@ -196,12 +203,13 @@ mod tests {
     use crate::root::tests::TempDir;
 
     #[test]
-    fn steps_are_fmt_clippy_test_and_quick_runs_only_tests() {
+    fn steps_are_fmt_clippy_no_std_test_and_quick_runs_only_tests() {
         let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
-        assert_eq!(names, ["fmt", "clippy", "test"]);
+        assert_eq!(names, ["fmt", "clippy", "no_std", "test"]);
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);
-        assert!(STEPS[2].command.contains("--release"));
+        assert!(STEPS[3].command.contains("--release"));
+        assert!(STEPS[2].command.contains("x86_64-unknown-none"));
     }
 
     #[test]
