@@ -61,7 +61,8 @@ pub(crate) enum Runnable {
 pub struct EventManager {
     core: CoreId,
     root: &'static EventRoot,
-    driver: Box<dyn CoreDriver>,
+    /// Dropped when the loop ends, releasing the platform's resources.
+    driver: RefCell<Option<Box<dyn CoreDriver>>>,
     queue: RefCell<VecDeque<Runnable>>,
     timers: RefCell<TimerQueue>,
     idle: RefCell<IdleHandlers>,
@@ -92,7 +93,7 @@ impl EventManager {
         EventManager {
             core,
             root,
-            driver,
+            driver: RefCell::new(Some(driver)),
             queue: RefCell::new(VecDeque::new()),
             timers: RefCell::new(TimerQueue::default()),
             idle: RefCell::new(IdleHandlers::default()),
@@ -144,7 +145,9 @@ impl EventManager {
             if self.root.is_stopping() {
                 break;
             }
-            self.driver.dispatch();
+            if let Some(driver) = self.driver.borrow().as_ref() {
+                driver.dispatch();
+            }
             self.drain_mailbox();
             self.fire_timers();
             self.run_batch();
@@ -227,7 +230,9 @@ impl EventManager {
         if !self.root.is_stopping() {
             self.rcu.go_idle(self.core, &self.root.rcu);
             self.halts.set(self.halts.get() + 1);
-            self.driver.halt(deadline);
+            if let Some(driver) = self.driver.borrow().as_ref() {
+                driver.halt(deadline);
+            }
         }
         mailbox.woke_up();
     }
@@ -244,6 +249,8 @@ impl EventManager {
         let mailbox = self.root.mailbox(self.core);
         while mailbox.pop().is_some() {}
         self.rcu.abandon();
+        let driver = self.driver.borrow_mut().take();
+        drop(driver);
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod config;
 mod driver;
+pub mod net;
 mod platform;
 mod runtime;
 mod sys;

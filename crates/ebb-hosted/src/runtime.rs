@@ -9,7 +9,7 @@ use std::thread;
 use ebb_core::{CoreId, Node};
 use ebb_event::{run_core, start_node, EventError, EventRoot};
 
-use crate::{driver, sys, Config, HostedPlatform};
+use crate::{driver, net, sys, Config, HostedPlatform};
 
 /// Why a hosted node could not run.
 #[derive(Debug)]
@@ -113,10 +113,15 @@ pub fn run_with(
                 if pin {
                     sys::pin_to_cpu(cpu).map_err(io_error("pinning a core to its CPU"))?;
                 }
-                let (driver, _) = driver::create(backend, platform, core)
+                let (driver, reactor) = driver::create(backend, platform, core)
                     .map_err(io_error("creating a core's event driver"))?;
-                let init = init.map(|main| Box::new(main) as Box<dyn FnOnce()>);
-                run_core(core, node, driver, init).map_err(HostedError::Event)
+                let init: Box<dyn FnOnce()> = Box::new(move || {
+                    net::install(core, reactor);
+                    if let Some(main) = init {
+                        main();
+                    }
+                });
+                run_core(core, node, driver, Some(init)).map_err(HostedError::Event)
             })
             .map_err(io_error("starting a core thread"))?;
         threads.push(thread);

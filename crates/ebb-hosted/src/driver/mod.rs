@@ -4,7 +4,10 @@
 mod epoll;
 mod uring;
 
+pub(crate) use uring::{OpToken, Reactor};
+
 use std::io;
+use std::rc::Rc;
 use std::str::FromStr;
 
 use ebb_core::CoreId;
@@ -39,27 +42,22 @@ impl FromStr for Backend {
     }
 }
 
-/// Builds the driver of `core` for `backend`; `Auto` tries io_uring first.
-pub(crate) fn create(
-    backend: Backend,
-    platform: &'static HostedPlatform,
-    core: CoreId,
-) -> io::Result<(Box<dyn CoreDriver>, Backend)> {
+/// A core's driver, and its io_uring reactor if it has one.
+type Created = io::Result<(Box<dyn CoreDriver>, Option<Rc<Reactor>>)>;
+
+/// Builds the driver of `core` for `backend` (`Auto` tries io_uring
+/// first), and returns its io_uring reactor if it has one (networking
+/// needs it).
+pub(crate) fn create(backend: Backend, platform: &'static HostedPlatform, core: CoreId) -> Created {
+    let uring = || -> Created {
+        let driver = uring::UringDriver::new(platform, core)?;
+        let reactor = driver.reactor();
+        Ok((Box::new(driver), Some(reactor)))
+    };
+    let epoll = || -> Created { Ok((Box::new(epoll::EpollDriver::new(platform, core)?), None)) };
     match backend {
-        Backend::Epoll => Ok((
-            Box::new(epoll::EpollDriver::new(platform, core)?),
-            Backend::Epoll,
-        )),
-        Backend::IoUring => Ok((
-            Box::new(uring::UringDriver::new(platform, core)?),
-            Backend::IoUring,
-        )),
-        Backend::Auto => match uring::UringDriver::new(platform, core) {
-            Ok(driver) => Ok((Box::new(driver), Backend::IoUring)),
-            Err(_) => Ok((
-                Box::new(epoll::EpollDriver::new(platform, core)?),
-                Backend::Epoll,
-            )),
-        },
+        Backend::Epoll => epoll(),
+        Backend::IoUring => uring(),
+        Backend::Auto => uring().or_else(|_| epoll()),
     }
 }
