@@ -1,0 +1,880 @@
+//! `SlabAllocator`: fixed-size objects from slabs, with a per-core
+//! representative, a per-node level and a root.
+//!
+//! The design follows Bonwick's slab allocator (*The Slab Allocator: An
+//! Object-Caching Kernel Memory Allocator*, USENIX Summer 1994) and its
+//! per-CPU extension (Bonwick & Adams, *Magazines and Vmem*, USENIX 2001), with
+//! Hoard's ownership rule (Berger et al., *Hoard*, ASPLOS 2000): every slab
+//! is owned by one core, only the owner allocates from it, and frees from
+//! other cores go back to the owner. As in mimalloc (Leijen et al., 2019),
+//! free lists are sharded per slab and remote frees travel on a separate
+//! lock-free list ([`crate::remote_free`]), so the owner's fast paths need no
+//! atomic operation at all.
+//!
+//! Levels:
+//! - **Per core** ([`CoreCache`]): for every size class, the *current* slab
+//!   whose free objects are the allocation list `free[class]`, a list of
+//!   *partial* slabs (some objects free), one *spare* empty slab, and the
+//!   remote-free queues other cores push to.
+//! - **Per node**: a small depot of empty slabs by slab size, in front of the
+//!   node's [`PageAllocator`]; rebalancing between cores happens here, since a
+//!   slab emptied on one core is reused by any core of the node.
+//! - **Root** ([`SlabAllocator`]): the nodes, the caches of exited threads
+//!   (adopted by new threads, drained by anyone needing memory) and a shared,
+//!   locked cache for threads that can no longer have one of their own.
+//!
+//! Slabs are buddy blocks, so they are aligned to their size; the header
+//! sits at the start and the slab of an object is `addr & !(slab_size - 1)`
+//! (the slab size is a function of the class, which the caller knows).
+//!
+//! Fast-path cost, with the class known: allocation is a load of the core's
+//! cache pointer, a load of `free[class]`, a null test and a load/store to
+//! pop. A local free is the cache pointer, a mask, a compare of the slab's
+//! owner, a push on the slab's `local_free`, a counter increment and one
+//! combined bounds test that catches both "slab was full" and "slab is now
+//! empty". No atomic instruction, no lock, no call.
+
+use core::mem::size_of;
+use core::ptr::{self, NonNull};
+
+use crate::page::{PageAllocator, PageSource};
+use crate::remote_free::{FreeObject, ObjectQueues};
+use crate::size_class::{
+    CAPACITY, CLASS_SIZE, FIRST_OFFSET, NUM_CLASSES, SLAB_HEADER_BYTES, SLAB_ORDER,
+};
+use crate::sync::SpinLock;
+use crate::PAGE_SIZE;
+
+/// NUMA nodes supported (representatives of the page allocator and depot).
+pub const MAX_NODES: usize = 4;
+/// Empty slabs a node's depot keeps per slab size before returning pages.
+pub const DEPOT_SLABS: usize = 16;
+/// Smallest slab order (64 KiB); the depot is indexed from it.
+const MIN_SLAB_ORDER: usize = 4;
+/// Distinct slab orders (64 KiB .. 512 KiB).
+const DEPOT_ORDERS: usize = 4;
+
+const CURRENT: u8 = 0;
+const PARTIAL: u8 = 1;
+const FULL: u8 = 2;
+const SPARE: u8 = 3;
+
+/// The header at the start of every slab.
+#[repr(C)]
+struct Slab {
+    /// Fields only the owning core touches.
+    local: SlabLocal,
+    /// Fields other cores read, on their own cache line so that the owner's
+    /// frees do not take the line away from remote freers.
+    shared: SlabShared,
+}
+
+#[repr(C, align(64))]
+struct SlabShared {
+    /// The core cache that owns the slab; read by any core freeing one of its
+    /// objects, written only while the slab has no live object.
+    owner: *mut CoreCache,
+    class: u8,
+    node: u8,
+}
+
+#[repr(C)]
+struct SlabLocal {
+    /// Objects freed by the owner (or drained from its remote queue).
+    local_free: *mut FreeObject,
+    /// Length of `local_free`.
+    nfree: u32,
+    /// `capacity - 2`: `nfree - 2 >= cap_m2` (wrapping) tests both
+    /// `nfree == 1` (was full) and `nfree == capacity` (now empty).
+    cap_m2: u32,
+    prev: *mut Slab,
+    next: *mut Slab,
+    capacity: u32,
+    state: u8,
+}
+
+const _: () = assert!(size_of::<Slab>() <= SLAB_HEADER_BYTES);
+
+/// The per-core representative of the slab allocators of every size class.
+///
+/// One structure per core holds the representatives of all classes, so a
+/// single per-core pointer (see [`crate::CoreLocal`]) reaches them.
+#[repr(C, align(64))]
+pub struct CoreCache {
+    /// Touched only by the owning core.
+    local: CacheLocal,
+    /// Written by other cores: kept on its own cache lines.
+    remote: Padded<ObjectQueues<NUM_CLASSES>>,
+}
+
+#[repr(C)]
+struct CacheLocal {
+    /// Allocation list per class: free objects of the current slab.
+    free: [*mut FreeObject; NUM_CLASSES],
+    current: [*mut Slab; NUM_CLASSES],
+    partial: [*mut Slab; NUM_CLASSES],
+    spare: [*mut Slab; NUM_CLASSES],
+    /// Remote frees waiting to be sent to one owner, per class (batching:
+    /// one compare-and-swap per [`REMOTE_BATCH`] objects).
+    pending: [Pending; NUM_CLASSES],
+    node: usize,
+    next_abandoned: *mut CoreCache,
+}
+
+/// A chain of objects freed by this core that belong to `owner`.
+#[derive(Clone, Copy)]
+struct Pending {
+    owner: *mut CoreCache,
+    head: *mut FreeObject,
+    tail: *mut FreeObject,
+    count: usize,
+}
+
+const NO_PENDING: Pending = Pending {
+    owner: ptr::null_mut(),
+    head: ptr::null_mut(),
+    tail: ptr::null_mut(),
+    count: 0,
+};
+
+/// Remote frees a core batches before pushing them to the owner. Objects
+/// wait at most until the batch fills, the core's next refill, a flush, or
+/// the core's exit.
+pub const REMOTE_BATCH: usize = 64;
+
+#[repr(C, align(64))]
+struct Padded<T>(T);
+
+const _: () = assert!(size_of::<CoreCache>() <= PAGE_SIZE);
+
+impl CoreCache {
+    const fn new(node: usize) -> Self {
+        Self {
+            local: CacheLocal {
+                free: [ptr::null_mut(); NUM_CLASSES],
+                current: [ptr::null_mut(); NUM_CLASSES],
+                partial: [ptr::null_mut(); NUM_CLASSES],
+                spare: [ptr::null_mut(); NUM_CLASSES],
+                pending: [NO_PENDING; NUM_CLASSES],
+                node,
+                next_abandoned: ptr::null_mut(),
+            },
+            remote: Padded(ObjectQueues::new()),
+        }
+    }
+}
+
+/// A cache with nothing in it, never written: the value a core's cache
+/// pointer holds before the core has a cache. Allocation from it always
+/// takes the slow path; no slab is owned by it, so frees through it are
+/// remote frees to the real owner.
+pub struct EmptyCache(CoreCache);
+
+// SAFETY: the empty cache is never written (nothing is ever pushed to its
+// queues, as no slab names it as owner), so sharing it is sound.
+unsafe impl Sync for EmptyCache {}
+
+/// See [`EmptyCache`].
+pub static EMPTY_CACHE: EmptyCache = EmptyCache(CoreCache::new(0));
+
+impl EmptyCache {
+    /// The sentinel as a cache pointer (only ever read through).
+    #[inline(always)]
+    pub const fn as_ptr(&'static self) -> *mut CoreCache {
+        ptr::from_ref(&self.0).cast_mut()
+    }
+}
+
+/// Whether `cache` is the [`EMPTY_CACHE`] sentinel.
+#[inline(always)]
+pub fn is_empty_cache(cache: *mut CoreCache) -> bool {
+    ptr::eq(cache, EMPTY_CACHE.as_ptr())
+}
+
+/// The owner-only part of a cache.
+///
+/// # Safety
+/// `cache` must be a real cache (not the sentinel) owned by the caller, and
+/// no other reference to its local part may be live.
+#[inline(always)]
+unsafe fn cl<'a>(cache: *mut CoreCache) -> &'a mut CacheLocal {
+    // SAFETY: the caller's contract.
+    unsafe { &mut (*cache).local }
+}
+
+/// The owner-only part of a slab header.
+///
+/// # Safety
+/// `s` must be a slab owned by the caller's cache (or free and held by the
+/// caller), and no other reference to its local part may be live.
+#[inline(always)]
+unsafe fn sl<'a>(s: *mut Slab) -> &'a mut SlabLocal {
+    // SAFETY: the caller's contract.
+    unsafe { &mut (*s).local }
+}
+
+/// The class of a slab (immutable while the caller holds it or one of its
+/// objects).
+#[inline(always)]
+unsafe fn class_of(s: *mut Slab) -> usize {
+    // SAFETY: the caller's contract: the header is initialized.
+    unsafe { (*s).shared.class as usize }
+}
+
+/// Pushes a pending chain to its owner and empties it.
+///
+/// # Safety
+/// The chain's objects must be dead and owned by the caller.
+unsafe fn flush_pending(p: &mut Pending, class: usize) {
+    if !p.head.is_null() {
+        // SAFETY: caches are never deallocated, so `owner` is valid.
+        let queues = unsafe { &(*p.owner).remote.0 };
+        // SAFETY: the chain head..tail is linked and ours; it passes to the
+        // owner.
+        unsafe { queues.push_chain(class, p.head, p.tail) };
+    }
+    *p = NO_PENDING;
+}
+
+/// The first word of a free object.
+///
+/// # Safety
+/// `obj` must be a dead object the caller holds.
+#[inline(always)]
+unsafe fn link<'a>(obj: *mut FreeObject) -> &'a mut *mut FreeObject {
+    // SAFETY: the caller's contract.
+    unsafe { &mut (*obj).next }
+}
+
+struct CachePtr(*mut CoreCache);
+// SAFETY: a cache on a root list is owned by no core; the list's lock
+// serializes who takes it.
+unsafe impl Send for CachePtr {}
+
+struct Depot {
+    lists: [*mut Slab; DEPOT_ORDERS],
+    counts: [usize; DEPOT_ORDERS],
+}
+// SAFETY: slabs in the depot are empty and owned by the depot; its lock
+// serializes access.
+unsafe impl Send for Depot {}
+
+struct NodeLevel {
+    pages: PageAllocator,
+    depot: SpinLock<Depot>,
+}
+
+/// Root of the slab allocators: nodes, their depots and page allocators, and
+/// the caches of exited threads.
+pub struct SlabAllocator {
+    nodes: [NodeLevel; MAX_NODES],
+    abandoned: SpinLock<CachePtr>,
+    fallback: SpinLock<CachePtr>,
+}
+
+#[inline(always)]
+fn slab_of(obj: *mut u8, class: usize) -> *mut Slab {
+    let mask = (PAGE_SIZE << SLAB_ORDER[class]) - 1;
+    obj.map_addr(|a| a & !mask).cast()
+}
+
+impl SlabAllocator {
+    /// A slab allocator whose page allocators grow from `source`.
+    pub const fn new(source: &'static dyn PageSource) -> Self {
+        Self {
+            nodes: [
+                NodeLevel::new(source, 0),
+                NodeLevel::new(source, 1),
+                NodeLevel::new(source, 2),
+                NodeLevel::new(source, 3),
+            ],
+            abandoned: SpinLock::new(CachePtr(ptr::null_mut())),
+            fallback: SpinLock::new(CachePtr(ptr::null_mut())),
+        }
+    }
+
+    /// The page allocator representative of `node` (clamped to the nodes
+    /// supported).
+    pub fn pages(&self, node: usize) -> &PageAllocator {
+        &self.nodes[node % MAX_NODES].pages
+    }
+
+    /// Pages in use from all nodes' page allocators: slabs (including those
+    /// kept in depots and as spares) and core caches.
+    pub fn used_pages(&self) -> usize {
+        self.nodes.iter().map(|n| n.pages.used_pages()).sum()
+    }
+
+    /// Returns the empty slabs kept in node depots to the page allocators.
+    pub fn trim(&self) {
+        for n in &self.nodes {
+            let mut d = n.depot.lock();
+            for i in 0..DEPOT_ORDERS {
+                let mut s = core::mem::replace(&mut d.lists[i], ptr::null_mut());
+                d.counts[i] = 0;
+                while let Some(slab) = NonNull::new(s) {
+                    // SAFETY: depot slabs are empty and owned by the depot,
+                    // whose lock we hold.
+                    s = unsafe { sl(s) }.next;
+                    // SAFETY: a depot slab is a block of `MIN_SLAB_ORDER + i`
+                    // pages from this node's page allocator.
+                    unsafe { n.pages.free(slab.cast(), MIN_SLAB_ORDER + i) };
+                }
+            }
+        }
+    }
+
+    /// A cache for a core on `node`: an abandoned one if any (adopting its
+    /// slabs), else a fresh one. `None` when out of memory.
+    pub fn new_cache(&self, node: usize) -> Option<NonNull<CoreCache>> {
+        {
+            let mut list = self.abandoned.lock();
+            let c = list.0;
+            if !c.is_null() {
+                // SAFETY: caches on the abandoned list are valid and owned by
+                // the list, whose lock we hold.
+                list.0 = unsafe { cl(c) }.next_abandoned;
+                return NonNull::new(c);
+            }
+        }
+        let node = node % MAX_NODES;
+        let page = self.pages(node).alloc(0)?;
+        let cache = page.cast::<CoreCache>();
+        // SAFETY: a fresh page, exclusively ours, large and aligned enough
+        // for a `CoreCache` (checked at compile time above).
+        unsafe { cache.as_ptr().write(CoreCache::new(node)) };
+        Some(cache)
+    }
+
+    /// Allocates an object of `class` from the cache's allocation list, or
+    /// returns null if the list is empty (then call [`Self::refill`]).
+    ///
+    /// # Safety
+    /// `cache` must be [`EMPTY_CACHE`] or a cache from this allocator owned
+    /// by the calling thread; `class < NUM_CLASSES`.
+    #[inline(always)]
+    pub unsafe fn alloc_fast(cache: *mut CoreCache, class: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees `cache` is valid; this only computes
+        // a field address (the sentinel is never written: its lists are null).
+        let slot = unsafe { &raw mut (*cache).local.free[class] };
+        // SAFETY: `slot` is a valid, initialized field of the cache.
+        let head = unsafe { *slot };
+        if !head.is_null() {
+            // SAFETY: `head` is a free object of the current slab, which
+            // only this core pops from: its first word links to the next.
+            let next = unsafe { *link(head) };
+            // SAFETY: non-null list, so `cache` is a real cache we own.
+            unsafe { *slot = next };
+        }
+        head.cast()
+    }
+
+    /// Allocates an object of `class` (fast path, then refill).
+    ///
+    /// # Safety
+    /// As [`Self::refill`].
+    #[inline(always)]
+    pub unsafe fn alloc(&self, cache: *mut CoreCache, class: usize) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        let p = unsafe { Self::alloc_fast(cache, class) };
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.refill(cache, class) }
+    }
+
+    /// Slow path of allocation: drains remote frees, moves to another slab
+    /// or takes a new one. Returns null when out of memory.
+    ///
+    /// # Safety
+    /// `cache` must be a cache from this allocator owned by the calling
+    /// thread (not [`EMPTY_CACHE`]); `class < NUM_CLASSES`.
+    #[cold]
+    #[inline(never)]
+    pub unsafe fn refill(&self, cache: *mut CoreCache, class: usize) -> *mut u8 {
+        debug_assert!(!is_empty_cache(cache));
+        // SAFETY: the caller owns `cache`, hence every slab it owns; no
+        // reference to a local part outlives its use (here and below).
+        let pending = unsafe { &(*cache).remote.0 }.pending();
+        // SAFETY: see above.
+        unsafe { Self::flush_remote(cache) };
+        if pending {
+            // SAFETY: see above.
+            unsafe { self.drain_remote(cache) };
+        }
+        // SAFETY: see above.
+        let cur = unsafe { cl(cache) }.current[class];
+        if !cur.is_null() {
+            // SAFETY: see above.
+            let l = unsafe { sl(cur) };
+            if !l.local_free.is_null() {
+                // SAFETY: see above.
+                unsafe { Self::make_current(cache, cur) };
+                // SAFETY: see above.
+                return unsafe { Self::alloc_fast(cache, class) };
+            }
+            l.state = FULL;
+            // SAFETY: see above.
+            unsafe { cl(cache) }.current[class] = ptr::null_mut();
+        }
+        // SAFETY: see above.
+        let mut s = unsafe { cl(cache) }.partial[class];
+        if !s.is_null() {
+            // SAFETY: see above; `s` is on the partial list.
+            unsafe { Self::unlink_partial(cache, s) };
+        } else {
+            // SAFETY: see above.
+            s = unsafe { self.acquire_slab(cache, class) };
+            if s.is_null() {
+                return ptr::null_mut();
+            }
+        }
+        // SAFETY: see above; `s` is owned and off every list.
+        unsafe { Self::make_current(cache, s) };
+        // SAFETY: see above.
+        unsafe { Self::alloc_fast(cache, class) }
+    }
+
+    /// Frees an object of `class` allocated from this allocator by any core.
+    ///
+    /// # Safety
+    /// `cache` must be [`EMPTY_CACHE`] or a cache from this allocator owned by
+    /// the calling thread; `ptr` must be a live object of `class` from this
+    /// allocator, not used after this call.
+    #[inline(always)]
+    pub unsafe fn free(&self, cache: *mut CoreCache, ptr: *mut u8, class: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_or_attach(cache, ptr, class, ptr::null_mut) }
+    }
+
+    /// [`Self::free`], where a core without a cache (the sentinel) may get
+    /// one from `attach` (which returns null if it cannot) to batch its
+    /// remote frees.
+    ///
+    /// # Safety
+    /// As [`Self::free`]; a cache `attach` returns must be owned by the caller.
+    #[inline(always)]
+    pub unsafe fn free_or_attach(
+        &self,
+        cache: *mut CoreCache,
+        ptr: *mut u8,
+        class: usize,
+        attach: impl FnOnce() -> *mut CoreCache,
+    ) {
+        let slab = slab_of(ptr, class);
+        let obj = ptr.cast::<FreeObject>();
+        // SAFETY: `ptr` is a live object, so its slab's header is valid and
+        // its owner field is fixed while the object lives (written before the
+        // object was handed out, which happens-before this free).
+        let owner = unsafe { (*slab).shared.owner };
+        if owner == cache {
+            // SAFETY: we own the slab (so no other core touches its local
+            // part, and no other reference to it is live on this core).
+            let l = unsafe { sl(slab) };
+            // SAFETY: the object is dead: its first word may hold the link.
+            unsafe { *link(obj) = l.local_free };
+            l.local_free = obj;
+            let n = l.nfree + 1;
+            l.nfree = n;
+            if n.wrapping_sub(2) >= l.cap_m2 {
+                // SAFETY: we own `cache` and the slab; `l` is dead now.
+                unsafe { self.transition(cache, slab) };
+            }
+        } else {
+            // SAFETY: forwarded contract; the object is dead.
+            unsafe { self.free_remote(cache, owner, obj, class, attach) };
+        }
+    }
+
+    /// A free of an object owned by another core: batched per owner and
+    /// class, then pushed to the owner's remote-free queue.
+    #[inline(never)]
+    unsafe fn free_remote(
+        &self,
+        cache: *mut CoreCache,
+        owner: *mut CoreCache,
+        obj: *mut FreeObject,
+        class: usize,
+        attach: impl FnOnce() -> *mut CoreCache,
+    ) {
+        let cache = if is_empty_cache(cache) {
+            attach()
+        } else {
+            cache
+        };
+        if cache.is_null() || is_empty_cache(cache) {
+            // SAFETY: caches are never deallocated, so `owner` is valid.
+            let queues = unsafe { &(*owner).remote.0 };
+            // SAFETY: the object is dead and passes to the owner.
+            unsafe { queues.push(class, obj) };
+            return;
+        }
+        // SAFETY: `cache` is ours (caller's contract, or just attached).
+        let p = unsafe { &mut cl(cache).pending[class] };
+        if p.owner != owner || p.head.is_null() {
+            // SAFETY: as above.
+            unsafe { flush_pending(p, class) };
+            p.owner = owner;
+            p.tail = obj;
+            // SAFETY: the object is dead and ours until pushed.
+            unsafe { *link(obj) = ptr::null_mut() };
+        } else {
+            // SAFETY: as above.
+            unsafe { *link(obj) = p.head };
+        }
+        p.head = obj;
+        p.count += 1;
+        if p.count >= REMOTE_BATCH {
+            // SAFETY: the chain is ours.
+            unsafe { flush_pending(p, class) };
+        }
+    }
+
+    /// Pushes every batched remote free of this core to its owner.
+    ///
+    /// # Safety
+    /// `cache` must be a cache from this allocator owned by the caller.
+    pub unsafe fn flush_remote(cache: *mut CoreCache) {
+        // SAFETY: the caller's contract.
+        let c = unsafe { cl(cache) };
+        for (class, p) in c.pending.iter_mut().enumerate() {
+            // SAFETY: the chains are ours.
+            unsafe { flush_pending(p, class) };
+        }
+    }
+
+    /// Returns every object and slab the cache holds but does not need:
+    /// drains remote frees, gives back the current slabs' unallocated
+    /// objects, and sends empty slabs (spares included) to the node depot.
+    ///
+    /// # Safety
+    /// `cache` must be a cache from this allocator owned by the caller.
+    pub unsafe fn flush_cache(&self, cache: *mut CoreCache) {
+        // SAFETY: the caller owns `cache` and so every slab it owns; objects
+        // on its lists are dead and ours (here and below).
+        unsafe { Self::flush_remote(cache) };
+        // SAFETY: see above.
+        unsafe { self.drain_remote(cache) };
+        for class in 0..NUM_CLASSES {
+            // SAFETY: see above.
+            let c = unsafe { cl(cache) };
+            let cur = core::mem::replace(&mut c.current[class], ptr::null_mut());
+            let mut list = core::mem::replace(&mut c.free[class], ptr::null_mut());
+            let spare = core::mem::replace(&mut c.spare[class], ptr::null_mut());
+            if !cur.is_null() {
+                // SAFETY: see above.
+                let l = unsafe { sl(cur) };
+                while !list.is_null() {
+                    // SAFETY: see above.
+                    let next = unsafe { *link(list) };
+                    // SAFETY: see above.
+                    unsafe { *link(list) = l.local_free };
+                    l.local_free = list;
+                    l.nfree += 1;
+                    list = next;
+                }
+                if l.nfree == l.capacity {
+                    // SAFETY: see above; the slab is empty.
+                    unsafe { self.release_to_depot(cur) };
+                } else if l.nfree == 0 {
+                    l.state = FULL;
+                } else {
+                    // SAFETY: see above.
+                    unsafe { Self::push_partial(cache, cur) };
+                }
+            }
+            if !spare.is_null() {
+                // SAFETY: see above; spares are empty.
+                unsafe { self.release_to_depot(spare) };
+            }
+        }
+    }
+
+    /// Retires the cache of an exiting core: flushes it and puts it on the
+    /// abandoned list, where a new core adopts it (with its partial slabs and
+    /// whatever other cores free to it meanwhile).
+    ///
+    /// # Safety
+    /// `cache` must be a cache from this allocator owned by the caller, who
+    /// must not use it afterwards.
+    pub unsafe fn retire_cache(&self, cache: *mut CoreCache) {
+        // SAFETY: forwarded contract.
+        unsafe { self.flush_cache(cache) };
+        let mut list = self.abandoned.lock();
+        // SAFETY: we still own `cache` until it is on the list.
+        unsafe { cl(cache) }.next_abandoned = list.0;
+        list.0 = cache;
+    }
+
+    /// Runs `f` with the shared fallback cache, under its lock: for threads
+    /// that cannot have a cache of their own (e.g. while they exit). `None`
+    /// if out of memory.
+    pub fn with_fallback<R>(&self, f: impl FnOnce(*mut CoreCache) -> R) -> Option<R> {
+        let mut g = self.fallback.lock();
+        if g.0.is_null() {
+            g.0 = self.new_cache(0)?.as_ptr();
+        }
+        Some(f(g.0))
+    }
+
+    // ---- slow paths ----
+
+    /// Moves the slab's free objects to the allocation list.
+    unsafe fn make_current(cache: *mut CoreCache, s: *mut Slab) {
+        // SAFETY: the caller owns `cache` and `s` (here and below).
+        let c = unsafe { cl(cache) };
+        // SAFETY: see above.
+        let l = unsafe { sl(s) };
+        // SAFETY: see above.
+        let class = unsafe { class_of(s) };
+        debug_assert!(c.free[class].is_null());
+        c.free[class] = core::mem::replace(&mut l.local_free, ptr::null_mut());
+        l.nfree = 0;
+        l.state = CURRENT;
+        c.current[class] = s;
+    }
+
+    /// A free made `nfree` 1 (the slab was full) or `capacity` (now empty).
+    #[cold]
+    #[inline(never)]
+    unsafe fn transition(&self, cache: *mut CoreCache, s: *mut Slab) {
+        // SAFETY: the caller owns `cache` and `s` (here and below).
+        let c = unsafe { cl(cache) };
+        // SAFETY: see above.
+        let l = unsafe { sl(s) };
+        // SAFETY: see above.
+        let class = unsafe { class_of(s) };
+        if c.current[class] == s {
+            return;
+        }
+        if l.nfree == l.capacity {
+            // SAFETY: as above; `s` is on the partial list.
+            unsafe { Self::unlink_partial(cache, s) };
+            // SAFETY: as above (the previous references are dead).
+            let c = unsafe { cl(cache) };
+            // SAFETY: as above.
+            unsafe { sl(s) }.state = SPARE;
+            // Keep the newest empty slab as the spare; the older one goes
+            // to the node.
+            let old = core::mem::replace(&mut c.spare[class], s);
+            if !old.is_null() {
+                // SAFETY: spares are empty slabs we own.
+                unsafe { self.release_to_depot(old) };
+            }
+        } else {
+            debug_assert_eq!(l.state, FULL);
+            // SAFETY: as above.
+            unsafe { Self::push_partial(cache, s) };
+        }
+    }
+
+    unsafe fn push_partial(cache: *mut CoreCache, s: *mut Slab) {
+        // SAFETY: the caller owns `cache` and `s`; list members are owned
+        // slabs with valid links.
+        let c = unsafe { cl(cache) };
+        // SAFETY: see above.
+        let class = unsafe { class_of(s) };
+        let head = c.partial[class];
+        if !head.is_null() {
+            // SAFETY: as above.
+            unsafe { sl(head) }.prev = s;
+        }
+        // SAFETY: as above.
+        let l = unsafe { sl(s) };
+        l.prev = ptr::null_mut();
+        l.next = head;
+        l.state = PARTIAL;
+        c.partial[class] = s;
+    }
+
+    unsafe fn unlink_partial(cache: *mut CoreCache, s: *mut Slab) {
+        // SAFETY: as in `push_partial`; `s` is on the partial list.
+        let l = unsafe { sl(s) };
+        debug_assert_eq!(l.state, PARTIAL);
+        let (prev, next) = (l.prev, l.next);
+        // SAFETY: as above.
+        let class = unsafe { class_of(s) };
+        if prev.is_null() {
+            // SAFETY: as above.
+            unsafe { cl(cache) }.partial[class] = next;
+        } else {
+            // SAFETY: as above.
+            unsafe { sl(prev) }.next = next;
+        }
+        if !next.is_null() {
+            // SAFETY: as above.
+            unsafe { sl(next) }.prev = prev;
+        }
+    }
+
+    unsafe fn drain_remote(&self, cache: *mut CoreCache) {
+        // SAFETY: the caller owns `cache`, so it is the only consumer of its
+        // queues, and it owns every slab whose objects arrive there.
+        let queues = unsafe { &(*cache).remote.0 };
+        let take = |class: usize, obj: *mut FreeObject| {
+            let s = slab_of(obj.cast(), class);
+            // SAFETY: as above: the slab is ours, the object dead and ours.
+            debug_assert_eq!(unsafe { (*s).shared.owner }, cache);
+            // SAFETY: as above.
+            let l = unsafe { sl(s) };
+            // SAFETY: as above.
+            unsafe { *link(obj) = l.local_free };
+            l.local_free = obj;
+            let n = l.nfree + 1;
+            l.nfree = n;
+            if n.wrapping_sub(2) >= l.cap_m2 {
+                // SAFETY: as above; `l` is dead now.
+                unsafe { self.transition(cache, s) };
+            }
+        };
+        // SAFETY: single consumer (see above).
+        unsafe { queues.drain(take) };
+    }
+
+    /// A slab for `class`, owned by `cache`: its spare, or one from the node
+    /// depot, or fresh pages. Null when out of memory.
+    unsafe fn acquire_slab(&self, cache: *mut CoreCache, class: usize) -> *mut Slab {
+        // SAFETY: the caller owns `cache`.
+        let c = unsafe { cl(cache) };
+        let spare = core::mem::replace(&mut c.spare[class], ptr::null_mut());
+        if !spare.is_null() {
+            return spare;
+        }
+        let node = c.node;
+        let order = SLAB_ORDER[class];
+        let mut mem = self.nodes[node].depot_pop(order);
+        if mem.is_none() {
+            self.reclaim_abandoned();
+            mem = self.nodes[node].depot_pop(order);
+        }
+        if mem.is_none() {
+            mem = (0..MAX_NODES).find_map(|i| {
+                let n = (node + i) % MAX_NODES;
+                self.nodes[n].pages.alloc(order).map(|p| (p, n))
+            });
+        }
+        let Some((mem, node)) = mem else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `mem` is an empty block of the slab's size, now ours.
+        unsafe { Self::init_slab(mem, class, cache, node) }
+    }
+
+    /// Writes a slab header and threads all objects on `local_free`.
+    unsafe fn init_slab(
+        mem: NonNull<u8>,
+        class: usize,
+        cache: *mut CoreCache,
+        node: usize,
+    ) -> *mut Slab {
+        let s = mem.as_ptr().cast::<Slab>();
+        let size = CLASS_SIZE[class];
+        let cap = CAPACITY[class];
+        let first = mem.as_ptr().wrapping_add(FIRST_OFFSET[class]);
+        for i in 0..cap {
+            let o = first.wrapping_add(i * size).cast::<FreeObject>();
+            let next = if i + 1 < cap {
+                first.wrapping_add((i + 1) * size).cast()
+            } else {
+                ptr::null_mut()
+            };
+            // SAFETY: `mem` is an empty block of `PAGE_SIZE << SLAB_ORDER`
+            // bytes owned by the caller; object `i` lies inside it.
+            unsafe { o.write(FreeObject { next }) };
+        }
+        // Capacities and class indices are small (checked in `size_class`).
+        #[allow(clippy::cast_possible_truncation)]
+        let header = Slab {
+            local: SlabLocal {
+                local_free: first.cast(),
+                nfree: cap as u32,
+                cap_m2: cap as u32 - 2,
+                prev: ptr::null_mut(),
+                next: ptr::null_mut(),
+                capacity: cap as u32,
+                state: SPARE,
+            },
+            shared: SlabShared {
+                owner: cache,
+                class: class as u8,
+                node: node as u8,
+            },
+        };
+        // SAFETY: the header lies at the start of the block (as above).
+        unsafe { s.write(header) };
+        s
+    }
+
+    /// Gives an empty slab to its node's depot (or pages, if the depot is
+    /// full).
+    unsafe fn release_to_depot(&self, s: *mut Slab) {
+        // SAFETY: the caller owns the empty slab `s`.
+        let node = usize::from(unsafe { (*s).shared.node });
+        // SAFETY: as above.
+        let class = unsafe { class_of(s) };
+        let n = &self.nodes[node];
+        let order = SLAB_ORDER[class];
+        let i = order - MIN_SLAB_ORDER;
+        {
+            let mut d = n.depot.lock();
+            if d.counts[i] < DEPOT_SLABS {
+                // SAFETY: as above; the depot takes ownership.
+                unsafe { sl(s) }.next = d.lists[i];
+                d.lists[i] = s;
+                d.counts[i] += 1;
+                return;
+            }
+        }
+        if let Some(block) = NonNull::new(s.cast::<u8>()) {
+            // SAFETY: `s` is a block of `order` pages from this node.
+            unsafe { n.pages.free(block, order) };
+        }
+    }
+
+    /// Drains one abandoned cache that has pending remote frees, so memory
+    /// freed to exited threads is found again.
+    fn reclaim_abandoned(&self) {
+        let c = {
+            let Some(mut list) = self.abandoned.try_lock() else {
+                return;
+            };
+            let c = list.0;
+            // SAFETY: list members are valid caches.
+            if c.is_null() || !unsafe { &(*c).remote.0 }.pending() {
+                return;
+            }
+            // SAFETY: as above; we take `c` off the list and own it.
+            list.0 = unsafe { cl(c) }.next_abandoned;
+            c
+        };
+        // SAFETY: we own `c` until it goes back on the list.
+        unsafe { self.retire_cache(c) };
+    }
+}
+
+impl NodeLevel {
+    const fn new(source: &'static dyn PageSource, node: usize) -> Self {
+        Self {
+            pages: PageAllocator::new(source, node),
+            depot: SpinLock::new(Depot {
+                lists: [ptr::null_mut(); DEPOT_ORDERS],
+                counts: [0; DEPOT_ORDERS],
+            }),
+        }
+    }
+
+    fn depot_pop(&self, order: usize) -> Option<(NonNull<u8>, usize)> {
+        let i = order - MIN_SLAB_ORDER;
+        let mut d = self.depot.lock();
+        let s = d.lists[i];
+        if s.is_null() {
+            return None;
+        }
+        // SAFETY: depot members are empty slabs owned by the depot, whose
+        // lock we hold.
+        d.lists[i] = unsafe { sl(s) }.next;
+        d.counts[i] -= 1;
+        Some((NonNull::new(s.cast())?, self.pages.node()))
+    }
+}
