@@ -33,6 +33,7 @@ mod manager;
 mod oneshot;
 mod platform;
 pub mod rcu;
+pub mod rcu_map;
 mod root;
 mod task;
 mod time;

@@ -137,6 +137,12 @@ pub struct ReadGuard {
 
 /// Runs `body` as a read-side section. References obtained through the
 /// guard cannot outlive the closure.
+///
+/// # Panics
+///
+/// Off a core: a thread that runs no event loop passes no quiescent points,
+/// so grace periods could end under its reads.
+#[track_caller]
 pub fn read<R>(body: impl FnOnce(&ReadGuard) -> R) -> R {
     struct Depth<'a>(Option<&'a Cell<u32>>);
     impl Drop for Depth<'_> {
@@ -146,15 +152,22 @@ pub fn read<R>(body: impl FnOnce(&ReadGuard) -> R) -> R {
             }
         }
     }
-    let local = manager();
-    let depth = local.map(|local| &local.rcu.read_depth);
-    if let Some(depth) = depth {
-        depth.set(depth.get() + 1);
-    }
-    let _depth = Depth(depth);
+    let Some(local) = manager() else {
+        panic!("ebb_event::rcu::read called on a thread that is not an Ebbflow core")
+    };
+    let depth = &local.rcu.read_depth;
+    depth.set(depth.get() + 1);
+    let _depth = Depth(Some(depth));
     body(&ReadGuard {
         _not_send: PhantomData,
     })
+}
+
+/// [`read`] if the calling thread is a core; `None` (without running
+/// `body`) otherwise.
+pub fn try_read<R>(body: impl FnOnce(&ReadGuard) -> R) -> Option<R> {
+    manager()?;
+    Some(read(body))
 }
 
 /// A pointer to a `T` that every core reads without locks and writers

@@ -25,7 +25,7 @@ mod sys;
 pub use config::{Config, ConfigError, OPTIONS_HELP};
 pub use driver::Backend;
 pub use platform::HostedPlatform;
-pub use runtime::{run, run_with, HostedError, NodeHandle};
+pub use runtime::{run, run_task, run_with, HostedError, NodeHandle};
 
 /// Process CPU time (user + system) so far, in nanoseconds, for tests and
 /// benchmarks that check what a node costs.

@@ -32,6 +32,8 @@ pub enum HostedError {
     Event(EventError),
     /// A core's thread panicked; the node was stopped.
     CorePanicked(CoreId),
+    /// The node stopped (with this exit code) before the task finished.
+    StoppedEarly(i32),
 }
 
 impl fmt::Display for HostedError {
@@ -47,6 +49,12 @@ impl fmt::Display for HostedError {
             HostedError::Event(error) => error.fmt(f),
             HostedError::CorePanicked(core) => {
                 write!(f, "core {core} panicked; the node was stopped")
+            }
+            HostedError::StoppedEarly(code) => {
+                write!(
+                    f,
+                    "the node stopped with exit code {code} before the task finished"
+                )
             }
         }
     }
@@ -74,6 +82,26 @@ pub struct NodeHandle {
 /// `config.handle_signals`), with the node's exit code.
 pub fn run(config: Config, main: impl FnOnce() + Send + 'static) -> Result<i32, HostedError> {
     run_with(config, main, |_| {})
+}
+
+/// Runs `body` as a task on core 0 of a node with `config`, stops the node
+/// when the task completes, and returns the task's output. For tests,
+/// tools and programs whose whole job is one task.
+pub fn run_task<F, Fut, R>(config: Config, body: F) -> Result<R, HostedError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = R> + 'static,
+    R: Send + 'static,
+{
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let code = run(config, move || {
+        ebb_event::spawn_task(async move {
+            let output = body().await;
+            let _ = sender.send(output);
+            let _ = ebb_event::shutdown(0);
+        });
+    })?;
+    receiver.recv().map_err(|_| HostedError::StoppedEarly(code))
 }
 
 /// Like [`run`], and calls `started` with the node's handle once its cores

@@ -118,3 +118,107 @@ fn rcu_cell_readers_see_whole_values_and_old_ones_are_freed_after_a_grace_period
     assert_eq!(later, 1);
     assert_eq!(remote_read, 2);
 }
+
+static MAP_DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+struct Tracked(u64);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        MAP_DROPPED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn rcu_map_frees_a_removed_value_only_after_a_reader_on_another_core_is_done() {
+    use ebb_event::rcu_map::{MapUpdate, RcuHashMap};
+    let (freed_during_read, read_value, freed_after) = on_node(2, BACKENDS[0], || async {
+        let map: &'static RcuHashMap<u64, Tracked> =
+            Box::leak(Box::new(RcuHashMap::with_buckets(16)));
+        map.update(&7, || 7, |_| MapUpdate::Put(Tracked(70), ()));
+        let before = MAP_DROPPED.load(Ordering::SeqCst);
+        let reading = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let (inside, go) = (Arc::clone(&reading), Arc::clone(&release));
+        // Core 1 holds a reference to the value inside one read section.
+        let reader = spawn_task_on(CoreId(1), async move {
+            read(|guard| {
+                let value = map.get(&7, guard).expect("present");
+                inside.store(true, Ordering::SeqCst);
+                while !go.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+                value.0
+            })
+        })
+        .unwrap();
+        let inside = Arc::clone(&reading);
+        assert!(wait_until(move || inside.load(Ordering::SeqCst)).await);
+        map.update(
+            &7,
+            || 7,
+            |current| {
+                assert!(current.is_some());
+                MapUpdate::Remove(())
+            },
+        );
+        assert!(
+            read(|guard| map.get(&7, guard).is_none()),
+            "removed for new readers at once"
+        );
+        for _ in 0..20 {
+            sleep(Duration::from_millis(1)).await;
+        }
+        let freed_during_read = MAP_DROPPED.load(Ordering::SeqCst) - before;
+        release.store(true, Ordering::SeqCst);
+        let read_value = reader.await.unwrap();
+        assert!(wait_until(|| MAP_DROPPED.load(Ordering::SeqCst) > before).await);
+        (
+            freed_during_read,
+            read_value,
+            MAP_DROPPED.load(Ordering::SeqCst) - before,
+        )
+    });
+    assert_eq!(
+        freed_during_read, 0,
+        "a value was freed while a reader held it"
+    );
+    assert_eq!(read_value, 70);
+    assert_eq!(freed_after, 1);
+}
+
+#[test]
+fn rcu_map_agrees_with_a_model_under_random_updates() {
+    use ebb_event::rcu_map::{MapUpdate, RcuHashMap};
+    use std::collections::HashMap;
+    let agreed = on_node(1, BACKENDS[0], || async {
+        let map: RcuHashMap<u32, u32> = RcuHashMap::with_buckets(8);
+        let mut model = HashMap::new();
+        let mut state = 12345u32;
+        for step in 0..20_000u32 {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let key = state % 64;
+            match state % 3 {
+                0 => {
+                    map.update(&key, || key, |_| MapUpdate::Put(step, ()));
+                    model.insert(key, step);
+                }
+                1 => {
+                    map.update(&key, || key, |_| MapUpdate::Remove(()));
+                    model.remove(&key);
+                }
+                _ => {}
+            }
+            if step % 1000 == 0 {
+                sleep(Duration::from_micros(10)).await;
+            }
+        }
+        let all_equal = read(|guard| {
+            (0..64).all(|key| map.get(&key, guard).copied() == model.get(&key).copied())
+        });
+        all_equal && map.len() == model.len()
+    });
+    assert!(agreed);
+}

@@ -1,0 +1,184 @@
+//! One client connection: bytes in, requests handled in order, replies out.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use ebb_event::Instant;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
+
+use crate::protocol::{Context, Outcome, Protocol};
+use crate::stats::{Counters, Stats};
+use crate::{Settings, Store};
+
+/// A request still incomplete after this many received segments is copied
+/// into one buffer of its own, so that a slow or large request never holds
+/// many of the platform's receive buffers.
+const MAX_HELD_SEGMENTS: usize = 4;
+
+/// What every connection of the server shares.
+pub struct Server {
+    /// The items.
+    pub store: Store,
+    /// Settings.
+    pub settings: Settings,
+    /// Counters.
+    pub stats: Stats,
+    /// Unix time at `started_mono`.
+    pub started: u32,
+    /// Monotonic time the server started.
+    pub started_mono: Instant,
+    /// Connections now.
+    pub connections: AtomicU64,
+}
+
+impl Server {
+    /// Unix time now.
+    pub fn unix_now(&self) -> u32 {
+        let elapsed = ebb_event::now() - self.started_mono;
+        self.started
+            .saturating_add(u32::try_from(elapsed.as_secs()).unwrap_or(u32::MAX))
+    }
+}
+
+/// One connection's state.
+pub struct Connection {
+    server: &'static Server,
+    protocol: Option<Protocol>,
+    input: IoChain,
+    closing: bool,
+    paused: bool,
+}
+
+impl Connection {
+    /// A connection of `server`.
+    pub fn new(server: &'static Server) -> Self {
+        Connection {
+            server,
+            protocol: None,
+            input: IoChain::new(),
+            closing: false,
+            paused: false,
+        }
+    }
+
+    fn counters(&self) -> Option<&'static Counters> {
+        self.server.stats.get().ok()
+    }
+
+    /// Handles every complete request in the input and sends the replies.
+    fn process(&mut self, conn: &TcpConnection) {
+        let Some(counters) = self.counters() else {
+            conn.abort();
+            return;
+        };
+        let mut out = IoChain::new();
+        let mut ctx = Context {
+            store: &self.server.store,
+            settings: &self.server.settings,
+            counters,
+            stats: self.server.stats,
+            now: self.server.unix_now(),
+            started: self.server.started,
+            connections: self.server.connections.load(Ordering::Relaxed),
+        };
+        while !self.input.is_empty() && !self.closing {
+            let protocol = *self.protocol.get_or_insert_with(|| {
+                Protocol::detect(self.input.cursor().peek_u8().unwrap_or(0))
+            });
+            match protocol.handle(&self.input, &mut ctx, &mut out) {
+                Outcome::Consumed(consumed) => {
+                    if self.input.trim_front(consumed).is_err() {
+                        self.input.clear();
+                    }
+                }
+                Outcome::Incomplete => break,
+                Outcome::Close => self.closing = true,
+            }
+        }
+        if self.input.segment_count() > MAX_HELD_SEGMENTS {
+            self.input = IoChain::from(IoBuf::from_vec(self.input.to_vec()));
+        }
+        if !out.is_empty() {
+            Counters::add(&counters.bytes_written, out.len() as u64);
+            if conn.send_or_buffer(out).is_err() {
+                conn.abort();
+                return;
+            }
+        }
+        if self.closing {
+            conn.close();
+        } else if conn.send_credit() == 0 && !self.paused {
+            // The client is not reading its replies: stop reading its
+            // requests until it does, so that one client cannot make the
+            // server buffer without bound (at most one batch of replies
+            // waits beyond the send credit).
+            self.paused = true;
+            conn.pause_receive();
+        }
+    }
+}
+
+impl TcpHandler for Connection {
+    fn on_data(&mut self, conn: &TcpConnection, mut data: IoChain) {
+        if let Some(counters) = self.counters() {
+            Counters::add(&counters.bytes_read, data.len() as u64);
+        }
+        self.input.append(&mut data);
+        self.process(conn);
+    }
+
+    fn on_send_credit(&mut self, conn: &TcpConnection) {
+        if self.paused {
+            self.paused = false;
+            conn.resume_receive();
+            self.process(conn);
+        }
+    }
+
+    fn on_closed(&mut self, conn: &TcpConnection) {
+        conn.close();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.server.connections.fetch_sub(1, Ordering::Relaxed);
+        if let Some(counters) = self.counters() {
+            Counters::add(&counters.curr_connections, u64::MAX);
+        }
+    }
+}
+
+/// Refuses a connection over `-c`, as memcached does.
+struct Refused;
+
+impl TcpHandler for Refused {
+    fn on_data(&mut self, _: &TcpConnection, _: IoChain) {}
+}
+
+/// The accept function of a server: a [`Connection`] per client, or a
+/// refusal past `-c` connections.
+pub fn accept_fn(server: &'static Server) -> AcceptFn {
+    Arc::new(move |conn: &TcpConnection| {
+        let connections = server.connections.fetch_add(1, Ordering::Relaxed) + 1;
+        let counters = server.stats.get().ok();
+        if connections > server.settings.max_connections as u64 {
+            server.connections.fetch_sub(1, Ordering::Relaxed);
+            if let Some(counters) = counters {
+                Counters::add(&counters.rejected_connections, 1);
+            }
+            let _ = conn.send_or_buffer(IoChain::from(IoBuf::from_static(
+                b"ERROR Too many open connections\r\n",
+            )));
+            conn.close();
+            return Box::new(Refused) as Box<dyn TcpHandler>;
+        }
+        if let Some(counters) = counters {
+            Counters::add(&counters.curr_connections, 1);
+            Counters::add(&counters.total_connections, 1);
+        }
+        Box::new(Connection::new(server)) as Box<dyn TcpHandler>
+    })
+}

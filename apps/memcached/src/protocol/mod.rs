@@ -1,0 +1,75 @@
+//! The three request protocols. Each handler takes the bytes received so
+//! far on a connection, handles the first complete request, appends its
+//! reply to `out`, and says how many bytes it consumed.
+//!
+//! Binary requests start with the magic byte 0x80; anything else is the
+//! text protocol, which also carries the meta commands (`mg`, `ms`, `md`,
+//! `ma`, `mn`, `me`). As memcached does, a connection's protocol is fixed
+//! by its first byte.
+
+pub mod binary;
+pub mod meta;
+pub mod text;
+
+use ebb_iobuf::IoChain;
+
+use crate::stats::{Counters, Stats};
+use crate::{Settings, Store};
+
+/// What a handler did with the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// One request handled; this many bytes consumed.
+    Consumed(usize),
+    /// The first request is not complete yet: wait for more bytes.
+    Incomplete,
+    /// Close the connection after sending `out` (quit, or an error after
+    /// which memcached closes).
+    Close,
+}
+
+/// What a handler may use.
+pub struct Context<'a> {
+    /// The shared store.
+    pub store: &'a Store,
+    /// Server settings.
+    pub settings: &'a Settings,
+    /// This core's counters.
+    pub counters: &'a Counters,
+    /// Every core's counters (for `stats`).
+    pub stats: Stats,
+    /// Unix time now, in seconds.
+    pub now: u32,
+    /// Unix time the server started.
+    pub started: u32,
+    /// Connections now, server-wide.
+    pub connections: u64,
+}
+
+/// Which protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Text, including meta commands.
+    Text,
+    /// Binary.
+    Binary,
+}
+
+impl Protocol {
+    /// The protocol of a connection whose first byte is `first`.
+    pub fn detect(first: u8) -> Protocol {
+        if first == binary::REQUEST_MAGIC {
+            Protocol::Binary
+        } else {
+            Protocol::Text
+        }
+    }
+
+    /// Handles the first request in `input`.
+    pub fn handle(self, input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
+        match self {
+            Protocol::Text => text::handle(input, ctx, out),
+            Protocol::Binary => binary::handle(input, ctx, out),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Server settings, named as memcached names its options.
+
+/// What `-m`, `-I`, `-c` and friends set.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `-m`: memory for items, in bytes (memcached's default: 64 MiB).
+    pub memory_limit: usize,
+    /// `-I`: the largest item value, in bytes (default 1 MiB).
+    pub item_size_max: usize,
+    /// `-c`: most simultaneous connections (default 1024).
+    pub max_connections: usize,
+    /// `-C`: disable CAS (cas values are 0).
+    pub cas_disabled: bool,
+    /// `-v`: verbosity level.
+    pub verbosity: u32,
+    /// What `version` answers (memcached 1.6 clients parse it).
+    pub version: &'static str,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            memory_limit: 64 << 20,
+            item_size_max: 1 << 20,
+            max_connections: 1024,
+            cas_disabled: false,
+            verbosity: 0,
+            version: "1.6.18",
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The store on a real core: semantics, memory limit and LRU eviction.
+
+use ebb_hosted::{run_task, Config};
+use ebb_iobuf::IoBuf;
+use memcached::{expiry, DeleteResult, SetMode, SetResult, Store, Update};
+
+fn on_core<R: Send + 'static>(body: impl FnOnce() -> R + Send + 'static) -> R {
+    let config = Config {
+        cores: Some(1),
+        pin: false,
+        handle_signals: false,
+        ..Config::default()
+    };
+    run_task(config, || async move { body() }).expect("node runs")
+}
+
+fn value(text: &str) -> IoBuf {
+    IoBuf::copy_from_slice(text.as_bytes())
+}
+
+const NOW: u32 = 1_700_000_000;
+
+#[test]
+fn set_modes_cas_and_delete_follow_memcached() {
+    on_core(|| {
+        let store = Store::new(1 << 20, 1024);
+        let SetResult::Stored(first) = store.set(SetMode::Set, b"k", 5, 0, value("a"), NOW) else {
+            panic!()
+        };
+        assert_eq!(
+            store.set(SetMode::Add, b"k", 0, 0, value("b"), NOW),
+            SetResult::NotStored
+        );
+        assert_eq!(
+            store.set(SetMode::Replace, b"missing", 0, 0, value("b"), NOW),
+            SetResult::NotStored
+        );
+        assert_eq!(
+            store.set(SetMode::Cas(first + 100), b"k", 0, 0, value("c"), NOW),
+            SetResult::Exists
+        );
+        assert_eq!(
+            store.set(SetMode::Cas(1), b"missing", 0, 0, value("c"), NOW),
+            SetResult::NotFound
+        );
+        let SetResult::Stored(second) = store.set(SetMode::Cas(first), b"k", 7, 0, value("c"), NOW)
+        else {
+            panic!()
+        };
+        assert!(second > first);
+        store.set(SetMode::Append, b"k", 0, 0, value("d"), NOW);
+        store.set(SetMode::Prepend, b"k", 0, 0, value("b"), NOW);
+        let item = store.get(b"k", NOW).unwrap();
+        assert_eq!(item.value.as_slice(), b"bcd");
+        assert_eq!(item.flags, 7, "append and prepend keep the flags");
+        assert_eq!(
+            store.set(
+                SetMode::Set,
+                b"k",
+                0,
+                0,
+                IoBuf::from_vec(vec![0; 1025]),
+                NOW
+            ),
+            SetResult::TooLarge
+        );
+        assert!(
+            store.get(b"k", NOW).is_none(),
+            "a too-large set removes the old item, as memcached does"
+        );
+        store.set(SetMode::Set, b"d", 0, 0, value("x"), NOW);
+        let cas = store.get(b"d", NOW).unwrap().cas;
+        assert_eq!(store.delete(b"d", Some(cas + 1), NOW), DeleteResult::Exists);
+        assert_eq!(store.delete(b"d", Some(cas), NOW), DeleteResult::Deleted);
+        assert_eq!(store.delete(b"d", None, NOW), DeleteResult::NotFound);
+    });
+}
+
+#[test]
+fn expiry_touch_and_flush() {
+    on_core(|| {
+        let store = Store::new(1 << 20, 1024);
+        assert_eq!(expiry(0, NOW), 0);
+        assert_eq!(expiry(10, NOW), NOW + 10);
+        assert_eq!(expiry(-1, NOW), 1);
+        assert_eq!(
+            expiry(i64::from(NOW) + 5, NOW),
+            NOW + 5,
+            "beyond 30 days is an absolute time"
+        );
+        store.set(SetMode::Set, b"short", 0, NOW + 10, value("v"), NOW);
+        assert!(store.get(b"short", NOW + 9).is_some());
+        assert!(store.get(b"short", NOW + 10).is_none());
+        assert!(
+            store.touch(b"short", NOW + 100, NOW + 10).is_none(),
+            "an expired item cannot be touched"
+        );
+        store.set(SetMode::Set, b"t", 0, NOW + 10, value("v"), NOW);
+        let cas = store.get(b"t", NOW).unwrap().cas;
+        let touched = store.touch(b"t", NOW + 100, NOW + 5).unwrap();
+        assert_eq!(touched.cas, cas, "touch keeps the CAS value");
+        assert!(store.get(b"t", NOW + 50).is_some());
+        store.flush_all(None, NOW);
+        assert!(store.get(b"t", NOW).is_none());
+        store.set(SetMode::Set, b"after", 0, 0, value("v"), NOW);
+        assert!(
+            store.get(b"after", NOW).is_some(),
+            "a set in the same second as the flush survives it"
+        );
+        // As in memcached, a delayed flush takes effect one second early
+        // (its `oldest_live` is the flush time minus one).
+        store.flush_all(Some(NOW + 10), NOW);
+        assert!(store.get(b"after", NOW + 8).is_some());
+        assert!(store.get(b"after", NOW + 9).is_none());
+    });
+}
+
+#[test]
+fn update_is_atomic_read_modify_write() {
+    on_core(|| {
+        let store = Store::new(1 << 20, 1024);
+        for _ in 0..100 {
+            store.update(b"n", NOW, |current| {
+                let n: u64 = current.map_or(0, |item| {
+                    std::str::from_utf8(&item.value).unwrap().parse().unwrap()
+                });
+                let item = memcached::Item {
+                    flags: 0,
+                    expires: 0,
+                    cas: 0,
+                    stored: 0,
+                    value: IoBuf::from_vec((n + 1).to_string().into_bytes()),
+                };
+                Update::Put(item, ())
+            });
+        }
+        assert_eq!(store.get(b"n", NOW).unwrap().value.as_slice(), b"100");
+    });
+}
+
+#[test]
+fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
+    let (bytes, limit, hot_kept, evictions) = on_core(|| {
+        let limit = 256 * 1024;
+        let store = Store::new(limit, 4096);
+        let hot: Vec<Vec<u8>> = (0..20).map(|i| format!("hot-{i}").into_bytes()).collect();
+        for key in &hot {
+            store.set(SetMode::Set, key, 0, 0, IoBuf::from_vec(vec![1; 1000]), NOW);
+        }
+        // Many more items than fit; the hot ones are read all along, each
+        // read at a later second than the cold items were written.
+        for i in 0..2000u32 {
+            let now = NOW + i;
+            let key = format!("cold-{i}");
+            store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                0,
+                0,
+                IoBuf::from_vec(vec![2; 1000]),
+                now,
+            );
+            for key in &hot {
+                store.get(key, now + 1);
+            }
+        }
+        let stats = store.stats();
+        let end = NOW + 2001;
+        let kept = hot
+            .iter()
+            .filter(|key| store.get(key, end).is_some())
+            .count();
+        (stats.bytes, limit as u64, kept, stats.evictions)
+    });
+    assert!(
+        bytes <= limit,
+        "{bytes} bytes stored over a limit of {limit}"
+    );
+    assert!(evictions > 1000);
+    assert!(
+        hot_kept >= 18,
+        "only {hot_kept} of 20 hot items survived eviction"
+    );
+}
+
+#[test]
+fn the_store_works_off_a_core_too() {
+    let store = Store::new(1 << 20, 1024);
+    store.set(SetMode::Set, b"k", 0, 0, value("v"), NOW);
+    assert_eq!(store.get(b"k", NOW).unwrap().value.as_slice(), b"v");
+}
