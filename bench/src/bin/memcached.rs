@@ -66,7 +66,9 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0)).unwrap_or(0)
+    TcpListener::bind("127.0.0.1:0")
+        .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
+        .unwrap_or(0)
 }
 
 fn ours_binary() -> PathBuf {
@@ -90,15 +92,31 @@ fn start(which: Which) -> Result<Server, String> {
         }
     };
     command
-        .args(["-p", &port_text, "-l", "127.0.0.1", "-t", "1", "-m", "64", "-c", "1024"])
+        .args([
+            "-p",
+            &port_text,
+            "-l",
+            "127.0.0.1",
+            "-t",
+            "1",
+            "-m",
+            "64",
+            "-c",
+            "1024",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let child = command.spawn().map_err(|e| format!("cannot start {} memcached: {e}", which.name()))?;
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {} memcached: {e}", which.name()))?;
     let server = Server { child, port };
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
-            return Err(format!("{} memcached did not listen on port {port}", which.name()));
+            return Err(format!(
+                "{} memcached did not listen on port {port}",
+                which.name()
+            ));
         }
         thread::sleep(Duration::from_millis(20));
     }
@@ -107,11 +125,17 @@ fn start(which: Which) -> Result<Server, String> {
 
 /// On-CPU nanoseconds of every thread of `pid`.
 fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
     tasks
         .filter_map(Result::ok)
         .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|text| text.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()))
+        .filter_map(|text| {
+            text.split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+        })
         .sum()
 }
 
@@ -135,7 +159,10 @@ fn measure(server: &Server, cfg: &Config) -> Result<(Summary, f64), String> {
     let summary = ebb_loadgen::run(cfg).map_err(|e| e.to_string())?;
     let used = cpu_ns(server.child.id()).saturating_sub(before);
     if summary.errors_total > 0 {
-        return Err(format!("{} error replies from the server", summary.errors_total));
+        return Err(format!(
+            "{} error replies from the server",
+            summary.errors_total
+        ));
     }
     let per_request = used as f64 / 1e3 / summary.replies_total.max(1) as f64;
     Ok((summary, per_request))
@@ -146,7 +173,9 @@ fn preload(server: &Server, protocol: ProtocolKind, plan: &Plan) -> Result<(), S
     cfg.preload = true;
     cfg.duration = Duration::from_millis(200);
     cfg.warmup = Duration::ZERO;
-    ebb_loadgen::run(&cfg).map(|_| ()).map_err(|e| e.to_string())
+    ebb_loadgen::run(&cfg)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 struct Point {
@@ -156,8 +185,9 @@ struct Point {
 
 struct ProtocolResult {
     stock_max: f64,
-    /// Per load fraction: (stock cpu µs/req, ours, stock p99, ours p99).
-    matched: Vec<(f64, f64, f64, f64, f64)>,
+    /// Per load (percent of the stock maximum): stock CPU µs per request,
+    /// ours, stock p99, ours p99.
+    matched: Vec<(u32, f64, f64, f64, f64)>,
     sla: [f64; 2],
     curves: [Vec<Point>; 2],
 }
@@ -180,7 +210,8 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
     println!("  stock maximum {stock_max:.0} ops/s");
 
     let mut matched = Vec::new();
-    for fraction in [0.25, 0.5, 0.75] {
+    for percent in [25u32, 50, 75] {
+        let fraction = f64::from(percent) / 100.0;
         let rate = stock_max * fraction;
         let mut cpu = [Vec::new(), Vec::new()];
         let mut p99 = [Vec::new(), Vec::new()];
@@ -204,7 +235,7 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
             }
         }
         matched.push((
-            fraction,
+            percent,
             median(&mut cpu[0]),
             median(&mut cpu[1]),
             median(&mut p99[0]),
@@ -216,7 +247,10 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
     let mut curves = [Vec::new(), Vec::new()];
     for (index, (which, server)) in servers.iter().enumerate() {
         let mut rate = stock_max * 0.1;
-        println!("memcached/{name}: sweeping {} up to p99 > {SLA_P99_US} us...", which.name());
+        println!(
+            "memcached/{name}: sweeping {} up to p99 > {SLA_P99_US} us...",
+            which.name()
+        );
         for _ in 0..30 {
             let mut cfg = base_config(server, protocol, plan);
             cfg.rate = Some(rate);
@@ -226,7 +260,8 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
                 achieved: summary.achieved_qps,
                 p99: summary.p99_us,
             });
-            let ok = summary.p99_us <= SLA_P99_US && summary.achieved_qps >= 0.95 * summary.offered_qps;
+            let ok =
+                summary.p99_us <= SLA_P99_US && summary.achieved_qps >= 0.95 * summary.offered_qps;
             println!(
                 "  {:5} offered {:.0} achieved {:.0} p99 {:.0} us {}",
                 which.name(),
@@ -258,20 +293,67 @@ fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> 
     );
     for (index, (name, result)) in results.iter().enumerate() {
         let x0 = margin + index as f64 * panel;
-        let max_x = result.curves.iter().flatten().map(|p| p.achieved).fold(1.0, f64::max) * 1.05;
-        let max_y = result.curves.iter().flatten().map(|p| p.p99.min(5000.0)).fold(SLA_P99_US, f64::max) * 1.1;
+        let max_x = result
+            .curves
+            .iter()
+            .flatten()
+            .map(|p| p.achieved)
+            .fold(1.0, f64::max)
+            * 1.05;
+        let max_y = result
+            .curves
+            .iter()
+            .flatten()
+            .map(|p| p.p99.min(5000.0))
+            .fold(SLA_P99_US, f64::max)
+            * 1.1;
         let sx = |v: f64| x0 + (v / max_x) * (panel - 40.0);
         let sy = |v: f64| height - margin - (v.min(max_y) / max_y) * (height - 2.0 * margin);
-        let _ = writeln!(svg, "<text x=\"{}\" y=\"20\">{name}: p99 (us) against achieved ops/s</text>", x0);
-        let _ = writeln!(svg, "<line x1=\"{x0}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>", height - margin, x0 + panel - 40.0, height - margin);
-        let _ = writeln!(svg, "<line x1=\"{x0}\" y1=\"{}\" x2=\"{x0}\" y2=\"{}\" stroke=\"black\"/>", height - margin, margin);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"20\">{name}: p99 (us) against achieved ops/s</text>",
+            x0
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>",
+            height - margin,
+            x0 + panel - 40.0,
+            height - margin
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{x0}\" y2=\"{}\" stroke=\"black\"/>",
+            height - margin,
+            margin
+        );
         let _ = writeln!(svg, "<line x1=\"{x0}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"grey\" stroke-dasharray=\"4\"/><text x=\"{2}\" y=\"{3}\">p99 SLA {SLA_P99_US} us</text>", sy(SLA_P99_US), x0 + panel - 40.0, x0 + 4.0, sy(SLA_P99_US) - 4.0);
-        let _ = writeln!(svg, "<text x=\"{x0}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\">{max_x:.0}</text>", height - margin + 16.0, x0 + panel - 90.0, height - margin + 16.0);
-        for (curve, color, label) in [(&result.curves[0], "#d62728", "stock"), (&result.curves[1], "#1f77b4", "ebbflow")] {
-            let points: Vec<String> = curve.iter().map(|p| format!("{:.1},{:.1}", sx(p.achieved), sy(p.p99))).collect();
-            let _ = writeln!(svg, "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", points.join(" "));
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x0}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\">{max_x:.0}</text>",
+            height - margin + 16.0,
+            x0 + panel - 90.0,
+            height - margin + 16.0
+        );
+        for (curve, color, label) in [
+            (&result.curves[0], "#d62728", "stock"),
+            (&result.curves[1], "#1f77b4", "ebbflow"),
+        ] {
+            let points: Vec<String> = curve
+                .iter()
+                .map(|p| format!("{:.1},{:.1}", sx(p.achieved), sy(p.p99)))
+                .collect();
+            let _ = writeln!(
+                svg,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+                points.join(" ")
+            );
             let legend_y = if label == "stock" { 40.0 } else { 56.0 };
-            let _ = writeln!(svg, "<text x=\"{}\" y=\"{legend_y}\" fill=\"{color}\">{label}</text>", x0 + 10.0);
+            let _ = writeln!(
+                svg,
+                "<text x=\"{}\" y=\"{legend_y}\" fill=\"{color}\">{label}</text>",
+                x0 + 10.0
+            );
         }
     }
     svg.push_str("</svg>\n");
@@ -280,7 +362,9 @@ fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> 
 
 fn run(plan: Plan) -> Result<(), String> {
     if !Path::new(STOCK).exists() {
-        return Err(format!("{STOCK} is missing: run via ./ebb bench memcached, which installs it"));
+        return Err(format!(
+            "{STOCK} is missing: run via ./ebb bench memcached, which installs it"
+        ));
     }
     println!("memcached: building our server...");
     let status = Command::new("cargo")
@@ -301,21 +385,69 @@ fn run(plan: Plan) -> Result<(), String> {
             .iter()
             .map(|&(_, stock, ours, _, _)| stock / ours)
             .fold(f64::INFINITY, f64::min);
-        let half = result.matched.iter().find(|m| m.0 == 0.5).ok_or("no 50% point")?;
-        report.metric(format!("stock_max_qps_{name}"), result.stock_max, "ops/s", "closed loop c4 d4, median of 3");
-        for &(fraction, stock_cpu, ours_cpu, stock_p99, ours_p99) in &result.matched {
-            let pct = (fraction * 100.0) as u32;
+        let half = result
+            .matched
+            .iter()
+            .find(|m| m.0 == 50)
+            .ok_or("no 50% point")?;
+        report.metric(
+            format!("stock_max_qps_{name}"),
+            result.stock_max,
+            "ops/s",
+            "closed loop c4 d4, median of 3",
+        );
+        for &(pct, stock_cpu, ours_cpu, stock_p99, ours_p99) in &result.matched {
             report
-                .metric(format!("stock_cpu_us_per_req_{name}_{pct}"), stock_cpu, "us", "server CPU per request, median")
-                .metric(format!("ours_cpu_us_per_req_{name}_{pct}"), ours_cpu, "us", "server CPU per request, median")
-                .metric(format!("stock_p99_us_{name}_{pct}"), stock_p99, "us", "median of runs")
-                .metric(format!("ours_p99_us_{name}_{pct}"), ours_p99, "us", "median of runs");
+                .metric(
+                    format!("stock_cpu_us_per_req_{name}_{pct}"),
+                    stock_cpu,
+                    "us",
+                    "server CPU per request, median",
+                )
+                .metric(
+                    format!("ours_cpu_us_per_req_{name}_{pct}"),
+                    ours_cpu,
+                    "us",
+                    "server CPU per request, median",
+                )
+                .metric(
+                    format!("stock_p99_us_{name}_{pct}"),
+                    stock_p99,
+                    "us",
+                    "median of runs",
+                )
+                .metric(
+                    format!("ours_p99_us_{name}_{pct}"),
+                    ours_p99,
+                    "us",
+                    "median of runs",
+                );
         }
         report
-            .metric(format!("cpu_ratio_{name}"), worst_cpu_ratio, "x", "stock/ours CPU per request, worst matched load; target >= 1.25")
-            .metric(format!("p99_ratio_{name}"), half.4 / half.3, "x", "ours/stock p99 at 50%; target <= 1.0")
-            .metric(format!("sla_qps_stock_{name}"), result.sla[0], "ops/s", "highest achieved with p99 <= 500 us")
-            .metric(format!("sla_qps_ours_{name}"), result.sla[1], "ops/s", "highest achieved with p99 <= 500 us");
+            .metric(
+                format!("cpu_ratio_{name}"),
+                worst_cpu_ratio,
+                "x",
+                "stock/ours CPU per request, worst matched load; target >= 1.25",
+            )
+            .metric(
+                format!("p99_ratio_{name}"),
+                half.4 / half.3,
+                "x",
+                "ours/stock p99 at 50%; target <= 1.0",
+            )
+            .metric(
+                format!("sla_qps_stock_{name}"),
+                result.sla[0],
+                "ops/s",
+                "highest achieved with p99 <= 500 us",
+            )
+            .metric(
+                format!("sla_qps_ours_{name}"),
+                result.sla[1],
+                "ops/s",
+                "highest achieved with p99 <= 500 us",
+            );
     }
     report
         .command("cargo run --release -p ebb-bench --bin memcached")

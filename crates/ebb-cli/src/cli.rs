@@ -45,6 +45,12 @@ pub enum Command {
     },
     /// List the applications and benchmarks.
     List,
+    /// Run the load generator: `./ebb loadgen -- --server HOST:PORT ...` (`-- --help` lists its options).
+    Loadgen {
+        /// Arguments for ebb-loadgen (put them after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[cfg(test)]
@@ -130,6 +136,20 @@ mod tests {
                 name: Some("ebbref".into()),
                 args: strings(&["--runs", "5"]),
             }))
+        );
+    }
+
+    #[test]
+    fn loadgen_passes_its_arguments_through() {
+        assert_eq!(
+            parse(&["loadgen", "--", "--rate", "5000", "-p", "binary"]),
+            Ok(Some(Command::Loadgen {
+                args: strings(&["--rate", "5000", "-p", "binary"]),
+            }))
+        );
+        assert_eq!(
+            parse(&["loadgen"]),
+            Ok(Some(Command::Loadgen { args: vec![] }))
         );
     }
 

@@ -2,7 +2,7 @@
 //!
 //! `./ebb` installs what is missing and then runs this binary with
 //! `EBB_ROOT` set to the repository root. Subcommands: `run APP`, `test`,
-//! `bench NAME`, `list` (see `./ebb --help`).
+//! `bench NAME`, `list`, `loadgen` (see `./ebb --help`).
 
 mod child;
 mod cli;
@@ -100,6 +100,11 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             ))
             .map_err(|e| (EXIT_ERROR, e))
         }
+        Command::Loadgen { args } => {
+            child::guard_sigint();
+            child::run(&mut cargo_run(root, &["-p", "ebb-loadgen"], &args))
+                .map_err(|e| (EXIT_ERROR, e))
+        }
         Command::List => {
             println!("applications: {}", root::join_names(&root::apps(root)));
             println!("benchmarks:   {}", root::join_names(&root::benches(root)));
@@ -184,5 +189,27 @@ mod tests {
             Ok(0)
         );
         assert_eq!(dispatch(Command::List, &dir.0), Ok(0));
+    }
+
+    #[test]
+    fn loadgen_runs_the_ebb_loadgen_package() {
+        let dir = TempDir::new("loadgen");
+        let c = cargo_run(
+            &dir.0,
+            &["-p", "ebb-loadgen"],
+            &["--rate".into(), "10".into()],
+        );
+        assert_eq!(
+            args_of(&c),
+            [
+                "run",
+                "--release",
+                "-p",
+                "ebb-loadgen",
+                "--",
+                "--rate",
+                "10"
+            ]
+        );
     }
 }
