@@ -1,55 +1,19 @@
-//! `hello`: the smallest complete Ebbflow application.
-//!
-//! It creates a multicore Ebb (one representative per core, made lazily by
-//! its fault handler), sends work to every core, waits on each core's
-//! timer, awaits on core 0 the results computed on the other cores, prints
-//! one line per core and exits 0.
+//! `hello`'s entry points: hosted (this file's `main`) and native
+//! (`native.rs`, built for `x86_64-unknown-none` by `./ebb run hello
+//! --native`). The application itself is the library (`lib.rs`).
 
-use std::cell::Cell;
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
-use ebb_core::{CoreId, EbbError, Multicore, MulticoreEbb, MulticoreRoot};
-use ebb_event::{
-    core_count, current_core, now, shutdown, sleep, spawn_task, spawn_task_on, timer_after,
-};
-use ebb_hosted::{Config, OPTIONS_HELP};
+#[cfg(target_os = "none")]
+mod native;
 
-/// Per-core representative: counts the greetings made on its core.
-struct Greeter {
-    core: CoreId,
-    greetings: Cell<u64>,
-}
+#[cfg(not(target_os = "none"))]
+fn main() -> std::process::ExitCode {
+    use std::process::ExitCode;
 
-impl MulticoreEbb for Greeter {
-    /// How many representatives the fault handler made, node-wide.
-    type Root = AtomicUsize;
+    use ebb_hosted::{Config, OPTIONS_HELP};
+    use hello::USAGE;
 
-    fn create_rep(root: &'static MulticoreRoot<Self>, core: CoreId) -> Result<Self, EbbError> {
-        root.shared().fetch_add(1, Ordering::Relaxed);
-        Ok(Greeter {
-            core,
-            greetings: Cell::new(0),
-        })
-    }
-}
-
-impl Greeter {
-    fn greet(&self) -> u64 {
-        self.greetings.set(self.greetings.get() + 1);
-        self.greetings.get()
-    }
-}
-
-const USAGE: &str = "\
-usage: hello [PLATFORM OPTIONS]
-
-Says hello from every core: a multicore Ebb, work sent to each core, a timer
-on each core and an async result awaited across cores. Exits 0.
-";
-
-fn main() -> ExitCode {
     let (config, rest) = match Config::from_args(std::env::args().skip(1)) {
         Ok(parsed) => parsed,
         Err(error) => {
@@ -65,51 +29,15 @@ fn main() -> ExitCode {
         eprintln!("hello: unexpected argument '{arg}'\n\n{USAGE}\n{OPTIONS_HELP}");
         return ExitCode::from(2);
     }
-    match ebb_hosted::run(config, say_hello) {
+    let console = hello::Console {
+        out: |line| println!("{line}"),
+        err: |line| eprintln!("{line}"),
+    };
+    match ebb_hosted::run(config, move || hello::say_hello(console)) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {
             eprintln!("hello: {error}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// Core 0's first event.
-fn say_hello() {
-    let greeter =
-        Multicore::<Greeter>::create(AtomicUsize::new(0)).expect("creating the greeter Ebb");
-    spawn_task(async move {
-        let cores = core_count();
-        let handles: Vec<_> = (0..cores)
-            .map(|core| {
-                spawn_task_on(CoreId(core), async move {
-                    let started = now();
-                    sleep(Duration::from_millis(5)).await;
-                    let waited = now() - started;
-                    let rep = greeter.rep();
-                    assert_eq!(rep.core, current_core(), "a representative is per core");
-                    format!(
-                        "hello from core {core} of {cores}: greeting #{} by this core's representative, after a {:.1} ms timer",
-                        rep.greet(),
-                        waited.as_secs_f64() * 1e3
-                    )
-                })
-                .expect("every core below core_count exists")
-            })
-            .collect();
-        for handle in handles {
-            match handle.await {
-                Ok(line) => println!("{line}"),
-                Err(error) => eprintln!("hello: a core did not answer: {error}"),
-            }
-        }
-        let root = Multicore::root(greeter).expect("the greeter's root");
-        println!(
-            "{} representatives made, one per core; stopping",
-            root.shared().load(Ordering::Relaxed)
-        );
-        timer_after(Duration::from_millis(1), || {
-            shutdown(0).expect("first shutdown");
-        });
-    });
 }

@@ -1,6 +1,8 @@
 //! Command-line grammar of `./ebb` (clap derive).
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+
+use crate::native::{Accel, Machine};
 
 /// `./ebb`: the single entry point of the Ebbflow repository.
 #[derive(Debug, Parser)]
@@ -25,6 +27,9 @@ pub enum Command {
     Run {
         /// The application: a directory under apps/ holding a Cargo package of that name.
         app: String,
+        /// Native-platform options (`--native` and friends).
+        #[command(flatten)]
+        native: NativeArgs,
         /// Arguments for the application (put them after `--`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -53,6 +58,37 @@ pub enum Command {
     },
 }
 
+/// `./ebb run APP --native [--cores N] [--mem SIZE] [--machine M] [--accel A] [-v]`.
+#[derive(Debug, Default, PartialEq, Eq, Args)]
+pub struct NativeArgs {
+    /// Build APP as a native image and boot it under QEMU (exits with its exit code).
+    #[arg(long)]
+    pub native: bool,
+    /// Cores: QEMU's vCPUs with --native (the guest runs 1 core so far); hosted apps get
+    /// `--cores N`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub cores: Option<u16>,
+    /// Guest memory with --native, in QEMU's -m syntax [default: 512M].
+    #[arg(long, value_name = "SIZE", requires = "native")]
+    pub mem: Option<String>,
+    /// QEMU machine for --native [default: q35].
+    #[arg(long, value_enum, requires = "native")]
+    pub machine: Option<Machine>,
+    /// Accelerator for --native: auto is KVM where the CPU has vmx/svm, else TCG [default: auto].
+    #[arg(long, value_enum, requires = "native")]
+    pub accel: Option<Accel>,
+    /// Seconds before QEMU is stopped, 0 for no limit (--native) [default: 60].
+    #[arg(long, value_name = "SECS", requires = "native")]
+    pub timeout: Option<u64>,
+    /// With --native: print the build and QEMU commands and the platform's boot summary.
+    #[arg(short, long, requires = "native")]
+    pub verbose: bool,
+    /// An extra platform option for the native kernel command line, e.g.
+    /// `crash=page-fault` (see crates/ebb-native/README.md); repeatable.
+    #[arg(long, value_name = "KEY[=VALUE]", requires = "native")]
+    pub boot_arg: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +115,7 @@ mod tests {
             parse(&["run", "hello", "--", "--cores", "2", "-v"]),
             Ok(Some(Command::Run {
                 app: "hello".into(),
+                native: NativeArgs::default(),
                 args: strings(&["--cores", "2", "-v"]),
             }))
         );
@@ -90,6 +127,7 @@ mod tests {
             parse(&["run", "hello", "a", "b"]),
             Ok(Some(Command::Run {
                 app: "hello".into(),
+                native: NativeArgs::default(),
                 args: strings(&["a", "b"]),
             }))
         );
@@ -101,7 +139,63 @@ mod tests {
             parse(&["run", "hello", "--", "x", "--", "y"]),
             Ok(Some(Command::Run {
                 app: "hello".into(),
+                native: NativeArgs::default(),
                 args: strings(&["x", "--", "y"]),
+            }))
+        );
+    }
+
+    #[test]
+    fn run_native_options_come_before_the_app_arguments() {
+        assert_eq!(
+            parse(&[
+                "run",
+                "hello",
+                "--native",
+                "--cores",
+                "2",
+                "--mem",
+                "1G",
+                "--machine",
+                "microvm",
+                "--accel",
+                "tcg",
+                "--timeout",
+                "5",
+                "-v",
+                "--boot-arg",
+                "crash=ud2",
+                "--",
+                "--x",
+            ]),
+            Ok(Some(Command::Run {
+                app: "hello".into(),
+                native: NativeArgs {
+                    native: true,
+                    cores: Some(2),
+                    mem: Some("1G".into()),
+                    machine: Some(Machine::Microvm),
+                    accel: Some(Accel::Tcg),
+                    timeout: Some(5),
+                    verbose: true,
+                    boot_arg: vec!["crash=ud2".into()],
+                },
+                args: strings(&["--x"]),
+            }))
+        );
+        assert_eq!(
+            parse(&["run", "hello", "--mem", "1G"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            parse(&["run", "hello", "--cores", "3"]),
+            Ok(Some(Command::Run {
+                app: "hello".into(),
+                native: NativeArgs {
+                    cores: Some(3),
+                    ..NativeArgs::default()
+                },
+                args: vec![],
             }))
         );
     }

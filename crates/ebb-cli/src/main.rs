@@ -6,6 +6,7 @@
 
 mod child;
 mod cli;
+mod native;
 mod root;
 mod steps;
 
@@ -57,7 +58,11 @@ fn main() -> ExitCode {
 /// exit code and a message for the user.
 fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
     match command {
-        Command::Run { app, args } => {
+        Command::Run {
+            app,
+            native: options,
+            mut args,
+        } => {
             if !root::is_app(root, &app) {
                 return Err((
                     EXIT_UNKNOWN_NAME,
@@ -68,6 +73,14 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                 ));
             }
             child::guard_sigint();
+            if options.native {
+                return native::run(root, &app, &native_settings(&options), &args)
+                    .map_err(|e| (EXIT_ERROR, e));
+            }
+            if let Some(cores) = options.cores {
+                // Hosted applications take the core count themselves.
+                args.splice(0..0, ["--cores".to_owned(), cores.to_string()]);
+            }
             child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
         }
         Command::Test { quick } => {
@@ -110,6 +123,20 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             println!("benchmarks:   {}", root::join_names(&root::benches(root)));
             Ok(0)
         }
+    }
+}
+
+/// The settings of a `--native` run from its command-line options.
+fn native_settings(options: &cli::NativeArgs) -> native::Settings {
+    let defaults = native::Settings::default();
+    native::Settings {
+        cores: options.cores.map_or(defaults.cores, usize::from),
+        mem: options.mem.clone().unwrap_or(defaults.mem),
+        machine: options.machine.unwrap_or(defaults.machine),
+        accel: options.accel.unwrap_or(defaults.accel),
+        timeout: options.timeout.unwrap_or(defaults.timeout),
+        verbose: options.verbose,
+        boot_args: options.boot_arg.clone(),
     }
 }
 
@@ -162,6 +189,7 @@ mod tests {
             dispatch(
                 Command::Run {
                     app: "nope".into(),
+                    native: cli::NativeArgs::default(),
                     args: vec![]
                 },
                 &dir.0

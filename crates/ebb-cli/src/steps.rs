@@ -42,6 +42,12 @@ pub const STEPS: &[Step] = &[
         note: "the shared crates build for the bare-metal target",
     },
     Step {
+        name: "native",
+        command: "cargo clippy --release -p ebb-native -p hello --target x86_64-unknown-none -- -D warnings",
+        quick: false,
+        note: "the native platform and a native app, linted for the bare-metal target",
+    },
+    Step {
         name: "test",
         command: "cargo test --workspace --release",
         quick: true,
@@ -203,13 +209,14 @@ mod tests {
     use crate::root::tests::TempDir;
 
     #[test]
-    fn steps_are_fmt_clippy_no_std_test_and_quick_runs_only_tests() {
+    fn steps_are_fmt_clippy_no_std_native_test_and_quick_runs_only_tests() {
         let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
-        assert_eq!(names, ["fmt", "clippy", "no_std", "test"]);
+        assert_eq!(names, ["fmt", "clippy", "no_std", "native", "test"]);
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);
-        assert!(STEPS[3].command.contains("--release"));
+        assert!(STEPS[4].command.contains("--release"));
         assert!(STEPS[2].command.contains("x86_64-unknown-none"));
+        assert!(STEPS[3].command.contains("x86_64-unknown-none"));
     }
 
     #[test]

@@ -89,22 +89,28 @@ mod imp {
     const TABLE_VADDR: usize = 0xFFFF_FFFF_F000_0000;
     const CONTEXT_VADDR: usize = TABLE_VADDR + SLOTS * core::mem::size_of::<usize>();
 
-    fn table() -> *const Cell<*const ()> {
-        TABLE_VADDR as *const Cell<*const ()>
+    /// This core's table entry for `slot`.
+    #[inline(always)]
+    fn entry(slot: usize) -> &'static Cell<*const ()> {
+        let table = TABLE_VADDR as *const Cell<*const ()>;
+        // SAFETY: `slot < SLOTS` by the `EbbId` invariant (and checked by
+        // `store`), so the address stays inside the table.
+        let entry = unsafe { table.add(slot) };
+        // SAFETY: the native platform maps this core's table pages at
+        // TABLE_VADDR before it runs any code on the core (zeroed, so every
+        // entry starts null) and never unmaps them; only this core uses
+        // them, and `Cell` is not `Sync`, so the reference stays here.
+        unsafe { &*entry }
     }
 
     #[inline(always)]
     pub(crate) fn load(slot: usize) -> *const () {
-        // SAFETY: the native platform maps this core's table pages at
-        // TABLE_VADDR before it runs any code on the core (zeroed, so every
-        // entry starts null), and `slot < SLOTS` by the `EbbId` invariant.
-        unsafe { (*table().add(slot)).get() }
+        entry(slot).get()
     }
 
     pub(crate) fn store(slot: usize, rep: *const ()) {
         assert!(slot < SLOTS);
-        // SAFETY: as in `load`; the table is only touched by its own core.
-        unsafe { (*table().add(slot)).set(rep) }
+        entry(slot).set(rep);
     }
 
     pub(crate) fn clear() {

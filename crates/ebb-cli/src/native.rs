@@ -1,0 +1,520 @@
+//! `./ebb run APP --native`: builds APP as a native image
+//! (`x86_64-unknown-none`, see `crates/ebb-native`), boots it under QEMU,
+//! streams its serial console, and exits with the application's exit code
+//! (decoded from QEMU's status, see `ebb_native::abi`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ebb_native::abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
+
+use crate::child;
+
+/// The bare-metal target native images are built for.
+pub const TARGET: &str = "x86_64-unknown-none";
+/// Where native images are built (its own target directory, so that its
+/// flags never invalidate the hosted build, and so that a native build run
+/// from inside `cargo test` does not wait on the outer build's lock).
+pub const TARGET_DIR: &str = "target/native";
+/// Default seconds before QEMU is stopped.
+pub const DEFAULT_TIMEOUT: u64 = 60;
+
+/// The QEMU machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Machine {
+    /// PCIe, ACPI, SeaBIOS: for everything that needs devices.
+    #[default]
+    Q35,
+    /// No PCI, qboot: boots fastest; for boot-only work.
+    Microvm,
+}
+
+impl Machine {
+    fn name(self) -> &'static str {
+        match self {
+            Machine::Q35 => "q35",
+            Machine::Microvm => "microvm",
+        }
+    }
+}
+
+/// The QEMU accelerator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Accel {
+    /// KVM where the CPU has hardware virtualization (vmx/svm) and /dev/kvm
+    /// exists, TCG otherwise.
+    #[default]
+    Auto,
+    /// QEMU's emulator.
+    Tcg,
+    /// Hardware virtualization.
+    Kvm,
+}
+
+/// Settings of one native run (from `./ebb run APP --native ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// vCPUs (`-smp`); the guest runs one core so far.
+    pub cores: usize,
+    /// Guest memory, in QEMU's `-m` syntax.
+    pub mem: String,
+    /// The machine.
+    pub machine: Machine,
+    /// The accelerator asked for.
+    pub accel: Accel,
+    /// Seconds before QEMU is stopped; 0 for no limit.
+    pub timeout: u64,
+    /// Print the build and QEMU commands and the platform's boot summary.
+    pub verbose: bool,
+    /// Extra platform options for the kernel command line.
+    pub boot_args: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            cores: 1,
+            mem: "512M".to_owned(),
+            machine: Machine::Q35,
+            accel: Accel::Auto,
+            timeout: DEFAULT_TIMEOUT,
+            verbose: false,
+            boot_args: Vec::new(),
+        }
+    }
+}
+
+/// The flags every crate of a native image is compiled with: no PIE (the
+/// 32-bit PVH entry needs absolute addresses), frame pointers (crash
+/// backtraces), abort on panic, and the image's linker script (load at 1 MiB).
+pub fn rustflags(root: &Path) -> Vec<String> {
+    vec![
+        "-Crelocation-model=static".to_owned(),
+        "-Cforce-frame-pointers=yes".to_owned(),
+        "-Cpanic=abort".to_owned(),
+        format!(
+            "-Clink-arg=-T{}",
+            root.join("crates/ebb-native/link.ld").display()
+        ),
+        "-Clink-arg=--no-pie".to_owned(),
+    ]
+}
+
+/// `cargo build` of `app`'s native image. The flags go in
+/// `CARGO_ENCODED_RUSTFLAGS` (which takes precedence over any `RUSTFLAGS`
+/// and keeps paths with spaces whole); with `--target`, they do not reach
+/// build scripts.
+pub fn build_command(root: &Path, app: &str) -> Command {
+    let mut c = Command::new("cargo");
+    c.args([
+        "build",
+        "--release",
+        "-p",
+        app,
+        "--bin",
+        app,
+        "--target",
+        TARGET,
+    ])
+    .arg("--target-dir")
+    .arg(root.join(TARGET_DIR))
+    .current_dir(root)
+    .env("EBB_ROOT", root)
+    .env("CARGO_ENCODED_RUSTFLAGS", rustflags(root).join("\x1f"))
+    .env_remove("RUSTFLAGS");
+    c
+}
+
+/// Where `build_command` leaves the image.
+pub fn image_path(root: &Path, app: &str) -> PathBuf {
+    root.join(TARGET_DIR).join(TARGET).join("release").join(app)
+}
+
+/// Whether `app` has a native entry (its package depends on `ebb-native`).
+pub fn has_native_entry(root: &Path, app: &str) -> bool {
+    std::fs::read_to_string(root.join("apps").join(app).join("Cargo.toml"))
+        .is_ok_and(|manifest| manifest.contains("ebb-native"))
+}
+
+/// The host's TSC frequency in kHz, measured against the monotonic clock
+/// (the guest's TSC runs at the host's rate under TCG and KVM alike); the
+/// median of three 10 ms measurements.
+#[cfg(target_arch = "x86_64")]
+pub fn measure_tsc_khz() -> Option<u64> {
+    let mut samples: Vec<u64> = (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            // SAFETY: RDTSC only reads the time-stamp counter.
+            let tsc0 = unsafe { std::arch::x86_64::_rdtsc() };
+            std::thread::sleep(Duration::from_millis(10));
+            // SAFETY: as above.
+            let tsc1 = unsafe { std::arch::x86_64::_rdtsc() };
+            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            (tsc1.wrapping_sub(tsc0)).saturating_mul(1_000_000) / nanos.max(1)
+        })
+        .collect();
+    samples.sort_unstable();
+    Some(samples[1]).filter(|&khz| khz > 0)
+}
+
+/// Elsewhere the guest calibrates against its PIT.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn measure_tsc_khz() -> Option<u64> {
+    None
+}
+
+/// Whether KVM can be used here: hardware virtualization in the CPU flags
+/// and /dev/kvm (a software-only /dev/kvm is far slower than TCG).
+fn kvm_usable() -> bool {
+    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hardware = flags
+        .lines()
+        .filter(|line| line.starts_with("flags"))
+        .any(|line| line.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+    hardware && Path::new("/dev/kvm").exists()
+}
+
+/// The kernel command line: platform options, `--`, the application's
+/// arguments (which may not contain spaces: there is no quoting yet).
+pub fn kernel_cmdline(
+    settings: &Settings,
+    tsc_khz: Option<u64>,
+    args: &[String],
+) -> Result<String, String> {
+    let bad =
+        |word: &&String| word.is_empty() || word.contains(char::is_whitespace) || *word == "--";
+    if let Some(arg) = args
+        .iter()
+        .find(|a| a.is_empty() || a.contains(char::is_whitespace))
+    {
+        return Err(format!(
+            "native application arguments cannot be empty or contain spaces yet: '{arg}'"
+        ));
+    }
+    if let Some(arg) = settings.boot_args.iter().find(bad) {
+        return Err(format!(
+            "--boot-arg cannot be empty, '--' or contain spaces: '{arg}'"
+        ));
+    }
+    let mut words = Vec::new();
+    if let Some(khz) = tsc_khz {
+        words.push(format!("tsc_khz={khz}"));
+    }
+    words.push(format!("machine={}", settings.machine.name()));
+    words.push(format!("cores={}", settings.cores));
+    if settings.verbose {
+        words.push("verbose".to_owned());
+    }
+    words.extend(settings.boot_args.iter().cloned());
+    words.push("--".to_owned());
+    words.extend(args.iter().cloned());
+    Ok(words.join(" "))
+}
+
+/// `timeout --foreground SECS qemu-system-x86_64 ...` booting `image`.
+pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool) -> Command {
+    let mut c = if settings.timeout > 0 {
+        let mut c = Command::new("timeout");
+        c.args([
+            "--foreground",
+            &settings.timeout.to_string(),
+            "qemu-system-x86_64",
+        ]);
+        c
+    } else {
+        Command::new("qemu-system-x86_64")
+    };
+    c.args(["-machine", settings.machine.name()]);
+    if kvm {
+        c.args(["-accel", "kvm", "-cpu", "host"]);
+    } else {
+        c.args(["-accel", "tcg", "-cpu", "max"]);
+    }
+    c.args(["-smp", &settings.cores.to_string(), "-m", &settings.mem])
+        .args([
+            "-nodefaults",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-no-reboot",
+        ])
+        .args(["-serial", "stdio"])
+        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
+    if settings.machine == Machine::Q35 {
+        // SeaBIOS's serial console would print its banner before the guest.
+        c.args(["-fw_cfg", "name=etc/sercon-port,string=0"]);
+    }
+    c.arg("-kernel").arg(image).args(["-append", cmdline]);
+    c
+}
+
+/// QEMU's warning about the `etc/sercon-port` name, which is expected.
+fn is_expected_qemu_noise(line: &str) -> bool {
+    line.contains("externally provided fw_cfg item names should be prefixed")
+}
+
+/// `program 'arg' ...` for `-v`, quoted so that it can be pasted in a shell.
+pub fn shell_words(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|word| {
+            let word = word.to_string_lossy();
+            if !word.is_empty()
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_=./,:+@%".contains(c))
+            {
+                word.into_owned()
+            } else {
+                format!("'{}'", word.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The addresses of the `    #N 0xADDRESS` backtrace lines in `output`.
+pub fn backtrace_addresses(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let depth = words.next()?;
+            let address = words.next()?;
+            (depth.starts_with('#') && address.starts_with("0x") && words.next().is_none())
+                .then(|| address.to_owned())
+        })
+        .collect()
+}
+
+/// Symbolizes a crash report's backtrace with `addr2line` (binutils), if
+/// it is installed.
+fn symbolize(image: &Path, output: &str) {
+    let addresses = backtrace_addresses(output);
+    if addresses.is_empty() {
+        return;
+    }
+    let result = Command::new("addr2line")
+        .args(["-a", "-f", "-C", "-i", "-p", "-e"])
+        .arg(image)
+        .args(&addresses)
+        .output();
+    match result {
+        Ok(out) if out.status.success() => {
+            eprintln!("ebb: backtrace, symbolized from {}:", image.display());
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                eprintln!("  {line}");
+            }
+        }
+        _ => eprintln!(
+            "ebb: install binutils to symbolize the backtrace (addr2line -e {})",
+            image.display()
+        ),
+    }
+}
+
+/// Builds `app`'s native image and boots it; returns the exit code for
+/// `./ebb run` (the application's), or an error message.
+pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Result<u8, String> {
+    if !has_native_entry(root, app) {
+        return Err(format!(
+            "'{app}' has no native entry: its package must depend on ebb-native and declare \
+             `ebb_native::entry!` (see apps/hello/src/native.rs)"
+        ));
+    }
+    let tsc_khz = measure_tsc_khz();
+    let cmdline = kernel_cmdline(settings, tsc_khz, args)?;
+
+    let mut build = build_command(root, app);
+    if settings.verbose {
+        eprintln!("ebb: {}", shell_words(&build));
+    }
+    match child::run(&mut build)? {
+        0 => {}
+        code => {
+            return Err(format!(
+                "building the native image of '{app}' failed (exit code {code})"
+            ))
+        }
+    }
+    let image = image_path(root, app);
+
+    let kvm = match settings.accel {
+        Accel::Tcg => false,
+        Accel::Kvm => true,
+        Accel::Auto => kvm_usable(),
+    };
+    let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
+    if settings.verbose {
+        eprintln!("ebb: {}", shell_words(&qemu));
+    }
+    let started = Instant::now();
+    let mut process = qemu
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start QEMU (`{}`): {e}; ./ebb installs qemu-system-x86 for --native",
+                child::describe(&qemu)
+            )
+        })?;
+
+    let stderr = process.stderr.take().map(|stderr| {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !is_expected_qemu_noise(&line) {
+                    eprintln!("{line}");
+                }
+            }
+        })
+    });
+    // Stream the serial console as it comes, and keep it for the backtrace.
+    let mut output = Vec::new();
+    if let Some(mut stdout) = process.stdout.take() {
+        let mut buffer = [0u8; 4096];
+        let mut out = std::io::stdout();
+        while let Ok(n) = stdout.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            let _ = out.write_all(&buffer[..n]);
+            let _ = out.flush();
+            output.extend_from_slice(&buffer[..n]);
+        }
+    }
+    let status = process
+        .wait()
+        .map_err(|e| format!("waiting for QEMU: {e}"))?;
+    if let Some(thread) = stderr {
+        let _ = thread.join();
+    }
+    let elapsed = started.elapsed();
+    let code = child::exit_code(status);
+    if settings.verbose {
+        eprintln!(
+            "ebb: QEMU exited with status {code} after {:.3} s",
+            elapsed.as_secs_f64()
+        );
+    }
+    match decode_qemu_status(i32::from(code)) {
+        QemuExit::Guest(code) => {
+            if code == EXIT_CPU_EXCEPTION || code == EXIT_PANIC {
+                symbolize(&image, &String::from_utf8_lossy(&output));
+            }
+            Ok(code)
+        }
+        QemuExit::QemuFailed => Err("QEMU failed (its message is above)".to_owned()),
+        QemuExit::NoExitCode => Err(
+            "the guest stopped without an exit code (a reset, e.g. a triple fault, or a power-off)"
+                .to_owned(),
+        ),
+        QemuExit::TimedOut => {
+            eprintln!(
+                "error: the guest was stopped after {} s (--timeout SECS; 0 for no limit)",
+                settings.timeout
+            );
+            Ok(124)
+        }
+        QemuExit::Other(status) => Ok(u8::try_from(status).unwrap_or(1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_carries_platform_options_then_app_arguments() {
+        let settings = Settings {
+            verbose: true,
+            boot_args: vec!["crash=ud2".into()],
+            ..Settings::default()
+        };
+        assert_eq!(
+            kernel_cmdline(&settings, Some(2_445_426), &["a".into(), "--b".into()]).unwrap(),
+            "tsc_khz=2445426 machine=q35 cores=1 verbose crash=ud2 -- a --b"
+        );
+        let bad = Settings {
+            boot_args: vec!["--".into()],
+            ..Settings::default()
+        };
+        assert!(kernel_cmdline(&bad, None, &[]).is_err());
+        assert!(kernel_cmdline(&settings, None, &["a b".into()]).is_err());
+    }
+
+    #[test]
+    fn qemu_runs_under_timeout_with_debug_exit() {
+        let settings = Settings::default();
+        let c = qemu_command(&settings, Path::new("/img"), "x -- y", false);
+        let words = shell_words(&c);
+        assert!(
+            words.starts_with(
+                "timeout --foreground 60 qemu-system-x86_64 -machine q35 -accel tcg -cpu max"
+            ),
+            "{words}"
+        );
+        assert!(
+            words.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"),
+            "{words}"
+        );
+        assert!(words.ends_with("-kernel /img -append 'x -- y'"), "{words}");
+        let microvm = Settings {
+            machine: Machine::Microvm,
+            timeout: 0,
+            ..Settings::default()
+        };
+        let words = shell_words(&qemu_command(&microvm, Path::new("/img"), "", true));
+        assert!(
+            words.starts_with("qemu-system-x86_64 -machine microvm -accel kvm -cpu host"),
+            "{words}"
+        );
+        assert!(!words.contains("sercon"), "{words}");
+    }
+
+    #[test]
+    fn build_uses_its_own_target_dir_and_static_flags() {
+        let c = build_command(Path::new("/r"), "hello");
+        let words = shell_words(&c);
+        assert_eq!(
+            words,
+            "cargo build --release -p hello --bin hello --target x86_64-unknown-none --target-dir /r/target/native"
+        );
+        let flags = c
+            .get_envs()
+            .find(|(k, _)| *k == "CARGO_ENCODED_RUSTFLAGS")
+            .and_then(|(_, v)| v)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(flags.contains("-Crelocation-model=static\x1f"), "{flags}");
+        assert!(
+            flags.contains("-Clink-arg=-T/r/crates/ebb-native/link.ld"),
+            "{flags}"
+        );
+        assert_eq!(
+            image_path(Path::new("/r"), "hello"),
+            Path::new("/r/target/native/x86_64-unknown-none/release/hello")
+        );
+    }
+
+    #[test]
+    fn backtrace_lines_are_found() {
+        let report = "ebbflow: CPU EXCEPTION 14\n  backtrace (symbolize ...):\n    #0 0x00000000001160f7\r\n    #1 0x1111ae\nhello #2 0x5 x\n";
+        assert_eq!(
+            backtrace_addresses(report),
+            ["0x00000000001160f7", "0x1111ae"]
+        );
+    }
+
+    #[test]
+    fn the_host_tsc_is_measured() {
+        if cfg!(target_arch = "x86_64") {
+            let khz = measure_tsc_khz().expect("a TSC frequency");
+            assert!((100_000..20_000_000).contains(&khz), "{khz} kHz");
+        }
+    }
+}

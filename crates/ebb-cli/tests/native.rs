@@ -1,0 +1,124 @@
+//! `./ebb run hello --native` as a user runs it: builds the native image,
+//! boots it under QEMU (q35 and microvm), and checks the console and the
+//! exit code; then a deliberate CPU exception and a panic, checking the
+//! report. Needs `qemu-system-x86_64`, which `./ebb test` installs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+
+/// The native image is built once; the boots are serialized so that two
+/// tests never build it at the same time.
+static BUILD: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn require_qemu() {
+    let found = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    assert!(
+        found,
+        "qemu-system-x86_64 is missing: run the tests through `./ebb test`, which installs \
+         qemu-system-x86 (or `apt-get install qemu-system-x86`)"
+    );
+}
+
+fn run_native(extra: &[&str]) -> Output {
+    require_qemu();
+    let _build = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let output = Command::new(EBB)
+        .args(["run", "hello", "--native", "--timeout", "60"])
+        .args(extra)
+        .env("EBB_ROOT", root())
+        .output()
+        .expect("run ebb-cli");
+    output
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).replace('\r', ""),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hello_boots_on_q35_and_microvm_and_exits_0() {
+    for machine in ["q35", "microvm"] {
+        let output = run_native(&["--machine", machine, "-v"]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{machine}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("hello from core 0 of 1: greeting #1 by this core's representative"),
+            "{machine}:\n{stdout}"
+        );
+        assert!(
+            stdout.contains("1 representatives made, one per core; stopping"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("ebbflow native: heap"), "{stdout}");
+        assert!(
+            stderr.contains(&format!("qemu-system-x86_64 -machine {machine} -accel")),
+            "-v prints the QEMU command:\n{stderr}"
+        );
+        assert!(!stdout.contains("SeaBIOS"), "{stdout}");
+    }
+}
+
+#[test]
+fn application_exit_codes_leave_qemu() {
+    let output = run_native(&["--machine", "microvm", "--", "--frobnicate"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("hello: unexpected argument '--frobnicate'"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_cpu_exception_prints_a_report_and_fails() {
+    let output = run_native(&["--machine", "microvm", "--boot-arg", "crash=page-fault"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(102), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("CPU EXCEPTION 14 page fault (#PF), error code 0x0"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("page fault at address CR2=0x0000000000000000: read of a non-present page"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("RIP=0x"), "{stdout}");
+    assert!(stdout.contains("R15=0x"), "{stdout}");
+    assert!(stdout.contains("    #1 0x"), "a backtrace:\n{stdout}");
+    if Command::new("addr2line").arg("--version").output().is_ok() {
+        assert!(
+            stderr.contains("crash_now"),
+            "symbolized backtrace:\n{stderr}"
+        );
+        assert!(
+            stderr.contains("run_core"),
+            "symbolized backtrace:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_panic_prints_its_message_and_fails() {
+    let output = run_native(&["--machine", "q35", "--boot-arg", "crash=panic"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(101), "{stdout}\n{stderr}");
+    assert!(stdout.contains("PANIC: panicked at"), "{stdout}");
+    assert!(stdout.contains("crash=panic asked for a panic"), "{stdout}");
+}

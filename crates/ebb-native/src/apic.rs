@@ -1,0 +1,115 @@
+//! The local APIC in xAPIC mode (MMIO at 0xfee00000; TCG offers neither
+//! x2APIC nor the TSC-deadline timer): the one-shot timer that ends a halt
+//! at the next deadline, end-of-interrupt, and IPIs for `notify`.
+//! The legacy 8259 PICs are masked: device interrupts will come through the
+//! IOAPIC and MSI.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use x86_64::instructions::port::Port;
+use x86_64::registers::model_specific::Msr;
+
+use crate::clock;
+use crate::paging::LAPIC_BASE;
+
+/// The LAPIC timer's vector.
+pub const TIMER_VECTOR: u64 = 0x30;
+/// The vector of wake-up IPIs (`Platform::notify`).
+pub const WAKE_VECTOR: u64 = 0x31;
+/// The spurious-interrupt vector (no EOI).
+pub const SPURIOUS_VECTOR: u64 = 0xff;
+
+const ID: usize = 0x20;
+const TPR: usize = 0x80;
+const EOI: usize = 0xb0;
+const SVR: usize = 0xf0;
+const ICR_LOW: usize = 0x300;
+const ICR_HIGH: usize = 0x310;
+const LVT_TIMER: usize = 0x320;
+const LVT_ERROR: usize = 0x370;
+const TIMER_INITIAL: usize = 0x380;
+const TIMER_CURRENT: usize = 0x390;
+const TIMER_DIVIDE: usize = 0x3e0;
+
+const MASKED: u32 = 1 << 16;
+const IA32_APIC_BASE: u32 = 0x1b;
+
+/// LAPIC timer ticks per millisecond (calibrated against the TSC).
+static TICKS_PER_MS: AtomicU64 = AtomicU64::new(1_000_000);
+
+fn read(register: usize) -> u32 {
+    // SAFETY: the LAPIC page is identity mapped uncached (paging.rs), and
+    // `register` is one of its 32-bit registers.
+    unsafe { ((LAPIC_BASE as usize + register) as *const u32).read_volatile() }
+}
+
+fn write(register: usize, value: u32) {
+    // SAFETY: as in `read`; writing these registers affects only this
+    // core's interrupt delivery, which this module owns.
+    unsafe { ((LAPIC_BASE as usize + register) as *mut u32).write_volatile(value) }
+}
+
+/// Enables this core's LAPIC, masks the 8259s, and calibrates the timer.
+pub fn init() {
+    let mut pic1: Port<u8> = Port::new(0x21);
+    let mut pic2: Port<u8> = Port::new(0xa1);
+    // SAFETY: masking every line of the 8259 PICs only stops legacy
+    // interrupts, which nothing here uses.
+    unsafe { pic1.write(0xff) };
+    // SAFETY: as above, the second PIC.
+    unsafe { pic2.write(0xff) };
+    let mut base = Msr::new(IA32_APIC_BASE);
+    // SAFETY: reading IA32_APIC_BASE has no side effect.
+    let value = unsafe { base.read() };
+    // SAFETY: setting its global-enable bit keeps the LAPIC at its current
+    // (mapped) address.
+    unsafe { base.write(value | (1 << 11)) };
+    write(TPR, 0);
+    write(SVR, 0x100 | SPURIOUS_VECTOR as u32);
+    write(LVT_ERROR, MASKED);
+    write(TIMER_DIVIDE, 0b1011); // divide by 1
+    write(LVT_TIMER, MASKED | TIMER_VECTOR as u32);
+    write(TIMER_INITIAL, u32::MAX);
+    clock::spin_for(1_000_000);
+    let ticks = u64::from(u32::MAX - read(TIMER_CURRENT));
+    write(TIMER_INITIAL, 0);
+    TICKS_PER_MS.store(ticks.max(1), Ordering::Relaxed);
+}
+
+/// This core's LAPIC id.
+pub fn id() -> u32 {
+    read(ID) >> 24
+}
+
+/// Arms the one-shot timer to fire in about `ns` nanoseconds (at most
+/// `u32::MAX` ticks later: a halt may end early, and the loop halts again).
+pub fn arm(ns: u64) {
+    let per_ms = u128::from(TICKS_PER_MS.load(Ordering::Relaxed));
+    let ticks = (u128::from(ns) * per_ms / 1_000_000).clamp(1, u128::from(u32::MAX));
+    write(LVT_TIMER, TIMER_VECTOR as u32);
+    write(TIMER_INITIAL, ticks as u32);
+}
+
+/// Stops the timer.
+pub fn disarm() {
+    write(TIMER_INITIAL, 0);
+}
+
+/// Signals the end of the interrupt being handled.
+pub fn eoi() {
+    write(EOI, 0);
+}
+
+/// Sends the wake-up IPI to the core whose LAPIC id is `apic_id`.
+pub fn send_wake(apic_id: u32) {
+    write(ICR_HIGH, apic_id << 24);
+    write(ICR_LOW, (1 << 14) | WAKE_VECTOR as u32);
+    while read(ICR_LOW) & (1 << 12) != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// LAPIC timer ticks per millisecond.
+pub fn ticks_per_ms() -> u64 {
+    TICKS_PER_MS.load(Ordering::Relaxed)
+}

@@ -1,0 +1,193 @@
+//! The PVH entry point: the ELF note QEMU looks for, the 32-bit entry that
+//! turns on long mode with a temporary identity map of the first 4 GiB, and
+//! the first Rust code ([`start64`]), which brings the platform up and runs
+//! the application.
+//!
+//! PVH (Xen's "PVH boot ABI", which QEMU implements for `-kernel` on q35 and
+//! microvm): entry in 32-bit protected mode with paging off, flat segments,
+//! interrupts off, `%ebx` = physical address of the start-info structure.
+
+use core::arch::global_asm;
+
+use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
+use crate::{apic, clock, console, cpu, memory, paging, runtime, start_info};
+
+/// Size of the boot stack, which stays core 0's stack for its event loop.
+pub const BOOT_STACK_SIZE: usize = 1 << 20;
+
+// The boot page tables (PML4, one PDPT, four page directories of 2 MiB pages
+// for the first 4 GiB), the boot GDT, and the boot stack. The tables and the
+// stack are in .bss, which the entry code zeroes before using either.
+global_asm!(
+    r#"
+    .section .note.Xen, "a", @note
+    .p2align 2
+    .long 4                     /* namesz: "Xen\0" */
+    .long 8                     /* descsz: a 64-bit address in ELF64 */
+    .long 18                    /* XEN_ELFNOTE_PHYS32_ENTRY */
+    .asciz "Xen"
+    .p2align 2
+    .quad ebb_pvh_start32
+
+    .section .bss.ebb_boot, "aw", @nobits
+    .p2align 12
+ebb_boot_pml4:
+    .skip 4096
+ebb_boot_pdpt:
+    .skip 4096
+ebb_boot_pd:
+    .skip 4096 * 4
+    .p2align 4
+ebb_boot_stack_bottom:
+    .skip {stack_size}
+ebb_boot_stack_top:
+
+    .section .rodata.ebb_boot, "a"
+    .p2align 3
+ebb_boot_gdt:
+    .quad 0
+    .quad 0x00af9a000000ffff    /* 0x08: 64-bit code */
+    .quad 0x00cf92000000ffff    /* 0x10: data */
+ebb_boot_gdt_end:
+ebb_boot_gdt_ptr:
+    .word ebb_boot_gdt_end - ebb_boot_gdt - 1
+    .long ebb_boot_gdt
+
+    .section .text.ebb_boot, "ax"
+    .code32
+    .global ebb_pvh_start32
+ebb_pvh_start32:
+    cli
+    cld
+    mov %ebx, %esi              /* start info, kept for start64 */
+
+    /* zero .bss (QEMU does, other loaders may not) */
+    mov $__bss_start, %edi
+    mov $__bss_end, %ecx
+    sub %edi, %ecx
+    xor %eax, %eax
+    rep stosb
+
+    /* PML4[0] -> PDPT; PDPT[0..4] -> 4 page directories */
+    mov $ebb_boot_pdpt, %eax
+    or $0x3, %eax
+    mov %eax, ebb_boot_pml4
+    mov $ebb_boot_pd, %eax
+    or $0x3, %eax
+    mov $ebb_boot_pdpt, %edi
+    mov $4, %ecx
+1:  mov %eax, (%edi)
+    add $4096, %eax
+    add $8, %edi
+    loop 1b
+
+    /* 2048 2 MiB pages: present, writable, large */
+    mov $ebb_boot_pd, %edi
+    mov $0x83, %eax
+    mov $2048, %ecx
+2:  mov %eax, (%edi)
+    add $0x200000, %eax
+    add $8, %edi
+    loop 2b
+
+    mov $ebb_boot_pml4, %eax
+    mov %eax, %cr3
+    mov %cr4, %eax
+    or $0x20, %eax              /* PAE */
+    mov %eax, %cr4
+    mov $0xC0000080, %ecx       /* EFER */
+    rdmsr
+    or $0x900, %eax             /* LME | NXE */
+    wrmsr
+    mov %cr0, %eax
+    or $0x80010001, %eax        /* PG | WP | PE */
+    mov %eax, %cr0
+
+    lgdt ebb_boot_gdt_ptr
+    ljmp $0x08, $ebb_start64_trampoline
+
+    .code64
+ebb_start64_trampoline:
+    mov $0x10, %eax
+    mov %eax, %ds
+    mov %eax, %es
+    mov %eax, %ss
+    xor %eax, %eax
+    mov %eax, %fs
+    mov %eax, %gs
+    movabs $ebb_boot_stack_top, %rsp
+    xor %ebp, %ebp
+    mov %esi, %edi              /* zero-extended start-info address */
+    call {start64}
+3:  cli
+    hlt
+    jmp 3b
+    "#,
+    stack_size = const BOOT_STACK_SIZE,
+    start64 = sym start64,
+    options(att_syntax)
+);
+
+extern "C" {
+    static __image_start: u8;
+    static __image_end: u8;
+}
+
+/// Where the image lies in physical memory, `[start, end)` (with .bss).
+pub fn image_range() -> (u64, u64) {
+    (
+        (&raw const __image_start) as u64,
+        (&raw const __image_end) as u64,
+    )
+}
+
+extern "Rust" {
+    /// Defined by the application with [`crate::entry!`].
+    fn __ebb_native_app_main(args: &[&str]) -> i32;
+}
+
+/// The first Rust code, on the boot stack in long mode with the boot
+/// identity map of the first 4 GiB.
+extern "C" fn start64(start_info_paddr: u32) -> ! {
+    console::init();
+    let info = match start_info::read(start_info_paddr) {
+        Ok(info) => info,
+        Err(error) => {
+            console::emergency(format_args!("ebbflow: bad PVH start info: {error}\n"));
+            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
+        }
+    };
+    cpu::init_core0();
+    let (options, args) = parse_cmdline(info.cmdline(), |word| {
+        crate::println!("ebbflow: ignoring unknown platform option '{word}'");
+    });
+    let plan = match paging::init(info, options.machine) {
+        Ok(plan) => plan,
+        Err(error) => {
+            crate::println!("ebbflow: cannot build page tables: {error}");
+            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
+        }
+    };
+    memory::init(plan);
+    clock::init(options.tsc_khz);
+    apic::init();
+    runtime::set_options(options);
+    if options.verbose {
+        runtime::describe_boot(info);
+    }
+
+    let mut words: [&str; 64] = [""; 64];
+    let mut count = 0;
+    for word in args {
+        if count == words.len() {
+            crate::println!("ebbflow: more than 64 application arguments; the rest are dropped");
+            break;
+        }
+        words[count] = word;
+        count += 1;
+    }
+    // SAFETY: the application defines this function with `entry!`, whose
+    // signature the macro checks; it is an ordinary Rust function.
+    let code = unsafe { __ebb_native_app_main(&words[..count]) };
+    runtime::exit(code)
+}

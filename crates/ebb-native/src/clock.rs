@@ -1,0 +1,103 @@
+//! The monotonic clock: the TSC, at the frequency the launcher measured on
+//! the host and passed as `tsc_khz=` (under TCG the guest TSC runs at the
+//! host's rate; TCG offers neither CPUID leaf 0x15 nor kvmclock). Without
+//! `tsc_khz=`, the TSC is calibrated against the PIT's channel 0 (its
+//! latched count is readable on q35 and microvm alike) for 10 ms.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use x86_64::instructions::port::Port;
+
+/// The TSC at boot: time 0.
+static ORIGIN: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds per TSC tick, as a 32.32 fixed-point number.
+static NS_PER_TICK: AtomicU64 = AtomicU64::new(1 << 32);
+/// TSC ticks per millisecond (the TSC frequency in kHz).
+static KHZ: AtomicU64 = AtomicU64::new(1_000_000);
+
+/// Reads the TSC.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: RDTSC only reads the time-stamp counter; CR4.TSD is clear,
+    // and at CPL 0 it would not matter.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// PIT input clock, Hz.
+const PIT_HZ: u64 = 1_193_182;
+
+/// Channel 0's current count (latched).
+fn pit_count() -> u16 {
+    let mut command: Port<u8> = Port::new(0x43);
+    let mut data: Port<u8> = Port::new(0x40);
+    // SAFETY: latching PIT channel 0's count has no other effect; nothing
+    // else uses the PIT.
+    unsafe { command.write(0x00) };
+    // SAFETY: reads the latched count, low byte first.
+    let low = unsafe { data.read() };
+    // SAFETY: as above, the high byte.
+    let high = unsafe { data.read() };
+    u16::from_le_bytes([low, high])
+}
+
+/// Measures the TSC against 10 ms of PIT channel 0.
+fn calibrate_with_pit() -> u64 {
+    let mut command: Port<u8> = Port::new(0x43);
+    let mut data: Port<u8> = Port::new(0x40);
+    // SAFETY: programs PIT channel 0 as a free-running rate generator
+    // (mode 2, reload 65536); its interrupt is masked at the PIC and not
+    // routed through the IOAPIC.
+    unsafe { command.write(0x34) };
+    // SAFETY: the reload value, low byte (0 = 65536)...
+    unsafe { data.write(0) };
+    // SAFETY: ... and high byte.
+    unsafe { data.write(0) };
+    let target = PIT_HZ / 100;
+    let mut previous = pit_count();
+    let start = rdtsc();
+    let mut ticks = 0u64;
+    while ticks < target {
+        let now = pit_count();
+        ticks += u64::from(previous.wrapping_sub(now));
+        previous = now;
+    }
+    let elapsed = rdtsc() - start;
+    elapsed * PIT_HZ / (ticks * 1000)
+}
+
+/// Sets the clock up: time 0 is now.
+pub fn init(tsc_khz: Option<u64>) {
+    let khz = match tsc_khz {
+        Some(khz) if khz > 0 => khz,
+        _ => {
+            let khz = calibrate_with_pit();
+            crate::println!(
+                "ebbflow: no tsc_khz= on the command line; PIT calibration says {khz} kHz"
+            );
+            khz.max(1)
+        }
+    };
+    KHZ.store(khz, Ordering::Relaxed);
+    NS_PER_TICK.store((1_000_000u64 << 32) / khz, Ordering::Relaxed);
+    ORIGIN.store(rdtsc(), Ordering::Relaxed);
+}
+
+/// The TSC frequency in kHz.
+pub fn tsc_khz() -> u64 {
+    KHZ.load(Ordering::Relaxed)
+}
+
+/// Nanoseconds since [`init`].
+#[inline]
+pub fn nanos() -> u64 {
+    let ticks = rdtsc().saturating_sub(ORIGIN.load(Ordering::Relaxed));
+    ((u128::from(ticks) * u128::from(NS_PER_TICK.load(Ordering::Relaxed))) >> 32) as u64
+}
+
+/// Busy-waits `ns` nanoseconds.
+pub fn spin_for(ns: u64) {
+    let end = nanos() + ns;
+    while nanos() < end {
+        core::hint::spin_loop();
+    }
+}

@@ -1,0 +1,86 @@
+//! The serial console: COM1 (a 16550 UART at port 0x3f8), which QEMU
+//! connects to its standard output with `-serial stdio`.
+//!
+//! [`print!`](crate::print) and [`println!`](crate::println) go through a
+//! spin lock. Reports from exception and panic handlers use
+//! [`emergency`], which needs no lock and no initialization, so that a fault
+//! in the middle of a `println!` can still be reported.
+
+use core::fmt::{self, Write};
+
+use spin::Mutex;
+use uart_16550::backend::PioBackend;
+use uart_16550::{Config, Uart16550Tty};
+use x86_64::instructions::port::Port;
+
+/// COM1's base port.
+const COM1: u16 = 0x3f8;
+
+static CONSOLE: Mutex<Option<Uart16550Tty<PioBackend>>> = Mutex::new(None);
+
+/// Sets COM1 up (115200 baud, 8N1, FIFO). Without a UART the console
+/// drops output.
+pub fn init() {
+    // SAFETY: COM1 is the platform's console; nothing else drives its
+    // ports, and this runs once, before anything prints.
+    let uart = unsafe { Uart16550Tty::new_port(COM1, Config::default()) };
+    *CONSOLE.lock() = uart.ok();
+}
+
+/// Writes `args` to the console (used by `print!`).
+pub fn print(args: fmt::Arguments<'_>) {
+    x86_64::instructions::interrupts::without_interrupts(|| {
+        if let Some(uart) = CONSOLE.lock().as_mut() {
+            let _ = uart.write_fmt(args);
+        }
+    });
+}
+
+/// A writer straight to COM1's registers, with `\n` turned into `\r\n`.
+struct Raw;
+
+impl Raw {
+    fn byte(byte: u8) {
+        let mut status: Port<u8> = Port::new(COM1 + 5);
+        let mut data: Port<u8> = Port::new(COM1);
+        for _ in 0..100_000 {
+            // SAFETY: reading COM1's line-status register has no side effect.
+            if unsafe { status.read() } & 0x20 != 0 {
+                break;
+            }
+        }
+        // SAFETY: writing COM1's transmit register only sends the byte.
+        unsafe { data.write(byte) };
+    }
+}
+
+impl Write for Raw {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for byte in text.bytes() {
+            if byte == b'\n' {
+                Raw::byte(b'\r');
+            }
+            Raw::byte(byte);
+        }
+        Ok(())
+    }
+}
+
+/// Writes `args` to COM1 without the console's lock (exception and panic
+/// reports: the lock may be held by the code that faulted).
+pub fn emergency(args: fmt::Arguments<'_>) {
+    let _ = Raw.write_fmt(args);
+}
+
+/// Prints to the serial console.
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::console::print(format_args!($($arg)*)) };
+}
+
+/// Prints a line to the serial console.
+#[macro_export]
+macro_rules! println {
+    () => { $crate::print!("\n") };
+    ($($arg:tt)*) => { $crate::console::print(format_args!("{}\n", format_args!($($arg)*))) };
+}

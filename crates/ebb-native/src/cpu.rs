@@ -1,0 +1,425 @@
+//! Per-core CPU state: GDT, TSS with interrupt stacks, the IDT, the
+//! interrupt entry stubs, and the report printed for an unexpected CPU
+//! exception (vector, error code, registers, frame-pointer backtrace).
+//!
+//! Every vector enters through a small stub (in `global_asm!` below) that
+//! pushes a uniform frame ([`Frame`]) and calls [`interrupt`]. Exceptions
+//! are fatal for now: the report goes to the serial console and QEMU exits
+//! with [`EXIT_CPU_EXCEPTION`]. Interrupts (the LAPIC timer, wake-up IPIs)
+//! only acknowledge: their work is done by the event loop after `hlt`
+//! returns. Images are built with frame pointers, so `rbp` chains the
+//! frames; symbolize the printed addresses on the host
+//! (`addr2line -e IMAGE`), which `./ebb run --native` does for you.
+
+use core::arch::{asm, global_asm};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use spin::Once;
+use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
+use x86_64::instructions::tables::{lidt, load_tss};
+use x86_64::registers::control::{Cr2, Cr3};
+use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
+use x86_64::structures::tss::TaskStateSegment;
+use x86_64::structures::DescriptorTablePointer;
+use x86_64::VirtAddr;
+
+use crate::abi::EXIT_CPU_EXCEPTION;
+use crate::{apic, console, paging, runtime};
+
+/// Bytes of each interrupt stack (IST).
+const IST_STACK_SIZE: usize = 16 * 1024;
+/// IST slots: 1 double fault, 2 NMI, 3 machine check (the TSS numbers
+/// them from 1; the array from 0).
+const IST_DOUBLE_FAULT: usize = 0;
+const IST_NMI: usize = 1;
+const IST_MACHINE_CHECK: usize = 2;
+
+/// The registers an interrupt stub saves, lowest address first, then what
+/// the stub and the CPU pushed.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Frame {
+    r15: u64,
+    r14: u64,
+    r13: u64,
+    r12: u64,
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    rbp: u64,
+    rdi: u64,
+    rsi: u64,
+    rdx: u64,
+    rcx: u64,
+    rbx: u64,
+    rax: u64,
+    vector: u64,
+    error: u64,
+    rip: u64,
+    cs: u64,
+    rflags: u64,
+    rsp: u64,
+    ss: u64,
+}
+
+// Entry stubs. Exceptions 8, 10-14, 17, 21, 29 and 30 push an error code;
+// for the others the stub pushes 0 so that every frame has the same shape.
+// `ebb_isr_table` lists (vector, stub address) pairs for `init_core0`.
+global_asm!(
+    r#"
+    .macro EBB_ISR_NOERR n
+ebb_isr_\n:
+    push $0
+    push $\n
+    jmp ebb_isr_common
+    .endm
+    .macro EBB_ISR_ERR n
+ebb_isr_\n:
+    push $\n
+    jmp ebb_isr_common
+    .endm
+
+    .section .text.ebb_isr, "ax"
+    .irp n, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,48,49,255
+    EBB_ISR_NOERR \n
+    .endr
+    .irp n, 8,10,11,12,13,14,17,21,29,30
+    EBB_ISR_ERR \n
+    .endr
+
+ebb_isr_common:
+    push %rax
+    push %rbx
+    push %rcx
+    push %rdx
+    push %rsi
+    push %rdi
+    push %rbp
+    push %r8
+    push %r9
+    push %r10
+    push %r11
+    push %r12
+    push %r13
+    push %r14
+    push %r15
+    mov %rsp, %rdi
+    cld
+    call {handler}
+    pop %r15
+    pop %r14
+    pop %r13
+    pop %r12
+    pop %r11
+    pop %r10
+    pop %r9
+    pop %r8
+    pop %rbp
+    pop %rdi
+    pop %rsi
+    pop %rdx
+    pop %rcx
+    pop %rbx
+    pop %rax
+    add $16, %rsp
+    iretq
+
+    .section .rodata.ebb_isr, "a"
+    .p2align 3
+    .global ebb_isr_table
+ebb_isr_table:
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,48,49,255
+    .quad \n
+    .quad ebb_isr_\n
+    .endr
+    "#,
+    handler = sym interrupt,
+    options(att_syntax)
+);
+
+/// How many (vector, stub) pairs `ebb_isr_table` holds.
+const STUBS: usize = 35;
+
+extern "C" {
+    static ebb_isr_table: [[u64; 2]; STUBS];
+}
+
+/// One 16-byte IDT gate.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    attributes: u8,
+    offset_mid: u16,
+    offset_high: u32,
+    reserved: u32,
+}
+
+impl Gate {
+    const MISSING: Gate = Gate {
+        offset_low: 0,
+        selector: 0,
+        ist: 0,
+        attributes: 0,
+        offset_mid: 0,
+        offset_high: 0,
+        reserved: 0,
+    };
+
+    /// A present interrupt gate (interrupts stay off in the handler).
+    fn new(handler: u64, selector: SegmentSelector, ist: u8) -> Gate {
+        Gate {
+            offset_low: handler as u16,
+            selector: selector.0,
+            ist,
+            attributes: 0x8e,
+            offset_mid: (handler >> 16) as u16,
+            offset_high: (handler >> 32) as u32,
+            reserved: 0,
+        }
+    }
+}
+
+#[repr(C, align(16))]
+struct Idt([Gate; 256]);
+
+#[repr(C, align(16))]
+struct Stack(UnsafeCell<[u8; IST_STACK_SIZE]>);
+
+// SAFETY: each stack is used only by the CPU, as the IST stack of one
+// vector on core 0; Rust code never reads or writes it through the static.
+unsafe impl Sync for Stack {}
+
+static IST_STACKS: [Stack; 3] = [
+    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
+    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
+    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
+];
+
+struct Gdt {
+    table: GlobalDescriptorTable,
+    code: SegmentSelector,
+    data: SegmentSelector,
+    tss: SegmentSelector,
+}
+
+static TSS: Once<TaskStateSegment> = Once::new();
+static GDT: Once<Gdt> = Once::new();
+static IDT: Once<Idt> = Once::new();
+
+/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
+/// IDT. After this an exception produces a report instead of a reset.
+pub fn init_core0() {
+    let tss = TSS.call_once(|| {
+        let mut tss = TaskStateSegment::new();
+        for (slot, stack) in IST_STACKS.iter().enumerate() {
+            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
+            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+        }
+        tss
+    });
+    let gdt = GDT.call_once(|| {
+        let mut table = GlobalDescriptorTable::new();
+        let code = table.append(Descriptor::kernel_code_segment());
+        let data = table.append(Descriptor::kernel_data_segment());
+        let tss = table.append(Descriptor::tss_segment(tss));
+        Gdt {
+            table,
+            code,
+            data,
+            tss,
+        }
+    });
+    gdt.table.load();
+    // SAFETY: (for this block and the next three) the selectors name this
+    // GDT's flat 64-bit code and data segments, which map the same
+    // addresses as the boot GDT's; reloading them changes no translation.
+    unsafe { CS::set_reg(gdt.code) };
+    // SAFETY: as above.
+    unsafe { SS::set_reg(gdt.data) };
+    // SAFETY: as above.
+    unsafe { DS::set_reg(gdt.data) };
+    // SAFETY: as above.
+    unsafe { ES::set_reg(gdt.data) };
+    // SAFETY: the selector names this GDT's descriptor of the 'static TSS,
+    // not yet loaded (busy) on any core.
+    unsafe { load_tss(gdt.tss) };
+    let idt = IDT.call_once(|| {
+        let mut idt = Idt([Gate::MISSING; 256]);
+        // SAFETY: `ebb_isr_table` is the constant table of the
+        // `global_asm!` above, STUBS pairs long.
+        let stubs = unsafe { &ebb_isr_table };
+        for &[vector, stub] in stubs {
+            let ist = match vector {
+                8 => IST_DOUBLE_FAULT + 1,
+                2 => IST_NMI + 1,
+                18 => IST_MACHINE_CHECK + 1,
+                _ => 0,
+            };
+            idt.0[vector as usize] = Gate::new(stub, gdt.code, ist as u8);
+        }
+        idt
+    });
+    let pointer = DescriptorTablePointer {
+        limit: (core::mem::size_of::<Idt>() - 1) as u16,
+        base: VirtAddr::new(idt.0.as_ptr() as u64),
+    };
+    // SAFETY: the IDT is 'static and its gates point at the stubs above,
+    // which save every register and return with `iretq`.
+    unsafe { lidt(&pointer) };
+}
+
+/// Every interrupt and exception, called by the stubs with interrupts off.
+extern "C" fn interrupt(frame: *mut Frame) {
+    // SAFETY: the stub passes its own stack frame, laid out as `Frame`,
+    // valid until this function returns.
+    let frame = unsafe { &mut *frame };
+    match frame.vector {
+        0..=31 => exception(frame),
+        apic::TIMER_VECTOR | apic::WAKE_VECTOR => apic::eoi(),
+        apic::SPURIOUS_VECTOR => {}
+        _ => exception(frame),
+    }
+}
+
+/// Names of the exception vectors.
+fn exception_name(vector: u64) -> &'static str {
+    match vector {
+        0 => "divide error (#DE)",
+        1 => "debug (#DB)",
+        2 => "non-maskable interrupt",
+        3 => "breakpoint (#BP)",
+        4 => "overflow (#OF)",
+        5 => "bound range exceeded (#BR)",
+        6 => "invalid opcode (#UD)",
+        7 => "device not available (#NM)",
+        8 => "double fault (#DF)",
+        10 => "invalid TSS (#TS)",
+        11 => "segment not present (#NP)",
+        12 => "stack-segment fault (#SS)",
+        13 => "general protection fault (#GP)",
+        14 => "page fault (#PF)",
+        16 => "x87 floating-point exception (#MF)",
+        17 => "alignment check (#AC)",
+        18 => "machine check (#MC)",
+        19 => "SIMD floating-point exception (#XM)",
+        20 => "virtualization exception (#VE)",
+        21 => "control protection exception (#CP)",
+        _ => "unexpected vector",
+    }
+}
+
+/// Set by the first report: a fault while reporting exits at once.
+static REPORTING: AtomicBool = AtomicBool::new(false);
+
+fn exception(frame: &Frame) -> ! {
+    if REPORTING.swap(true, Ordering::Relaxed) {
+        console::emergency(format_args!(
+            "\nebbflow: exception {} at {:#x} while reporting a fault\n",
+            frame.vector, frame.rip
+        ));
+        runtime::exit(i32::from(EXIT_CPU_EXCEPTION));
+    }
+    let out = console::emergency;
+    out(format_args!(
+        "\nebbflow: CPU EXCEPTION {} {}, error code {:#x}\n",
+        frame.vector,
+        exception_name(frame.vector),
+        frame.error
+    ));
+    if frame.vector == 14 {
+        let cause = frame.error;
+        out(format_args!(
+            "  page fault at address CR2={:#018x}: {} {} ({})\n",
+            Cr2::read_raw(),
+            if cause & 0x10 != 0 {
+                "instruction fetch"
+            } else if cause & 2 != 0 {
+                "write"
+            } else {
+                "read"
+            },
+            if cause & 1 != 0 {
+                "violating protection"
+            } else {
+                "of a non-present page"
+            },
+            if cause & 4 != 0 { "user" } else { "kernel" },
+        ));
+    }
+    out(format_args!(
+        "  RIP={:#018x} CS={:#x} RFLAGS={:#x} RSP={:#018x} SS={:#x} CR3={:#x}\n",
+        frame.rip,
+        frame.cs,
+        frame.rflags,
+        frame.rsp,
+        frame.ss,
+        Cr3::read_raw().0.start_address().as_u64()
+    ));
+    out(format_args!(
+        "  RAX={:#018x} RBX={:#018x} RCX={:#018x} RDX={:#018x}\n",
+        frame.rax, frame.rbx, frame.rcx, frame.rdx
+    ));
+    out(format_args!(
+        "  RSI={:#018x} RDI={:#018x} RBP={:#018x} R8 ={:#018x}\n",
+        frame.rsi, frame.rdi, frame.rbp, frame.r8
+    ));
+    out(format_args!(
+        "  R9 ={:#018x} R10={:#018x} R11={:#018x} R12={:#018x}\n",
+        frame.r9, frame.r10, frame.r11, frame.r12
+    ));
+    out(format_args!(
+        "  R13={:#018x} R14={:#018x} R15={:#018x}\n",
+        frame.r13, frame.r14, frame.r15
+    ));
+    backtrace(Some(frame.rip), frame.rbp);
+    runtime::exit(i32::from(EXIT_CPU_EXCEPTION))
+}
+
+/// The frame pointer of the caller.
+#[inline(always)]
+pub fn current_rbp() -> u64 {
+    let rbp: u64;
+    // SAFETY: reads a register.
+    unsafe { asm!("mov {}, rbp", out(reg) rbp, options(nomem, nostack, preserves_flags)) };
+    rbp
+}
+
+/// Prints `rip` and the return addresses along the `rbp` chain, in the
+/// form `./ebb run --native` symbolizes (`  #N 0xADDRESS`).
+pub fn backtrace(rip: Option<u64>, mut rbp: u64) {
+    console::emergency(format_args!(
+        "  backtrace (symbolize with addr2line -e IMAGE):\n"
+    ));
+    let first = match rip {
+        Some(rip) => {
+            console::emergency(format_args!("    #0 {rip:#018x}\n"));
+            1
+        }
+        None => 0,
+    };
+    for depth in first..48 {
+        if rbp == 0 || !rbp.is_multiple_of(8) || !paging::is_mapped_ram(rbp, 16) {
+            break;
+        }
+        let at = rbp as *const u64;
+        // SAFETY: `rbp` is 8-aligned and both words lie in mapped RAM (just
+        // checked); a stale chain yields wrong addresses, not a fault.
+        let next = unsafe { at.read() };
+        // SAFETY: as above, the second word.
+        let ret = unsafe { at.wrapping_add(1).read() };
+        if ret == 0 {
+            break;
+        }
+        // A return address points after the call: show the call itself.
+        console::emergency(format_args!("    #{depth} {:#018x}\n", ret - 1));
+        if next <= rbp {
+            break;
+        }
+        rbp = next;
+    }
+}

@@ -1,0 +1,68 @@
+//! Ebbflow's native x86_64 platform (see `README.md` beside this crate).
+//!
+//! A native image is an application linked with this crate for
+//! `x86_64-unknown-none` and booted by QEMU through the PVH entry point
+//! (`./ebb run APP --native`). Boot goes: 32-bit PVH entry and long mode
+//! (`boot`), serial console (`console`), GDT/TSS/IDT and the exception
+//! report (`cpu`), page tables (`paging`), heap (`memory`), TSC clock and
+//! LAPIC timer (`clock`, `apic`), then the application's entry
+//! ([`entry!`]), which runs the node with [`run`], as on hosted.
+//!
+//! On hosted targets only the platform-neutral parts build: [`abi`] (the
+//! contract with the launcher) and [`layout`] (memory-map planning).
+#![no_std]
+// This crate only targets x86_64 (usize is 64 bits), and it splits
+// addresses into hardware fields (descriptor halves, register values) on
+// purpose: truncating casts are the point there.
+#![allow(clippy::cast_possible_truncation)]
+
+pub mod abi;
+pub mod layout;
+
+#[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
+mod apic;
+#[cfg(target_os = "none")]
+mod boot;
+#[cfg(target_os = "none")]
+mod clock;
+#[cfg(target_os = "none")]
+pub mod console;
+#[cfg(target_os = "none")]
+mod cpu;
+#[cfg(target_os = "none")]
+mod memory;
+#[cfg(target_os = "none")]
+mod paging;
+#[cfg(target_os = "none")]
+mod runtime;
+#[cfg(target_os = "none")]
+mod start_info;
+
+#[cfg(target_os = "none")]
+pub use runtime::{exit, run, NativeError};
+
+/// Declares the application's native entry point: `main` gets the
+/// application's arguments (the kernel command line after `--`) once the
+/// platform is up (CPU, paging, heap, clock) and returns the exit code the
+/// launcher (`./ebb run APP --native`) exits with. It usually calls
+/// [`run`] with the node's first event, as a hosted `main` calls
+/// `ebb_hosted::run`.
+///
+/// ```ignore
+/// ebb_native::entry!(main);
+/// fn main(args: &[&str]) -> i32 { ... }
+/// ```
+#[macro_export]
+macro_rules! entry {
+    ($main:path) => {
+        /// The application's native entry, called by the platform after boot.
+        #[no_mangle]
+        pub fn __ebb_native_app_main(args: &[&str]) -> i32 {
+            let main: fn(&[&str]) -> i32 = $main;
+            main(args)
+        }
+    };
+}

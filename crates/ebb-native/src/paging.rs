@@ -1,0 +1,288 @@
+//! The page tables: all RAM (and the firmware's reserved ranges) identity
+//! mapped with 1 GiB pages where the CPU has them and 2 MiB pages
+//! elsewhere, the LAPIC/IOAPIC page and, on q35, the PCI ECAM window
+//! uncached, page 0 left unmapped (null pointers fault), and each core's
+//! EbbRef table and context page at `ebb-core`'s fixed `TABLE_VADDR`.
+//!
+//! Each core has its own PML4: the identity part (entries 0..511) is shared,
+//! entry 511 leads to that core's own table pages. Only core 0 exists yet.
+
+use core::fmt;
+
+use spin::Once;
+use x86_64::registers::control::{Cr3, Cr3Flags};
+use x86_64::structures::paging::PhysFrame;
+use x86_64::PhysAddr;
+
+use crate::abi::{Machine, Q35_ECAM};
+use crate::boot::image_range;
+use crate::layout::{e820, pages, Full, Kind, Range, RangeSet};
+use crate::start_info::StartInfo;
+
+const PAGE: u64 = 4096;
+const MIB2: u64 = 2 << 20;
+const GIB: u64 = 1 << 30;
+
+const PRESENT: u64 = 1;
+const WRITABLE: u64 = 1 << 1;
+const WRITE_THROUGH: u64 = 1 << 3;
+const CACHE_DISABLE: u64 = 1 << 4;
+const LARGE: u64 = 1 << 7;
+const NO_EXECUTE: u64 = 1 << 63;
+const ADDRESS: u64 = 0x000f_ffff_ffff_f000;
+
+/// Where `ebb-core` expects this core's EbbRef table (see
+/// `ebb-core/src/table.rs`): 2^16 slots of 8 bytes, then the context page.
+pub const TABLE_VADDR: u64 = 0xFFFF_FFFF_F000_0000;
+/// Pages of the table (512 KiB) plus one context page.
+const TABLE_PAGES: u64 = (1 << 16) * 8 / PAGE + 1;
+
+/// The IOAPIC and LAPIC register pages (fixed on QEMU's machines).
+pub const IOAPIC_BASE: u64 = 0xfec0_0000;
+/// See [`IOAPIC_BASE`].
+pub const LAPIC_BASE: u64 = 0xfee0_0000;
+
+/// What memory the platform found and how it was mapped.
+pub struct MemoryPlan {
+    /// The identity-mapped ranges (2 MiB granules).
+    pub mapped: RangeSet,
+    /// Usable RAM not holding the image, page-aligned.
+    pub usable: RangeSet,
+    /// The free part of the RAM range the page tables were taken from:
+    /// `[start, end)`, for the heap.
+    pub rest: (u64, u64),
+    /// Whether 1 GiB pages were used.
+    pub huge_pages: bool,
+}
+
+/// Why the page tables could not be built.
+#[derive(Debug)]
+pub enum PagingError {
+    /// The memory map has more ranges than the planner holds.
+    TooManyRanges,
+    /// No usable RAM after the image.
+    NoMemory,
+}
+
+impl From<Full> for PagingError {
+    fn from(_: Full) -> Self {
+        PagingError::TooManyRanges
+    }
+}
+
+impl fmt::Display for PagingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PagingError::TooManyRanges => write!(f, "the memory map has too many ranges"),
+            PagingError::NoMemory => write!(f, "no usable RAM after the image"),
+        }
+    }
+}
+
+static PLAN: Once<MemoryPlan> = Once::new();
+
+/// Physical frames for page tables, taken from the bottom of one RAM range.
+struct Frames {
+    next: u64,
+    end: u64,
+}
+
+impl Frames {
+    /// A zeroed 4 KiB frame.
+    fn zeroed(&mut self) -> Result<u64, PagingError> {
+        if self.end - self.next < PAGE {
+            return Err(PagingError::NoMemory);
+        }
+        let frame = self.next;
+        self.next += PAGE;
+        // SAFETY: the frame is usable RAM past the image that nothing else
+        // uses yet, identity mapped by the boot tables (it lies below 4 GiB
+        // in the range holding the image).
+        unsafe { core::ptr::write_bytes(frame as *mut u8, 0, PAGE as usize) };
+        Ok(frame)
+    }
+}
+
+/// The 512 entries of the table at physical (= virtual) address `frame`.
+fn entries(frame: u64) -> *mut u64 {
+    frame as *mut u64
+}
+
+/// The table that entry `index` of `table` points to, made if missing.
+fn next_table(table: u64, index: u64, frames: &mut Frames) -> Result<u64, PagingError> {
+    let entry = entries(table).wrapping_add(index as usize);
+    // SAFETY: `table` is one of our page-table frames and `index < 512`.
+    let value = unsafe { entry.read() };
+    if value & PRESENT != 0 {
+        return Ok(value & ADDRESS);
+    }
+    let frame = frames.zeroed()?;
+    // SAFETY: as above; the new table is zeroed (all entries absent).
+    unsafe { entry.write(frame | PRESENT | WRITABLE) };
+    Ok(frame)
+}
+
+fn set(table: u64, index: u64, value: u64) {
+    // SAFETY: `table` is one of our page-table frames and `index < 512`.
+    unsafe { entries(table).wrapping_add(index as usize).write(value) };
+}
+
+fn index(addr: u64, level: u32) -> u64 {
+    (addr >> (12 + 9 * level)) & 511
+}
+
+/// Maps the identity page at `addr` of `size` (1 GiB or 2 MiB).
+fn map_large(
+    pml4: u64,
+    addr: u64,
+    size: u64,
+    flags: u64,
+    frames: &mut Frames,
+) -> Result<(), PagingError> {
+    let pdpt = next_table(pml4, index(addr, 3), frames)?;
+    if size == GIB {
+        set(pdpt, index(addr, 2), addr | flags | LARGE);
+        return Ok(());
+    }
+    let pd = next_table(pdpt, index(addr, 2), frames)?;
+    set(pd, index(addr, 1), addr | flags | LARGE);
+    Ok(())
+}
+
+fn flags_for(kind: Kind) -> u64 {
+    match kind {
+        Kind::Ram => PRESENT | WRITABLE,
+        Kind::Device => PRESENT | WRITABLE | WRITE_THROUGH | CACHE_DISABLE | NO_EXECUTE,
+    }
+}
+
+/// Whether the CPU supports 1 GiB pages (CPUID 0x8000_0001 EDX bit 26).
+fn has_1gib_pages() -> bool {
+    let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+    max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 26) != 0
+}
+
+/// Builds core 0's page tables from the memory map and switches to them.
+pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, PagingError> {
+    let (_, image_end) = image_range();
+    let image_end = image_end.next_multiple_of(PAGE);
+
+    let mut mapped = RangeSet::default();
+    let mut usable = RangeSet::default();
+    for entry in info.memmap() {
+        mapped.push_e820(entry.addr, entry.size, entry.kind)?;
+        if entry.kind == e820::RAM {
+            let start = entry.addr.next_multiple_of(PAGE).max(image_end);
+            let end = entry.addr.saturating_add(entry.size) & !(PAGE - 1);
+            usable.push(Range {
+                start,
+                end,
+                kind: Kind::Ram,
+            })?;
+        }
+    }
+    for base in [IOAPIC_BASE, LAPIC_BASE] {
+        mapped.push(Range {
+            start: base,
+            end: base + PAGE,
+            kind: Kind::Device,
+        })?;
+    }
+    if machine == Machine::Q35 {
+        let (base, len) = Q35_ECAM;
+        mapped.push(Range {
+            start: base,
+            end: base + len,
+            kind: Kind::Device,
+        })?;
+    }
+    mapped.normalize(MIB2);
+
+    // Page tables come from the bottom of the usable range right after the
+    // image (below 4 GiB, so the boot tables map it).
+    let region = usable
+        .as_slice()
+        .iter()
+        .find(|r| r.start == image_end)
+        .or_else(|| usable.as_slice().iter().max_by_key(|r| r.end - r.start))
+        .copied()
+        .ok_or(PagingError::NoMemory)?;
+    let mut frames = Frames {
+        next: region.start,
+        end: region.end.min(1 << 32),
+    };
+
+    let huge_pages = has_1gib_pages();
+    let pml4 = frames.zeroed()?;
+    for range in mapped.as_slice() {
+        let flags = flags_for(range.kind);
+        let mut start = range.start;
+        if start == 0 {
+            // The first 2 MiB in 4 KiB pages, leaving page 0 unmapped.
+            let pdpt = next_table(pml4, 0, &mut frames)?;
+            let pd = next_table(pdpt, 0, &mut frames)?;
+            let pt = next_table(pd, 0, &mut frames)?;
+            for page in 1..512 {
+                set(pt, page, (page * PAGE) | flags);
+            }
+            start = MIB2;
+        }
+        let mut result = Ok(());
+        pages(start, range.end, huge_pages, |addr, size| {
+            if result.is_ok() {
+                result = map_large(pml4, addr, size, flags, &mut frames);
+            }
+        });
+        result?;
+    }
+
+    // This core's EbbRef table and context page: zeroed 4 KiB pages.
+    let pdpt = next_table(pml4, index(TABLE_VADDR, 3), &mut frames)?;
+    let pd = next_table(pdpt, index(TABLE_VADDR, 2), &mut frames)?;
+    let pt = next_table(pd, index(TABLE_VADDR, 1), &mut frames)?;
+    for page in 0..TABLE_PAGES {
+        let frame = frames.zeroed()?;
+        set(
+            pt,
+            index(TABLE_VADDR, 0) + page,
+            frame | PRESENT | WRITABLE | NO_EXECUTE,
+        );
+    }
+
+    let plan = PLAN.call_once(|| MemoryPlan {
+        mapped,
+        usable,
+        rest: (frames.next, region.end),
+        huge_pages,
+    });
+    let frame = PhysFrame::containing_address(PhysAddr::new(pml4));
+    // SAFETY: the new tables identity-map everything the boot tables mapped
+    // that we use (the image, its stacks, RAM, the devices) and add the
+    // table pages; page 0 is the only page they drop, and nothing lives there.
+    unsafe { Cr3::write(frame, Cr3Flags::empty()) };
+    Ok(plan)
+}
+
+/// The memory plan, once [`init`] ran.
+pub fn plan() -> Option<&'static MemoryPlan> {
+    PLAN.get()
+}
+
+/// Whether `[addr, addr + len)` is mapped RAM (for the backtrace walker).
+pub fn is_mapped_ram(addr: u64, len: u64) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    match plan() {
+        Some(plan) => {
+            addr >= PAGE
+                && plan
+                    .mapped
+                    .as_slice()
+                    .iter()
+                    .any(|r| r.kind == Kind::Ram && r.start <= addr && end <= r.end)
+        }
+        // The boot tables map the first 4 GiB.
+        None => addr >= PAGE && end <= 1 << 32,
+    }
+}

@@ -1,0 +1,180 @@
+//! Running a node on the native platform: [`run`] mirrors
+//! `ebb_hosted::run` (the application's `main` is core 0's first event; the
+//! node's exit code comes back), [`exit`] leaves QEMU with a code, and the
+//! panic handler reports and exits.
+
+use alloc::boxed::Box;
+use core::arch::asm;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use ebb_core::{CoreId, Node};
+use ebb_event::{run_core, start_node, CoreDriver, EventError, Instant, Platform};
+use spin::Once;
+use x86_64::instructions::port::Port;
+
+use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
+use crate::start_info::StartInfo;
+use crate::{apic, clock, console, cpu, memory, paging};
+
+static OPTIONS: Once<PlatformOptions> = Once::new();
+static RAN: AtomicBool = AtomicBool::new(false);
+
+/// Records the platform options from the command line (boot).
+pub fn set_options(options: PlatformOptions) {
+    OPTIONS.call_once(|| options);
+}
+
+/// Why a native node could not run.
+#[derive(Debug)]
+pub enum NativeError {
+    /// The event layer refused.
+    Event(EventError),
+    /// [`run`] was called a second time: a native image runs one node.
+    AlreadyRan,
+}
+
+impl fmt::Display for NativeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NativeError::Event(error) => error.fmt(f),
+            NativeError::AlreadyRan => write!(f, "a native image runs one node, once"),
+        }
+    }
+}
+
+/// The node-wide half of the platform: the TSC clock and wake-up IPIs.
+struct NativePlatform {
+    /// LAPIC id of each core.
+    apic_ids: Box<[u32]>,
+}
+
+impl Platform for NativePlatform {
+    fn now(&self) -> Instant {
+        Instant(clock::nanos())
+    }
+
+    fn notify(&self, core: CoreId) {
+        if let Some(&id) = self.apic_ids.get(core.0) {
+            x86_64::instructions::interrupts::without_interrupts(|| apic::send_wake(id));
+        }
+    }
+}
+
+/// One core's half: halting until an interrupt or the next deadline.
+struct NativeCore;
+
+impl CoreDriver for NativeCore {
+    fn dispatch(&self) {
+        // No device interrupts are routed yet: the timer and wake-up IPIs
+        // only end a halt, and the loop does the rest.
+    }
+
+    fn halt(&self, deadline: Option<Instant>) {
+        if let Some(deadline) = deadline {
+            let now = clock::nanos();
+            if deadline.0 <= now {
+                return;
+            }
+            apic::arm(deadline.0 - now);
+        }
+        // SAFETY: the loop runs with interrupts off; `sti` takes effect
+        // after `hlt` begins, so an interrupt arriving after the loop's
+        // checks still ends the halt, and the handler (timer or wake-up
+        // EOI) returns here, where interrupts go off again.
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        apic::disarm();
+    }
+}
+
+/// Runs this image's node: `main` is the first event on core 0; returns
+/// when the node shuts down (`ebb_event::shutdown(code)`), with its code.
+/// One core for now, whatever `cores=` asks (SMP comes next).
+pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
+    if RAN.swap(true, Ordering::Relaxed) {
+        return Err(NativeError::AlreadyRan);
+    }
+    let options = OPTIONS.get().copied().unwrap_or_default();
+    if options.cores > 1 {
+        crate::println!(
+            "ebbflow: cores={} asked, but the native platform runs 1 core so far",
+            options.cores
+        );
+    }
+    let node = Node::standalone(1);
+    let platform: &'static NativePlatform = Box::leak(Box::new(NativePlatform {
+        apic_ids: Box::new([apic::id()]),
+    }));
+    start_node(node, platform).map_err(NativeError::Event)?;
+    let init: Box<dyn FnOnce()> = Box::new(move || {
+        if let Some(crash) = options.crash {
+            ebb_event::spawn(move || crash_now(crash));
+        }
+        main();
+    });
+    run_core(CoreId(0), node, Box::new(NativeCore), Some(init)).map_err(NativeError::Event)
+}
+
+/// Faults on purpose (`crash=KIND`), from an event, to test the reports.
+#[inline(never)]
+fn crash_now(crash: Crash) {
+    crate::println!("ebbflow: crashing on purpose ({crash:?})");
+    match crash {
+        Crash::NullLoad => {
+            // SAFETY: not sound, on purpose: page 0 is never mapped, so this
+            // load faults before it returns anything.
+            let value = unsafe { core::ptr::read_volatile(core::ptr::null::<u64>()) };
+            crate::println!("read {value} from address 0?");
+        }
+        // SAFETY: `ud2` raises #UD, reported and fatal; nothing returns.
+        Crash::InvalidOpcode => unsafe { asm!("ud2", options(nomem, nostack)) },
+        // SAFETY: `int3` raises #BP, reported and fatal.
+        Crash::Breakpoint => unsafe { asm!("int3", options(nomem, nostack)) },
+        Crash::Panic => panic!("crash=panic asked for a panic"),
+    }
+}
+
+/// Leaves QEMU with exit code `code` (see [`crate::abi`] for the encoding).
+/// Without an `isa-debug-exit` device, says so and halts forever.
+pub fn exit(code: i32) -> ! {
+    let mut port: Port<u32> = Port::new(DEBUG_EXIT_PORT);
+    // SAFETY: writing the isa-debug-exit port ends QEMU; if no device is
+    // there, the write is ignored.
+    unsafe { port.write(u32::from(debug_exit_value(code))) };
+    console::emergency(format_args!(
+        "ebbflow: exit code {code}, but there is no isa-debug-exit device at {DEBUG_EXIT_PORT:#x}: halting\n"
+    ));
+    loop {
+        // SAFETY: halting with interrupts off stops this core for good.
+        unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+    }
+}
+
+/// Prints what the platform found at boot (`verbose`).
+pub fn describe_boot(info: &StartInfo) {
+    let (heap, _) = memory::stats();
+    if let Some(plan) = paging::plan() {
+        let usable: u64 = plan.usable.as_slice().iter().map(|r| r.end - r.start).sum();
+        crate::println!(
+            "ebbflow native: {} MiB usable RAM after the image, identity mapped with {} pages up to {:#x}",
+            usable >> 20,
+            if plan.huge_pages { "1 GiB and 2 MiB" } else { "2 MiB" },
+            plan.mapped.end()
+        );
+    }
+    crate::println!(
+        "ebbflow native: heap {} MiB, TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
+        heap >> 20,
+        clock::tsc_khz(),
+        apic::ticks_per_ms(),
+        info.rsdp
+    );
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    x86_64::instructions::interrupts::disable();
+    console::emergency(format_args!("\nebbflow: PANIC: {info}\n"));
+    cpu::backtrace(None, cpu::current_rbp());
+    exit(i32::from(EXIT_PANIC))
+}
