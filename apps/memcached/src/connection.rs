@@ -47,6 +47,8 @@ pub struct Connection {
     server: &'static Server,
     protocol: Option<Protocol>,
     input: IoChain,
+    /// Bytes still to throw away as they arrive (see `Outcome::Discard`).
+    discarding: usize,
     closing: bool,
     paused: bool,
 }
@@ -58,6 +60,7 @@ impl Connection {
             server,
             protocol: None,
             input: IoChain::new(),
+            discarding: 0,
             closing: false,
             paused: false,
         }
@@ -83,7 +86,11 @@ impl Connection {
             started: self.server.started,
             connections: self.server.connections.load(Ordering::Relaxed),
         };
-        while !self.input.is_empty() && !self.closing {
+        loop {
+            self.discard_arrived();
+            if self.input.is_empty() || self.closing {
+                break;
+            }
             let protocol = *self.protocol.get_or_insert_with(|| {
                 Protocol::detect(self.input.cursor().peek_u8().unwrap_or(0))
             });
@@ -95,6 +102,12 @@ impl Connection {
                 }
                 Outcome::Incomplete => break,
                 Outcome::Close => self.closing = true,
+                Outcome::Discard { consumed, discard } => {
+                    if self.input.trim_front(consumed).is_err() {
+                        self.input.clear();
+                    }
+                    self.discarding = discard;
+                }
             }
         }
         if self.input.segment_count() > MAX_HELD_SEGMENTS {
@@ -116,6 +129,19 @@ impl Connection {
             // waits beyond the send credit).
             self.paused = true;
             conn.pause_receive();
+        }
+    }
+}
+
+impl Connection {
+    /// Throws away what has arrived of the bytes being discarded.
+    fn discard_arrived(&mut self) {
+        let now = self.discarding.min(self.input.len());
+        if now > 0 {
+            if self.input.trim_front(now).is_err() {
+                self.input.clear();
+            }
+            self.discarding -= now;
         }
     }
 }

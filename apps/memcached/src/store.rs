@@ -470,6 +470,9 @@ impl Store {
         match at {
             Some(at) if at > now => self.oldest_live.store(u64::from(at - 1), Ordering::Relaxed),
             _ => {
+                // As memcached: a pending delayed flush becomes "now" too.
+                self.oldest_live
+                    .store(u64::from(now.saturating_sub(1)), Ordering::Relaxed);
                 let newest = self.next_cas.load(Ordering::Relaxed).saturating_sub(1);
                 self.oldest_cas.store(newest, Ordering::Relaxed);
             }

@@ -8,6 +8,7 @@
 //! by its first byte.
 
 pub mod binary;
+pub mod common;
 pub mod meta;
 pub mod text;
 
@@ -26,6 +27,16 @@ pub enum Outcome {
     /// Close the connection after sending `out` (quit, or an error after
     /// which memcached closes).
     Close,
+    /// One request handled in `consumed` bytes, and the `discard` bytes
+    /// after them are to be thrown away, whether they have arrived yet or
+    /// not (memcached's "swallow": the data block of a refused store),
+    /// without ever buffering them.
+    Discard {
+        /// Bytes of the request itself.
+        consumed: usize,
+        /// Bytes after it to throw away.
+        discard: usize,
+    },
 }
 
 /// What a handler may use.

@@ -1,0 +1,253 @@
+//! What the STAT command reports: memcached 1.6.18's keys, in its order,
+//! with this server's values where it has them (memcached internals we do
+//! not have, such as slab rebalancing or the LRU crawler, report 0).
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::protocol::Context;
+use crate::stats::{total, Counters};
+
+/// A stat: name and value.
+pub type Stat = (&'static str, String);
+
+fn counter(ctx: &Context<'_>, field: fn(&Counters) -> &core::sync::atomic::AtomicU64) -> String {
+    total(ctx.stats, field).to_string()
+}
+
+fn threads() -> usize {
+    ebb_core::current_node().map_or(1, |node| node.cores())
+}
+
+/// `stats` with no argument.
+pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
+    let store = ctx.store.stats();
+    let zero = || "0".to_string();
+    let connections = ctx.connections;
+    let mut stats: Vec<Stat> = Vec::with_capacity(96);
+    let mut put = |name: &'static str, value: String| stats.push((name, value));
+    put("pid", zero());
+    put("uptime", ctx.now.saturating_sub(ctx.started).to_string());
+    put("time", ctx.now.to_string());
+    put("version", ctx.settings.version.to_string());
+    put("libevent", "ebbflow".to_string());
+    put("pointer_size", usize::BITS.to_string());
+    put("rusage_user", "0.000000".to_string());
+    put("rusage_system", "0.000000".to_string());
+    put("max_connections", ctx.settings.max_connections.to_string());
+    put("curr_connections", connections.to_string());
+    put("total_connections", counter(ctx, |c| &c.total_connections));
+    put(
+        "rejected_connections",
+        counter(ctx, |c| &c.rejected_connections),
+    );
+    put(
+        "connection_structures",
+        connections.saturating_add(1).to_string(),
+    );
+    for name in [
+        "response_obj_oom",
+        "response_obj_count",
+        "response_obj_bytes",
+        "read_buf_count",
+        "read_buf_bytes",
+        "read_buf_bytes_free",
+        "read_buf_oom",
+        "reserved_fds",
+    ] {
+        put(name, zero());
+    }
+    put("cmd_get", counter(ctx, |c| &c.cmd_get));
+    put("cmd_set", counter(ctx, |c| &c.cmd_set));
+    put("cmd_flush", counter(ctx, |c| &c.cmd_flush));
+    put("cmd_touch", counter(ctx, |c| &c.cmd_touch));
+    put("cmd_meta", zero());
+    put("get_hits", counter(ctx, |c| &c.get_hits));
+    put("get_misses", counter(ctx, |c| &c.get_misses));
+    put("get_expired", counter(ctx, |c| &c.get_expired));
+    put("get_flushed", zero());
+    put("delete_misses", counter(ctx, |c| &c.delete_misses));
+    put("delete_hits", counter(ctx, |c| &c.delete_hits));
+    put("incr_misses", counter(ctx, |c| &c.incr_misses));
+    put("incr_hits", counter(ctx, |c| &c.incr_hits));
+    put("decr_misses", counter(ctx, |c| &c.decr_misses));
+    put("decr_hits", counter(ctx, |c| &c.decr_hits));
+    put("cas_misses", counter(ctx, |c| &c.cas_misses));
+    put("cas_hits", counter(ctx, |c| &c.cas_hits));
+    put("cas_badval", counter(ctx, |c| &c.cas_badval));
+    put("touch_hits", counter(ctx, |c| &c.touch_hits));
+    put("touch_misses", counter(ctx, |c| &c.touch_misses));
+    for name in [
+        "store_too_large",
+        "store_no_memory",
+        "auth_cmds",
+        "auth_errors",
+    ] {
+        put(name, zero());
+    }
+    put("bytes_read", counter(ctx, |c| &c.bytes_read));
+    put("bytes_written", counter(ctx, |c| &c.bytes_written));
+    put("limit_maxbytes", ctx.store.memory_limit().to_string());
+    put("accepting_conns", "1".to_string());
+    put("listen_disabled_num", zero());
+    put("time_in_listen_disabled_us", zero());
+    put("threads", threads().to_string());
+    put("conn_yields", zero());
+    put("hash_power_level", "16".to_string());
+    put("hash_bytes", "524288".to_string());
+    for name in [
+        "hash_is_expanding",
+        "slab_reassign_rescues",
+        "slab_reassign_chunk_rescues",
+        "slab_reassign_evictions_nomem",
+        "slab_reassign_inline_reclaim",
+        "slab_reassign_busy_items",
+        "slab_reassign_busy_deletes",
+        "slab_reassign_running",
+        "slabs_moved",
+        "lru_crawler_running",
+        "lru_crawler_starts",
+        "lru_maintainer_juggles",
+        "malloc_fails",
+        "log_worker_dropped",
+        "log_worker_written",
+        "log_watcher_skipped",
+        "log_watcher_sent",
+        "log_watchers",
+        "unexpected_napi_ids",
+        "round_robin_fallback",
+    ] {
+        put(name, zero());
+    }
+    put("bytes", store.bytes.to_string());
+    put("curr_items", store.curr_items.to_string());
+    put("total_items", store.total_items.to_string());
+    for name in [
+        "slab_global_page_pool",
+        "expired_unfetched",
+        "evicted_unfetched",
+        "evicted_active",
+    ] {
+        put(name, zero());
+    }
+    put("evictions", store.evictions.to_string());
+    for name in [
+        "reclaimed",
+        "crawler_reclaimed",
+        "crawler_items_checked",
+        "lrutail_reflocked",
+        "moves_to_cold",
+        "moves_to_warm",
+        "moves_within_lru",
+        "direct_reclaims",
+        "lru_bumps_dropped",
+    ] {
+        put(name, zero());
+    }
+    stats
+}
+
+/// `stats settings`.
+pub fn settings(ctx: &Context<'_>) -> Vec<Stat> {
+    let s = ctx.settings;
+    let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
+    let mut stats: Vec<Stat> = Vec::with_capacity(80);
+    let mut put = |name: &'static str, value: String| stats.push((name, value));
+    put("maxbytes", ctx.store.memory_limit().to_string());
+    put("maxconns", s.max_connections.to_string());
+    // The listening port and address are not in the settings we are given.
+    put("tcpport", "0".to_string());
+    put("udpport", "0".to_string());
+    put("inter", "NULL".to_string());
+    put("verbosity", s.verbosity.to_string());
+    put("oldest", "0".to_string());
+    put("evictions", "on".to_string());
+    put("domain_socket", "NULL".to_string());
+    put("umask", "700".to_string());
+    put("shutdown_command", "no".to_string());
+    put("growth_factor", "1.25".to_string());
+    put("chunk_size", "48".to_string());
+    put("num_threads", threads().to_string());
+    put("num_threads_per_udp", threads().to_string());
+    put("stat_key_prefix", ":".to_string());
+    put("detail_enabled", "no".to_string());
+    put("reqs_per_event", "20".to_string());
+    put("cas_enabled", yes_no(!s.cas_disabled));
+    put("tcp_backlog", "1024".to_string());
+    put("binding_protocol", "auto-negotiate".to_string());
+    put("auth_enabled_sasl", "no".to_string());
+    put("auth_enabled_ascii", "no".to_string());
+    put("item_size_max", s.item_size_max.to_string());
+    put("maxconns_fast", "yes".to_string());
+    put("hashpower_init", "0".to_string());
+    put("slab_reassign", "yes".to_string());
+    put("slab_automove", "1".to_string());
+    put("slab_automove_ratio", "0.80".to_string());
+    put("slab_automove_window", "30".to_string());
+    put("slab_chunk_max", (s.item_size_max / 2).to_string());
+    put("lru_crawler", "yes".to_string());
+    put("lru_crawler_sleep", "100".to_string());
+    put("lru_crawler_tocrawl", "0".to_string());
+    put("tail_repair_time", "0".to_string());
+    put("flush_enabled", "yes".to_string());
+    put("dump_enabled", "yes".to_string());
+    put("hash_algorithm", "murmur3".to_string());
+    put("lru_maintainer_thread", "yes".to_string());
+    put("lru_segmented", "yes".to_string());
+    put("hot_lru_pct", "20".to_string());
+    put("warm_lru_pct", "40".to_string());
+    put("hot_max_factor", "0.20".to_string());
+    put("warm_max_factor", "2.00".to_string());
+    put("temp_lru", "no".to_string());
+    put("temporary_ttl", "61".to_string());
+    put("idle_timeout", "0".to_string());
+    put("watcher_logbuf_size", "262144".to_string());
+    put("worker_logbuf_size", "65536".to_string());
+    put("read_buf_mem_limit", "0".to_string());
+    put("track_sizes", "no".to_string());
+    put("inline_ascii_response", "no".to_string());
+    put("ext_item_size", "512".to_string());
+    put("ext_item_age", "4294967295".to_string());
+    put("ext_low_ttl", "0".to_string());
+    put("ext_recache_rate", "2000".to_string());
+    put("ext_wbuf_size", "4194304".to_string());
+    put("ext_compact_under", "0".to_string());
+    put("ext_drop_under", "0".to_string());
+    put("ext_max_sleep", "1000000".to_string());
+    put("ext_max_frag", "0.80".to_string());
+    put("slab_automove_freeratio", "0.010".to_string());
+    put("ext_drop_unread", "no".to_string());
+    put("ssl_enabled", "no".to_string());
+    put("ssl_chain_cert", "(null)".to_string());
+    put("ssl_key", "(null)".to_string());
+    put("ssl_verify_mode", "0".to_string());
+    put("ssl_keyformat", "1".to_string());
+    put("ssl_ciphers", "NULL".to_string());
+    put("ssl_ca_cert", "NULL".to_string());
+    put("ssl_wbuf_size", "16384".to_string());
+    put("ssl_session_cache", "no".to_string());
+    put("ssl_kernel_tls", "no".to_string());
+    put("ssl_min_version", "tlsv1.2".to_string());
+    put("num_napi_ids", "(null)".to_string());
+    put("memory_file", "(null)".to_string());
+    stats
+}
+
+/// `stats slabs` of a store without slab classes.
+pub fn slabs(ctx: &Context<'_>) -> Vec<Stat> {
+    let _ = ctx;
+    alloc::vec![
+        ("active_slabs", "0".to_string()),
+        ("total_malloced", "0".to_string())
+    ]
+}
+
+/// `stats sizes` (size tracking is off, as by default in memcached).
+pub fn sizes() -> Vec<Stat> {
+    alloc::vec![("sizes_status", "disabled".to_string())]
+}
+
+/// `stats detail dump` with no prefixes recorded.
+pub fn detail_dump() -> Vec<Stat> {
+    alloc::vec![("detailed", "END\r\n".to_string())]
+}

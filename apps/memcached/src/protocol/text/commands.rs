@@ -1,0 +1,190 @@
+//! `delete`, `incr`, `decr`, `touch`, `flush_all`, `verbosity` and
+//! `version`.
+
+use alloc::vec::Vec;
+
+use super::{Reply, Tokens};
+use crate::protocol::common::{
+    add_delta, expires_at, parse_i32, parse_u32, parse_u64, push_u64, DeltaError, KEY_MAX_LENGTH,
+};
+use crate::protocol::{Context, Outcome};
+use crate::stats::Counters;
+use crate::store::DeleteResult;
+
+/// `delete <key> [0] [noreply]`.
+pub fn delete(
+    tokens: &Tokens<'_>,
+    ctx: &mut Context<'_>,
+    reply: &mut Reply,
+    done: Outcome,
+) -> Outcome {
+    let n = tokens.count();
+    if n > 3 {
+        let hold_is_zero = tokens.get(2) == b"0";
+        reply.noreply = tokens.noreply();
+        let valid = (n == 4 && (hold_is_zero || reply.noreply))
+            || (n == 5 && hold_is_zero && reply.noreply);
+        if !valid {
+            reply.string(b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+            return done;
+        }
+    }
+    let key = tokens.get(1);
+    if key.len() > KEY_MAX_LENGTH {
+        reply.string(b"CLIENT_ERROR bad command line format");
+        return done;
+    }
+    if ctx.store.delete(key, None, ctx.now) == DeleteResult::Deleted {
+        Counters::add(&ctx.counters.delete_hits, 1);
+        reply.string(b"DELETED");
+    } else {
+        Counters::add(&ctx.counters.delete_misses, 1);
+        reply.string(b"NOT_FOUND");
+    }
+    done
+}
+
+/// `incr`/`decr <key> <delta> [noreply]`.
+pub fn arithmetic(
+    tokens: &Tokens<'_>,
+    ctx: &mut Context<'_>,
+    reply: &mut Reply,
+    incr: bool,
+    done: Outcome,
+) -> Outcome {
+    reply.noreply = tokens.noreply();
+    let key = tokens.get(1);
+    if key.len() > KEY_MAX_LENGTH {
+        reply.string(b"CLIENT_ERROR bad command line format");
+        return done;
+    }
+    let Some(delta) = parse_u64(tokens.get(2)) else {
+        reply.string(b"CLIENT_ERROR invalid numeric delta argument");
+        return done;
+    };
+    let counters = ctx.counters;
+    match add_delta(ctx.store, key, ctx.now, incr, delta, 0) {
+        Ok(result) => {
+            Counters::add(
+                if incr {
+                    &counters.incr_hits
+                } else {
+                    &counters.decr_hits
+                },
+                1,
+            );
+            let mut line = Vec::with_capacity(24);
+            push_u64(&mut line, result.value);
+            line.extend_from_slice(b"\r\n");
+            reply.line(line);
+        }
+        Err(DeltaError::NonNumeric) => {
+            reply.string(b"CLIENT_ERROR cannot increment or decrement non-numeric value")
+        }
+        Err(DeltaError::NotFound | DeltaError::Exists) => {
+            Counters::add(
+                if incr {
+                    &counters.incr_misses
+                } else {
+                    &counters.decr_misses
+                },
+                1,
+            );
+            reply.string(b"NOT_FOUND");
+        }
+    }
+    done
+}
+
+/// `touch <key> <exptime> [noreply]`.
+pub fn touch(
+    tokens: &Tokens<'_>,
+    ctx: &mut Context<'_>,
+    reply: &mut Reply,
+    done: Outcome,
+) -> Outcome {
+    reply.noreply = tokens.noreply();
+    let key = tokens.get(1);
+    if key.len() > KEY_MAX_LENGTH {
+        reply.string(b"CLIENT_ERROR bad command line format");
+        return done;
+    }
+    let Some(exptime) = parse_i32(tokens.get(2)) else {
+        reply.string(b"CLIENT_ERROR invalid exptime argument");
+        return done;
+    };
+    let touched = ctx
+        .store
+        .touch(key, expires_at(exptime, ctx.now), ctx.now)
+        .is_some();
+    Counters::add(&ctx.counters.cmd_touch, 1);
+    if touched {
+        Counters::add(&ctx.counters.touch_hits, 1);
+        reply.string(b"TOUCHED");
+    } else {
+        Counters::add(&ctx.counters.touch_misses, 1);
+        reply.string(b"NOT_FOUND");
+    }
+    done
+}
+
+/// `flush_all [delay] [noreply]`.
+pub fn flush_all(
+    tokens: &Tokens<'_>,
+    ctx: &mut Context<'_>,
+    reply: &mut Reply,
+    done: Outcome,
+) -> Outcome {
+    reply.noreply = tokens.noreply();
+    Counters::add(&ctx.counters.cmd_flush, 1);
+    let mut delay = 0;
+    if tokens.count() != if reply.noreply { 3 } else { 2 } {
+        let Some(parsed) = parse_i32(tokens.get(1)) else {
+            reply.string(b"CLIENT_ERROR invalid exptime argument");
+            return done;
+        };
+        delay = parsed;
+    }
+    let at = (delay > 0).then(|| expires_at(delay, ctx.now));
+    ctx.store.flush_all(at, ctx.now);
+    reply.string(b"OK");
+    done
+}
+
+/// `verbosity <level> [noreply]`: accepted and ignored (the level is a
+/// start-up setting here).
+pub fn verbosity(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
+    reply.noreply = tokens.noreply();
+    if parse_u32(tokens.get(1)).is_none() {
+        reply.string(b"CLIENT_ERROR bad command line format");
+    } else {
+        reply.string(b"OK");
+    }
+    done
+}
+
+/// `cache_memlimit <megabytes> [noreply]`: checked as memcached checks
+/// it; the store's limit is fixed at start-up, so an accepted value is
+/// not applied.
+pub fn memlimit(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
+    reply.noreply = tokens.noreply();
+    match parse_u32(tokens.get(1)) {
+        None => reply.string(b"ERROR"),
+        Some(0..8) => reply.string(b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m"),
+        Some(1_000_000_001..) => {
+            reply.string(b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes")
+        }
+        Some(_) => reply.string(b"OK"),
+    }
+    done
+}
+
+/// `version`.
+pub fn version(ctx: &Context<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
+    let mut line = Vec::with_capacity(32);
+    line.extend_from_slice(b"VERSION ");
+    line.extend_from_slice(ctx.settings.version.as_bytes());
+    line.extend_from_slice(b"\r\n");
+    reply.line(line);
+    done
+}

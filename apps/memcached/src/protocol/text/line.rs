@@ -1,0 +1,107 @@
+//! Request framing: the request line, the data block after it, and the
+//! bytes memcached swallows after refusing a store.
+
+use alloc::vec::Vec;
+
+use ebb_iobuf::{IoBuf, IoChain};
+
+use crate::protocol::Outcome;
+
+/// memcached closes a connection whose request line has no `\n` within
+/// this many bytes (its `try_read_command_ascii`), unless it is a large
+/// multiget.
+pub const LINE_MAX: usize = 2048;
+
+/// memcached lets a `get`/`gets` line grow without bound; we close the
+/// connection past this.
+pub const MULTIGET_LINE_MAX: usize = 4 << 20;
+
+/// A request line found at the start of the input.
+pub struct Request<'a> {
+    /// All input received so far.
+    pub input: &'a IoChain,
+    /// The line as memcached sees it: without `\n`, without a `\r` before
+    /// it, cut at the first NUL.
+    pub line: Vec<u8>,
+    /// Offset just past the line's `\n`.
+    pub line_end: usize,
+}
+
+impl<'a> Request<'a> {
+    /// The first line of `input`, if its `\n` has arrived.
+    pub fn parse(input: &'a IoChain) -> Option<Self> {
+        let newline = input.cursor().find(b"\n")?;
+        let mut line = input.cursor().read_chain(newline).ok()?.to_vec();
+        if line.len() > 1 && line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if let Some(nul) = line.iter().position(|&b| b == 0) {
+            line.truncate(nul);
+        }
+        Some(Request {
+            input,
+            line,
+            line_end: newline + 1,
+        })
+    }
+}
+
+/// What to do with input that has no `\n` yet.
+pub fn without_newline(input: &IoChain) -> Outcome {
+    if input.len() <= LINE_MAX {
+        return Outcome::Incomplete;
+    }
+    let mut head = [0u8; 110];
+    let n = head.len().min(input.len());
+    if input.copy_to_slice(&mut head[..n]).is_err() {
+        return Outcome::Close;
+    }
+    let spaces = head.iter().take_while(|&&b| b == b' ').count();
+    let rest = &head[spaces..n];
+    let multiget = spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "));
+    if multiget && input.len() <= MULTIGET_LINE_MAX {
+        Outcome::Incomplete
+    } else {
+        Outcome::Close
+    }
+}
+
+/// A data block after a request line.
+pub enum Block {
+    /// Not all of it has arrived.
+    Incomplete,
+    /// It does not end with `\r\n`.
+    Bad,
+    /// The value (without `\r\n`), copied out of the receive buffers.
+    Good(IoBuf),
+}
+
+/// The block of `len` bytes (value and `\r\n`) starting at `start`.
+pub fn data_block(input: &IoChain, start: usize, len: usize) -> Block {
+    let Some(end) = start.checked_add(len).filter(|&end| end <= input.len()) else {
+        return Block::Incomplete;
+    };
+    let mut cursor = input.cursor();
+    if cursor.skip(start).is_err() || len < 2 {
+        return Block::Incomplete;
+    }
+    let Ok(value) = cursor.read_chain(len - 2) else {
+        return Block::Incomplete;
+    };
+    match cursor.read_array::<2>() {
+        Ok(crlf) if crlf == *b"\r\n" && cursor.position() == end => {
+            Block::Good(IoBuf::from_vec(value.to_vec()))
+        }
+        Ok(_) => Block::Bad,
+        Err(_) => Block::Incomplete,
+    }
+}
+
+/// Consumes the line and throws away the `len` bytes after it as they
+/// arrive (memcached's `conn_swallow`), without buffering them.
+pub fn swallow(line_end: usize, len: usize) -> Outcome {
+    Outcome::Discard {
+        consumed: line_end,
+        discard: len,
+    }
+}

@@ -1,0 +1,122 @@
+//! Runs the binary protocol handler in-process, as a connection does:
+//! requests handled one at a time from the bytes received so far.
+#![allow(dead_code)]
+
+use ebb_core::{enter_core, CoreId, Multicore, Node};
+use ebb_iobuf::{IoBuf, IoChain};
+use memcached::protocol::{binary, Context, Outcome};
+use memcached::stats::{Counters, Stats};
+use memcached::{Settings, Store};
+
+/// The Unix time the handler is told it is.
+pub const NOW: u32 = 1_700_000_000;
+
+thread_local! {
+    static STATS: Stats = {
+        // Each test thread is core 0 of a node of its own, for the counters.
+        let node = Node::standalone(1);
+        std::mem::forget(enter_core(CoreId(0), node).expect("enter core"));
+        Multicore::<Counters>::create(()).expect("counters")
+    };
+}
+
+/// A server's state without the network.
+pub struct Harness {
+    store: Store,
+    settings: Settings,
+    stats: Stats,
+}
+
+/// What a run of the handler produced.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Every reply byte.
+    pub out: Vec<u8>,
+    /// Whether the handler asked to close the connection.
+    pub closed: bool,
+    /// Bytes left unconsumed.
+    pub left: usize,
+}
+
+impl Harness {
+    /// A fresh server with default settings.
+    pub fn new() -> Harness {
+        Harness::with_settings(Settings::default())
+    }
+
+    /// A fresh server with `settings`.
+    pub fn with_settings(settings: Settings) -> Harness {
+        let stats = STATS.with(|stats| *stats);
+        Harness {
+            store: Store::new(settings.memory_limit, settings.item_size_max),
+            settings,
+            stats,
+        }
+    }
+
+    /// Handles every complete request in `input` (consuming them) and
+    /// appends the replies to `out`, checking the handler's contract:
+    /// it consumes at least one byte and never more than it was given, and
+    /// appends nothing when it needs more bytes. Returns whether it asked
+    /// to close.
+    pub fn drive(&self, input: &mut IoChain, out: &mut IoChain) -> bool {
+        let counters = self.stats.get().expect("counters");
+        let mut ctx = Context {
+            store: &self.store,
+            settings: &self.settings,
+            counters,
+            stats: self.stats,
+            now: NOW,
+            started: NOW - 100,
+            connections: 1,
+        };
+        while !input.is_empty() {
+            let before = out.len();
+            match binary::handle(input, &mut ctx, out) {
+                Outcome::Consumed(n) => {
+                    assert!(n > 0, "consumed nothing");
+                    assert!(n <= input.len(), "consumed {n} of {} bytes", input.len());
+                    input.trim_front(n).expect("trim");
+                }
+                Outcome::Incomplete => {
+                    assert_eq!(out.len(), before, "replied to an incomplete request");
+                    return false;
+                }
+                Outcome::Close => return true,
+                Outcome::Discard { consumed, discard } => {
+                    assert!(
+                        consumed <= input.len(),
+                        "consumed {consumed} of {} bytes",
+                        input.len()
+                    );
+                    input.trim_front(consumed).expect("trim");
+                    let now = discard.min(input.len());
+                    input.trim_front(now).expect("trim");
+                }
+            }
+        }
+        false
+    }
+
+    /// Delivers `chunks` one after another, handling requests after each
+    /// (as a connection does), and stops at a close.
+    pub fn deliver<'a>(&self, chunks: impl IntoIterator<Item = &'a [u8]>) -> Run {
+        let mut input = IoChain::new();
+        let mut out = IoChain::new();
+        let mut closed = false;
+        for chunk in chunks {
+            if !chunk.is_empty() {
+                input.push_back(IoBuf::copy_from_slice(chunk));
+            }
+            if self.drive(&mut input, &mut out) {
+                closed = true;
+                break;
+            }
+        }
+        Run {
+            out: out.to_vec(),
+            closed,
+            left: input.len(),
+        }
+    }
+}
