@@ -71,6 +71,14 @@ fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
 fn ours_binary() -> PathBuf {
     workspace_root().join("target/release/memcached")
 }
@@ -83,6 +91,10 @@ fn start(which: Which) -> Result<Server, String> {
         Which::Stock => {
             let mut command = Command::new("taskset");
             command.args(["-c", &cpu, STOCK, "-U", "0"]);
+            if is_root() {
+                // memcached refuses to run as root without naming a user.
+                command.args(["-u", "root"]);
+            }
             command
         }
         Which::Ours => {
@@ -451,7 +463,7 @@ fn run(plan: Plan) -> Result<(), String> {
     }
     report
         .command("cargo run --release -p ebb-bench --bin memcached")
-        .command(format!("taskset -c {SERVER_CPU} {STOCK} -U 0 -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
+        .command(format!("taskset -c {SERVER_CPU} {STOCK} -U 0 [-u root] -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
         .command(format!("target/release/memcached --cpus {SERVER_CPU} -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
         .command(format!("ebb-loadgen (library): ETC, 1 thread on CPU {GENERATOR_CPU}, 4 connections, depth 4 closed / 64 open, {} s windows", plan.window.as_secs_f64()));
     let path = report.finish()?;
