@@ -11,6 +11,11 @@ use ebb_hosted::Config;
 use memcached::stats::Counters;
 use memcached::{accept_fn, Server, Settings, Store};
 
+/// Ebbflow's general-purpose allocator: per-core slabs with no atomics on
+/// the local paths (see crates/ebb-mem).
+#[global_allocator]
+static ALLOCATOR: ebb_mem::hosted::HostedAllocator = ebb_mem::hosted::HostedAllocator::new();
+
 const USAGE: &str = "\
 usage: memcached [OPTIONS]
 

@@ -152,7 +152,11 @@ impl EventManager {
             self.fire_timers();
             self.run_batch();
             self.run_idle_handlers();
-            self.halt_if_idle();
+            if !self.halt_if_idle() {
+                if let Some(driver) = self.driver.borrow().as_ref() {
+                    driver.flush();
+                }
+            }
         }
     }
 
@@ -214,9 +218,10 @@ impl EventManager {
         }
     }
 
-    fn halt_if_idle(&self) {
+    /// Halts if there is nothing to do; whether it did.
+    fn halt_if_idle(&self) -> bool {
         if !self.queue.borrow().is_empty() || !self.idle.borrow().is_empty() {
-            return;
+            return false;
         }
         let mut deadline = self.timers.borrow_mut().next_deadline();
         if self.rcu.has_pending() {
@@ -225,9 +230,10 @@ impl EventManager {
         }
         let mailbox = self.root.mailbox(self.core);
         if !mailbox.prepare_to_sleep() {
-            return;
+            return false;
         }
-        if !self.root.is_stopping() {
+        let halted = !self.root.is_stopping();
+        if halted {
             self.rcu.go_idle(self.core, &self.root.rcu);
             self.halts.set(self.halts.get() + 1);
             if let Some(driver) = self.driver.borrow().as_ref() {
@@ -235,6 +241,7 @@ impl EventManager {
             }
         }
         mailbox.woke_up();
+        halted
     }
 
     /// Drops everything still queued when the loop ends.

@@ -22,5 +22,10 @@ pub trait CoreDriver {
 
     /// Sleeps until an interrupt or completion arrives, [`Platform::notify`]
     /// is called for this core, or `deadline` passes. May return early.
+    /// Also hands the platform what this turn queued (as `flush`).
     fn halt(&self, deadline: Option<Instant>);
+
+    /// Hands the platform what this loop turn queued (batched I/O), when
+    /// the core goes on without halting. The default does nothing.
+    fn flush(&self) {}
 }

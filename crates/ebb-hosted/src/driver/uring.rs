@@ -44,6 +44,7 @@ impl Reactor {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_coop_taskrun()
+            .setup_taskrun_flag()
             .build(256)
             .or_else(|_| IoUring::new(256))?;
         if !ring.params().is_feature_ext_arg() {
@@ -277,14 +278,24 @@ impl UringDriver {
 }
 
 impl CoreDriver for UringDriver {
+    /// Completions are already in the ring (the kernel posts them without
+    /// a system call), so dispatching only reaps; what the turn queues is
+    /// submitted once at its end, by `flush` or `halt`.
     fn dispatch(&self) {
         if let Some(hook) = self.reactor.on_dispatch.borrow().as_ref() {
             hook();
         }
-        if self.reactor.unsubmitted.get() {
+        self.reactor.reap();
+    }
+
+    fn flush(&self) {
+        // With cooperative task running, the kernel finishes some
+        // completions only when we enter it; it raises a flag when some
+        // are waiting.
+        let work_waiting = self.reactor.ring.borrow_mut().submission().taskrun();
+        if self.reactor.unsubmitted.get() || work_waiting {
             self.reactor.enter(false, None, self.platform);
         }
-        self.reactor.reap();
     }
 
     fn halt(&self, deadline: Option<Instant>) {
