@@ -19,7 +19,8 @@
 //! Threads are pinned to CPUs. Each cell is the median of 5 runs.
 //!
 //! Flags: `--quick` (tiny sizes, for smoke tests), `--runs K`,
-//! `--only NAME` (one allocator, e.g. under callgrind), `--cell I_1|I_2|II_1|II_2|xthread`.
+//! `--only NAME[,NAME..]` (some allocators, e.g. `ours` under callgrind, or
+//! `ours,jemalloc` side by side), `--cell I_1|I_2|II_1|II_2|xthread`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
@@ -307,7 +308,7 @@ fn parse_args() -> Options {
             other => {
                 eprintln!(
                     "threadtest: unknown argument '{other}' \
-                     (use --quick, --runs K, --only ours|glibc|jemalloc|mimalloc, --cell NAME)"
+                     (use --quick, --runs K, --only ours|glibc|jemalloc|mimalloc[,..], --cell NAME)"
                 );
                 std::process::exit(2);
             }
@@ -470,10 +471,14 @@ fn main() {
     let allocators: Vec<&str> = ALLOCATORS
         .iter()
         .copied()
-        .filter(|a| opts.only.as_deref().is_none_or(|o| o == *a))
+        .filter(|a| {
+            opts.only
+                .as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n == *a))
+        })
         .collect();
     if allocators.is_empty() {
-        eprintln!("threadtest: --only must name one of {ALLOCATORS:?}");
+        eprintln!("threadtest: --only must name some of {ALLOCATORS:?} (comma-separated)");
         std::process::exit(2);
     }
     let cells: Vec<Cell> = cells(opts.quick)

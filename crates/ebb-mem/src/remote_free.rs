@@ -1,7 +1,22 @@
-//! Per-core remote-free queues: how an object freed on one core goes back to
-//! the core that owns its slab without a lock.
+//! Lock-free structures that carry freed memory from one core back to the
+//! core that owns it.
 //!
-//! Each core cache has one multi-producer, single-consumer stack per size
+//! **Magazine stacks** ([`TakeAllStack`]). The normal remote-free path
+//! (see [`crate::slab`]): a freeing core collects pointers to objects of one
+//! owner and class in a *magazine* (an array it owns; the objects themselves
+//! are never written by it) and pushes the full magazine on the owner's
+//! inbox with one compare-and-swap. The owner takes the whole inbox with one
+//! swap, empties the magazines, and pushes each back on its home core's
+//! *returned* stack. Both stacks are multi-producer, single-consumer
+//! [`TakeAllStack`]s: the consumer only ever takes everything, never pops
+//! one node, which makes them immune to ABA. Release on push and Acquire on
+//! take publish what the pusher wrote into a magazine (its slots and count)
+//! to the taker, and — on the way back — order the owner's reads of the
+//! slots before the home core overwrites them.
+//!
+//! **Per-class object stacks** ([`RemoteFreeQueues`]), the fallback for a
+//! core that has no cache of its own or cannot get a magazine (out of
+//! memory): one multi-producer, single-consumer stack per size
 //! class plus a bit mask saying which stacks may be non-empty. A remote
 //! free is one compare-and-swap pushing the object (its first word becomes
 //! the link) on the owner's stack for its class, plus one `fetch_or` when the
@@ -20,9 +35,9 @@
 //! the latest head. Release on push / Acquire on drain make the links (and
 //! the object contents the freeing core wrote) visible to the owner.
 //!
-//! The queue is generic over its atomics and over how links are stored, so
-//! the same code runs on `core` atomics in the allocator and on `loom`'s in
-//! the model-checking tests (`tests::loom_*`).
+//! The structures are generic over their atomics and over how links are
+//! stored, so the same code runs on `core` atomics in the allocator and on
+//! `loom`'s in the model-checking tests (`tests::loom_*`).
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -235,6 +250,89 @@ impl<N: Link, H: AtomicHead<N>, M: AtomicMask, const Q: usize> RemoteFreeQueues<
     }
 }
 
+/// A multi-producer, single-consumer stack whose consumer takes all nodes
+/// at once (so it has no ABA problem). Used for magazines: a remote core's
+/// inbox and a home core's returned magazines.
+pub struct TakeAllStack<N, H> {
+    head: H,
+    _node: core::marker::PhantomData<*mut N>,
+}
+
+// SAFETY: the stack only holds pointers to nodes handed over by `push_chain`;
+// all shared state is in the atomic `H`, which is `Sync`.
+unsafe impl<N, H: Sync> Sync for TakeAllStack<N, H> {}
+// SAFETY: as above; the node pointers carry no thread affinity.
+unsafe impl<N, H: Send> Send for TakeAllStack<N, H> {}
+
+impl<N> TakeAllStack<N, AtomicPtr<N>> {
+    /// An empty stack.
+    pub const fn new() -> Self {
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+            _node: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<N> Default for TakeAllStack<N, AtomicPtr<N>> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<N: Link, H: AtomicHead<N>> TakeAllStack<N, H> {
+    /// A stack on an explicit atomic head (used with `loom`), which must be
+    /// null.
+    pub fn from_head(head: H) -> Self {
+        Self {
+            head,
+            _node: core::marker::PhantomData,
+        }
+    }
+
+    /// Pushes the chain `first ..= last` (already linked from `first` to
+    /// `last`). Any core may call this. Everything the caller wrote into the
+    /// nodes before the push is visible to the consumer that takes them.
+    ///
+    /// # Safety
+    /// The nodes must be owned by the caller, linked `first` → … → `last`,
+    /// and on no other list; ownership passes to the consumer.
+    #[inline(always)]
+    pub unsafe fn push_chain(&self, first: *mut N, last: *mut N) {
+        let mut old = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `last` is owned by the caller until the CAS succeeds.
+            unsafe { N::set_next(last, old) };
+            match self
+                .head
+                .compare_exchange_weak(old, first, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// Whether the stack is empty (cheap, may be stale).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Relaxed).is_null()
+    }
+
+    /// Takes every node: returns the first (linked through `Link::next`
+    /// to the last, whose link is null), or null. Does not write the shared
+    /// line when the stack is empty. Each pushed node is taken exactly once,
+    /// by whichever thread's swap saw it; by design only the owning core
+    /// takes.
+    #[inline(always)]
+    pub fn take_all(&self) -> *mut N {
+        if self.is_empty() {
+            return ptr::null_mut();
+        }
+        self.head.swap(ptr::null_mut(), Ordering::Acquire)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -266,20 +364,20 @@ mod tests {
         }
     }
 
-    impl AtomicHead<LNode> for loom::sync::atomic::AtomicPtr<LNode> {
-        fn load(&self, order: Ordering) -> *mut LNode {
+    impl<N> AtomicHead<N> for loom::sync::atomic::AtomicPtr<N> {
+        fn load(&self, order: Ordering) -> *mut N {
             loom::sync::atomic::AtomicPtr::load(self, order)
         }
-        fn swap(&self, new: *mut LNode, order: Ordering) -> *mut LNode {
+        fn swap(&self, new: *mut N, order: Ordering) -> *mut N {
             loom::sync::atomic::AtomicPtr::swap(self, new, order)
         }
         fn compare_exchange_weak(
             &self,
-            current: *mut LNode,
-            new: *mut LNode,
+            current: *mut N,
+            new: *mut N,
             success: Ordering,
             failure: Ordering,
-        ) -> Result<*mut LNode, *mut LNode> {
+        ) -> Result<*mut N, *mut N> {
             loom::sync::atomic::AtomicPtr::compare_exchange_weak(
                 self, current, new, success, failure,
             )
@@ -347,13 +445,17 @@ mod tests {
                 let b = unsafe { Box::from_raw(n) };
                 seen.push(b.id);
             };
-            // SAFETY: this thread is the only consumer.
-            unsafe { queues.drain(&mut take) };
+            // Drain while the producers push: a single drain before the
+            // joins would let loom's search skip the concurrent case.
+            let mut n = 0;
+            while n < 4 {
+                // SAFETY: this thread is the only consumer.
+                n += unsafe { queues.drain(&mut take) };
+                loom::thread::yield_now();
+            }
             for p in producers {
                 p.join().unwrap();
             }
-            // SAFETY: as above.
-            unsafe { queues.drain(&mut take) };
             seen.sort_unstable();
             assert_eq!(seen, [1, 2, 11, 12]);
         });
@@ -386,6 +488,191 @@ mod tests {
             unsafe { queues.drain(&mut take) };
             seen.sort_unstable();
             assert_eq!(seen, [1, 2]);
+        });
+    }
+
+    /// A magazine for the loom model: its link and its (one) slot live in
+    /// loom cells, so every access is checked for data races; `home` is the
+    /// index of the core that owns it.
+    struct LMag {
+        next: loom::cell::UnsafeCell<*mut LMag>,
+        home: usize,
+        slot: loom::cell::UnsafeCell<usize>,
+    }
+
+    impl Link for LMag {
+        unsafe fn set_next(this: *mut Self, next: *mut Self) {
+            // SAFETY: the caller owns `this`.
+            let cell = unsafe { &(*this).next };
+            // SAFETY: loom hands us the cell's pointer for the closure's
+            // duration; the caller owns the magazine.
+            cell.with_mut(|p| unsafe { *p = next });
+        }
+        unsafe fn next(this: *mut Self) -> *mut Self {
+            // SAFETY: the link was published to the caller.
+            let cell = unsafe { &(*this).next };
+            // SAFETY: loom hands us the cell's pointer for the closure's
+            // duration; the link was published to the caller.
+            cell.with(|p| unsafe { *p })
+        }
+    }
+
+    type LStack = TakeAllStack<LMag, loom::sync::atomic::AtomicPtr<LMag>>;
+
+    fn lstack() -> LStack {
+        TakeAllStack::from_head(loom::sync::atomic::AtomicPtr::new(ptr::null_mut()))
+    }
+
+    fn magazine(home: usize) -> *mut LMag {
+        Box::into_raw(Box::new(LMag {
+            next: loom::cell::UnsafeCell::new(ptr::null_mut()),
+            home,
+            slot: loom::cell::UnsafeCell::new(0),
+        }))
+    }
+
+    /// Fills the one slot of a magazine the caller owns.
+    fn fill(m: *mut LMag, v: usize) {
+        // SAFETY: the caller owns `m`.
+        let cell = unsafe { &(*m).slot };
+        // SAFETY: loom hands us the cell's pointer; the caller owns `m`.
+        cell.with_mut(|p| unsafe { *p = v });
+    }
+
+    /// Reads the one slot of a magazine the caller took.
+    fn read(m: *mut LMag) -> usize {
+        // SAFETY: the caller took `m` from a stack.
+        let cell = unsafe { &(*m).slot };
+        // SAFETY: loom hands us the cell's pointer; the slot was published.
+        cell.with(|p| unsafe { *p })
+    }
+
+    /// The owner's drain, as in `SlabAllocator::drain_remote`: takes the
+    /// inbox, reads every magazine, and gives runs of magazines with the
+    /// same home back to that home's returned stack as one chain.
+    fn drain_magazines(inbox: &LStack, returned: &[LStack], seen: &mut Vec<usize>) {
+        let mut m = inbox.take_all();
+        let mut run: Option<(usize, *mut LMag, *mut LMag)> = None;
+        while !m.is_null() {
+            // SAFETY: a taken magazine is ours; its link was published.
+            let next = unsafe { LMag::next(m) };
+            seen.push(read(m));
+            // SAFETY: as above.
+            let home = unsafe { (*m).home };
+            run = match run {
+                Some((h, first, last)) if h == home => {
+                    // SAFETY: as above.
+                    unsafe { LMag::set_next(m, first) };
+                    Some((h, m, last))
+                }
+                other => {
+                    if let Some((h, first, last)) = other {
+                        // SAFETY: the chain is linked and ours.
+                        unsafe { returned[h].push_chain(first, last) };
+                    }
+                    Some((home, m, m))
+                }
+            };
+            m = next;
+        }
+        if let Some((h, first, last)) = run {
+            // SAFETY: as above.
+            unsafe { returned[h].push_chain(first, last) };
+        }
+    }
+
+    /// Model check of a magazine's round trip: the home fills it, pushes it
+    /// to the owner, waits for it to come back and reuses it, while the
+    /// owner drains. Loom reports a data race if the owner's read of a slot
+    /// were not ordered before the home's rewrite (or the home's write
+    /// before the owner's read).
+    #[test]
+    fn loom_magazine_round_trip() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let inbox = loom::sync::Arc::new(lstack());
+            let returned = loom::sync::Arc::new([lstack()]);
+            let (inbox2, returned2) = (inbox.clone(), returned.clone());
+            let home = loom::thread::spawn(move || {
+                let m = magazine(0);
+                fill(m, 1);
+                // SAFETY: `m` is ours and on no list.
+                unsafe { inbox2.push_chain(m, m) };
+                loop {
+                    let back = returned2[0].take_all();
+                    if !back.is_null() {
+                        assert_eq!(back, m);
+                        break;
+                    }
+                    loom::thread::yield_now();
+                }
+                fill(m, 2);
+                // SAFETY: as above: it came back.
+                unsafe { inbox2.push_chain(m, m) };
+            });
+            let mut seen = Vec::new();
+            while seen.len() < 2 {
+                drain_magazines(&inbox, &returned[..], &mut seen);
+                loom::thread::yield_now();
+            }
+            home.join().unwrap();
+            assert_eq!(seen, [1, 2]);
+            let m = returned[0].take_all();
+            assert!(!m.is_null());
+            // SAFETY: the magazine is back home and nobody else uses it.
+            drop(unsafe { Box::from_raw(m) });
+        });
+    }
+
+    /// Model check: two homes push magazines (one of them two) to one owner
+    /// while it drains; every magazine is read once and returns to its own
+    /// home, runs of one home as one chain.
+    #[test]
+    fn loom_magazines_two_homes() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let inbox = loom::sync::Arc::new(lstack());
+            let returned = [lstack(), lstack()];
+            let homes: Vec<_> = (0..2)
+                .map(|h| {
+                    let inbox = inbox.clone();
+                    loom::thread::spawn(move || {
+                        for k in 0..=(1 - h) {
+                            let m = magazine(h);
+                            fill(m, 10 * h + k + 1);
+                            // SAFETY: `m` is ours and on no list.
+                            unsafe { inbox.push_chain(m, m) };
+                        }
+                    })
+                })
+                .collect();
+            // The owner drains while the homes push (loom explores every
+            // interleaving of the drains with the pushes).
+            let mut seen = Vec::new();
+            while seen.len() < 3 {
+                drain_magazines(&inbox, &returned, &mut seen);
+                loom::thread::yield_now();
+            }
+            for h in homes {
+                h.join().unwrap();
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, [1, 2, 11]);
+            for (h, want) in [(0, 2), (1, 1)] {
+                let mut m = returned[h].take_all();
+                let mut n = 0;
+                while !m.is_null() {
+                    // SAFETY: back home; nobody else uses it.
+                    let b = unsafe { Box::from_raw(m) };
+                    assert_eq!(b.home, h);
+                    // SAFETY: as above.
+                    m = unsafe { LMag::next(&raw const *b as *mut LMag) };
+                    n += 1;
+                }
+                assert_eq!(n, want);
+            }
         });
     }
 

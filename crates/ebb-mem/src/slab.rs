@@ -14,8 +14,9 @@
 //! Levels:
 //! - **Per core** ([`CoreCache`]): for every size class, the *current* slab
 //!   whose free objects are the allocation list `free[class]`, a list of
-//!   *partial* slabs (some objects free), one *spare* empty slab, and the
-//!   remote-free queues other cores push to.
+//!   *partial* slabs (some objects free), one *spare* empty slab; the
+//!   magazines in which it collects its frees of other cores' objects; and
+//!   the inbox where other cores push magazines of its objects.
 //! - **Per node**: a small depot of empty slabs by slab size, in front of the
 //!   node's [`PageAllocator`]; rebalancing between cores happens here, since a
 //!   slab emptied on one core is reused by any core of the node.
@@ -34,13 +35,15 @@
 //! combined bounds test that catches both "slab was full" and "slab is now
 //! empty". No atomic instruction, no lock, no call.
 
-use core::mem::size_of;
+use core::mem::{align_of, size_of, MaybeUninit};
 use core::ptr::{self, NonNull};
+use core::sync::atomic::AtomicPtr;
 
 use crate::page::{PageAllocator, PageSource};
-use crate::remote_free::{FreeObject, ObjectQueues};
+use crate::remote_free::{FreeObject, Link, ObjectQueues, TakeAllStack};
 use crate::size_class::{
-    CAPACITY, CLASS_SIZE, FIRST_OFFSET, NUM_CLASSES, SLAB_HEADER_BYTES, SLAB_ORDER,
+    class_for_aligned, CAPACITY, CLASS_SIZE, FIRST_OFFSET, NUM_CLASSES, SLAB_HEADER_BYTES,
+    SLAB_ORDER,
 };
 use crate::sync::SpinLock;
 use crate::PAGE_SIZE;
@@ -103,8 +106,90 @@ const _: () = assert!(size_of::<Slab>() <= SLAB_HEADER_BYTES);
 pub struct CoreCache {
     /// Touched only by the owning core.
     local: CacheLocal,
-    /// Written by other cores: kept on its own cache lines.
-    remote: Padded<ObjectQueues<NUM_CLASSES>>,
+    /// Written by cores freeing this core's objects: kept on its own cache
+    /// lines.
+    remote: Padded<Inbox>,
+    /// This core's magazines, given back by the cores it sent them to.
+    returned: Padded<MagazineStack>,
+}
+
+/// What other cores send to a core: magazines of its objects, and (rarely)
+/// single objects.
+struct Inbox {
+    /// Full magazines of objects this core owns (the normal path).
+    magazines: MagazineStack,
+    /// Single objects, per class: from cores without a cache, or without a
+    /// magazine (out of memory).
+    objects: ObjectQueues<NUM_CLASSES>,
+}
+
+impl Inbox {
+    /// Whether something may be waiting (cheap, may be stale).
+    #[inline(always)]
+    fn pending(&self) -> bool {
+        !self.magazines.is_empty() || self.objects.pending()
+    }
+}
+
+type MagazineStack = TakeAllStack<Magazine, AtomicPtr<Magazine>>;
+
+/// Object pointers in one magazine.
+pub const MAGAZINE_SLOTS: usize = 61;
+
+/// A batch of remote frees: pointers to dead objects of one class, all
+/// owned by one core, collected by another core (the magazine's *home*).
+///
+/// A magazine is itself an object of [`MAGAZINE_CLASS`] allocated by its
+/// home from its own slabs. The home fills it and pushes it on the owner's
+/// inbox; the owner frees the objects it points to and pushes it back on the
+/// home's `returned` stack. So the freeing core never writes a freed object,
+/// and the owner reads the pointers sequentially.
+#[repr(C, align(64))]
+pub struct Magazine {
+    /// Link on an inbox, a `returned` stack or the home's pool.
+    next: *mut Magazine,
+    /// The core cache that allocated the magazine (and owns its slab).
+    home: *mut CoreCache,
+    class: u32,
+    count: u32,
+    /// The first `count` are dead objects of `class`; the rest unused.
+    slots: [MaybeUninit<*mut FreeObject>; MAGAZINE_SLOTS],
+}
+
+const _: () = assert!(size_of::<Magazine>() == 512);
+
+/// The size class magazines are allocated from.
+pub const MAGAZINE_CLASS: usize =
+    match class_for_aligned(size_of::<Magazine>(), align_of::<Magazine>()) {
+        Some(c) => c,
+        None => panic!("magazines must be small objects"),
+    };
+
+/// Empty magazines a core keeps; more are freed when they come back.
+const MAGAZINE_POOL: usize = 16;
+
+impl Link for Magazine {
+    #[inline(always)]
+    unsafe fn set_next(this: *mut Self, next: *mut Self) {
+        // SAFETY: the caller guarantees `this` is writable.
+        unsafe { (*this).next = next };
+    }
+    #[inline(always)]
+    unsafe fn next(this: *mut Self) -> *mut Self {
+        // SAFETY: the caller guarantees the link is initialized and visible.
+        unsafe { (*this).next }
+    }
+}
+
+/// A magazine the caller holds.
+///
+/// # Safety
+/// `m` must be an initialized magazine that the caller owns (its home's
+/// pool, filling it, or taken from an inbox), with no other reference live.
+#[inline(always)]
+unsafe fn mag<'a>(m: *mut Magazine) -> &'a mut Magazine {
+    // SAFETY: the caller's contract.
+    unsafe { &mut *m }
 }
 
 #[repr(C)]
@@ -117,30 +202,31 @@ struct CacheLocal {
     /// Remote frees waiting to be sent to one owner, per class (batching:
     /// one compare-and-swap per [`REMOTE_BATCH`] objects).
     pending: [Pending; NUM_CLASSES],
+    /// Empty magazines of this core (linked through `next`).
+    magazines: *mut Magazine,
+    /// Length of `magazines`.
+    nmagazines: usize,
     node: usize,
     next_abandoned: *mut CoreCache,
 }
 
-/// A chain of objects freed by this core that belong to `owner`.
+/// The magazine this core is filling with objects of one class that belong
+/// to `owner` (null when none).
 #[derive(Clone, Copy)]
 struct Pending {
     owner: *mut CoreCache,
-    head: *mut FreeObject,
-    tail: *mut FreeObject,
-    count: usize,
+    magazine: *mut Magazine,
 }
 
 const NO_PENDING: Pending = Pending {
     owner: ptr::null_mut(),
-    head: ptr::null_mut(),
-    tail: ptr::null_mut(),
-    count: 0,
+    magazine: ptr::null_mut(),
 };
 
-/// Remote frees a core batches before pushing them to the owner. Objects
-/// wait at most until the batch fills, the core's next refill, a flush, or
-/// the core's exit.
-pub const REMOTE_BATCH: usize = 64;
+/// Remote frees a core batches before pushing them to the owner (one
+/// magazine). Objects wait at most until the batch fills, the core's next
+/// refill, a flush, or the core's exit.
+pub const REMOTE_BATCH: usize = MAGAZINE_SLOTS;
 
 #[repr(C, align(64))]
 struct Padded<T>(T);
@@ -156,10 +242,16 @@ impl CoreCache {
                 partial: [ptr::null_mut(); NUM_CLASSES],
                 spare: [ptr::null_mut(); NUM_CLASSES],
                 pending: [NO_PENDING; NUM_CLASSES],
+                magazines: ptr::null_mut(),
+                nmagazines: 0,
                 node,
                 next_abandoned: ptr::null_mut(),
             },
-            remote: Padded(ObjectQueues::new()),
+            remote: Padded(Inbox {
+                magazines: MagazineStack::new(),
+                objects: ObjectQueues::new(),
+            }),
+            returned: Padded(MagazineStack::new()),
         }
     }
 }
@@ -221,19 +313,34 @@ unsafe fn class_of(s: *mut Slab) -> usize {
     unsafe { (*s).shared.class as usize }
 }
 
-/// Pushes a pending chain to its owner and empties it.
+/// Pushes a pending magazine to its owner and empties the slot.
 ///
 /// # Safety
-/// The chain's objects must be dead and owned by the caller.
-unsafe fn flush_pending(p: &mut Pending, class: usize) {
-    if !p.head.is_null() {
+/// The magazine (and the objects it names) must be the caller's.
+#[inline(always)]
+unsafe fn flush_pending(p: &mut Pending) {
+    let m = p.magazine;
+    if !m.is_null() {
         // SAFETY: caches are never deallocated, so `owner` is valid.
-        let queues = unsafe { &(*p.owner).remote.0 };
-        // SAFETY: the chain head..tail is linked and ours; it passes to the
-        // owner.
-        unsafe { queues.push_chain(class, p.head, p.tail) };
+        let inbox = unsafe { &(*p.owner).remote.0 };
+        // SAFETY: the magazine is ours and on no list; it passes to the
+        // owner (the Release push publishes its slots and count).
+        unsafe { inbox.magazines.push_chain(m, m) };
     }
     *p = NO_PENDING;
+}
+
+/// Pushes the magazines `first ..= last` (linked) on `home`'s returned
+/// stack.
+///
+/// # Safety
+/// The magazines must be empty, owned by the caller and have home `home`.
+unsafe fn give_back(home: *mut CoreCache, first: *mut Magazine, last: *mut Magazine) {
+    // SAFETY: caches are never deallocated, so `home` is valid.
+    let returned = unsafe { &(*home).returned.0 };
+    // SAFETY: the chain is the caller's and passes to its home (the Release
+    // push orders our reads of the slots before the home's reuse).
+    unsafe { returned.push_chain(first, last) };
 }
 
 /// The first word of a free object.
@@ -469,26 +576,44 @@ impl SlabAllocator {
         // object was handed out, which happens-before this free).
         let owner = unsafe { (*slab).shared.owner };
         if owner == cache {
-            // SAFETY: we own the slab (so no other core touches its local
-            // part, and no other reference to it is live on this core).
-            let l = unsafe { sl(slab) };
-            // SAFETY: the object is dead: its first word may hold the link.
-            unsafe { *link(obj) = l.local_free };
-            l.local_free = obj;
-            let n = l.nfree + 1;
-            l.nfree = n;
-            if n.wrapping_sub(2) >= l.cap_m2 {
-                // SAFETY: we own `cache` and the slab; `l` is dead now.
-                unsafe { self.transition(cache, slab) };
-            }
+            // SAFETY: we own the slab and the dead object.
+            unsafe { self.free_owned(cache, slab, obj) };
         } else {
             // SAFETY: forwarded contract; the object is dead.
             unsafe { self.free_remote(cache, owner, obj, class, attach) };
         }
     }
 
-    /// A free of an object owned by another core: batched per owner and
-    /// class, then pushed to the owner's remote-free queue.
+    /// Puts a dead object on its slab's `local_free` list: the free of an
+    /// object whose slab `cache` owns (by the owner, or drained from its
+    /// inbox).
+    ///
+    /// # Safety
+    /// `cache` must be owned by the caller and own `slab`, the slab of the
+    /// dead object `obj`; no reference to either's local part may be live.
+    #[inline(always)]
+    unsafe fn free_owned(&self, cache: *mut CoreCache, slab: *mut Slab, obj: *mut FreeObject) {
+        // SAFETY: the caller's contract: we own the slab (so no other core
+        // touches its local part, and no other reference to it is live).
+        let l = unsafe { sl(slab) };
+        // SAFETY: the object is dead: its first word may hold the link.
+        unsafe { *link(obj) = l.local_free };
+        l.local_free = obj;
+        let n = l.nfree + 1;
+        l.nfree = n;
+        if n.wrapping_sub(2) >= l.cap_m2 {
+            // SAFETY: we own `cache` and the slab; `l` is dead now.
+            unsafe { self.transition(cache, slab) };
+        }
+    }
+
+    /// A free of an object owned by another core: its pointer goes into
+    /// this core's magazine for that owner and class (the object itself is
+    /// not written); a full magazine goes to the owner's inbox.
+    ///
+    /// This is the common case, kept small (few registers, no calls) so it
+    /// costs a handful of instructions; everything else is in
+    /// [`Self::free_remote_slow`].
     #[inline(never)]
     unsafe fn free_remote(
         &self,
@@ -498,37 +623,176 @@ impl SlabAllocator {
         class: usize,
         attach: impl FnOnce() -> *mut CoreCache,
     ) {
-        let cache = if is_empty_cache(cache) {
-            attach()
-        } else {
-            cache
-        };
-        if cache.is_null() || is_empty_cache(cache) {
-            // SAFETY: caches are never deallocated, so `owner` is valid.
-            let queues = unsafe { &(*owner).remote.0 };
-            // SAFETY: the object is dead and passes to the owner.
-            unsafe { queues.push(class, obj) };
+        if !is_empty_cache(cache) {
+            // SAFETY: a cache other than the sentinel is ours (caller's
+            // contract); no other reference to its local part is live.
+            let p = unsafe { &cl(cache).pending[class] };
+            let m = p.magazine;
+            if p.owner == owner && !m.is_null() {
+                // SAFETY: `m` is the magazine we are filling.
+                let mg = unsafe { mag(m) };
+                // Not full: a full magazine is pushed at once.
+                let n = mg.count as usize;
+                if n + 1 < MAGAZINE_SLOTS {
+                    mg.slots[n].write(obj);
+                    mg.count += 1;
+                    return;
+                }
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.free_remote_slow(cache, owner, obj, class, attach) };
+    }
+
+    /// [`Self::free_remote`] when the core has no cache yet, or no magazine
+    /// for this owner and class, or the magazine becomes full.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_remote_slow(
+        &self,
+        cache: *mut CoreCache,
+        owner: *mut CoreCache,
+        obj: *mut FreeObject,
+        class: usize,
+        attach: impl FnOnce() -> *mut CoreCache,
+    ) {
+        if is_empty_cache(cache) {
+            let cache = attach();
+            if cache.is_null() || is_empty_cache(cache) {
+                // SAFETY: the object is dead and passes to its owner (caches
+                // are never deallocated, so `owner` is valid).
+                unsafe { Self::push_object(owner, obj, class) };
+                return;
+            }
+            // SAFETY: `cache` was just installed for this core (it may even
+            // own the object: an adopted cache); the object is dead.
+            unsafe { self.free_or_attach(cache, obj.cast(), class, ptr::null_mut) };
             return;
         }
-        // SAFETY: `cache` is ours (caller's contract, or just attached).
+        // SAFETY: `cache` is ours (caller's contract); no other reference to
+        // its local part is live here or below.
         let p = unsafe { &mut cl(cache).pending[class] };
-        if p.owner != owner || p.head.is_null() {
+        let mut m = p.magazine;
+        if p.owner != owner || m.is_null() {
+            // SAFETY: the magazine is ours.
+            unsafe { flush_pending(p) };
             // SAFETY: as above.
-            unsafe { flush_pending(p, class) };
-            p.owner = owner;
-            p.tail = obj;
-            // SAFETY: the object is dead and ours until pushed.
-            unsafe { *link(obj) = ptr::null_mut() };
-        } else {
-            // SAFETY: as above.
-            unsafe { *link(obj) = p.head };
+            m = unsafe { self.take_magazine(cache, class) };
+            if m.is_null() {
+                // SAFETY: as for a core without a cache.
+                unsafe { Self::push_object(owner, obj, class) };
+                return;
+            }
+            // SAFETY: as above (`p` is dead).
+            unsafe { cl(cache) }.pending[class] = Pending { owner, magazine: m };
         }
-        p.head = obj;
-        p.count += 1;
-        if p.count >= REMOTE_BATCH {
-            // SAFETY: the chain is ours.
-            unsafe { flush_pending(p, class) };
+        // SAFETY: `m` is the magazine we are filling.
+        let mg = unsafe { mag(m) };
+        // Not full: a full magazine is pushed at once.
+        let n = mg.count as usize;
+        mg.slots[n].write(obj);
+        mg.count += 1;
+        if n + 1 == MAGAZINE_SLOTS {
+            // SAFETY: as above (`mg` is dead).
+            let p = unsafe { &mut cl(cache).pending[class] };
+            // SAFETY: the magazine is ours.
+            unsafe { flush_pending(p) };
         }
+    }
+
+    /// The unbatched remote free: one compare-and-swap on the owner's stack
+    /// for the class.
+    #[cold]
+    unsafe fn push_object(owner: *mut CoreCache, obj: *mut FreeObject, class: usize) {
+        // SAFETY: caches are never deallocated, so `owner` is valid.
+        let queues = unsafe { &(*owner).remote.0.objects };
+        // SAFETY: the object is dead (caller's contract) and passes to the
+        // owner.
+        unsafe { queues.push(class, obj) };
+    }
+
+    /// An empty magazine for objects of `class`: from this core's pool, or
+    /// those other cores gave back, or a new one. Null when out of memory.
+    ///
+    /// # Safety
+    /// `cache` must be a cache from this allocator owned by the caller, with
+    /// no reference to its local part live.
+    #[cold]
+    #[inline(never)]
+    unsafe fn take_magazine(&self, cache: *mut CoreCache, class: usize) -> *mut Magazine {
+        // SAFETY: the caller's contract.
+        let c = unsafe { cl(cache) };
+        if c.magazines.is_null() {
+            // SAFETY: `cache` is valid; only its owner takes its returned
+            // magazines.
+            let mut m = unsafe { &(*cache).returned.0 }.take_all();
+            // Keep up to `MAGAZINE_POOL`; free the rest (they are objects of
+            // our own slabs). The Acquire in `take_all` orders the last
+            // user's reads of their slots before our reuse.
+            while !m.is_null() {
+                // SAFETY: a returned magazine is ours again.
+                let mg = unsafe { mag(m) };
+                let next = mg.next;
+                if c.nmagazines < MAGAZINE_POOL {
+                    mg.next = c.magazines;
+                    c.magazines = m;
+                    c.nmagazines += 1;
+                } else {
+                    // SAFETY: as above; `c` is not used during the call.
+                    unsafe { self.free_magazine(cache, m) };
+                }
+                m = next;
+            }
+        }
+        // SAFETY: as above (earlier references are dead).
+        let c = unsafe { cl(cache) };
+        let m = c.magazines;
+        if m.is_null() {
+            // SAFETY: `cache` is ours; nothing references its local part.
+            let m = unsafe { self.alloc(cache, MAGAZINE_CLASS) }.cast::<Magazine>();
+            if !m.is_null() {
+                // Class indices are small.
+                #[allow(clippy::cast_possible_truncation)]
+                let fresh = Magazine {
+                    next: ptr::null_mut(),
+                    home: cache,
+                    class: class as u32,
+                    count: 0,
+                    slots: [MaybeUninit::uninit(); MAGAZINE_SLOTS],
+                };
+                // SAFETY: a fresh object of `MAGAZINE_CLASS`, which has the
+                // size and alignment of a `Magazine`.
+                unsafe { m.write(fresh) };
+            }
+            return m;
+        }
+        // SAFETY: pool magazines are ours.
+        let mg = unsafe { mag(m) };
+        c.magazines = mg.next;
+        c.nmagazines -= 1;
+        // Class indices are small.
+        #[allow(clippy::cast_possible_truncation)]
+        {
+            mg.class = class as u32;
+        }
+        mg.count = 0;
+        m
+    }
+
+    /// Frees one of this core's magazines (a local free).
+    ///
+    /// # Safety
+    /// `m` must be an empty magazine whose home is `cache`, owned by the
+    /// caller, with no reference to the cache's local part live.
+    unsafe fn free_magazine(&self, cache: *mut CoreCache, m: *mut Magazine) {
+        let obj = m.cast::<u8>();
+        let slab = slab_of(obj, MAGAZINE_CLASS);
+        // SAFETY: the magazine is a live object of the slab (its header is
+        // valid), allocated by `cache`.
+        debug_assert_eq!(unsafe { (*slab).shared.owner }, cache);
+        // SAFETY: `cache` owns the slab of its magazines (it allocated them
+        // and they are still live), and the magazine is dead now.
+        unsafe { self.free_owned(cache, slab, obj.cast()) };
     }
 
     /// Pushes every batched remote free of this core to its owner.
@@ -538,9 +802,9 @@ impl SlabAllocator {
     pub unsafe fn flush_remote(cache: *mut CoreCache) {
         // SAFETY: the caller's contract.
         let c = unsafe { cl(cache) };
-        for (class, p) in c.pending.iter_mut().enumerate() {
-            // SAFETY: the chains are ours.
-            unsafe { flush_pending(p, class) };
+        for p in &mut c.pending {
+            // SAFETY: the magazines are ours.
+            unsafe { flush_pending(p) };
         }
     }
 
@@ -556,6 +820,22 @@ impl SlabAllocator {
         unsafe { Self::flush_remote(cache) };
         // SAFETY: see above.
         unsafe { self.drain_remote(cache) };
+        // Our empty magazines, pooled and given back, return to their slabs.
+        // SAFETY: see above.
+        let c = unsafe { cl(cache) };
+        let pool = core::mem::replace(&mut c.magazines, ptr::null_mut());
+        c.nmagazines = 0;
+        // SAFETY: see above.
+        let back = unsafe { &(*cache).returned.0 }.take_all();
+        for mut m in [pool, back] {
+            while !m.is_null() {
+                // SAFETY: these magazines are ours.
+                let next = unsafe { mag(m) }.next;
+                // SAFETY: as above; `c` is dead.
+                unsafe { self.free_magazine(cache, m) };
+                m = next;
+            }
+        }
         for class in 0..NUM_CLASSES {
             // SAFETY: see above.
             let c = unsafe { cl(cache) };
@@ -708,28 +988,58 @@ impl SlabAllocator {
         }
     }
 
+    /// Takes everything other cores sent to this core: frees the objects
+    /// of every magazine in the inbox and gives each magazine back to its
+    /// home (runs of magazines with the same home in one push), then the
+    /// single objects.
     unsafe fn drain_remote(&self, cache: *mut CoreCache) {
         // SAFETY: the caller owns `cache`, so it is the only consumer of its
-        // queues, and it owns every slab whose objects arrive there.
-        let queues = unsafe { &(*cache).remote.0 };
-        let take = |class: usize, obj: *mut FreeObject| {
-            let s = slab_of(obj.cast(), class);
-            // SAFETY: as above: the slab is ours, the object dead and ours.
-            debug_assert_eq!(unsafe { (*s).shared.owner }, cache);
-            // SAFETY: as above.
-            let l = unsafe { sl(s) };
-            // SAFETY: as above.
-            unsafe { *link(obj) = l.local_free };
-            l.local_free = obj;
-            let n = l.nfree + 1;
-            l.nfree = n;
-            if n.wrapping_sub(2) >= l.cap_m2 {
-                // SAFETY: as above; `l` is dead now.
-                unsafe { self.transition(cache, s) };
+        // inbox, and it owns every slab whose objects arrive there.
+        let inbox = unsafe { &(*cache).remote.0 };
+        let mut m = inbox.magazines.take_all();
+        let mut back_home: *mut CoreCache = ptr::null_mut();
+        let mut back_first: *mut Magazine = ptr::null_mut();
+        let mut back_last: *mut Magazine = ptr::null_mut();
+        while !m.is_null() {
+            // SAFETY: a magazine taken from the inbox is ours until given
+            // back; the Acquire in `take_all` makes its fields visible.
+            let mg = unsafe { mag(m) };
+            let (next, home, class) = (mg.next, mg.home, mg.class as usize);
+            for s in &mg.slots[..mg.count as usize] {
+                // SAFETY: as above: slots `0..count` were written.
+                let obj = unsafe { s.assume_init() };
+                let s = slab_of(obj.cast(), class);
+                // SAFETY: the object is dead and ours, so is its slab.
+                unsafe { self.free_owned(cache, s, obj) };
             }
-        };
-        // SAFETY: single consumer (see above).
-        unsafe { queues.drain(take) };
+            if home == back_home {
+                mg.next = back_first;
+                back_first = m;
+            } else {
+                if !back_first.is_null() {
+                    // SAFETY: the chain is linked and ours, and passes to its
+                    // home.
+                    unsafe { give_back(back_home, back_first, back_last) };
+                }
+                back_home = home;
+                back_first = m;
+                back_last = m;
+            }
+            m = next;
+        }
+        if !back_first.is_null() {
+            // SAFETY: as above.
+            unsafe { give_back(back_home, back_first, back_last) };
+        }
+        if inbox.objects.pending() {
+            let take = |class: usize, obj: *mut FreeObject| {
+                let s = slab_of(obj.cast(), class);
+                // SAFETY: as above: the slab is ours, the object dead and ours.
+                unsafe { self.free_owned(cache, s, obj) };
+            };
+            // SAFETY: single consumer (see above).
+            unsafe { inbox.objects.drain(take) };
+        }
     }
 
     /// A slab for `class`, owned by `cache`: its spare, or one from the node
@@ -841,7 +1151,12 @@ impl SlabAllocator {
             };
             let c = list.0;
             // SAFETY: list members are valid caches.
-            if c.is_null() || !unsafe { &(*c).remote.0 }.pending() {
+            if c.is_null()
+                // SAFETY: as above.
+                || (!unsafe { &(*c).remote.0 }.pending()
+                    // SAFETY: as above.
+                    && unsafe { &(*c).returned.0 }.is_empty())
+            {
                 return;
             }
             // SAFETY: as above; we take `c` off the list and own it.
