@@ -79,11 +79,10 @@ impl<T: Ebb> EbbRef<T> {
     pub fn get(self) -> Result<&'static T::Rep, EbbError> {
         let rep = table::load(self.id.slot());
         if !rep.is_null() {
-            // SAFETY: entries for this id are only ever filled by `miss` or
-            // `install` with a `&'static T::Rep` for the Ebb type the id is
-            // bound to in this address space, which is `T` (the handle was
-            // made by `bind`, or by `reserved` whose contract forbids other
-            // types, and `miss`/`install` check the binding before storing).
+            // Entries for this id are only filled by `miss`/`install`, which
+            // check the id's type binding (`T`: made by `bind`, or `reserved`,
+            // whose contract forbids other types) before storing.
+            // SAFETY: so `rep` is a `&'static T::Rep` stored for this id.
             Ok(unsafe { &*rep.cast::<T::Rep>() })
         } else {
             self.miss()

@@ -96,10 +96,10 @@ mod imp {
         // SAFETY: `slot < SLOTS` by the `EbbId` invariant (and checked by
         // `store`), so the address stays inside the table.
         let entry = unsafe { table.add(slot) };
-        // SAFETY: the native platform maps this core's table pages at
-        // TABLE_VADDR before it runs any code on the core (zeroed, so every
-        // entry starts null) and never unmaps them; only this core uses
-        // them, and `Cell` is not `Sync`, so the reference stays here.
+        // The platform maps this core's zeroed table pages at TABLE_VADDR
+        // before running code on it and never unmaps them.
+        // SAFETY: so `entry` is valid; only this core uses it (`Cell` is
+        // not `Sync`).
         unsafe { &*entry }
     }
 

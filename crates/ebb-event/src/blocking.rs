@@ -145,10 +145,10 @@ pub fn block_on<F: Future>(future: F) -> Result<F::Output, EventError> {
     if current.is_null() {
         return Err(EventError::NotStackful);
     }
-    // SAFETY: `stackful` points at the `Current` on the running coroutine's
-    // stack; it is set when the coroutine starts and restored before it
-    // returns, and while it is suspended nothing but this function (running
-    // on that same coroutine) reads it. We only form shared references.
+    // `stackful` points at the `Current` on the running coroutine's stack:
+    // set when it starts, restored before it returns; while it is suspended
+    // only this function, on that coroutine, reads it.
+    // SAFETY: so it is alive here; we only form shared references.
     let current = unsafe { &*current };
     let mut future = pin!(future);
     loop {

@@ -187,11 +187,10 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
     /// The current value, valid for the read-side section.
     pub fn load<'g>(&'g self, _guard: &'g ReadGuard) -> &'g T {
         let current = self.current.load(Ordering::Acquire);
-        // SAFETY: `current` came from `Box::into_raw` and is freed only by
-        // `replace` after a grace period (and this section started before
-        // that grace period could end: sections never span a quiescent
-        // point) or by `Drop`, which needs `&mut self` and so cannot run
-        // while this borrow of `self` lives.
+        // `current` came from `Box::into_raw`; it is freed only after a
+        // grace period (which cannot end during this section) or by `Drop`,
+        // which needs `&mut self` and so cannot run while `self` is borrowed.
+        // SAFETY: so it is alive for `'g`.
         unsafe { &*current }
     }
 

@@ -78,10 +78,10 @@ impl CoreDriver for NativeCore {
             }
             apic::arm(deadline.0 - now);
         }
-        // SAFETY: the loop runs with interrupts off; `sti` takes effect
-        // after `hlt` begins, so an interrupt arriving after the loop's
-        // checks still ends the halt, and the handler (timer or wake-up
-        // EOI) returns here, where interrupts go off again.
+        // The loop runs with interrupts off; `sti` takes effect after `hlt`
+        // begins, so an interrupt after the loop's checks still ends the halt.
+        // SAFETY: the handler (timer or wake-up EOI) returns here, and
+        // interrupts go off again at once.
         unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
         apic::disarm();
     }
