@@ -16,19 +16,9 @@ pub fn apply(current: u64, incr: bool, delta: u64) -> u64 {
 
 /// The decimal digits of `n`.
 pub fn decimal(n: u64) -> Vec<u8> {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        // `rest % 10` is below 10: the conversion cannot fail.
-        digits[at] = b'0' + u8::try_from(rest % 10).unwrap_or(0);
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    digits[at..].to_vec()
+    let mut digits = Vec::with_capacity(20);
+    crate::protocol::common::push_u64(&mut digits, n);
+    digits
 }
 
 /// The new data of an item whose old data was `old_len` bytes long after
