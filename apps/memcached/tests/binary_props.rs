@@ -2,9 +2,9 @@
 //! make it panic or consume more than it was given, and valid requests
 //! give the same replies however the stream is cut into reads.
 
-mod binary_support;
+mod handler_support;
 
-use binary_support::Harness;
+use handler_support::Harness;
 use proptest::prelude::*;
 
 /// A request with arbitrary header fields and body: mostly nonsense.
@@ -134,12 +134,12 @@ proptest! {
     ) {
         let mut bytes: Vec<u8> = requests.concat();
         bytes.extend_from_slice(&noise);
-        let harness = Harness::new();
+        let harness = Harness::binary();
         // In one read, and cut into reads: the contract checks are in drive().
         let whole = harness.deliver([bytes.as_slice()]);
         prop_assert!(whole.left <= bytes.len());
         let pieces = cut(&bytes, &points);
-        let split = Harness::new().deliver(pieces.iter().map(Vec::as_slice));
+        let split = Harness::binary().deliver(pieces.iter().map(Vec::as_slice));
         prop_assert!(split.left <= bytes.len());
     }
 
@@ -149,10 +149,10 @@ proptest! {
         points in proptest::collection::vec(any::<usize>(), 0..12),
     ) {
         let bytes: Vec<u8> = requests.concat();
-        let whole = Harness::new().deliver([bytes.as_slice()]);
+        let whole = Harness::binary().deliver([bytes.as_slice()]);
         let pieces = cut(&bytes, &points);
-        let split = Harness::new().deliver(pieces.iter().map(Vec::as_slice));
-        let bytewise = Harness::new().deliver(bytes.chunks(1));
+        let split = Harness::binary().deliver(pieces.iter().map(Vec::as_slice));
+        let bytewise = Harness::binary().deliver(bytes.chunks(1));
         prop_assert_eq!(whole.left, 0);
         prop_assert!(!whole.closed);
         prop_assert_eq!(&whole, &split);
@@ -167,7 +167,7 @@ fn a_value_split_across_many_segments_is_stored_whole() {
         .collect();
     let mut bytes = build(0x01, b"big", &[0, 0, 0, 1, 0, 0, 0, 0], &value, 0);
     bytes.extend(build(0x00, b"big", &[], &[], 0));
-    let run = Harness::new().deliver(bytes.chunks(7));
+    let run = Harness::binary().deliver(bytes.chunks(7));
     assert!(!run.closed);
     // set reply (24 bytes), then the get reply: header, flags, value.
     let get = &run.out[24..];
@@ -179,7 +179,7 @@ fn a_value_split_across_many_segments_is_stored_whole() {
 #[test]
 fn oversized_bodies_are_not_buffered() {
     // A set whose value is far beyond -I: answered at once, then closed.
-    let harness = Harness::new();
+    let harness = Harness::binary();
     let mut bytes = header(0x01, 1, 8, 1 + 8 + (64 << 20), 0);
     bytes.extend_from_slice(&[0; 8]);
     bytes.push(b'k');
@@ -187,14 +187,14 @@ fn oversized_bodies_are_not_buffered() {
     assert!(run.closed);
     assert_eq!(&run.out[24..], b"Too large.");
     // An unknown command whose body is far beyond -I: the same.
-    let run = Harness::new().deliver([header(0x42, 0, 0, 64 << 20, 0).as_slice()]);
+    let run = Harness::binary().deliver([header(0x42, 0, 0, 64 << 20, 0).as_slice()]);
     assert!(run.closed);
     assert_eq!(&run.out[24..], b"Unknown command");
     // Within -I, the handler waits for the whole value.
     let mut bytes = header(0x01, 1, 8, 1 + 8 + 1000, 0);
     bytes.extend_from_slice(&[0; 8]);
     bytes.push(b'k');
-    let run = Harness::new().deliver([bytes.as_slice()]);
+    let run = Harness::binary().deliver([bytes.as_slice()]);
     assert!(!run.closed);
     assert!(run.out.is_empty());
     assert_eq!(run.left, bytes.len());

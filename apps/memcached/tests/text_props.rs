@@ -3,10 +3,10 @@
 //! request streams give the same replies however they are split into
 //! reads.
 
-mod text_support;
+mod handler_support;
 
+use handler_support::Harness;
 use proptest::prelude::*;
-use text_support::Harness;
 
 /// Words the generators splice together, so that random input often
 /// looks like a request.
@@ -161,14 +161,14 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic_or_overconsume(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
-        let run = Harness::new().deliver([&bytes[..]]);
+        let run = Harness::text().deliver([&bytes[..]]);
         prop_assert!(run.left <= bytes.len());
     }
 
     #[test]
     fn wordy_bytes_in_pieces_never_panic(bytes in wordy_bytes(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6)) {
         let chunks = split_at(&bytes, &cuts);
-        let run = Harness::new().deliver(chunks.iter().map(Vec::as_slice));
+        let run = Harness::text().deliver(chunks.iter().map(Vec::as_slice));
         prop_assert!(run.left <= bytes.len());
     }
 
@@ -178,13 +178,13 @@ proptest! {
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
     ) {
         let stream = requests.concat();
-        let whole = Harness::new().deliver([&stream[..]]);
+        let whole = Harness::text().deliver([&stream[..]]);
         let chunks = split_at(&stream, &cuts);
-        let split = Harness::new().deliver(chunks.iter().map(Vec::as_slice));
+        let split = Harness::text().deliver(chunks.iter().map(Vec::as_slice));
         prop_assert_eq!(String::from_utf8_lossy(&split.out), String::from_utf8_lossy(&whole.out));
         prop_assert_eq!(split.closed, whole.closed);
         prop_assert_eq!(split.left, whole.left);
-        let bytewise = Harness::new().deliver(stream.chunks(1));
+        let bytewise = Harness::text().deliver(stream.chunks(1));
         prop_assert_eq!(bytewise.out, whole.out);
     }
 }

@@ -1,10 +1,11 @@
-//! Runs the text (and meta) protocol handler in-process, as a connection
-//! does: requests handled one at a time from the bytes received so far.
+//! Runs a protocol handler (text and meta, or binary) in-process, as a
+//! connection does: requests handled one at a time from the bytes received
+//! so far, checking the handler's contract on every call.
 #![allow(dead_code)]
 
 use ebb_core::{enter_core, CoreId, Multicore, Node};
 use ebb_iobuf::{IoBuf, IoChain};
-use memcached::protocol::{text, Context, Outcome};
+use memcached::protocol::{Context, Outcome, Protocol};
 use memcached::stats::{Counters, Stats};
 use memcached::{Settings, Store};
 
@@ -22,6 +23,7 @@ thread_local! {
 
 /// A server's state without the network.
 pub struct Harness {
+    protocol: Protocol,
     store: Store,
     settings: Settings,
     stats: Stats,
@@ -38,22 +40,28 @@ pub struct Run {
     pub left: usize,
 }
 
-impl Default for Harness {
-    fn default() -> Self {
-        Harness::new()
-    }
-}
-
 impl Harness {
-    /// A fresh server with a small store (64 KiB, values up to 4 KiB).
-    pub fn new() -> Harness {
+    /// A fresh text-protocol server with a small store (64 KiB, values up
+    /// to 4 KiB), so that limits are easy to reach.
+    pub fn text() -> Harness {
         let settings = Settings {
             memory_limit: 64 << 10,
             item_size_max: 4 << 10,
             ..Settings::default()
         };
+        Harness::with_settings(Protocol::Text, settings)
+    }
+
+    /// A fresh binary-protocol server with default settings.
+    pub fn binary() -> Harness {
+        Harness::with_settings(Protocol::Binary, Settings::default())
+    }
+
+    /// A fresh server speaking `protocol` with `settings`.
+    pub fn with_settings(protocol: Protocol, settings: Settings) -> Harness {
         let stats = STATS.with(|stats| *stats);
         Harness {
+            protocol,
             store: Store::new(settings.memory_limit, settings.item_size_max),
             settings,
             stats,
@@ -86,7 +94,7 @@ impl Harness {
                 return false;
             }
             let before = out.len();
-            match text::handle(input, &mut ctx, out) {
+            match self.protocol.handle(input, &mut ctx, out) {
                 Outcome::Consumed(n) => {
                     assert!(n > 0, "consumed nothing");
                     assert!(n <= input.len(), "consumed {n} of {} bytes", input.len());
