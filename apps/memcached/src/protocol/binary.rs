@@ -28,7 +28,6 @@
 mod arith;
 pub mod header;
 pub mod opcodes;
-mod stats;
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -38,6 +37,7 @@ use ebb_iobuf::{IoBuf, IoBufMut, IoChain};
 use self::header::{RequestHeader, ResponseHeader, HEADER_LEN};
 use self::opcodes::*;
 use super::{common, Context, Outcome};
+use crate::protocol::stat_lists;
 use crate::stats::Counters;
 use crate::store::{expiry, Item, Update};
 
@@ -129,7 +129,7 @@ impl Responder {
 }
 
 /// Stats as STAT responses, then the empty terminator.
-fn send_stats(out: &mut IoChain, opaque: [u8; 4], list: &[stats::Stat], terminate: bool) {
+fn send_stats(out: &mut IoChain, opaque: [u8; 4], list: &[stat_lists::Stat], terminate: bool) {
     let size: usize = list
         .iter()
         .map(|(k, v)| HEADER_LEN + k.len() + v.len())
@@ -763,14 +763,14 @@ fn stat(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     let opaque = req.header.opaque;
     // memcached compares prefixes (strncmp) for these four.
     if sub.is_empty() {
-        send_stats(out, opaque, &stats::general(ctx), true);
+        send_stats(out, opaque, &stat_lists::general(ctx), true);
     } else if sub.starts_with(b"reset") {
         send_stats(out, opaque, &[], true);
     } else if sub.starts_with(b"settings") {
-        send_stats(out, opaque, &stats::settings(ctx), true);
+        send_stats(out, opaque, &stat_lists::settings(ctx), true);
     } else if let Some(detail) = sub.strip_prefix(b"detail") {
         if detail.starts_with(b" dump") {
-            send_stats(out, opaque, &stats::detail_dump(), true);
+            send_stats(out, opaque, &stat_lists::detail_dump(), true);
         } else if detail.starts_with(b" on") || detail.starts_with(b" off") {
             send_stats(out, opaque, &[], true);
         } else {
@@ -779,8 +779,8 @@ fn stat(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     } else {
         match sub {
             b"items" | b"sizes_enable" | b"sizes_disable" => send_stats(out, opaque, &[], true),
-            b"slabs" => send_stats(out, opaque, &stats::slabs(ctx), true),
-            b"sizes" => send_stats(out, opaque, &stats::sizes(), true),
+            b"slabs" => send_stats(out, opaque, &stat_lists::slabs(ctx), true),
+            b"sizes" => send_stats(out, opaque, &stat_lists::sizes(), true),
             _ => req.responder().error(out, STATUS_KEY_ENOENT),
         }
     }

@@ -10,6 +10,7 @@
 pub mod binary;
 pub mod common;
 pub mod meta;
+mod stat_lists;
 pub mod text;
 
 use ebb_iobuf::IoChain;

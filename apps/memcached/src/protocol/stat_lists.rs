@@ -1,6 +1,8 @@
-//! What the STAT command reports: memcached 1.6.18's keys, in its order,
-//! with this server's values where it has them (memcached internals we do
-//! not have, such as slab rebalancing or the LRU crawler, report 0).
+//! What `stats` reports, for both protocols (text `STAT name value` lines,
+//! binary STAT packets): memcached 1.6.18's keys, in its order, with this
+//! server's values where it has them. memcached internals we do not have,
+//! such as slab rebalancing or the LRU crawler, report what memcached
+//! reports on an idle server.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -15,8 +17,11 @@ fn counter(ctx: &Context<'_>, field: fn(&Counters) -> &core::sync::atomic::Atomi
     total(ctx.stats, field).to_string()
 }
 
-fn threads() -> usize {
-    ebb_core::current_node().map_or(1, |node| node.cores())
+/// Cores serving clients: those with counters (at least 1).
+fn threads(ctx: &Context<'_>) -> usize {
+    ebb_core::Multicore::root(ctx.stats)
+        .map_or(0, |root| root.cores_with_reps().count())
+        .max(1)
 }
 
 /// `stats` with no argument.
@@ -45,18 +50,14 @@ pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
         "connection_structures",
         connections.saturating_add(1).to_string(),
     );
-    for name in [
-        "response_obj_oom",
-        "response_obj_count",
-        "response_obj_bytes",
-        "read_buf_count",
-        "read_buf_bytes",
-        "read_buf_bytes_free",
-        "read_buf_oom",
-        "reserved_fds",
-    ] {
-        put(name, zero());
-    }
+    put("response_obj_oom", zero());
+    put("response_obj_count", "1".to_string());
+    put("response_obj_bytes", "16384".to_string());
+    put("read_buf_count", "8".to_string());
+    put("read_buf_bytes", "131072".to_string());
+    put("read_buf_bytes_free", zero());
+    put("read_buf_oom", zero());
+    put("reserved_fds", "20".to_string());
     put("cmd_get", counter(ctx, |c| &c.cmd_get));
     put("cmd_set", counter(ctx, |c| &c.cmd_set));
     put("cmd_flush", counter(ctx, |c| &c.cmd_flush));
@@ -91,7 +92,7 @@ pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
     put("accepting_conns", "1".to_string());
     put("listen_disabled_num", zero());
     put("time_in_listen_disabled_us", zero());
-    put("threads", threads().to_string());
+    put("threads", threads(ctx).to_string());
     put("conn_yields", zero());
     put("hash_power_level", "16".to_string());
     put("hash_bytes", "524288".to_string());
@@ -167,8 +168,8 @@ pub fn settings(ctx: &Context<'_>) -> Vec<Stat> {
     put("shutdown_command", "no".to_string());
     put("growth_factor", "1.25".to_string());
     put("chunk_size", "48".to_string());
-    put("num_threads", threads().to_string());
-    put("num_threads_per_udp", threads().to_string());
+    put("num_threads", threads(ctx).to_string());
+    put("num_threads_per_udp", threads(ctx).to_string());
     put("stat_key_prefix", ":".to_string());
     put("detail_enabled", "no".to_string());
     put("reqs_per_event", "20".to_string());
