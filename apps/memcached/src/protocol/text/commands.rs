@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use super::{Reply, Tokens};
 use crate::protocol::common::{
-    add_delta, expires_at, parse_i32, parse_u32, parse_u64, push_u64, DeltaError, KEY_MAX_LENGTH,
+    add_delta, expires_at, parse_i32, parse_u32, parse_u64, push_u64, DeltaError,
 };
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
@@ -30,8 +30,7 @@ pub fn delete(
         }
     }
     let key = tokens.get(1);
-    if key.len() > KEY_MAX_LENGTH {
-        reply.string(b"CLIENT_ERROR bad command line format");
+    if reply.refuse_long_key(key) {
         return done;
     }
     if ctx.store.delete(key, None, ctx.now) == DeleteResult::Deleted {
@@ -54,8 +53,7 @@ pub fn arithmetic(
 ) -> Outcome {
     reply.noreply = tokens.noreply();
     let key = tokens.get(1);
-    if key.len() > KEY_MAX_LENGTH {
-        reply.string(b"CLIENT_ERROR bad command line format");
+    if reply.refuse_long_key(key) {
         return done;
     }
     let Some(delta) = parse_u64(tokens.get(2)) else {
@@ -105,8 +103,7 @@ pub fn touch(
 ) -> Outcome {
     reply.noreply = tokens.noreply();
     let key = tokens.get(1);
-    if key.len() > KEY_MAX_LENGTH {
-        reply.string(b"CLIENT_ERROR bad command line format");
+    if reply.refuse_long_key(key) {
         return done;
     }
     let Some(exptime) = parse_i32(tokens.get(2)) else {

@@ -4,6 +4,8 @@ use alloc::vec::Vec;
 
 use ebb_iobuf::{IoBuf, IoChain};
 
+use crate::protocol::common::KEY_MAX_LENGTH;
+
 /// Reply buffers for one request. Nothing reaches the connection unless
 /// the request completes.
 pub struct Reply {
@@ -26,6 +28,16 @@ impl Reply {
             chain: IoChain::new(),
             noreply: false,
         }
+    }
+
+    /// Refuses a key longer than memcached's limit with its reply; says
+    /// whether it did.
+    pub fn refuse_long_key(&mut self, key: &[u8]) -> bool {
+        let refused = key.len() > KEY_MAX_LENGTH;
+        if refused {
+            self.string(b"CLIENT_ERROR bad command line format");
+        }
+        refused
     }
 
     /// memcached's `out_string`: a status line, unless noreply. Replaces

@@ -6,7 +6,7 @@ use ebb_iobuf::{IoBuf, IoChain};
 
 use super::tokens::all_tokens;
 use super::{Reply, Tokens};
-use crate::protocol::common::{expires_at, parse_i32, push_u64, KEY_MAX_LENGTH};
+use crate::protocol::common::{expires_at, parse_i32, push_u64};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::Item;
@@ -44,8 +44,7 @@ pub fn get(
     let more = tokens.rest.into_iter().flat_map(all_tokens);
     let mut out = IoChain::new();
     for key in keys.chain(more) {
-        if key.len() > KEY_MAX_LENGTH {
-            reply.string(b"CLIENT_ERROR bad command line format");
+        if reply.refuse_long_key(key) {
             return done;
         }
         if let Some(item) = lookup(ctx, key, expires) {

@@ -4,7 +4,7 @@ use ebb_iobuf::IoBuf;
 
 use super::{data_block, swallow, Block, Reply, Request, Tokens};
 use crate::protocol::common::{
-    self, concat, expires_at, parse_i32, parse_u32, parse_u64, ConcatResult, KEY_MAX_LENGTH,
+    self, concat, expires_at, parse_i32, parse_u32, parse_u64, ConcatResult,
 };
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
@@ -130,8 +130,7 @@ pub fn update(
     reply.noreply = tokens.noreply();
     let done = Outcome::Consumed(request.line_end);
     let key = tokens.get(1);
-    if key.len() > KEY_MAX_LENGTH {
-        reply.string(b"CLIENT_ERROR bad command line format");
+    if reply.refuse_long_key(key) {
         return done;
     }
     let numbers = (
