@@ -56,7 +56,7 @@ pub enum Accel {
 /// Settings of one native run (from `./ebb run APP --native ...`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// vCPUs (`-smp`); the guest runs one core so far.
+    /// vCPUs (`-smp`); the guest starts one core on each (`cores=N`).
     pub cores: usize,
     /// Guest memory, in QEMU's `-m` syntax.
     pub mem: String,

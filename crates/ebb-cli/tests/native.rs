@@ -76,6 +76,35 @@ fn hello_boots_on_q35_and_microvm_and_exits_0() {
 }
 
 #[test]
+fn hello_runs_on_4_cores_on_q35_and_microvm() {
+    for machine in ["q35", "microvm"] {
+        let output = run_native(&["--machine", machine, "--cores", "4", "-v"]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{machine}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("ebbflow native: 4 cores, LAPIC ids"),
+            "{machine}: the MADT lists the 4 vCPUs and all start:\n{stdout}"
+        );
+        for core in 0..4 {
+            assert!(
+                stdout.contains(&format!(
+                    "hello from core {core} of 4: greeting #1 by this core's representative"
+                )),
+                "{machine}: core {core} ran its event loop:\n{stdout}"
+            );
+        }
+        assert!(
+            stdout.contains("4 representatives made, one per core; stopping"),
+            "{machine}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
 fn application_exit_codes_leave_qemu() {
     let output = run_native(&["--machine", "microvm", "--", "--frobnicate"]);
     let (stdout, stderr) = text(&output);

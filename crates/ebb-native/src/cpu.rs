@@ -11,6 +11,7 @@
 //! frames; symbolize the printed addresses on the host
 //! (`addr2line -e IMAGE`), which `./ebb run --native` does for you.
 
+use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -211,29 +212,21 @@ static TSS: Once<TaskStateSegment> = Once::new();
 static GDT: Once<Gdt> = Once::new();
 static IDT: Once<Idt> = Once::new();
 
-/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
-/// IDT. After this an exception produces a report instead of a reset.
-pub fn init_core0() {
-    let tss = TSS.call_once(|| {
-        let mut tss = TaskStateSegment::new();
-        for (slot, stack) in IST_STACKS.iter().enumerate() {
-            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
-            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
-        }
-        tss
-    });
-    let gdt = GDT.call_once(|| {
-        let mut table = GlobalDescriptorTable::new();
-        let code = table.append(Descriptor::kernel_code_segment());
-        let data = table.append(Descriptor::kernel_data_segment());
-        let tss = table.append(Descriptor::tss_segment(tss));
-        Gdt {
-            table,
-            code,
-            data,
-            tss,
-        }
-    });
+fn make_gdt(tss: &'static TaskStateSegment) -> Gdt {
+    let mut table = GlobalDescriptorTable::new();
+    let code = table.append(Descriptor::kernel_code_segment());
+    let data = table.append(Descriptor::kernel_data_segment());
+    let tss = table.append(Descriptor::tss_segment(tss));
+    Gdt {
+        table,
+        code,
+        data,
+        tss,
+    }
+}
+
+/// Loads `gdt` (its segments and TSS) and the shared IDT on this core.
+fn load(gdt: &'static Gdt) {
     gdt.table.load();
     // SAFETY: (for this block and the next three) the selectors name this
     // GDT's flat 64-bit code and data segments, which map the same
@@ -245,8 +238,8 @@ pub fn init_core0() {
     unsafe { DS::set_reg(gdt.data) };
     // SAFETY: as above.
     unsafe { ES::set_reg(gdt.data) };
-    // SAFETY: the selector names this GDT's descriptor of the 'static TSS,
-    // not yet loaded (busy) on any core.
+    // SAFETY: the selector names this GDT's descriptor of its 'static TSS,
+    // which is this core's own: not loaded (busy) on any other core.
     unsafe { load_tss(gdt.tss) };
     let idt = IDT.call_once(|| {
         let mut idt = Idt([Gate::MISSING; 256]);
@@ -271,6 +264,34 @@ pub fn init_core0() {
     // SAFETY: the IDT is 'static and its gates point at the stubs above,
     // which save every register and return with `iretq`.
     unsafe { lidt(&pointer) };
+}
+
+/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
+/// IDT. After this an exception produces a report instead of a reset.
+pub fn init_core0() {
+    let tss = TSS.call_once(|| {
+        let mut tss = TaskStateSegment::new();
+        for (slot, stack) in IST_STACKS.iter().enumerate() {
+            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
+            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+        }
+        tss
+    });
+    load(GDT.call_once(|| make_gdt(tss)));
+}
+
+/// Gives another core its own GDT and TSS, with interrupt stacks (guard
+/// pages below them) from the stacks' region, and loads them and the IDT.
+/// Runs on that core, once, with the heap up.
+pub fn init_other_core() -> Result<(), paging::PagingError> {
+    let mut tss = TaskStateSegment::new();
+    for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK] {
+        let top = paging::map_stack(IST_STACK_SIZE as u64)?;
+        tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+    }
+    let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
+    load(Box::leak(Box::new(make_gdt(tss))));
+    Ok(())
 }
 
 /// Every interrupt and exception, called by the stubs with interrupts off.

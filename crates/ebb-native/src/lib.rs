@@ -17,6 +17,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 pub mod abi;
+pub mod acpi;
 pub mod layout;
 
 #[cfg(target_os = "none")]
@@ -38,6 +39,8 @@ mod memory;
 mod paging;
 #[cfg(target_os = "none")]
 mod runtime;
+#[cfg(target_os = "none")]
+mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
 
