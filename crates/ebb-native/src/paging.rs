@@ -40,6 +40,9 @@ const ADDRESS: u64 = 0x000f_ffff_ffff_f000;
 pub const TABLE_VADDR: u64 = 0xFFFF_FFFF_F000_0000;
 /// Pages of the table (512 KiB) plus one context page.
 const TABLE_PAGES: u64 = (1 << 16) * 8 / PAGE + 1;
+/// The last word of each core's context page: its allocator cache pointer
+/// (`memory.rs`; `ebb-core`'s `Context` sits at the page's start).
+pub const CORE_CACHE_SLOT: u64 = TABLE_VADDR + TABLE_PAGES * PAGE - 8;
 
 /// The region of stacks with guard pages (PML4 entry 510, shared by all
 /// cores): see [`map_stack`].
@@ -299,6 +302,9 @@ fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), Paging
     let pt = next_table(pd, index(TABLE_VADDR, 1), frames)?;
     for page in 0..TABLE_PAGES {
         let frame = frames.zeroed()?;
+        if page == TABLE_PAGES - 1 {
+            crate::memory::prepare_core_page(frame);
+        }
         set(
             pt,
             index(TABLE_VADDR, 0) + page,

@@ -85,6 +85,7 @@ impl CoreDriver for NativeCore {
     }
 
     fn halt(&self, deadline: Option<Instant>) {
+        memory::flush_remote_frees();
         if let Some(deadline) = deadline {
             let now = clock::nanos();
             if deadline.0 <= now {
@@ -188,7 +189,7 @@ pub fn exit(code: i32) -> ! {
 
 /// Prints what the platform found at boot (`verbose`).
 pub fn describe_boot(info: &StartInfo) {
-    let (heap, _) = memory::stats();
+    let (free, used) = memory::stats();
     if let Some(plan) = paging::plan() {
         let usable: u64 = plan.usable.as_slice().iter().map(|r| r.end - r.start).sum();
         crate::println!(
@@ -199,8 +200,9 @@ pub fn describe_boot(info: &StartInfo) {
         );
     }
     crate::println!(
-        "ebbflow native: heap {} MiB, TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
-        heap >> 20,
+        "ebbflow native: heap: ebb-mem over {} MiB of pages ({} KiB used), TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
+        (free + used) >> 20,
+        used >> 10,
         clock::tsc_khz(),
         apic::ticks_per_ms(),
         info.rsdp
