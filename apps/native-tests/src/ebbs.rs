@@ -6,17 +6,19 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use ebb_core::{CoreId, EbbError, Multicore, MulticoreEbb, MulticoreRoot};
+use ebb_core::{CoreId, EbbError, EbbRef, Multicore, MulticoreEbb, MulticoreRoot};
 use ebb_event::{core_count, current_core, spawn_task_on};
 
 use crate::{fail, Outcome, Test};
 
+/// The test, for [`crate::TESTS`].
 pub const TEST: Test = Test {
     name: "per_core_representatives_fault_once_per_core",
     run: || Box::pin(run()),
 };
 
-struct Counted {
+/// The test's Ebb: remembers the core it was made for.
+pub struct Counted {
     core: CoreId,
 }
 
@@ -30,6 +32,14 @@ impl MulticoreEbb for Counted {
     }
 }
 
+/// The EbbRef fast path, kept out of line so that a host-side test
+/// (`crates/ebb-cli/tests/native_guest.rs`) finds it in the image and checks
+/// its machine code: one load from the per-core table, one test-and-branch.
+#[inline(never)]
+pub fn ebb_ref_fast_path_probe(ebb: EbbRef<Multicore<Counted>>) -> Option<&'static Counted> {
+    ebb.get().ok()
+}
+
 async fn run() -> Outcome {
     let ebb = Multicore::<Counted>::create(AtomicUsize::new(0)).map_err(|e| fail("create", e))?;
     let cores = core_count();
@@ -38,7 +48,7 @@ async fn run() -> Outcome {
         let handle = spawn_task_on(CoreId(core), async move {
             let first: *const Counted = ebb.rep();
             for _ in 0..3 {
-                let rep = ebb.get().map_err(|e| fail("get", e))?;
+                let rep = ebb_ref_fast_path_probe(ebb).ok_or("get failed")?;
                 if rep.core != current_core() || !core::ptr::eq(rep, first) {
                     return Err(format!(
                         "core {core} got core {}'s representative",

@@ -23,7 +23,7 @@
 extern crate alloc;
 
 mod allocators;
-mod ebbs;
+pub mod ebbs;
 mod events;
 
 use alloc::boxed::Box;

@@ -1,8 +1,9 @@
 //! The in-guest tests (`apps/native-tests`): `./ebb run native-tests
 //! --native` boots the test image on q35 with 1 and with 4 vCPUs; every test
 //! runs inside the guest and reports over the serial console. This checks
-//! that every test ran and passed and that the image exited 0. Needs
-//! `qemu-system-x86_64`, which `./ebb test` installs.
+//! that every test ran and passed and that the image exited 0; then it
+//! disassembles the image's EbbRef fast path. Needs `qemu-system-x86_64`
+//! and binutils' `objdump`, which `./ebb test` installs.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,7 +23,11 @@ const IN_GUEST_TESTS: &[&str] = &[
 /// small machine would only slow each other down.
 static BOOT: Mutex<()> = Mutex::new(());
 
-fn boot_tests(cores: usize) -> (Option<i32>, String) {
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn boot_tests(cores: usize, filters: &[&str]) -> (Option<i32>, String) {
     let found = Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
@@ -36,11 +41,9 @@ fn boot_tests(cores: usize) -> (Option<i32>, String) {
     let cores = cores.to_string();
     let output = Command::new(EBB)
         .args(["run", "native-tests", "--native", "--machine", "q35"])
-        .args(["--cores", &cores, "--timeout", "120"])
-        .env(
-            "EBB_ROOT",
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-        )
+        .args(["--cores", &cores, "--timeout", "120", "--"])
+        .args(filters)
+        .env("EBB_ROOT", root())
         .output()
         .expect("run ebb-cli");
     let console = format!(
@@ -52,7 +55,7 @@ fn boot_tests(cores: usize) -> (Option<i32>, String) {
 }
 
 fn check_every_test_passed(cores: usize) {
-    let (code, console) = boot_tests(cores);
+    let (code, console) = boot_tests(cores, &[]);
     assert!(
         console.contains(&format!(
             "ebb-test: start {} tests on {cores} cores",
@@ -87,4 +90,86 @@ fn every_in_guest_test_passes_on_1_core() {
 #[test]
 fn every_in_guest_test_passes_on_4_cores() {
     check_every_test_passed(4);
+}
+
+/// `EbbRef::get`'s fast path in the native image is one load from the
+/// per-core table at ebb-core's fixed address and one test-and-branch on
+/// null (DESIGN §1): no hashing, atomics, locks or calls. The probe is
+/// `native_tests::ebbs::ebb_ref_fast_path_probe` (`ebb.get().ok()`, kept out
+/// of line); its instructions up to the first `ret` are checked, leaving
+/// out the frame-pointer prologue and epilogue (images are built with frame
+/// pointers) and register-to-register moves.
+#[test]
+fn the_native_ebb_ref_fast_path_is_one_load_and_one_test_and_branch() {
+    // Builds the image and runs the test that calls the probe.
+    let (code, console) = boot_tests(1, &["per_core_representatives"]);
+    assert_eq!(code, Some(0), "{console}");
+    let image = root().join("target/native/x86_64-unknown-none/release/native-tests");
+    let output = Command::new("objdump")
+        .args(["-d", "-C", "--no-show-raw-insn"])
+        .arg(&image)
+        .output()
+        .expect("objdump is missing: run the tests through `./ebb test`, which installs binutils");
+    assert!(
+        output.status.success(),
+        "objdump failed on {}",
+        image.display()
+    );
+    let listing = String::from_utf8_lossy(&output.stdout);
+    let body: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|line| !line.ends_with("<native_tests::ebbs::ebb_ref_fast_path_probe>:"))
+        .skip(1)
+        .map_while(|line| {
+            // "  11a32a:\tmov    -0x10000000(,%rax,8),%rax"
+            let instruction = line.split('\t').nth(1)?.trim();
+            let (mnemonic, operands) = instruction
+                .split_once(char::is_whitespace)
+                .unwrap_or((instruction, ""));
+            Some((mnemonic.to_string(), operands.trim().to_string()))
+        })
+        .collect();
+    let fast_path: Vec<&(String, String)> = {
+        let end = body
+            .iter()
+            .position(|(mnemonic, _)| mnemonic == "ret")
+            .expect("the probe has a ret");
+        body[..end].iter().collect()
+    };
+    let frame = |(mnemonic, operands): &&(String, String)| {
+        matches!(
+            (mnemonic.as_str(), operands.as_str()),
+            ("push", "%rbp") | ("pop", "%rbp") | ("mov", "%rsp,%rbp")
+        ) || (matches!(mnemonic.as_str(), "sub" | "add") && operands.ends_with(",%rsp"))
+    };
+    let work: Vec<_> = fast_path
+        .iter()
+        .filter(|i| !frame(i))
+        .filter(|(mnemonic, operands)| mnemonic != "mov" || operands.contains('('))
+        .collect();
+    let shown = format!("{fast_path:#?}");
+    // ebb-core's TABLE_VADDR 0xFFFF_FFFF_F000_0000 as a sign-extended
+    // 32-bit displacement.
+    let loads: Vec<_> = work.iter().filter(|(_, o)| o.contains('(')).collect();
+    assert_eq!(loads.len(), 1, "one memory access: {shown}");
+    assert!(
+        loads[0].0 == "mov" && loads[0].1.starts_with("-0x10000000("),
+        "the load reads the per-core table: {shown}"
+    );
+    assert_eq!(
+        work.len(),
+        3,
+        "load, test, branch and nothing else: {shown}"
+    );
+    assert_eq!(work[1].0, "test", "{shown}");
+    assert!(
+        work[2].0.starts_with('j') && work[2].0 != "jmp",
+        "a conditional branch right after the test: {shown}"
+    );
+    assert!(
+        !fast_path
+            .iter()
+            .any(|(m, _)| m.starts_with("call") || m.starts_with("lock")),
+        "{shown}"
+    );
 }
