@@ -34,6 +34,8 @@ pub mod console;
 #[cfg(target_os = "none")]
 mod cpu;
 #[cfg(target_os = "none")]
+mod mem_fill;
+#[cfg(target_os = "none")]
 mod memory;
 #[cfg(target_os = "none")]
 mod paging;
