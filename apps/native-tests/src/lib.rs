@@ -60,13 +60,14 @@ pub struct Console {
     pub line: fn(fmt::Arguments<'_>),
 }
 
-/// Core 0's first event: runs the tests whose names contain one of
-/// `filters` (all when empty), one after the other, reports each, and shuts
-/// the node down with 0 if all passed, else 1.
-pub fn run_tests(console: Console, filters: &'static [String]) {
+/// Core 0's first event: runs [`TESTS`] and then the platform's own
+/// `platform_tests` whose names contain one of `filters` (all when empty),
+/// one after the other, reports each, and shuts the node down with 0 if all
+/// passed, else 1.
+pub fn run_tests(console: Console, filters: &'static [String], platform_tests: &'static [Test]) {
     spawn_task(async move {
         let selected = || {
-            TESTS.iter().filter(|test| {
+            TESTS.iter().chain(platform_tests).filter(|test| {
                 filters.is_empty() || filters.iter().any(|f| test.name.contains(f.as_str()))
             })
         };

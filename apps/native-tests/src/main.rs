@@ -27,7 +27,9 @@ fn main() -> std::process::ExitCode {
     let console = native_tests::Console {
         line: |line| println!("{line}"),
     };
-    match ebb_hosted::run(config, move || native_tests::run_tests(console, filters)) {
+    match ebb_hosted::run(config, move || {
+        native_tests::run_tests(console, filters, &[])
+    }) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {
             eprintln!("native-tests: {error}");

@@ -143,6 +143,55 @@ fn a_cpu_exception_prints_a_report_and_fails() {
     }
 }
 
+/// A store into a virtual region's guard page, and a stack overflow into
+/// the guard page below core 0's stack (reported as the page fault it is:
+/// page faults run on their own interrupt stack): the report says where
+/// the address is, and the launcher symbolizes the faulting frame.
+#[test]
+fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
+    let found = Command::new("addr2line").arg("--version").output().is_ok();
+    assert!(
+        found,
+        "addr2line is missing: run the tests through `./ebb test` (binutils)"
+    );
+    for (machine, crash, note, function) in [
+        (
+            "q35",
+            "crash=guard-page",
+            "the address is in the guard page of a virtual region",
+            "ebb_native::runtime::crash_now at ",
+        ),
+        (
+            "microvm",
+            "crash=stack-overflow",
+            "the address is in the guard page below a stack: stack overflow",
+            "ebb_native::runtime::recurse at ",
+        ),
+    ] {
+        let output = run_native(&["--machine", machine, "--boot-arg", crash]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(102),
+            "{crash}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("CPU EXCEPTION 14 page fault (#PF), error code 0x2"),
+            "{crash}: a write to a non-present page:\n{stdout}"
+        );
+        assert!(stdout.contains(note), "{crash}:\n{stdout}");
+        assert!(stdout.contains("    #0 0x"), "{crash}:\n{stdout}");
+        assert!(
+            stderr.contains("ebb: backtrace, symbolized from "),
+            "{crash}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(function) && stderr.contains("crates/ebb-native/src/runtime.rs:"),
+            "{crash}: the faulting frame, symbolized:\n{stderr}"
+        );
+    }
+}
+
 #[test]
 fn a_panic_prints_its_message_and_fails() {
     let output = run_native(&["--machine", "q35", "--boot-arg", "crash=panic"]);

@@ -17,6 +17,7 @@ const IN_GUEST_TESTS: &[&str] = &[
     "per_core_representatives_fault_once_per_core",
     "spawn_on_hops_across_every_core_in_order",
     "timers_fire_in_deadline_order_and_cancelled_ones_never",
+    "demand_zero_region_is_filled_on_first_touch",
 ];
 
 /// One boot at a time: the image is built once, and two 4-vCPU guests on a

@@ -40,6 +40,8 @@ mod memory;
 #[cfg(target_os = "none")]
 mod paging;
 #[cfg(target_os = "none")]
+pub mod regions;
+#[cfg(target_os = "none")]
 mod runtime;
 #[cfg(target_os = "none")]
 mod smp;

@@ -178,3 +178,25 @@ pub fn flush_remote_frees() {
         unsafe { ebb_mem::SlabAllocator::flush_remote(cache) };
     }
 }
+
+/// A zeroed 4 KiB frame straight from the page allocator (identity
+/// mapped), for page tables and pages mapped by the page-fault handler,
+/// which must not re-enter the general-purpose allocator.
+pub fn zeroed_frame() -> Option<u64> {
+    let frame = ROOT.slabs.pages(0).alloc(0)?;
+    // SAFETY: a fresh page of the page allocator.
+    unsafe { ptr::write_bytes(frame.as_ptr(), 0, PAGE_SIZE) };
+    Some(frame.as_ptr() as u64)
+}
+
+/// Returns a frame from [`zeroed_frame`].
+///
+/// # Safety
+/// `frame` came from [`zeroed_frame`] and nothing uses it any more.
+pub unsafe fn free_frame(frame: u64) {
+    if let Some(frame) = NonNull::new(frame as *mut u8) {
+        // SAFETY: the caller's contract: an order-0 block of the page
+        // allocator, no longer used.
+        unsafe { ROOT.slabs.pages(0).free(frame, 0) };
+    }
+}

@@ -48,6 +48,12 @@ pub const CORE_CACHE_SLOT: u64 = TABLE_VADDR + TABLE_PAGES * PAGE - 8;
 /// cores): see [`map_stack`].
 pub const STACKS_VADDR: u64 = 0xFFFF_FF00_0000_0000;
 
+/// The region of demand-paged virtual regions (PML4 entry 509, shared by
+/// all cores): see `regions.rs`.
+pub const REGIONS_VADDR: u64 = 0xFFFF_FE80_0000_0000;
+/// Bytes of that region (one PML4 entry: 512 GiB).
+pub const REGIONS_BYTES: u64 = 1 << 39;
+
 /// Core 0's PML4 (physical address), whose shared entries other cores copy.
 static CORE0_PML4: AtomicU64 = AtomicU64::new(0);
 
@@ -278,6 +284,7 @@ pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, P
     // The stacks' region: its PDPT exists before any core's PML4 copies
     // the shared entries, so stacks mapped later are seen by every core.
     next_table(pml4, index(STACKS_VADDR, 3), &mut frames)?;
+    next_table(pml4, index(REGIONS_VADDR, 3), &mut frames)?;
     CORE0_PML4.store(pml4, Ordering::Relaxed);
 
     let plan = PLAN.call_once(|| MemoryPlan {
@@ -365,9 +372,68 @@ pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
     Ok(top)
 }
 
+/// Page-table frames from the page allocator (for mappings made in the
+/// page-fault handler, which must not use the general-purpose allocator).
+struct PageAllocatorFrames;
+
+impl FrameSource for PageAllocatorFrames {
+    fn zeroed(&mut self) -> Result<u64, PagingError> {
+        crate::memory::zeroed_frame().ok_or(PagingError::NoMemory)
+    }
+}
+
+/// Maps the 4 KiB page at `addr` (in the shared regions' area) to a fresh
+/// zeroed frame, for every core (the area's tables are shared). Returns
+/// false without memory.
+pub fn map_zeroed_page(addr: u64) -> bool {
+    let pml4 = CORE0_PML4.load(Ordering::Relaxed);
+    let walk = || -> Result<(), PagingError> {
+        let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
+        let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
+        let pt = next_table(pd, index(addr, 1), &mut PageAllocatorFrames)?;
+        let frame = PageAllocatorFrames.zeroed()?;
+        set(pt, index(addr, 0), frame | PRESENT | WRITABLE | NO_EXECUTE);
+        Ok(())
+    };
+    walk().is_ok()
+}
+
+/// Unmaps the 4 KiB page at `addr` if it is mapped and returns its frame.
+/// Only this core's TLB entry is dropped: the caller makes sure no core
+/// uses the address again (regions' addresses are never reused).
+pub fn unmap_page(addr: u64) -> Option<u64> {
+    let mut table = CORE0_PML4.load(Ordering::Relaxed);
+    for level in (1..4).rev() {
+        // SAFETY: `table` is one of our page-table frames, index < 512.
+        let value = unsafe {
+            entries(table)
+                .wrapping_add(index(addr, level) as usize)
+                .read()
+        };
+        if value & PRESENT == 0 || value & LARGE != 0 {
+            return None;
+        }
+        table = value & ADDRESS;
+    }
+    let entry = entries(table).wrapping_add(index(addr, 0) as usize);
+    // SAFETY: as above, the last level.
+    let value = unsafe { entry.read() };
+    if value & PRESENT == 0 {
+        return None;
+    }
+    // SAFETY: as above; the page is no longer used (caller's contract).
+    unsafe { entry.write(0) };
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(addr));
+    Some(value & ADDRESS)
+}
+
 /// Whether `addr` is a mapped page of the stacks' region.
 fn is_mapped_stack(addr: u64) -> bool {
-    if !(STACKS_VADDR..*NEXT_STACK.lock()).contains(&addr) {
+    // `try_lock`: this runs in exception reports, maybe under `map_stack`.
+    let Some(next) = NEXT_STACK.try_lock().map(|next| *next) else {
+        return false;
+    };
+    if !(STACKS_VADDR..next).contains(&addr) {
         return false;
     }
     let mut table = CORE0_PML4.load(Ordering::Relaxed);
@@ -384,6 +450,15 @@ fn is_mapped_stack(addr: u64) -> bool {
         table = value & ADDRESS;
     }
     true
+}
+
+/// Whether `addr` is in the stacks' region but not mapped: a guard page
+/// (for exception reports).
+pub fn is_stack_guard(addr: u64) -> bool {
+    let Some(next) = NEXT_STACK.try_lock().map(|next| *next) else {
+        return false;
+    };
+    (STACKS_VADDR..next).contains(&addr) && !is_mapped_stack(addr)
 }
 
 /// The memory plan, once [`init`] ran.

@@ -168,7 +168,27 @@ fn crash_now(crash: Crash) {
         // SAFETY: `int3` raises #BP, reported and fatal.
         Crash::Breakpoint => unsafe { asm!("int3", options(nomem, nostack)) },
         Crash::Panic => panic!("crash=panic asked for a panic"),
+        Crash::GuardPage => {
+            let mut region = crate::regions::DemandZeroRegion::new(4096).expect("a region");
+            let end = region.as_mut_slice().as_mut_ptr_range().end;
+            // SAFETY: not sound, on purpose: `end` is the region's guard
+            // page, never mapped, so this store faults.
+            unsafe { end.write_volatile(1) };
+        }
+        Crash::StackOverflow => {
+            let depth = recurse(0);
+            crate::println!("recursed {depth} deep without overflowing?");
+        }
     }
+}
+
+/// Recurses until the stack overflows (`crash=stack-overflow`): on purpose.
+#[allow(unconditional_recursion)]
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let mut frame = [depth; 64];
+    core::hint::black_box(&mut frame);
+    recurse(depth + 1) + frame[7]
 }
 
 /// Leaves QEMU with exit code `code` (see [`crate::abi`] for the encoding).
