@@ -337,6 +337,11 @@ pub fn new_core_pml4() -> Result<u64, PagingError> {
     Ok(pml4)
 }
 
+/// Core 0's PML4 (physical, below 4 GiB): the tables other cores start on.
+pub fn core0_pml4() -> u64 {
+    CORE0_PML4.load(Ordering::Relaxed)
+}
+
 /// Next free address in the stacks' region (see [`map_stack`]).
 static NEXT_STACK: Mutex<u64> = Mutex::new(STACKS_VADDR);
 

@@ -1,14 +1,16 @@
 //! Starting the other cores (application processors, APs): their LAPIC ids
 //! come from the ACPI MADT ([`crate::acpi`]); each is started with
 //! INIT-SIPI-SIPI (Intel SDM vol. 3A §9.4.4) into a real-mode trampoline
-//! copied to [`TRAMPOLINE`], which loads the core's own PML4 and jumps to
-//! 64-bit code in the image with the core's own stack (guard page below).
+//! copied to [`TRAMPOLINE`], which enters long mode on core 0's page tables
+//! and jumps to 64-bit code in the image; there the core finds its entry in
+//! `ebb_ap_table` by its initial APIC id (CPUID leaf 1, EBX[31:24]) and
+//! switches to its own PML4 and its own stack (guard page below).
 //!
-//! Cores start one at a time: core 0 fills the trampoline's slots (CR3,
-//! stack, core number), sends the IPIs and waits until the core says it
-//! runs. The legacy 10 ms wait after INIT and the 200 µs between the two
-//! SIPIs are for old hardware; QEMU needs neither, so the second SIPI is
-//! only sent if the core has not answered the first after 1 ms.
+//! All cores start at once: core 0 fills every core's entry, sends all the
+//! INITs, then all the SIPIs, and waits until every core says it runs. The
+//! legacy 10 ms wait after INIT and the 200 µs between the two SIPIs are for
+//! old hardware; QEMU needs neither, so a second SIPI is only sent to cores
+//! that have not answered the first after 1 ms.
 
 use alloc::vec::Vec;
 use core::arch::{asm, global_asm};
@@ -70,11 +72,14 @@ ebb_trampoline_gdt_ptr:
     .p2align 3
 ebb_trampoline_cr3:
     .quad 0
-ebb_trampoline_stack:
-    .quad 0
-ebb_trampoline_core:
-    .quad 0
 ebb_trampoline_end:
+
+    /* Per APIC id: CR3, stack top, core number (3 quads). */
+    .section .bss.ebb_ap_table, "aw", @nobits
+    .p2align 3
+    .global ebb_ap_table
+ebb_ap_table:
+    .skip 256 * 24
 
     .section .text.ebb_ap, "ax"
 ebb_ap_start64:
@@ -85,8 +90,14 @@ ebb_ap_start64:
     xor %eax, %eax
     mov %eax, %fs
     mov %eax, %gs
-    mov (ebb_trampoline_stack - ebb_trampoline_start + {base}), %rsp
-    mov (ebb_trampoline_core - ebb_trampoline_start + {base}), %rdi
+    mov $1, %eax
+    cpuid
+    shr $24, %ebx                   /* initial APIC id */
+    lea (%rbx, %rbx, 2), %rbx       /* x 3 quads */
+    mov ebb_ap_table(, %rbx, 8), %rax
+    mov %rax, %cr3
+    mov ebb_ap_table + 8(, %rbx, 8), %rsp
+    mov ebb_ap_table + 16(, %rbx, 8), %rdi
     xor %ebp, %ebp
     call {ap_main}
 1:  cli
@@ -101,15 +112,10 @@ ebb_ap_start64:
 extern "C" {
     static ebb_trampoline_start: u8;
     static ebb_trampoline_end: u8;
+    static mut ebb_ap_table: [[u64; 3]; 256];
 }
 
-/// Offsets of the slots from the trampoline's end (3 quads: CR3, stack,
-/// core).
-const SLOT_CR3: u64 = 24;
-const SLOT_STACK: u64 = 16;
-const SLOT_CORE: u64 = 8;
-
-/// The number of the core that last said it started (0: none yet).
+/// One bit per core number that said it started.
 static STARTED: AtomicU64 = AtomicU64::new(0);
 
 /// Physical memory, identity mapped: all memory-map ranges (ACPI tables
@@ -158,17 +164,50 @@ pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
         );
     }
     copy_trampoline();
+    // Every core's entry first, then the IPIs.
+    let mut planned: Vec<(u64, u32)> = Vec::new();
     for id in others {
-        let core = running.len() as u64;
-        match start_one(id, core) {
-            Ok(()) => running.push(id),
-            Err(why) => {
-                crate::println!(
-                    "ebbflow: core {core} (LAPIC id {id}) did not start: {why}; running {core}"
-                );
-                break;
+        let core = planned.len() as u64 + 1;
+        if id > 255 || core >= 64 {
+            crate::println!("ebbflow: LAPIC id {id} cannot be started in xAPIC mode");
+            break;
+        }
+        let (Ok(pml4), Ok(stack)) = (paging::new_core_pml4(), paging::map_stack(CORE_STACK_SIZE))
+        else {
+            crate::println!("ebbflow: no memory to start core {core}");
+            break;
+        };
+        let entry = (&raw mut ebb_ap_table).cast::<[u64; 3]>().wrapping_add(id as usize);
+        // SAFETY: `id < 256` is inside the table, which only core 0 writes,
+        // before it starts the core that reads this entry.
+        unsafe { entry.write_volatile([pml4, stack, core]) };
+        planned.push((core, id));
+    }
+    let all: u64 = planned.iter().map(|&(core, _)| 1 << core).sum();
+    for &(_, id) in &planned {
+        apic::send_init(id);
+    }
+    for &(_, id) in &planned {
+        apic::send_startup(id, (TRAMPOLINE >> 12) as u8);
+    }
+    if !wait_started(all, 1_000_000) {
+        let started = STARTED.load(Ordering::Acquire);
+        for &(core, id) in &planned {
+            if started & (1 << core) == 0 {
+                apic::send_startup(id, (TRAMPOLINE >> 12) as u8);
             }
         }
+        wait_started(all, 200_000_000);
+    }
+    let started = STARTED.load(Ordering::Acquire);
+    for &(core, id) in &planned {
+        if started & (1 << core) == 0 {
+            crate::println!(
+                "ebbflow: core {core} (LAPIC id {id}) did not start within 200 ms; running {core}"
+            );
+            break;
+        }
+        running.push(id);
     }
     running
 }
@@ -179,40 +218,19 @@ fn copy_trampoline() {
     // SAFETY: the trampoline is `len` bytes of the image; page 8 is
     // identity-mapped low RAM that nothing else uses (see TRAMPOLINE).
     unsafe { core::ptr::copy_nonoverlapping(start, TRAMPOLINE as *mut u8, len) };
+    // The CR3 slot, the trampoline's last quad: core 0's tables, which
+    // identity-map the trampoline and the image for every core.
+    let slot = (TRAMPOLINE + len as u64 - 8) as *mut u64;
+    // SAFETY: the slot is in the copy just made, 8-aligned (`.p2align 3`,
+    // TRAMPOLINE page-aligned); no other core runs yet.
+    unsafe { slot.write_volatile(paging::core0_pml4()) };
 }
 
-fn set_slot(from_end: u64, value: u64) {
-    let len = (&raw const ebb_trampoline_end) as u64 - (&raw const ebb_trampoline_start) as u64;
-    let slot = (TRAMPOLINE + len - from_end) as *mut u64;
-    // SAFETY: the slot lies in the trampoline's copy (8-aligned: the slots
-    // are `.p2align 3` and TRAMPOLINE is page-aligned); no core runs the
-    // trampoline while core 0 fills it (cores start one at a time).
-    unsafe { slot.write_volatile(value) };
-}
-
-fn start_one(apic_id: u32, core: u64) -> Result<(), &'static str> {
-    let pml4 = paging::new_core_pml4().map_err(|_| "no memory for its page tables")?;
-    let stack = paging::map_stack(CORE_STACK_SIZE).map_err(|_| "no memory for its stack")?;
-    set_slot(SLOT_CR3, pml4);
-    set_slot(SLOT_STACK, stack);
-    set_slot(SLOT_CORE, core);
-    apic::send_init(apic_id);
-    apic::send_startup(apic_id, (TRAMPOLINE >> 12) as u8);
-    if wait_started(core, 1_000_000) {
-        return Ok(());
-    }
-    apic::send_startup(apic_id, (TRAMPOLINE >> 12) as u8);
-    if wait_started(core, 200_000_000) {
-        Ok(())
-    } else {
-        Err("no answer 200 ms after the second start-up IPI")
-    }
-}
-
-fn wait_started(core: u64, ns: u64) -> bool {
+/// Waits up to `ns` until every core in the bit set `all` started.
+fn wait_started(all: u64, ns: u64) -> bool {
     let end = clock::nanos() + ns;
     while clock::nanos() < end {
-        if STARTED.load(Ordering::Acquire) == core {
+        if STARTED.load(Ordering::Acquire) & all == all {
             return true;
         }
         core::hint::spin_loop();
@@ -228,7 +246,7 @@ extern "C" fn ap_main(core: u64) -> ! {
         crate::println!("ebbflow: core {core}: {error}");
     }
     apic::enable();
-    STARTED.store(core, Ordering::Release);
+    STARTED.fetch_or(1 << core, Ordering::Release);
     runtime::run_other_core(core as usize)
 }
 
