@@ -177,7 +177,9 @@ pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
             crate::println!("ebbflow: no memory to start core {core}");
             break;
         };
-        let entry = (&raw mut ebb_ap_table).cast::<[u64; 3]>().wrapping_add(id as usize);
+        let entry = (&raw mut ebb_ap_table)
+            .cast::<[u64; 3]>()
+            .wrapping_add(id as usize);
         // SAFETY: `id < 256` is inside the table, which only core 0 writes,
         // before it starts the core that reads this entry.
         unsafe { entry.write_volatile([pml4, stack, core]) };
