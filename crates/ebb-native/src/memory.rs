@@ -189,6 +189,12 @@ pub fn zeroed_frame() -> Option<u64> {
     Some(frame.as_ptr() as u64)
 }
 
+/// `2^order` contiguous frames straight from the page allocator (identity
+/// mapped, not zeroed), kept for good (stacks).
+pub fn frames(order: usize) -> Option<u64> {
+    Some(ROOT.slabs.pages(0).alloc(order)?.as_ptr() as u64)
+}
+
 /// Returns a frame from [`zeroed_frame`].
 ///
 /// # Safety

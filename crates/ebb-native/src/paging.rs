@@ -9,7 +9,6 @@
 //! pages. Stacks live in their own region with an unmapped guard page
 //! below each ([`map_stack`]).
 
-use core::alloc::Layout;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -114,21 +113,14 @@ struct Frames {
     end: u64,
 }
 
-/// Frames from the heap, once it exists (heap memory is identity mapped
-/// RAM below 4 GiB: physical = virtual).
-struct HeapFrames;
+/// Page-table frames from the page allocator once it exists (identity
+/// mapped RAM below 4 GiB; not the general-purpose allocator, which the
+/// page-fault handler must not enter).
+struct PageAllocatorFrames;
 
-impl FrameSource for HeapFrames {
+impl FrameSource for PageAllocatorFrames {
     fn zeroed(&mut self) -> Result<u64, PagingError> {
-        let layout = Layout::from_size_align(PAGE as usize, PAGE as usize)
-            .map_err(|_| PagingError::NoMemory)?;
-        // SAFETY: the layout has a non-zero size; the frame is never freed
-        // (page tables and stacks live as long as the node).
-        let frame = unsafe { alloc::alloc::alloc_zeroed(layout) };
-        if frame.is_null() {
-            return Err(PagingError::NoMemory);
-        }
-        Ok(frame as u64)
+        crate::memory::zeroed_frame().ok_or(PagingError::NoMemory)
     }
 }
 
@@ -324,16 +316,16 @@ fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), Paging
 /// A PML4 for another core (physical address, below 4 GiB so that the
 /// real-mode trampoline can load it): the identity map and the stacks'
 /// region shared with core 0 (entries 0..511 copied), and its own EbbRef
-/// table pages behind entry 511. Needs the heap.
+/// table pages behind entry 511. Needs the page allocator.
 pub fn new_core_pml4() -> Result<u64, PagingError> {
     let core0 = CORE0_PML4.load(Ordering::Relaxed);
-    let pml4 = HeapFrames.zeroed()?;
+    let pml4 = PageAllocatorFrames.zeroed()?;
     for entry in 0..511 {
         // SAFETY: both are page-table frames of 512 entries; entry < 511.
         let value = unsafe { entries(core0).wrapping_add(entry).read() };
         set(pml4, entry as u64, value);
     }
-    map_core_table(pml4, &mut HeapFrames)?;
+    map_core_table(pml4, &mut PageAllocatorFrames)?;
     Ok(pml4)
 }
 
@@ -345,27 +337,24 @@ pub fn core0_pml4() -> u64 {
 /// Next free address in the stacks' region (see [`map_stack`]).
 static NEXT_STACK: Mutex<u64> = Mutex::new(STACKS_VADDR);
 
-/// Maps a fresh zeroed stack of `bytes` (a multiple of 4 KiB) in the
+/// Maps a fresh stack of `bytes` (a power of two, at least 4 KiB) in the
 /// stacks' region, with an unmapped guard page below it, and returns its
 /// top. An overflow faults on the guard page instead of overwriting the
-/// memory below. Needs the heap.
+/// memory below. The stack's pages come straight from the page allocator
+/// and are not zeroed (nothing reads a stack before writing it). Needs the
+/// page allocator.
 pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
-    let pages = bytes.div_ceil(PAGE);
-    let layout = Layout::from_size_align((pages * PAGE) as usize, PAGE as usize)
-        .map_err(|_| PagingError::NoMemory)?;
-    // SAFETY: non-zero size; the stack lives as long as the node.
-    let memory = unsafe { alloc::alloc::alloc_zeroed(layout) } as u64;
-    if memory == 0 {
-        return Err(PagingError::NoMemory);
-    }
+    let pages = bytes.div_ceil(PAGE).next_power_of_two();
+    let memory =
+        crate::memory::frames(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
     let mut next = NEXT_STACK.lock();
     let bottom = *next + PAGE; // *next stays unmapped: the guard page
     for page in 0..pages {
         let addr = bottom + page * PAGE;
-        let pdpt = next_table(pml4, index(addr, 3), &mut HeapFrames)?;
-        let pd = next_table(pdpt, index(addr, 2), &mut HeapFrames)?;
-        let pt = next_table(pd, index(addr, 1), &mut HeapFrames)?;
+        let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
+        let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
+        let pt = next_table(pd, index(addr, 1), &mut PageAllocatorFrames)?;
         set(
             pt,
             index(addr, 0),
@@ -375,16 +364,6 @@ pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
     let top = bottom + pages * PAGE;
     *next = top;
     Ok(top)
-}
-
-/// Page-table frames from the page allocator (for mappings made in the
-/// page-fault handler, which must not use the general-purpose allocator).
-struct PageAllocatorFrames;
-
-impl FrameSource for PageAllocatorFrames {
-    fn zeroed(&mut self) -> Result<u64, PagingError> {
-        crate::memory::zeroed_frame().ok_or(PagingError::NoMemory)
-    }
 }
 
 /// Maps the 4 KiB page at `addr` (in the shared regions' area) to a fresh
