@@ -76,6 +76,35 @@ fn hello_boots_on_q35_and_microvm_and_exits_0() {
 }
 
 #[test]
+fn hello_runs_on_4_cores_on_q35_and_microvm() {
+    for machine in ["q35", "microvm"] {
+        let output = run_native(&["--machine", machine, "--cores", "4", "-v"]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{machine}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("ebbflow native: 4 cores, LAPIC ids"),
+            "{machine}: the MADT lists the 4 vCPUs and all start:\n{stdout}"
+        );
+        for core in 0..4 {
+            assert!(
+                stdout.contains(&format!(
+                    "hello from core {core} of 4: greeting #1 by this core's representative"
+                )),
+                "{machine}: core {core} ran its event loop:\n{stdout}"
+            );
+        }
+        assert!(
+            stdout.contains("4 representatives made, one per core; stopping"),
+            "{machine}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
 fn application_exit_codes_leave_qemu() {
     let output = run_native(&["--machine", "microvm", "--", "--frobnicate"]);
     let (stdout, stderr) = text(&output);
@@ -110,6 +139,55 @@ fn a_cpu_exception_prints_a_report_and_fails() {
         assert!(
             stderr.contains("run_core"),
             "symbolized backtrace:\n{stderr}"
+        );
+    }
+}
+
+/// A store into a virtual region's guard page, and a stack overflow into
+/// the guard page below core 0's stack (reported as the page fault it is:
+/// page faults run on their own interrupt stack): the report says where
+/// the address is, and the launcher symbolizes the faulting frame.
+#[test]
+fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
+    let found = Command::new("addr2line").arg("--version").output().is_ok();
+    assert!(
+        found,
+        "addr2line is missing: run the tests through `./ebb test` (binutils)"
+    );
+    for (machine, crash, note, function) in [
+        (
+            "q35",
+            "crash=guard-page",
+            "the address is in the guard page of a virtual region",
+            "ebb_native::runtime::crash_now at ",
+        ),
+        (
+            "microvm",
+            "crash=stack-overflow",
+            "the address is in the guard page below a stack: stack overflow",
+            "ebb_native::runtime::recurse at ",
+        ),
+    ] {
+        let output = run_native(&["--machine", machine, "--boot-arg", crash]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(102),
+            "{crash}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("CPU EXCEPTION 14 page fault (#PF), error code 0x2"),
+            "{crash}: a write to a non-present page:\n{stdout}"
+        );
+        assert!(stdout.contains(note), "{crash}:\n{stdout}");
+        assert!(stdout.contains("    #0 0x"), "{crash}:\n{stdout}");
+        assert!(
+            stderr.contains("ebb: backtrace, symbolized from "),
+            "{crash}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(function) && stderr.contains("crates/ebb-native/src/runtime.rs:"),
+            "{crash}: the faulting frame, symbolized:\n{stderr}"
         );
     }
 }

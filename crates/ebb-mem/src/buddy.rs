@@ -109,11 +109,78 @@ impl BuddyAllocator {
         }
     }
 
+    /// Takes ownership of the pages of the arena at address `base` (`2^order`
+    /// pages, naturally aligned; may be 0) that lie in `usable` (byte ranges
+    /// `[start, end)`, absolute addresses, clipped to the arena and to whole
+    /// pages; page 0 is never used, a null pointer); the rest are holes
+    /// that are never handed out nor coalesced with. The
+    /// metadata takes the first [`Self::meta_pages`] pages of the first
+    /// usable run long enough. Returns false (and manages nothing) if no
+    /// run is. This is how an arena covers physical memory with firmware
+    /// holes and an image in it (the native platform).
+    ///
+    /// # Safety
+    /// `base` must be aligned to `PAGE_SIZE << order`; the usable pages
+    /// must be valid for reads and writes and used by nothing else for as
+    /// long as this allocator (or memory it hands out) lives. Nothing
+    /// outside them is touched.
+    pub unsafe fn init_with_holes(
+        &mut self,
+        base: usize,
+        order: usize,
+        usable: &[(usize, usize)],
+    ) -> bool {
+        assert!(order <= MAX_ORDER, "arena order too large");
+        debug_assert!(base.is_multiple_of(PAGE_SIZE << order));
+        *self = Self::empty();
+        let start = base;
+        let pages = 1usize << order;
+        // Page-index runs of the arena, in `usable`.
+        let runs = usable.iter().filter_map(move |&(s, e)| {
+            let s = s.max(start).max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
+            let e = e.min(start + (PAGE_SIZE << order)) & !(PAGE_SIZE - 1);
+            (s < e).then(|| ((s - start) / PAGE_SIZE, (e - start) / PAGE_SIZE))
+        });
+        let reserved = Self::meta_pages(order);
+        let Some((meta_idx, _)) = runs.clone().find(|(s, e)| e - s >= reserved) else {
+            return false;
+        };
+        // An arena at address 0 has a null base: emptiness is `meta` null.
+        self.base = ptr::with_exposed_provenance_mut(base);
+        self.order = order;
+        self.meta = ptr::with_exposed_provenance_mut(base + meta_idx * PAGE_SIZE);
+        // SAFETY: the metadata run is `reserved` usable pages (at least
+        // `pages` bytes), ours by the caller's contract.
+        unsafe { ptr::write_bytes(self.meta, 0, pages) };
+        self.set_meta(meta_idx, USED);
+        for (s, e) in runs {
+            if (s..e).contains(&meta_idx) {
+                self.free_run(s, meta_idx);
+                self.free_run(meta_idx + reserved, e);
+            } else {
+                self.free_run(s, e);
+            }
+        }
+        true
+    }
+
+    /// Frees pages `[idx, end)` as the largest aligned blocks that fit.
+    fn free_run(&mut self, mut idx: usize, end: usize) {
+        while idx < end {
+            let mut k = (idx.trailing_zeros() as usize).min(self.order);
+            while k > 0 && idx + (1 << k) > end {
+                k -= 1;
+            }
+            self.push(idx, k);
+            idx += 1 << k;
+        }
+    }
+
     /// Whether `ptr` lies inside this arena.
     pub fn contains(&self, ptr: *const u8) -> bool {
         let a = ptr as usize;
         let b = self.base as usize;
-        !self.base.is_null() && a >= b && a - b < PAGE_SIZE << self.order
+        !self.meta.is_null() && a >= b && a - b < PAGE_SIZE << self.order
     }
 
     /// Pages currently free.
@@ -123,7 +190,7 @@ impl BuddyAllocator {
 
     /// Pages managed (including metadata pages).
     pub fn total_pages(&self) -> usize {
-        if self.base.is_null() {
+        if self.meta.is_null() {
             0
         } else {
             1 << self.order
@@ -331,6 +398,41 @@ mod tests {
         }
         assert_eq!(b.free_pages(), initial);
         assert!(b.alloc(order - 1).is_some(), "upper half coalesced");
+    }
+
+    #[test]
+    fn holes_are_never_handed_out_nor_merged() {
+        let order = 6;
+        let arena = Arena::new(order);
+        let base = arena.ptr.as_ptr() as usize;
+        let page = |i: usize| base + i * PAGE_SIZE;
+        // Usable: pages 3..20 (not page-aligned at the ends: clipped to
+        // whole pages 4..20) and 40..64; holes elsewhere.
+        let usable = [(page(3) + 100, page(20) + 5), (page(40), page(70))];
+        let mut b = BuddyAllocator::empty();
+        // SAFETY: the arena is aligned, sized and exclusively ours.
+        assert!(unsafe { b.init_with_holes(base, order, &usable) });
+        // Metadata: page 4 (one page for 64 pages).
+        assert_eq!(b.free_pages(), (20 - 5) + (64 - 40));
+        let mut got = Vec::new();
+        while let Some(p) = b.alloc(0) {
+            let i = (p.as_ptr() as usize - base) / PAGE_SIZE;
+            assert!((5..20).contains(&i) || (40..64).contains(&i), "page {i}");
+            got.push(p);
+        }
+        assert_eq!(got.len(), 39);
+        for p in got {
+            // SAFETY: each block came from `b.alloc(0)` once.
+            unsafe { b.free(p, 0) };
+        }
+        assert_eq!(b.free_pages(), 39);
+        // Pages 40..64 hold one 16-page block (48..64) at most: 32..64
+        // would need the hole 32..40.
+        assert!(b.alloc(4).is_some());
+        assert!(b.alloc(5).is_none());
+        let mut none = BuddyAllocator::empty();
+        // SAFETY: no page is usable, so nothing is touched.
+        assert!(!unsafe { none.init_with_holes(base, order, &[(page(1), page(1))]) });
     }
 
     #[test]

@@ -100,6 +100,30 @@ impl PageAllocator {
         found
     }
 
+    /// Adds the arena at address `base` (`ARENA_BYTES`, aligned to it; 0 is
+    /// fine) of which only
+    /// the `usable` byte ranges are memory (see
+    /// [`BuddyAllocator::init_with_holes`]): how a platform that owns
+    /// physical memory hands it over up front. False if the node has
+    /// [`MAX_ARENAS`] already or the arena has too little usable memory.
+    ///
+    /// # Safety
+    /// As for [`BuddyAllocator::init_with_holes`]; the ranges must not
+    /// overlap another arena's.
+    pub unsafe fn add_arena(&self, base: usize, usable: &[(usize, usize)]) -> bool {
+        let mut a = self.arenas.lock();
+        if a.count == MAX_ARENAS {
+            return false;
+        }
+        let i = a.count;
+        // SAFETY: the caller's contract.
+        if !unsafe { a.buddies[i].init_with_holes(base, ARENA_ORDER, usable) } {
+            return false;
+        }
+        a.count += 1;
+        true
+    }
+
     /// Returns pages obtained from [`Self::alloc`] with the same `order`.
     ///
     /// # Safety

@@ -80,6 +80,10 @@ pub fn decode_qemu_status(status: i32) -> QemuExit {
 pub enum Crash {
     /// A load from address 0 (page 0 is never mapped): a page fault.
     NullLoad,
+    /// A store just past the end of a virtual region, into its guard page.
+    GuardPage,
+    /// Unbounded recursion until the stack's guard page.
+    StackOverflow,
     /// `ud2`: an invalid-opcode exception.
     InvalidOpcode,
     /// `int3`: a breakpoint exception.
@@ -93,6 +97,8 @@ impl Crash {
     pub fn parse(value: &str) -> Option<Crash> {
         Some(match value {
             "null" | "page-fault" => Crash::NullLoad,
+            "guard-page" => Crash::GuardPage,
+            "stack-overflow" => Crash::StackOverflow,
             "ud2" | "invalid-opcode" => Crash::InvalidOpcode,
             "int3" | "breakpoint" => Crash::Breakpoint,
             "panic" => Crash::Panic,
@@ -235,6 +241,8 @@ mod tests {
         let (options, _, unknown) = parse("cores=0 crash=nope crash=ud2");
         assert_eq!(options.cores, 1);
         assert_eq!(options.crash, Some(Crash::InvalidOpcode));
+        assert_eq!(Crash::parse("guard-page"), Some(Crash::GuardPage));
+        assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
     }
 }

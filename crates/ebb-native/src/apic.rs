@@ -58,6 +58,18 @@ pub fn init() {
     unsafe { pic1.write(0xff) };
     // SAFETY: as above, the second PIC.
     unsafe { pic2.write(0xff) };
+    enable();
+    write(TIMER_INITIAL, u32::MAX);
+    clock::spin_for(1_000_000);
+    let ticks = u64::from(u32::MAX - read(TIMER_CURRENT));
+    write(TIMER_INITIAL, 0);
+    TICKS_PER_MS.store(ticks.max(1), Ordering::Relaxed);
+}
+
+/// Enables this core's LAPIC: accepts every priority, spurious vector,
+/// error interrupt masked, timer stopped, dividing by 1. Other cores use
+/// core 0's timer calibration (same clock under QEMU).
+pub fn enable() {
     let mut base = Msr::new(IA32_APIC_BASE);
     // SAFETY: reading IA32_APIC_BASE has no side effect.
     let value = unsafe { base.read() };
@@ -69,11 +81,7 @@ pub fn init() {
     write(LVT_ERROR, MASKED);
     write(TIMER_DIVIDE, 0b1011); // divide by 1
     write(LVT_TIMER, MASKED | TIMER_VECTOR as u32);
-    write(TIMER_INITIAL, u32::MAX);
-    clock::spin_for(1_000_000);
-    let ticks = u64::from(u32::MAX - read(TIMER_CURRENT));
     write(TIMER_INITIAL, 0);
-    TICKS_PER_MS.store(ticks.max(1), Ordering::Relaxed);
 }
 
 /// This core's LAPIC id.
@@ -102,11 +110,29 @@ pub fn eoi() {
 
 /// Sends the wake-up IPI to the core whose LAPIC id is `apic_id`.
 pub fn send_wake(apic_id: u32) {
+    send(apic_id, (1 << 14) | WAKE_VECTOR as u32);
+}
+
+/// Sends an IPI (the ICR's low word `command`) to `apic_id` and waits
+/// until the LAPIC has sent it.
+fn send(apic_id: u32, command: u32) {
     write(ICR_HIGH, apic_id << 24);
-    write(ICR_LOW, (1 << 14) | WAKE_VECTOR as u32);
+    write(ICR_LOW, command);
     while read(ICR_LOW) & (1 << 12) != 0 {
         core::hint::spin_loop();
     }
+}
+
+/// INIT IPI (delivery mode 101, level assert): puts the processor in
+/// wait-for-SIPI (Intel SDM vol. 3A §9.4.4.1, "MP initialization").
+pub fn send_init(apic_id: u32) {
+    send(apic_id, 0x4500);
+}
+
+/// Start-up IPI (delivery mode 110): the processor starts in real mode at
+/// `page << 12` (the trampoline's page below 1 MiB).
+pub fn send_startup(apic_id: u32, page: u8) {
+    send(apic_id, 0x4600 | u32::from(page));
 }
 
 /// LAPIC timer ticks per millisecond.

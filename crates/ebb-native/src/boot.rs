@@ -7,13 +7,14 @@
 //! microvm): entry in 32-bit protected mode with paging off, flat segments,
 //! interrupts off, `%ebx` = physical address of the start-info structure.
 
-use core::arch::global_asm;
+use core::arch::{asm, global_asm};
 
 use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
-use crate::{apic, clock, console, cpu, memory, paging, runtime, start_info};
+use crate::{apic, clock, console, cpu, memory, paging, runtime, smp, start_info};
 
-/// Size of the boot stack, which stays core 0's stack for its event loop.
-pub const BOOT_STACK_SIZE: usize = 1 << 20;
+/// Size of the boot stack, used until the heap exists (then core 0 moves
+/// to a stack with a guard page).
+pub const BOOT_STACK_SIZE: usize = 64 * 1024;
 
 // The boot page tables (PML4, one PDPT, four page directories of 2 MiB pages
 // for the first 4 GiB), the boot GDT, and the boot stack. The tables and the
@@ -42,6 +43,13 @@ ebb_boot_stack_bottom:
     .skip {stack_size}
 ebb_boot_stack_top:
 
+    /* The TSC at the first instruction (in .data: .bss is zeroed after). */
+    .section .data.ebb_boot, "aw"
+    .p2align 3
+    .global ebb_entry_tsc
+ebb_entry_tsc:
+    .quad 0
+
     .section .rodata.ebb_boot, "a"
     .p2align 3
 ebb_boot_gdt:
@@ -60,6 +68,9 @@ ebb_pvh_start32:
     cli
     cld
     mov %ebx, %esi              /* start info, kept for start64 */
+    rdtsc
+    mov %eax, ebb_entry_tsc
+    mov %edx, ebb_entry_tsc + 4
 
     /* zero .bss (QEMU does, other loaders may not) */
     mov $__bss_start, %edi
@@ -131,6 +142,17 @@ ebb_start64_trampoline:
 extern "C" {
     static __image_start: u8;
     static __image_end: u8;
+    static ebb_entry_tsc: u64;
+}
+
+/// Nanoseconds from the image's first instruction (the PVH entry) until
+/// now, by the TSC (`./ebb bench boot`'s `boot_to_main_ms`).
+fn since_entry_ns() -> u64 {
+    // SAFETY: written once by the entry code before any Rust runs; read-only
+    // afterwards.
+    let entry = unsafe { (&raw const ebb_entry_tsc).read() };
+    let ticks = clock::rdtsc().saturating_sub(entry);
+    ticks.saturating_mul(1_000_000) / clock::tsc_khz().max(1)
 }
 
 /// Where the image lies in physical memory, `[start, end)` (with .bss).
@@ -158,7 +180,7 @@ extern "C" fn start64(start_info_paddr: u32) -> ! {
         }
     };
     cpu::init_core0();
-    let (options, args) = parse_cmdline(info.cmdline(), |word| {
+    let (options, _) = parse_cmdline(info.cmdline(), |word| {
         crate::println!("ebbflow: ignoring unknown platform option '{word}'");
     });
     let plan = match paging::init(info, options.machine) {
@@ -169,11 +191,50 @@ extern "C" fn start64(start_info_paddr: u32) -> ! {
         }
     };
     memory::init(plan);
+    runtime::set_options(options);
+    // Core 0 leaves the boot stack for one with a guard page below, like
+    // every other core's.
+    let top = match paging::map_stack(smp::CORE_STACK_SIZE) {
+        Ok(top) => top,
+        Err(error) => {
+            crate::println!("ebbflow: no memory for core 0's stack: {error}");
+            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
+        }
+    };
+    // SAFETY: `top` is the top of a fresh mapped stack that nothing else
+    // uses; `start_core0` never returns, so nothing on the boot stack is
+    // needed again (what it needs is in statics).
+    unsafe {
+        asm!(
+            "mov rsp, {top}",
+            "xor ebp, ebp",
+            "call {next}",
+            top = in(reg) top,
+            next = sym start_core0,
+            options(noreturn)
+        )
+    }
+}
+
+/// The rest of the boot, on core 0's own stack: clock, LAPIC, the other
+/// cores, then the application.
+extern "C" fn start_core0() -> ! {
+    let Some(info) = start_info::get() else {
+        runtime::exit(i32::from(EXIT_BOOT_FAILURE));
+    };
+    let options = runtime::options();
+    let (_, args) = parse_cmdline(info.cmdline(), |_| {});
     clock::init(options.tsc_khz);
     apic::init();
-    runtime::set_options(options);
+    runtime::set_cores(smp::start_cores(options.cores, info.rsdp).into_boxed_slice());
+    let boot_ns = since_entry_ns();
     if options.verbose {
         runtime::describe_boot(info);
+        crate::println!(
+            "ebbflow native: entry to main {}.{:03} ms",
+            boot_ns / 1_000_000,
+            boot_ns / 1_000 % 1_000
+        );
     }
 
     let mut words: [&str; 64] = [""; 64];

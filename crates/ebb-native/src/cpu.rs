@@ -11,6 +11,7 @@
 //! frames; symbolize the printed addresses on the host
 //! (`addr2line -e IMAGE`), which `./ebb run --native` does for you.
 
+use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -25,15 +26,21 @@ use x86_64::structures::DescriptorTablePointer;
 use x86_64::VirtAddr;
 
 use crate::abi::EXIT_CPU_EXCEPTION;
+use ebb_mem::vmem::FaultError;
+
+use crate::regions::{self, PageFault};
 use crate::{apic, console, paging, runtime};
 
 /// Bytes of each interrupt stack (IST).
 const IST_STACK_SIZE: usize = 16 * 1024;
-/// IST slots: 1 double fault, 2 NMI, 3 machine check (the TSS numbers
-/// them from 1; the array from 0).
+/// IST slots: 1 double fault, 2 NMI, 3 machine check, 4 page fault (the
+/// TSS numbers them from 1; the array from 0). The page fault has its own
+/// stack so that a stack overflow into a guard page is reported as the page
+/// fault it is, not as a double fault.
 const IST_DOUBLE_FAULT: usize = 0;
 const IST_NMI: usize = 1;
 const IST_MACHINE_CHECK: usize = 2;
+const IST_PAGE_FAULT: usize = 3;
 
 /// The registers an interrupt stub saves, lowest address first, then what
 /// the stub and the CPU pushed.
@@ -194,7 +201,8 @@ struct Stack(UnsafeCell<[u8; IST_STACK_SIZE]>);
 // vector on core 0; Rust code never reads or writes it through the static.
 unsafe impl Sync for Stack {}
 
-static IST_STACKS: [Stack; 3] = [
+static IST_STACKS: [Stack; 4] = [
+    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
@@ -211,29 +219,21 @@ static TSS: Once<TaskStateSegment> = Once::new();
 static GDT: Once<Gdt> = Once::new();
 static IDT: Once<Idt> = Once::new();
 
-/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
-/// IDT. After this an exception produces a report instead of a reset.
-pub fn init_core0() {
-    let tss = TSS.call_once(|| {
-        let mut tss = TaskStateSegment::new();
-        for (slot, stack) in IST_STACKS.iter().enumerate() {
-            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
-            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
-        }
-        tss
-    });
-    let gdt = GDT.call_once(|| {
-        let mut table = GlobalDescriptorTable::new();
-        let code = table.append(Descriptor::kernel_code_segment());
-        let data = table.append(Descriptor::kernel_data_segment());
-        let tss = table.append(Descriptor::tss_segment(tss));
-        Gdt {
-            table,
-            code,
-            data,
-            tss,
-        }
-    });
+fn make_gdt(tss: &'static TaskStateSegment) -> Gdt {
+    let mut table = GlobalDescriptorTable::new();
+    let code = table.append(Descriptor::kernel_code_segment());
+    let data = table.append(Descriptor::kernel_data_segment());
+    let tss = table.append(Descriptor::tss_segment(tss));
+    Gdt {
+        table,
+        code,
+        data,
+        tss,
+    }
+}
+
+/// Loads `gdt` (its segments and TSS) and the shared IDT on this core.
+fn load(gdt: &'static Gdt) {
     gdt.table.load();
     // SAFETY: (for this block and the next three) the selectors name this
     // GDT's flat 64-bit code and data segments, which map the same
@@ -245,8 +245,8 @@ pub fn init_core0() {
     unsafe { DS::set_reg(gdt.data) };
     // SAFETY: as above.
     unsafe { ES::set_reg(gdt.data) };
-    // SAFETY: the selector names this GDT's descriptor of the 'static TSS,
-    // not yet loaded (busy) on any core.
+    // SAFETY: the selector names this GDT's descriptor of its 'static TSS,
+    // which is this core's own: not loaded (busy) on any other core.
     unsafe { load_tss(gdt.tss) };
     let idt = IDT.call_once(|| {
         let mut idt = Idt([Gate::MISSING; 256]);
@@ -258,6 +258,7 @@ pub fn init_core0() {
                 8 => IST_DOUBLE_FAULT + 1,
                 2 => IST_NMI + 1,
                 18 => IST_MACHINE_CHECK + 1,
+                14 => IST_PAGE_FAULT + 1,
                 _ => 0,
             };
             idt.0[vector as usize] = Gate::new(stub, gdt.code, ist as u8);
@@ -273,17 +274,64 @@ pub fn init_core0() {
     unsafe { lidt(&pointer) };
 }
 
+/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
+/// IDT. After this an exception produces a report instead of a reset.
+pub fn init_core0() {
+    let tss = TSS.call_once(|| {
+        let mut tss = TaskStateSegment::new();
+        for (slot, stack) in IST_STACKS.iter().enumerate() {
+            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
+            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+        }
+        tss
+    });
+    load(GDT.call_once(|| make_gdt(tss)));
+}
+
+/// Gives another core its own GDT and TSS, with interrupt stacks (guard
+/// pages below them) from the stacks' region, and loads them and the IDT.
+/// Runs on that core, once, with the heap up.
+pub fn init_other_core() -> Result<(), paging::PagingError> {
+    let mut tss = TaskStateSegment::new();
+    for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
+        let top = paging::map_stack(IST_STACK_SIZE as u64)?;
+        tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+    }
+    let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
+    load(Box::leak(Box::new(make_gdt(tss))));
+    Ok(())
+}
+
 /// Every interrupt and exception, called by the stubs with interrupts off.
 extern "C" fn interrupt(frame: *mut Frame) {
     // SAFETY: the stub passes its own stack frame, laid out as `Frame`,
     // valid until this function returns.
     let frame = unsafe { &mut *frame };
     match frame.vector {
-        0..=31 => exception(frame),
+        14 => page_fault(frame),
+        0..=31 => exception(frame, None),
         apic::TIMER_VECTOR | apic::WAKE_VECTOR => apic::eoi(),
         apic::SPURIOUS_VECTOR => {}
-        _ => exception(frame),
+        _ => exception(frame, None),
     }
+}
+
+/// A page fault: resolved if it is a first touch in a demand-zero region,
+/// else reported with what the address is.
+fn page_fault(frame: &Frame) {
+    let address = Cr2::read_raw();
+    let write = frame.error & 2 != 0;
+    let note = match regions::page_fault(address, write) {
+        PageFault::Resolved => return,
+        PageFault::Fatal(FaultError::GuardPage) => "in the guard page of a virtual region",
+        PageFault::Fatal(FaultError::Unmapped) => "in the regions' area but in no region",
+        PageFault::Fatal(FaultError::Denied) => "in a region that refused it (or no memory)",
+        PageFault::NotARegion if paging::is_stack_guard(address) => {
+            "in the guard page below a stack: stack overflow"
+        }
+        PageFault::NotARegion => "not mapped",
+    };
+    exception(frame, Some(note))
 }
 
 /// Names of the exception vectors.
@@ -316,7 +364,7 @@ fn exception_name(vector: u64) -> &'static str {
 /// Set by the first report: a fault while reporting exits at once.
 static REPORTING: AtomicBool = AtomicBool::new(false);
 
-fn exception(frame: &Frame) -> ! {
+fn exception(frame: &Frame, note: Option<&str>) -> ! {
     if REPORTING.swap(true, Ordering::Relaxed) {
         console::emergency(format_args!(
             "\nebbflow: exception {} at {:#x} while reporting a fault\n",
@@ -350,6 +398,9 @@ fn exception(frame: &Frame) -> ! {
             },
             if cause & 4 != 0 { "user" } else { "kernel" },
         ));
+        if let Some(note) = note {
+            out(format_args!("  the address is {note}\n"));
+        }
     }
     out(format_args!(
         "  RIP={:#018x} CS={:#x} RFLAGS={:#x} RSP={:#018x} SS={:#x} CR3={:#x}\n",

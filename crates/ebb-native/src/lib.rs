@@ -17,6 +17,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 pub mod abi;
+pub mod acpi;
 pub mod layout;
 
 #[cfg(target_os = "none")]
@@ -33,11 +34,17 @@ pub mod console;
 #[cfg(target_os = "none")]
 mod cpu;
 #[cfg(target_os = "none")]
+mod mem_fill;
+#[cfg(target_os = "none")]
 mod memory;
 #[cfg(target_os = "none")]
 mod paging;
 #[cfg(target_os = "none")]
+pub mod regions;
+#[cfg(target_os = "none")]
 mod runtime;
+#[cfg(target_os = "none")]
+mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
 

@@ -4,12 +4,15 @@
 //! uncached, page 0 left unmapped (null pointers fault), and each core's
 //! EbbRef table and context page at `ebb-core`'s fixed `TABLE_VADDR`.
 //!
-//! Each core has its own PML4: the identity part (entries 0..511) is shared,
-//! entry 511 leads to that core's own table pages. Only core 0 exists yet.
+//! Each core has its own PML4: the identity part and the stacks' region
+//! (entries 0..511) are shared, entry 511 leads to that core's own table
+//! pages. Stacks live in their own region with an unmapped guard page
+//! below each ([`map_stack`]).
 
 use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 
-use spin::Once;
+use spin::{Mutex, Once};
 use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
@@ -36,6 +39,22 @@ const ADDRESS: u64 = 0x000f_ffff_ffff_f000;
 pub const TABLE_VADDR: u64 = 0xFFFF_FFFF_F000_0000;
 /// Pages of the table (512 KiB) plus one context page.
 const TABLE_PAGES: u64 = (1 << 16) * 8 / PAGE + 1;
+/// The last word of each core's context page: its allocator cache pointer
+/// (`memory.rs`; `ebb-core`'s `Context` sits at the page's start).
+pub const CORE_CACHE_SLOT: u64 = TABLE_VADDR + TABLE_PAGES * PAGE - 8;
+
+/// The region of stacks with guard pages (PML4 entry 510, shared by all
+/// cores): see [`map_stack`].
+pub const STACKS_VADDR: u64 = 0xFFFF_FF00_0000_0000;
+
+/// The region of demand-paged virtual regions (PML4 entry 509, shared by
+/// all cores): see `regions.rs`.
+pub const REGIONS_VADDR: u64 = 0xFFFF_FE80_0000_0000;
+/// Bytes of that region (one PML4 entry: 512 GiB).
+pub const REGIONS_BYTES: u64 = 1 << 39;
+
+/// Core 0's PML4 (physical address), whose shared entries other cores copy.
+static CORE0_PML4: AtomicU64 = AtomicU64::new(0);
 
 /// The IOAPIC and LAPIC register pages (fixed on QEMU's machines).
 pub const IOAPIC_BASE: u64 = 0xfec0_0000;
@@ -81,14 +100,31 @@ impl fmt::Display for PagingError {
 
 static PLAN: Once<MemoryPlan> = Once::new();
 
-/// Physical frames for page tables, taken from the bottom of one RAM range.
+/// Where zeroed 4 KiB page-table (and stack) frames come from.
+trait FrameSource {
+    /// A zeroed 4 KiB frame, identity mapped.
+    fn zeroed(&mut self) -> Result<u64, PagingError>;
+}
+
+/// Physical frames for page tables, taken from the bottom of one RAM range
+/// (before the heap exists).
 struct Frames {
     next: u64,
     end: u64,
 }
 
-impl Frames {
-    /// A zeroed 4 KiB frame.
+/// Page-table frames from the page allocator once it exists (identity
+/// mapped RAM below 4 GiB; not the general-purpose allocator, which the
+/// page-fault handler must not enter).
+struct PageAllocatorFrames;
+
+impl FrameSource for PageAllocatorFrames {
+    fn zeroed(&mut self) -> Result<u64, PagingError> {
+        crate::memory::zeroed_frame().ok_or(PagingError::NoMemory)
+    }
+}
+
+impl FrameSource for Frames {
     fn zeroed(&mut self) -> Result<u64, PagingError> {
         if self.end - self.next < PAGE {
             return Err(PagingError::NoMemory);
@@ -109,7 +145,7 @@ fn entries(frame: u64) -> *mut u64 {
 }
 
 /// The table that entry `index` of `table` points to, made if missing.
-fn next_table(table: u64, index: u64, frames: &mut Frames) -> Result<u64, PagingError> {
+fn next_table(table: u64, index: u64, frames: &mut impl FrameSource) -> Result<u64, PagingError> {
     let entry = entries(table).wrapping_add(index as usize);
     // SAFETY: `table` is one of our page-table frames and `index < 512`.
     let value = unsafe { entry.read() };
@@ -137,7 +173,7 @@ fn map_large(
     addr: u64,
     size: u64,
     flags: u64,
-    frames: &mut Frames,
+    frames: &mut impl FrameSource,
 ) -> Result<(), PagingError> {
     let pdpt = next_table(pml4, index(addr, 3), frames)?;
     if size == GIB {
@@ -236,18 +272,12 @@ pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, P
         result?;
     }
 
-    // This core's EbbRef table and context page: zeroed 4 KiB pages.
-    let pdpt = next_table(pml4, index(TABLE_VADDR, 3), &mut frames)?;
-    let pd = next_table(pdpt, index(TABLE_VADDR, 2), &mut frames)?;
-    let pt = next_table(pd, index(TABLE_VADDR, 1), &mut frames)?;
-    for page in 0..TABLE_PAGES {
-        let frame = frames.zeroed()?;
-        set(
-            pt,
-            index(TABLE_VADDR, 0) + page,
-            frame | PRESENT | WRITABLE | NO_EXECUTE,
-        );
-    }
+    map_core_table(pml4, &mut frames)?;
+    // The stacks' region: its PDPT exists before any core's PML4 copies
+    // the shared entries, so stacks mapped later are seen by every core.
+    next_table(pml4, index(STACKS_VADDR, 3), &mut frames)?;
+    next_table(pml4, index(REGIONS_VADDR, 3), &mut frames)?;
+    CORE0_PML4.store(pml4, Ordering::Relaxed);
 
     let plan = PLAN.call_once(|| MemoryPlan {
         mapped,
@@ -263,6 +293,158 @@ pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, P
     Ok(plan)
 }
 
+/// Maps a core's own EbbRef table and context page (zeroed 4 KiB pages)
+/// at [`TABLE_VADDR`] through entry 511 of `pml4`.
+fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), PagingError> {
+    let pdpt = next_table(pml4, index(TABLE_VADDR, 3), frames)?;
+    let pd = next_table(pdpt, index(TABLE_VADDR, 2), frames)?;
+    let pt = next_table(pd, index(TABLE_VADDR, 1), frames)?;
+    for page in 0..TABLE_PAGES {
+        let frame = frames.zeroed()?;
+        if page == TABLE_PAGES - 1 {
+            crate::memory::prepare_core_page(frame);
+        }
+        set(
+            pt,
+            index(TABLE_VADDR, 0) + page,
+            frame | PRESENT | WRITABLE | NO_EXECUTE,
+        );
+    }
+    Ok(())
+}
+
+/// A PML4 for another core (physical address, below 4 GiB so that the
+/// real-mode trampoline can load it): the identity map and the stacks'
+/// region shared with core 0 (entries 0..511 copied), and its own EbbRef
+/// table pages behind entry 511. Needs the page allocator.
+pub fn new_core_pml4() -> Result<u64, PagingError> {
+    let core0 = CORE0_PML4.load(Ordering::Relaxed);
+    let pml4 = PageAllocatorFrames.zeroed()?;
+    for entry in 0..511 {
+        // SAFETY: both are page-table frames of 512 entries; entry < 511.
+        let value = unsafe { entries(core0).wrapping_add(entry).read() };
+        set(pml4, entry as u64, value);
+    }
+    map_core_table(pml4, &mut PageAllocatorFrames)?;
+    Ok(pml4)
+}
+
+/// Core 0's PML4 (physical, below 4 GiB): the tables other cores start on.
+pub fn core0_pml4() -> u64 {
+    CORE0_PML4.load(Ordering::Relaxed)
+}
+
+/// Next free address in the stacks' region (see [`map_stack`]).
+static NEXT_STACK: Mutex<u64> = Mutex::new(STACKS_VADDR);
+
+/// Maps a fresh stack of `bytes` (a power of two, at least 4 KiB) in the
+/// stacks' region, with an unmapped guard page below it, and returns its
+/// top. An overflow faults on the guard page instead of overwriting the
+/// memory below. The stack's pages come straight from the page allocator
+/// and are not zeroed (nothing reads a stack before writing it). Needs the
+/// page allocator.
+pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
+    let pages = bytes.div_ceil(PAGE).next_power_of_two();
+    let memory =
+        crate::memory::frames(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
+    let pml4 = CORE0_PML4.load(Ordering::Relaxed);
+    let mut next = NEXT_STACK.lock();
+    let bottom = *next + PAGE; // *next stays unmapped: the guard page
+    for page in 0..pages {
+        let addr = bottom + page * PAGE;
+        let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
+        let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
+        let pt = next_table(pd, index(addr, 1), &mut PageAllocatorFrames)?;
+        set(
+            pt,
+            index(addr, 0),
+            (memory + page * PAGE) | PRESENT | WRITABLE | NO_EXECUTE,
+        );
+    }
+    let top = bottom + pages * PAGE;
+    *next = top;
+    Ok(top)
+}
+
+/// Maps the 4 KiB page at `addr` (in the shared regions' area) to a fresh
+/// zeroed frame, for every core (the area's tables are shared). Returns
+/// false without memory.
+pub fn map_zeroed_page(addr: u64) -> bool {
+    let pml4 = CORE0_PML4.load(Ordering::Relaxed);
+    let walk = || -> Result<(), PagingError> {
+        let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
+        let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
+        let pt = next_table(pd, index(addr, 1), &mut PageAllocatorFrames)?;
+        let frame = PageAllocatorFrames.zeroed()?;
+        set(pt, index(addr, 0), frame | PRESENT | WRITABLE | NO_EXECUTE);
+        Ok(())
+    };
+    walk().is_ok()
+}
+
+/// Unmaps the 4 KiB page at `addr` if it is mapped and returns its frame.
+/// Only this core's TLB entry is dropped: the caller makes sure no core
+/// uses the address again (regions' addresses are never reused).
+pub fn unmap_page(addr: u64) -> Option<u64> {
+    let mut table = CORE0_PML4.load(Ordering::Relaxed);
+    for level in (1..4).rev() {
+        // SAFETY: `table` is one of our page-table frames, index < 512.
+        let value = unsafe {
+            entries(table)
+                .wrapping_add(index(addr, level) as usize)
+                .read()
+        };
+        if value & PRESENT == 0 || value & LARGE != 0 {
+            return None;
+        }
+        table = value & ADDRESS;
+    }
+    let entry = entries(table).wrapping_add(index(addr, 0) as usize);
+    // SAFETY: as above, the last level.
+    let value = unsafe { entry.read() };
+    if value & PRESENT == 0 {
+        return None;
+    }
+    // SAFETY: as above; the page is no longer used (caller's contract).
+    unsafe { entry.write(0) };
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(addr));
+    Some(value & ADDRESS)
+}
+
+/// Whether `addr` is a mapped page of the stacks' region.
+fn is_mapped_stack(addr: u64) -> bool {
+    // `try_lock`: this runs in exception reports, maybe under `map_stack`.
+    let Some(next) = NEXT_STACK.try_lock().map(|next| *next) else {
+        return false;
+    };
+    if !(STACKS_VADDR..next).contains(&addr) {
+        return false;
+    }
+    let mut table = CORE0_PML4.load(Ordering::Relaxed);
+    for level in (0..4).rev() {
+        // SAFETY: `table` is one of our page-table frames, index < 512.
+        let value = unsafe {
+            entries(table)
+                .wrapping_add(index(addr, level) as usize)
+                .read()
+        };
+        if value & PRESENT == 0 {
+            return false;
+        }
+        table = value & ADDRESS;
+    }
+    true
+}
+
+/// Whether `addr` is in the stacks' region but not mapped: a guard page
+/// (for exception reports).
+pub fn is_stack_guard(addr: u64) -> bool {
+    let Some(next) = NEXT_STACK.try_lock().map(|next| *next) else {
+        return false;
+    };
+    (STACKS_VADDR..next).contains(&addr) && !is_mapped_stack(addr)
+}
+
 /// The memory plan, once [`init`] ran.
 pub fn plan() -> Option<&'static MemoryPlan> {
     PLAN.get()
@@ -273,6 +455,9 @@ pub fn is_mapped_ram(addr: u64, len: u64) -> bool {
     let Some(end) = addr.checked_add(len) else {
         return false;
     };
+    if addr >= STACKS_VADDR {
+        return is_mapped_stack(addr) && is_mapped_stack(end - 1);
+    }
     match plan() {
         Some(plan) => {
             addr >= PAGE

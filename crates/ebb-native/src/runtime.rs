@@ -19,6 +19,20 @@ use crate::{apic, clock, console, cpu, memory, paging};
 
 static OPTIONS: Once<PlatformOptions> = Once::new();
 static RAN: AtomicBool = AtomicBool::new(false);
+/// The LAPIC id of each running core (index = core number), set at boot.
+static CORES: Once<Box<[u32]>> = Once::new();
+/// The node, once [`run`] started it: the other cores wait for it.
+static NODE: Once<&'static Node> = Once::new();
+
+/// The platform options from the command line.
+pub fn options() -> PlatformOptions {
+    OPTIONS.get().copied().unwrap_or_default()
+}
+
+/// Records which cores run (boot, after `smp::start_cores`).
+pub fn set_cores(apic_ids: Box<[u32]>) {
+    CORES.call_once(|| apic_ids);
+}
 
 /// Records the platform options from the command line (boot).
 pub fn set_options(options: PlatformOptions) {
@@ -71,6 +85,7 @@ impl CoreDriver for NativeCore {
     }
 
     fn halt(&self, deadline: Option<Instant>) {
+        memory::flush_remote_frees();
         if let Some(deadline) = deadline {
             let now = clock::nanos();
             if deadline.0 <= now {
@@ -87,25 +102,28 @@ impl CoreDriver for NativeCore {
     }
 }
 
-/// Runs this image's node: `main` is the first event on core 0; returns
-/// when the node shuts down (`ebb_event::shutdown(code)`), with its code.
-/// One core for now, whatever `cores=` asks (SMP comes next).
+/// Runs this image's node on every core started at boot (`cores=N`):
+/// `main` is the first event on core 0; returns when the node shuts down
+/// (`ebb_event::shutdown(code)`), with its code.
 pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     if RAN.swap(true, Ordering::Relaxed) {
         return Err(NativeError::AlreadyRan);
     }
-    let options = OPTIONS.get().copied().unwrap_or_default();
-    if options.cores > 1 {
-        crate::println!(
-            "ebbflow: cores={} asked, but the native platform runs 1 core so far",
-            options.cores
-        );
-    }
-    let node = Node::standalone(1);
+    let options = options();
+    let apic_ids: Box<[u32]> = match CORES.get() {
+        Some(cores) => cores.clone(),
+        None => Box::new([apic::id()]),
+    };
+    let node = Node::standalone(apic_ids.len());
     let platform: &'static NativePlatform = Box::leak(Box::new(NativePlatform {
-        apic_ids: Box::new([apic::id()]),
+        apic_ids: apic_ids.clone(),
     }));
     start_node(node, platform).map_err(NativeError::Event)?;
+    // The other cores are halted in `run_other_core`: let them in.
+    NODE.call_once(|| node);
+    for &id in &apic_ids[1..] {
+        apic::send_wake(id);
+    }
     let init: Box<dyn FnOnce()> = Box::new(move || {
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
@@ -113,6 +131,25 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
         main();
     });
     run_core(CoreId(0), node, Box::new(NativeCore), Some(init)).map_err(NativeError::Event)
+}
+
+/// The rest of the life of core `core` (not 0), after its CPU setup:
+/// waits until [`run`] starts the node, then runs its event loop until
+/// the node shuts down, then halts for good (core 0 ends QEMU).
+pub fn run_other_core(core: usize) -> ! {
+    let node = loop {
+        if let Some(node) = NODE.get() {
+            break *node;
+        }
+        crate::smp::halt_until_interrupt();
+    };
+    if let Err(error) = run_core(CoreId(core), node, Box::new(NativeCore), None) {
+        crate::println!("ebbflow: core {core} cannot run its event loop: {error}");
+    }
+    loop {
+        // SAFETY: halting with interrupts off stops this core for good.
+        unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+    }
 }
 
 /// Faults on purpose (`crash=KIND`), from an event, to test the reports.
@@ -131,7 +168,27 @@ fn crash_now(crash: Crash) {
         // SAFETY: `int3` raises #BP, reported and fatal.
         Crash::Breakpoint => unsafe { asm!("int3", options(nomem, nostack)) },
         Crash::Panic => panic!("crash=panic asked for a panic"),
+        Crash::GuardPage => {
+            let mut region = crate::regions::DemandZeroRegion::new(4096).expect("a region");
+            let end = region.as_mut_slice().as_mut_ptr_range().end;
+            // SAFETY: not sound, on purpose: `end` is the region's guard
+            // page, never mapped, so this store faults.
+            unsafe { end.write_volatile(1) };
+        }
+        Crash::StackOverflow => {
+            let depth = recurse(0);
+            crate::println!("recursed {depth} deep without overflowing?");
+        }
     }
+}
+
+/// Recurses until the stack overflows (`crash=stack-overflow`): on purpose.
+#[allow(unconditional_recursion)]
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let mut frame = [depth; 64];
+    core::hint::black_box(&mut frame);
+    recurse(depth + 1) + frame[7]
 }
 
 /// Leaves QEMU with exit code `code` (see [`crate::abi`] for the encoding).
@@ -152,7 +209,7 @@ pub fn exit(code: i32) -> ! {
 
 /// Prints what the platform found at boot (`verbose`).
 pub fn describe_boot(info: &StartInfo) {
-    let (heap, _) = memory::stats();
+    let (free, used) = memory::stats();
     if let Some(plan) = paging::plan() {
         let usable: u64 = plan.usable.as_slice().iter().map(|r| r.end - r.start).sum();
         crate::println!(
@@ -163,12 +220,20 @@ pub fn describe_boot(info: &StartInfo) {
         );
     }
     crate::println!(
-        "ebbflow native: heap {} MiB, TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
-        heap >> 20,
+        "ebbflow native: heap: ebb-mem over {} MiB of pages ({} KiB used), TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
+        (free + used) >> 20,
+        used >> 10,
         clock::tsc_khz(),
         apic::ticks_per_ms(),
         info.rsdp
     );
+    if let Some(cores) = CORES.get() {
+        crate::println!(
+            "ebbflow native: {} cores, LAPIC ids {:?}",
+            cores.len(),
+            cores
+        );
+    }
 }
 
 #[panic_handler]

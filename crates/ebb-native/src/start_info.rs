@@ -132,3 +132,8 @@ pub fn read(paddr: u32) -> Result<&'static StartInfo, StartInfoError> {
     info.memmap_len = entries;
     Ok(INFO.call_once(|| info))
 }
+
+/// The start info [`read`] kept.
+pub fn get() -> Option<&'static StartInfo> {
+    INFO.get()
+}

@@ -1,0 +1,78 @@
+//! The in-guest tests as a native image: `./ebb run native-tests --native
+//! [--cores N] [-- FILTER...]`. Exits 0 when every selected test passed.
+//! Adds the tests of what only the native platform has (demand paging).
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use ebb_core::CoreId;
+use ebb_event::{core_count, spawn_task_on};
+use ebb_native::regions::{pages_filled, DemandZeroRegion};
+use native_tests::{Outcome, Test};
+
+ebb_native::entry!(main);
+
+const NATIVE_TESTS: &[Test] = &[Test {
+    name: "demand_zero_region_is_filled_on_first_touch",
+    run: || Box::pin(demand_zero_region()),
+}];
+
+/// A 64 MiB demand-zero region: only the pages touched get memory (one
+/// page-fault fill each, reads included), untouched bytes read zero, and
+/// another core sees the same pages without faulting again (the regions'
+/// page tables are shared).
+async fn demand_zero_region() -> Outcome {
+    const LEN: usize = 64 << 20;
+    let before = pages_filled();
+    let filled = move || pages_filled() - before;
+    let mut region = DemandZeroRegion::new(LEN).ok_or("no region")?;
+    let offsets = [0, 20 << 20, LEN - 1];
+    for (value, &offset) in (1u8..).zip(&offsets) {
+        region.as_mut_slice()[offset] = value;
+    }
+    if filled() != 3 {
+        return Err(format!("3 pages touched, {} filled", filled()));
+    }
+    if region.as_slice()[40 << 20] != 0 || region.as_slice()[1] != 0 {
+        return Err("untouched bytes are not zero".to_string());
+    }
+    if filled() != 4 {
+        return Err(format!("4 pages touched, {} filled", filled()));
+    }
+    let other = CoreId(1 % core_count());
+    let (region, seen) = spawn_task_on(other, async move {
+        let seen: Vec<u8> = offsets.iter().map(|&o| region.as_slice()[o]).collect();
+        (region, seen)
+    })
+    .map_err(|e| format!("spawn_task_on: {e}"))?
+    .await
+    .map_err(|e| format!("core {}: {e}", other.0))?;
+    if seen != [1, 2, 3] {
+        return Err(format!(
+            "core {} read {seen:?}, expected [1, 2, 3]",
+            other.0
+        ));
+    }
+    if filled() != 4 {
+        return Err(format!("the other core faulted again: {} filled", filled()));
+    }
+    drop(region);
+    Ok(())
+}
+
+fn main(args: &[&str]) -> i32 {
+    let filters: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    let filters: &'static [String] = filters.leak();
+    let console = native_tests::Console {
+        line: |line| ebb_native::println!("{line}"),
+    };
+    match ebb_native::run(move || native_tests::run_tests(console, filters, NATIVE_TESTS)) {
+        Ok(code) => code,
+        Err(error) => {
+            ebb_native::println!("native-tests: {error}");
+            1
+        }
+    }
+}
