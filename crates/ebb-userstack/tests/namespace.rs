@@ -230,7 +230,9 @@ fn udp_echo_with_a_kernel_client() {
             .into_iter()
             .enumerate()
         {
-            let message: Vec<u8> = (0..size).map(|i| (i * 7 + round) as u8).collect();
+            let message: Vec<u8> = (0..size)
+                .map(|i| (i * 7 + round).to_le_bytes()[0])
+                .collect();
             socket.send_to(&message, server).expect("send");
             let (len, from) = socket.recv_from(&mut reply).expect("an echo");
             assert_eq!(from, server);
