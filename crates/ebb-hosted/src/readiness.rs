@@ -21,7 +21,7 @@ pub(crate) fn set_reactor(reactor: Option<&Rc<Reactor>>) {
     REACTOR.with(|current| *current.borrow_mut() = reactor.map_or_else(Weak::new, Rc::downgrade));
 }
 
-/// Stops the watch when dropped.
+/// Stops the watch when dropped: no callback runs after that.
 pub struct ReadableWatch {
     reactor: Weak<Reactor>,
     token: Rc<Cell<Option<OpToken>>>,
@@ -74,9 +74,10 @@ fn arm(
     let weak_reactor = Rc::downgrade(reactor);
     let rearm_token = Rc::clone(token);
     let on_complete = move |result: i32, flags: u32| {
-        if result < 0 {
-            // Cancelled (the watch was dropped, or the core is ending) or
-            // the fd is gone: stop.
+        if result < 0 || rearm_token.get().is_none() {
+            // Cancelled (the watch was dropped, or the core is ending), the
+            // fd is gone, or the watch was dropped before the cancellation
+            // reached the kernel: stop, without calling back.
             return false;
         }
         (callback.borrow_mut())();
