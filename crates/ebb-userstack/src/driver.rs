@@ -19,10 +19,15 @@ pub struct UserStack {
     stack: Stack<TapDevice>,
     tap: String,
     dhcp: bool,
+    /// Frames one poll takes from the TAP device at most; if more wait,
+    /// the next poll is queued behind the core's other events.
+    batch: usize,
     /// The armed timer and its deadline.
     timer: Cell<Option<(TimerId, Instant)>>,
     /// Whether a reschedule is already queued (after a send).
     reschedule_queued: Cell<bool>,
+    /// Whether a poll is already queued (after a batch hit its budget).
+    poll_queued: Cell<bool>,
     watch: RefCell<Option<ReadableWatch>>,
     /// The address last reported to the user.
     reported: Cell<Option<IpConfig>>,
@@ -48,8 +53,10 @@ impl UserStack {
             stack,
             tap,
             dhcp: options.ip == IpSetup::Dhcp,
+            batch: options.batch,
             timer: Cell::new(None),
             reschedule_queued: Cell::new(false),
+            poll_queued: Cell::new(false),
             watch: RefCell::new(None),
             reported: Cell::new(None),
         });
@@ -91,12 +98,25 @@ impl UserStack {
         self.stack.with_device(|device| device.stats())
     }
 
-    /// Processes what the device has and what timers are due, then re-arms
-    /// the timer.
+    /// Processes what the device has (up to a batch) and what timers are
+    /// due, then re-arms the timer, and queues another poll if frames may
+    /// be left (the readiness poll reports new arrivals, not what is left).
     pub fn poll(self: &Rc<Self>) {
+        self.stack
+            .with_device(|device| device.start_batch(self.batch));
         self.stack.poll(now());
         self.report_address();
         self.schedule();
+        let more = self.stack.with_device(|device| device.budget_ran_out());
+        if more && !self.poll_queued.replace(true) {
+            let weak = Rc::downgrade(self);
+            ebb_event::spawn(move || {
+                if let Some(user) = weak.upgrade() {
+                    user.poll_queued.set(false);
+                    user.poll();
+                }
+            });
+        }
     }
 
     fn schedule(self: &Rc<Self>) {

@@ -12,7 +12,8 @@ User-space network stack options (Ebbflow's own stack over a TAP device):
   --tap NAME         run the network on our own stack over TAP device NAME
   --tap-ip ADDR/LEN  static address, e.g. 10.0.0.2/24 (default: DHCP)
   --tap-gateway ADDR default gateway for the static address
-  --tap-mac MAC      our Ethernet address (default 02:eb:00:00:00:02)";
+  --tap-mac MAC      our Ethernet address (default 02:eb:00:00:00:02)
+  --tap-batch N      frames read per poll before other events run (default 64)";
 
 /// Where and how the user-space stack runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +24,9 @@ pub struct Options {
     pub ip: IpSetup,
     /// Our Ethernet address.
     pub hardware_addr: EthernetAddress,
+    /// Frames one poll reads at most; more wait for a poll queued behind
+    /// the core's other events.
+    pub batch: usize,
 }
 
 impl Options {
@@ -34,6 +38,7 @@ impl Options {
             ip: IpSetup::Dhcp,
             // Locally administered (bit 1 of the first octet), unicast.
             hardware_addr: EthernetAddress([0x02, 0xeb, 0, 0, 0, 2]),
+            batch: 64,
         }
     }
 
@@ -50,6 +55,7 @@ impl Options {
         let mut ip = None;
         let mut gateway = None;
         let mut mac = None;
+        let mut batch = None;
         let mut rest = Vec::new();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -75,6 +81,12 @@ impl Options {
                     })?);
                 }
                 "--tap-mac" => mac = Some(parse_mac(&value("--tap-mac")?)?),
+                "--tap-batch" => {
+                    let text = value("--tap-batch")?;
+                    batch = Some(text.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(
+                        || ConfigError(format!("--tap-batch takes a number above 0, not '{text}'")),
+                    )?);
+                }
                 _ => rest.push(arg),
             }
         }
@@ -100,6 +112,9 @@ impl Options {
         }
         if let Some(mac) = mac {
             options.hardware_addr = mac;
+        }
+        if let Some(batch) = batch {
+            options.batch = batch;
         }
         Ok((Some(options), rest))
     }
@@ -164,6 +179,8 @@ mod tests {
             "10.1.2.1",
             "--tap-mac",
             "02:00:00:00:00:09",
+            "--tap-batch",
+            "8",
             "-v",
         ])
         .unwrap();
@@ -178,6 +195,7 @@ mod tests {
             })
         );
         assert_eq!(options.hardware_addr, EthernetAddress([2, 0, 0, 0, 0, 9]));
+        assert_eq!(options.batch, 8);
         assert_eq!(rest, vec!["-v"]);
     }
 

@@ -44,6 +44,10 @@ pub struct TapDevice {
     /// nothing, so polling an empty device allocates nothing).
     spare: Option<Vec<u8>>,
     stats: TapStats,
+    /// Frames still to read in this batch (see [`TapDevice::start_batch`]).
+    budget: usize,
+    /// Whether the batch ended on its budget rather than an empty device.
+    budget_ran_out: bool,
     /// Called after each transmit (the driver reschedules its timers: a
     /// send may have started ARP resolution).
     on_transmit: Option<Box<dyn FnMut()>>,
@@ -116,6 +120,8 @@ impl TapDevice {
             name: file.name,
             spare: None,
             stats: TapStats::default(),
+            budget: usize::MAX,
+            budget_ran_out: false,
             on_transmit: None,
         }
     }
@@ -136,6 +142,20 @@ impl TapDevice {
     #[must_use]
     pub fn stats(&self) -> TapStats {
         self.stats
+    }
+
+    /// Lets the next reads take at most `frames` frames, so that one poll
+    /// under a flood does not keep the core from its other events.
+    pub fn start_batch(&mut self, frames: usize) {
+        self.budget = frames;
+        self.budget_ran_out = false;
+    }
+
+    /// Whether the last batch stopped on its budget (frames may be
+    /// waiting: poll again soon) rather than on an empty device.
+    #[must_use]
+    pub fn budget_ran_out(&self) -> bool {
+        self.budget_ran_out
     }
 
     /// Sets what is called after each transmitted frame.
@@ -162,6 +182,10 @@ impl TapDevice {
 
 impl Device for TapDevice {
     fn receive(&mut self, _now: Instant) -> Option<IoBuf> {
+        if self.budget == 0 {
+            self.budget_ran_out = true;
+            return None;
+        }
         let mut buffer = self.spare.take().unwrap_or_else(|| vec![0; FRAME_ROOM]);
         // SAFETY: reads at most `buffer.len()` bytes into the buffer we
         // own for the call.
@@ -176,6 +200,7 @@ impl Device for TapDevice {
             Ok(len) => {
                 buffer.truncate(len);
                 self.stats.rx_frames += 1;
+                self.budget -= 1;
                 Some(IoBuf::from_vec(buffer))
             }
             Err(_) => {

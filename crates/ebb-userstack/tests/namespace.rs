@@ -289,3 +289,47 @@ fn dhcp_from_dnsmasq() {
     ping_three(&ns, &addr);
     let _ = std::fs::remove_file(leases);
 }
+
+#[test]
+fn a_burst_of_datagrams_is_echoed_in_full() {
+    require_root_and_tun!();
+    let mut ns = Namespace::new("ebb0", "10.77.2.1/24");
+    // One frame per poll: whenever two frames wait, the second must be
+    // read by the poll the first one queues, not by a new arrival's.
+    let _lines = start_echo(
+        &mut ns,
+        "ebb0",
+        &["--tap-ip", "10.77.2.2/24", "--tap-batch", "1"],
+    );
+    const BURST: u16 = 300;
+    let received = ns.inside(|| {
+        let socket = UdpSocket::bind("10.77.2.1:0").expect("bind in the namespace");
+        let server = SocketAddr::from((Ipv4Addr::new(10, 77, 2, 2), 7));
+        // Resolve ARP both ways first, so the burst meets a warm path.
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        socket.send_to(b"warm", server).expect("send");
+        let mut reply = [0u8; 64];
+        socket.recv_from(&mut reply).expect("the warm-up echo");
+        let reader = socket.try_clone().expect("clone");
+        let collect = thread::spawn(move || {
+            let mut seen = vec![false; usize::from(BURST)];
+            let mut buffer = [0u8; 64];
+            while let Ok((len, _)) = reader.recv_from(&mut buffer) {
+                if len == 2 {
+                    seen[usize::from(u16::from_be_bytes([buffer[0], buffer[1]]))] = true;
+                }
+                if seen.iter().all(|&seen| seen) {
+                    break;
+                }
+            }
+            seen.iter().filter(|&&seen| seen).count()
+        });
+        for i in 0..BURST {
+            socket.send_to(&i.to_be_bytes(), server).expect("send");
+        }
+        collect.join().expect("the reader")
+    });
+    assert_eq!(received, usize::from(BURST));
+}
