@@ -3,10 +3,15 @@
 //! TAP devices and private addresses only inside a namespace we create and
 //! delete). The namespace holds the TAP device, with the kernel's side at
 //! [`KERNEL_ADDR`]; the application's stack takes [`STACK_ADDR`]. The
-//! namespace is deleted when the application exits, also after Ctrl-C.
+//! namespace is deleted when the application exits, also after Ctrl-C
+//! (which reaches the application directly) or a SIGTERM to `./ebb`
+//! (passed on to the application).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::child;
 
@@ -116,9 +121,39 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
          s.sendto(b'hi',('{stack_ip}',7007)); print(s.recv(99))\"\n\
          Ctrl-C stops it and deletes the namespace."
     );
-    let code = child::run(&mut app_command(&ns, &binary, args));
+    let code = run_passing_sigterm(&mut app_command(&ns, &binary, args));
     drop(namespace);
     code
+}
+
+/// Runs `command` to completion like [`child::run`], passing a SIGTERM this
+/// process gets on to it (so that it stops and the namespace is deleted).
+fn run_passing_sigterm(command: &mut Command) -> Result<u8, String> {
+    let terminated = Arc::new(AtomicBool::new(false));
+    if let Err(e) =
+        signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
+    {
+        eprintln!("warning: cannot handle SIGTERM ({e}): it would leave the namespace behind");
+    }
+    let mut app = command
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", child::describe(command)))?;
+    loop {
+        if let Some(status) = app
+            .try_wait()
+            .map_err(|e| format!("waiting for the app: {e}"))?
+        {
+            return Ok(child::exit_code(status));
+        }
+        if terminated.swap(false, Ordering::Relaxed) {
+            // `ip netns exec` became the application (it execs), so this
+            // is the application's process id.
+            let _ = Command::new("kill")
+                .args(["-TERM", &app.id().to_string()])
+                .status();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[cfg(test)]
