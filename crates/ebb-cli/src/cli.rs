@@ -64,6 +64,10 @@ pub struct NativeArgs {
     /// Build APP as a native image and boot it under QEMU (exits with its exit code).
     #[arg(long)]
     pub native: bool,
+    /// Run APP on Ebbflow's own network stack over a TAP device in a new network namespace
+    /// (needs root); prints the address and how to reach it, deletes the namespace on exit.
+    #[arg(long, conflicts_with = "native")]
+    pub userstack: bool,
     /// Cores: QEMU's vCPUs with --native (the guest runs 1 core so far); hosted apps get
     /// `--cores N`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -172,6 +176,7 @@ mod tests {
                 app: "hello".into(),
                 native: NativeArgs {
                     native: true,
+                    userstack: false,
                     cores: Some(2),
                     mem: Some("1G".into()),
                     machine: Some(Machine::Microvm),
@@ -197,6 +202,25 @@ mod tests {
                 },
                 args: vec![],
             }))
+        );
+    }
+
+    #[test]
+    fn run_userstack_is_a_hosted_option() {
+        assert_eq!(
+            parse(&["run", "echo", "--userstack", "--", "--udp-port", "9"]),
+            Ok(Some(Command::Run {
+                app: "echo".into(),
+                native: NativeArgs {
+                    userstack: true,
+                    ..NativeArgs::default()
+                },
+                args: strings(&["--udp-port", "9"]),
+            }))
+        );
+        assert_eq!(
+            parse(&["run", "echo", "--userstack", "--native"]),
+            Err(ErrorKind::ArgumentConflict)
         );
     }
 

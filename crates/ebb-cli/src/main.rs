@@ -9,6 +9,7 @@ mod cli;
 mod native;
 mod root;
 mod steps;
+mod userstack;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
@@ -80,6 +81,13 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             if let Some(cores) = options.cores {
                 // Hosted applications take the core count themselves.
                 args.splice(0..0, ["--cores".to_owned(), cores.to_string()]);
+            }
+            if options.userstack {
+                if options.cores.is_none() {
+                    // The user-space stack serves one TAP queue from core 0.
+                    args.splice(0..0, ["--cores".to_owned(), "1".to_owned()]);
+                }
+                return userstack::run(root, &app, &args).map_err(|e| (EXIT_ERROR, e));
             }
             child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
         }

@@ -1,8 +1,26 @@
 //! How many cores, on which CPUs, with which backend.
 
 use std::fmt;
+use std::sync::Arc;
+
+use ebb_core::CoreId;
+use ebb_net::NetStack;
 
 use crate::Backend;
+
+/// Makes a core's network stack (the representative of ebb-net's
+/// `NETWORK` Ebb) in place of the kernel sockets: the user-space stack
+/// (`ebb-userstack`) installs itself this way. Called on each core, as the
+/// core's first event, so the stack may use the core's timers and
+/// [`crate::watch_readable`].
+#[derive(Clone)]
+pub struct NetStackFactory(pub Arc<dyn Fn(CoreId) -> Box<dyn NetStack> + Send + Sync>);
+
+impl fmt::Debug for NetStackFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NetStackFactory")
+    }
+}
 
 /// Settings of a hosted node. `Config::default()` uses every CPU the
 /// process may run on, one pinned core each, io_uring where available, and
@@ -22,6 +40,9 @@ pub struct Config {
     /// Stop cleanly on SIGINT/SIGTERM. Needs to be set up on the process's
     /// main thread; tests that run several nodes in one process turn it off.
     pub handle_signals: bool,
+    /// Each core's network stack; default (`None`): Linux kernel sockets
+    /// through io_uring.
+    pub net_stack: Option<NetStackFactory>,
 }
 
 impl Default for Config {
@@ -32,6 +53,7 @@ impl Default for Config {
             backend: Backend::Auto,
             pin: true,
             handle_signals: true,
+            net_stack: None,
         }
     }
 }

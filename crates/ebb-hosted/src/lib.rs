@@ -19,12 +19,14 @@ mod config;
 mod driver;
 pub mod net;
 mod platform;
+mod readiness;
 mod runtime;
 mod sys;
 
-pub use config::{Config, ConfigError, OPTIONS_HELP};
+pub use config::{Config, ConfigError, NetStackFactory, OPTIONS_HELP};
 pub use driver::Backend;
 pub use platform::HostedPlatform;
+pub use readiness::{watch_readable, ReadableWatch};
 pub use runtime::{run, run_task, run_with, HostedError, NodeHandle};
 
 /// Process CPU time (user + system) so far, in nanoseconds, for tests and

@@ -133,6 +133,7 @@ pub fn run_with(
         let init = if core.0 == 0 { main.take() } else { None };
         let done = Arc::clone(&done);
         let (pin, backend) = (config.pin, config.backend);
+        let net_stack = config.net_stack.clone();
         let thread = thread::Builder::new()
             .name(format!("ebb-core-{core}"))
             .stack_size(8 << 20)
@@ -144,7 +145,7 @@ pub fn run_with(
                 let (driver, reactor) = driver::create(backend, platform, core)
                     .map_err(io_error("creating a core's event driver"))?;
                 let init: Box<dyn FnOnce()> = Box::new(move || {
-                    net::install(core, reactor);
+                    net::install(core, reactor, net_stack);
                     if let Some(main) = init {
                         main();
                     }

@@ -460,11 +460,19 @@ impl<D: Device + 'static> Inner<D> {
     fn apply_dhcp(&mut self, out: DhcpOutput) {
         match out.event {
             Some(DhcpEvent::Configured(lease)) => {
+                let changed = self.ip.map(|c| c.addr) != Some(lease.addr);
                 self.ip = Some(IpConfig {
                     addr: lease.addr,
                     prefix_len: lease.prefix_len,
                     gateway: lease.router,
                 });
+                if changed {
+                    // RFC 2131 §4.4.1 and RFC 5227 §2.3: announce the new
+                    // address, so neighbours that cached a failed lookup
+                    // (a DHCP server's probe ping, say) learn it now.
+                    let announcement = arp::request(self.hardware_addr, lease.addr, lease.addr);
+                    self.send_arp(&announcement, ethernet::BROADCAST);
+                }
             }
             Some(DhcpEvent::Deconfigured) => self.ip = None,
             None => {}

@@ -659,3 +659,54 @@ fn tracer_and_pcap_wrap_any_device() {
     }
     assert_eq!((records, at), (4, capture.len()));
 }
+
+#[test]
+fn a_leased_address_is_announced_once() {
+    let mut sim = Sim::new(LinkConfig::default());
+    let server = DhcpServer::new(
+        sim.wire().port(),
+        MAC_X,
+        Ipv4Addr::new(192, 168, 7, 1),
+        Ipv4Addr::new(192, 168, 7, 100),
+        20,
+    );
+    let sent = Rc::new(RefCell::new(Vec::new()));
+    let log = sent.clone();
+    let traced = Tracer::new(sim.wire().port(), move |_now, dir, frame: &IoChain| {
+        if dir == Direction::Tx {
+            log.borrow_mut().push(frame.to_vec());
+        }
+    });
+    let client = Stack::new(traced, Config::new_dhcp(MAC_A, 5), sim.now());
+    sim.add(Box::new(server));
+    sim.add(Box::new(client.clone()));
+    // Bound at once, then renewed at T1 (10 s) and again after.
+    sim.run_for(Duration::from_secs(25));
+    assert!(client.dhcp().unwrap().1.renews >= 1);
+    let leased = Ipv4Addr::new(192, 168, 7, 100);
+    let announcements = sent
+        .borrow()
+        .iter()
+        .filter_map(|frame| {
+            let eth = smoltcp::wire::EthernetFrame::new_checked(&frame[..]).ok()?;
+            let arp = smoltcp::wire::ArpPacket::new_checked(eth.payload()).ok()?;
+            let repr = smoltcp::wire::ArpRepr::parse(&arp).ok()?;
+            let smoltcp::wire::ArpRepr::EthernetIpv4 {
+                source_protocol_addr,
+                target_protocol_addr,
+                ..
+            } = repr
+            else {
+                return None;
+            };
+            // RFC 5227 §2.3: sender and target address are both ours.
+            (source_protocol_addr == leased && target_protocol_addr == leased)
+                .then(|| eth.dst_addr())
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        announcements,
+        vec![ebb_netstack::ethernet::BROADCAST],
+        "one broadcast announcement, none at renewals"
+    );
+}

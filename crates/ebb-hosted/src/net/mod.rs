@@ -205,10 +205,17 @@ impl NetStack for NoNet {
     }
 }
 
-/// Installs this core's network stack (from the core's first event).
-pub(crate) fn install(core: CoreId, reactor: Option<Rc<Reactor>>) {
-    let stack: Box<dyn NetStack> = match reactor {
-        Some(reactor) => {
+/// Installs this core's network stack (from the core's first event):
+/// `factory`'s if there is one, else kernel sockets.
+pub(crate) fn install(
+    core: CoreId,
+    reactor: Option<Rc<Reactor>>,
+    factory: Option<crate::NetStackFactory>,
+) {
+    crate::readiness::set_reactor(reactor.as_ref());
+    let stack: Box<dyn NetStack> = match (reactor, factory) {
+        (_, Some(factory)) => (factory.0)(core),
+        (Some(reactor), None) => {
             let net = Rc::new(NetCore {
                 core,
                 reactor: Rc::downgrade(&reactor),
@@ -226,7 +233,7 @@ pub(crate) fn install(core: CoreId, reactor: Option<Rc<Reactor>>) {
             CURRENT.with(|current| *current.borrow_mut() = Rc::downgrade(&net));
             Box::new(HostedNet(net))
         }
-        None => Box::new(NoNet),
+        (None, None) => Box::new(NoNet),
     };
     if let Err(error) = NETWORK.install(Box::leak(Box::new(stack))) {
         panic!("installing the network stack on core {core}: {error}");

@@ -1,0 +1,197 @@
+//! `./ebb run APP --userstack`: the application on Ebbflow's own network
+//! stack over a TAP device, in a network namespace of its own (QEMU-NOTES:
+//! TAP devices and private addresses only inside a namespace we create and
+//! delete). The namespace holds the TAP device, with the kernel's side at
+//! [`KERNEL_ADDR`]; the application's stack takes [`STACK_ADDR`]. The
+//! namespace is deleted when the application exits, also after Ctrl-C
+//! (which reaches the application directly) or a SIGTERM to `./ebb`
+//! (passed on to the application).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::child;
+
+/// The TAP device inside the namespace.
+pub const TAP: &str = "ebb0";
+/// The kernel's side of the link.
+pub const KERNEL_ADDR: &str = "10.99.0.1/24";
+/// The user-space stack's address.
+pub const STACK_ADDR: &str = "10.99.0.2/24";
+
+/// The namespace's name for `app` run by process `pid`.
+pub fn namespace_name(app: &str, pid: u32) -> String {
+    format!("ebb-{app}-{pid}")
+}
+
+/// The `ip` commands that set up namespace `ns` (in order).
+pub fn setup_commands(ns: &str) -> Vec<Vec<String>> {
+    let lines: [&[&str]; 5] = [
+        &["netns", "add", ns],
+        &["-n", ns, "link", "set", "lo", "up"],
+        &["-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap"],
+        &["-n", ns, "addr", "add", KERNEL_ADDR, "dev", TAP],
+        &["-n", ns, "link", "set", TAP, "up"],
+    ];
+    lines
+        .iter()
+        .map(|line| line.iter().map(|word| (*word).to_owned()).collect())
+        .collect()
+}
+
+/// The application's command line inside namespace `ns`: `binary`, the
+/// user-space stack's options, then `args`.
+pub fn app_command(ns: &str, binary: &Path, args: &[String]) -> Command {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", ns])
+        .arg(binary)
+        .args(["--tap", TAP, "--tap-ip", STACK_ADDR])
+        .args(args);
+    command
+}
+
+/// Deletes the namespace (and with it the TAP device) when dropped.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        match Command::new("ip").args(["netns", "del", &self.0]).status() {
+            Ok(status) if status.success() => eprintln!("userstack: deleted namespace {}", self.0),
+            _ => eprintln!(
+                "userstack: could not delete namespace {0}: run `ip netns del {0}`",
+                self.0
+            ),
+        }
+    }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// Builds `app`, sets up the namespace, runs the application in it on the
+/// user-space stack with `args`, and deletes the namespace. Returns the
+/// application's exit code.
+pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
+    if !is_root() {
+        return Err(
+            "--userstack needs root (it creates a network namespace and a TAP device): \
+             run ./ebb as root"
+                .to_owned(),
+        );
+    }
+    let mut build = Command::new("cargo");
+    build
+        .args(["build", "--release", "-p", app])
+        .current_dir(root);
+    match child::run(&mut build)? {
+        0 => {}
+        code => return Err(format!("building {app} failed (exit code {code})")),
+    }
+    let binary = target_dir(root).join("release").join(app);
+    let ns = namespace_name(app, std::process::id());
+    let mut namespace = None;
+    for line in setup_commands(&ns) {
+        let status = Command::new("ip")
+            .args(&line)
+            .status()
+            .map_err(|e| format!("cannot run `ip`: {e}"))?;
+        if !status.success() {
+            // Drops the guard: a half-made namespace is deleted too.
+            return Err(format!("`ip {}` failed", line.join(" ")));
+        }
+        namespace.get_or_insert_with(|| Namespace(ns.clone()));
+    }
+    let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
+    println!(
+        "userstack: {app} runs on Ebbflow's own stack at {stack_ip} on TAP {TAP} in network \
+         namespace {ns} (kernel side {KERNEL_ADDR}). Reach it from the namespace, e.g.:\n  \
+         ip netns exec {ns} ping -c 3 {stack_ip}\n  \
+         ip netns exec {ns} python3 -c \"import socket; s=socket.socket(2,2); s.settimeout(2); \
+         s.sendto(b'hi',('{stack_ip}',7007)); print(s.recv(99))\"\n\
+         Ctrl-C stops it and deletes the namespace."
+    );
+    let code = run_passing_sigterm(&mut app_command(&ns, &binary, args));
+    drop(namespace);
+    code
+}
+
+/// Runs `command` to completion like [`child::run`], passing a SIGTERM this
+/// process gets on to it (so that it stops and the namespace is deleted).
+fn run_passing_sigterm(command: &mut Command) -> Result<u8, String> {
+    let terminated = Arc::new(AtomicBool::new(false));
+    if let Err(e) =
+        signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
+    {
+        eprintln!("warning: cannot handle SIGTERM ({e}): it would leave the namespace behind");
+    }
+    let mut app = command
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", child::describe(command)))?;
+    loop {
+        if let Some(status) = app
+            .try_wait()
+            .map_err(|e| format!("waiting for the app: {e}"))?
+        {
+            return Ok(child::exit_code(status));
+        }
+        if terminated.swap(false, Ordering::Relaxed) {
+            // `ip netns exec` became the application (it execs), so this
+            // is the application's process id.
+            let _ = Command::new("kill")
+                .args(["-TERM", &app.id().to_string()])
+                .status();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_namespace_is_set_up_with_the_tap_and_kernel_address() {
+        let ns = namespace_name("echo", 42);
+        assert_eq!(ns, "ebb-echo-42");
+        let commands: Vec<String> = setup_commands(&ns)
+            .iter()
+            .map(|line| line.join(" "))
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                "netns add ebb-echo-42",
+                "-n ebb-echo-42 link set lo up",
+                "-n ebb-echo-42 tuntap add dev ebb0 mode tap",
+                "-n ebb-echo-42 addr add 10.99.0.1/24 dev ebb0",
+                "-n ebb-echo-42 link set ebb0 up",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_app_runs_inside_the_namespace_with_the_stack_options() {
+        let command = app_command(
+            "ebb-echo-42",
+            Path::new("/r/target/release/echo"),
+            &["--cores".into(), "1".into()],
+        );
+        assert_eq!(command.get_program(), "ip");
+        assert_eq!(
+            child::describe(&command),
+            "ip netns exec ebb-echo-42 /r/target/release/echo --tap ebb0 --tap-ip 10.99.0.2/24 \
+             --cores 1"
+        );
+    }
+}
