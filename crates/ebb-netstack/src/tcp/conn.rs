@@ -210,6 +210,9 @@ pub struct Tcb {
     /// When the next zero-window probe goes out (RFC 9293 §3.8.6.1).
     persist_at: Option<Instant>,
     persist_backoff: u32,
+    /// A zero-window probe byte at SND.MAX is out: an ACK covering it is
+    /// acceptable.
+    probe_sent: bool,
     /// An ACK is owed.
     ack_pending: bool,
     /// ... and must go out now.
@@ -302,6 +305,7 @@ impl Tcb {
             retries: 0,
             persist_at: None,
             persist_backoff: 0,
+            probe_sent: false,
             ack_pending: false,
             ack_now: false,
             delack_at: None,
@@ -671,7 +675,7 @@ impl Tcb {
                 return;
             }
         }
-        if seg.ack.gt(self.snd_max) {
+        if seg.ack.gt(self.ack_limit()) {
             // Acknowledges something not yet sent: ACK and drop.
             self.ack_pending = true;
             self.ack_now = true;
@@ -705,6 +709,11 @@ impl Tcb {
                 self.ack_pending = true;
             }
         }
+    }
+
+    /// The highest acceptable SEG.ACK.
+    fn ack_limit(&self) -> Seq {
+        self.snd_max.add(usize::from(self.probe_sent))
     }
 
     /// The window we accept now (at least the advertised one).
@@ -797,6 +806,7 @@ impl Tcb {
             if self.snd_wnd > 0 {
                 self.persist_at = None;
                 self.persist_backoff = 0;
+                self.probe_sent = false;
                 if was_zero {
                     self.maybe_credit(ctx);
                 }
@@ -826,6 +836,11 @@ impl Tcb {
         self.snd_una = ack;
         if self.snd_nxt.lt(ack) {
             self.snd_nxt = ack;
+        }
+        if self.snd_max.lt(ack) {
+            // The peer took our window probe.
+            self.snd_max = ack;
+            self.probe_sent = false;
         }
         self.dup_acks = 0;
         self.retries = 0;
@@ -1096,7 +1111,11 @@ impl Tcb {
             _ => self.send_data(ctx),
         }
         if self.ack_pending && self.ack_now {
-            let ack = self.segment(self.snd_nxt, Flags::default());
+            // A bare ACK carries SND.MAX: after a timeout SND.NXT went back
+            // below what the peer may already have (RCV.NXT), and a
+            // sequence number below its RCV.NXT would make the segment
+            // unacceptable there (and its ACK field ignored).
+            let ack = self.segment(self.snd_max, Flags::default());
             self.transmit(ack, false, ctx);
         }
     }
@@ -1271,8 +1290,8 @@ impl Tcb {
     }
 
     /// A one-byte probe beyond the zero window (RFC 9293 §3.8.6.1); its
-    /// ACK reports the window. SND.NXT stays; SND.MAX covers the byte so
-    /// that its ACK is acceptable if the peer took it.
+    /// ACK reports the window. SND.NXT and SND.MAX stay; an ACK covering
+    /// the byte is acceptable while the probe is out.
     fn send_window_probe(&mut self, ctx: &mut Ctx<'_>) {
         let start = self.data_start();
         let offset = self.snd_nxt.since(start);
@@ -1281,9 +1300,9 @@ impl Tcb {
         }
         let mut probe = self.segment(self.snd_nxt, Flags::default());
         probe.payload = chain_range(&self.send_queue, offset, 1);
-        let retransmission = self.snd_nxt.lt(self.snd_max);
+        let retransmission = self.probe_sent;
         self.transmit(probe, retransmission, ctx);
-        self.snd_max = self.snd_max.max(self.snd_nxt.add(1));
+        self.probe_sent = true;
         self.persist_backoff += 1;
         self.persist_at = Some(ctx.now + self.persist_interval());
     }
