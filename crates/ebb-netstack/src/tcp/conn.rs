@@ -1080,6 +1080,7 @@ impl Tcb {
             ack: segment.ack,
             len: segment.payload.len(),
             flags: segment.flags,
+            window: segment.window,
             retransmission,
         });
         ctx.out.push(segment);

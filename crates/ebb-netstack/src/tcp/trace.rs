@@ -23,6 +23,8 @@ pub enum TraceKind {
         len: usize,
         /// Control bits.
         flags: Flags,
+        /// The window field as sent (before scaling).
+        window: u16,
         /// Whether the bytes were sent before.
         retransmission: bool,
     },

@@ -89,6 +89,8 @@ pub struct Recorder {
     pub close_back: bool,
     pub to_send: Option<IoChain>,
     pub close_after_send: bool,
+    /// Pause receiving as soon as the connection starts.
+    pub pause: bool,
 }
 
 impl Recorder {
@@ -98,11 +100,15 @@ impl Recorder {
             close_back: true,
             to_send: None,
             close_after_send: false,
+            pause: false,
         }
     }
 
     fn start(&mut self, conn: &TcpConnection) {
         self.log.borrow_mut().conn = Some(conn.clone());
+        if self.pause {
+            conn.pause_receive();
+        }
         if let Some(data) = self.to_send.take() {
             conn.send_or_buffer(data).unwrap();
             if self.close_after_send {
