@@ -23,10 +23,10 @@ use crate::arp::{self, ArpCache, ArpConfig, ArpStats, Enqueued};
 use crate::device::{Device, DeviceCapabilities};
 use crate::dhcp::{self, DhcpClient, DhcpEvent, DhcpOutput, DhcpState, DhcpStats};
 use crate::icmp::{self, Message};
-use crate::tcp::ops::{self as tcp_ops, TcpHost};
-use crate::tcp::{segment as tcp_segment, TcpConfig, TcpLayer};
 pub use crate::ipv4::IpConfig;
 use crate::ipv4::{self, Header};
+use crate::tcp::ops::{self as tcp_ops, TcpHost};
+use crate::tcp::{segment as tcp_segment, TcpConfig, TcpLayer};
 use crate::udp::{self, UdpTable};
 use crate::{ethernet, RxError};
 

@@ -2,6 +2,9 @@
 //! from either side, RST rules (RFC 9293 §3.10.7, RFC 5961), MSS, zero
 //! copy.
 
+// Test data takes the low bits of counters on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use std::cell::RefCell;
@@ -74,7 +77,8 @@ fn orderly_close_from_the_client() {
         .connect(sock(IP_B, 80), Box::new(Recorder::new(log.clone())))
         .unwrap();
     run_ms(&mut sim, 10);
-    conn.send(IoChain::from(IoBuf::from_vec(b"bye".to_vec()))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(b"bye".to_vec())))
+        .unwrap();
     conn.close();
     assert_eq!(only_state(&a), Some(State::FinWait1));
     run_ms(&mut sim, 10);
@@ -217,12 +221,18 @@ fn rst_in_syn_sent_needs_an_acceptable_ack() {
     let log = Log::default();
     let (iss, port) = connect_to_raw(&mut sim, &a, &raw, &log);
     // RST with an ACK that does not cover our SYN: ignored (§3.10.7.3).
-    raw.send(MAC_A, &from_x(80, (IP_A, port), 0, Some(iss.wrapping_add(7)), RST));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), 0, Some(iss.wrapping_add(7)), RST),
+    );
     run_ms(&mut sim, 1);
     assert_eq!(only_state(&a), Some(State::SynSent));
     assert!(log.borrow().aborted.is_none());
     // An unacceptable ACK without RST is answered by RST <SEQ=SEG.ACK>.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), 5, Some(iss.wrapping_add(9)), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), 5, Some(iss.wrapping_add(9)), NONE),
+    );
     run_ms(&mut sim, 1);
     let answer = raw.take();
     assert!(answer[0].flags.rst);
@@ -232,7 +242,10 @@ fn rst_in_syn_sent_needs_an_acceptable_ack() {
     run_ms(&mut sim, 1);
     assert_eq!(only_state(&a), Some(State::SynSent));
     // RST,ACK acknowledging the SYN: refused.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), 0, Some(iss.wrapping_add(1)), RST));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), 0, Some(iss.wrapping_add(1)), RST),
+    );
     run_ms(&mut sim, 1);
     assert_eq!(log.borrow().aborted, Some(NetError::ConnectionRefused));
     assert_eq!(only_state(&a), None);
@@ -245,7 +258,10 @@ fn rst_acceptance_in_synchronized_states() {
     let log = Log::default();
     let (port, _a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
     // Out of the window: ignored, no answer.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt.wrapping_add(1 << 30), None, RST));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt.wrapping_add(1 << 30), None, RST),
+    );
     run_ms(&mut sim, 1);
     assert_eq!(only_state(&a), Some(State::Established));
     assert!(raw.take().is_empty());
@@ -278,16 +294,27 @@ fn out_of_window_data_is_acknowledged_not_accepted() {
     let mut old = from_x(80, (IP_A, port), x_nxt.wrapping_sub(100), Some(a_nxt), NONE);
     old.payload = IoChain::from(IoBuf::from_vec(vec![9; 50]));
     raw.send(MAC_A, &old);
-    let mut far = from_x(80, (IP_A, port), x_nxt.wrapping_add(1 << 28), Some(a_nxt), NONE);
+    let mut far = from_x(
+        80,
+        (IP_A, port),
+        x_nxt.wrapping_add(1 << 28),
+        Some(a_nxt),
+        NONE,
+    );
     far.payload = IoChain::from(IoBuf::from_vec(vec![9; 50]));
     raw.send(MAC_A, &far);
     run_ms(&mut sim, 1);
     let acks = raw.take();
     assert_eq!(acks.len(), 2, "each unacceptable segment gets an ACK");
-    assert!(acks.iter().all(|s| s.ack.0 == x_nxt && s.payload.is_empty()));
+    assert!(acks
+        .iter()
+        .all(|s| s.ack.0 == x_nxt && s.payload.is_empty()));
     assert!(log.borrow().data.is_empty());
     // An ACK for data never sent: ACK and drop.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE),
+    );
     run_ms(&mut sim, 1);
     assert_eq!(raw.take().len(), 1);
     assert_eq!(only_state(&a), Some(State::Established));
@@ -363,7 +390,13 @@ fn without_an_mss_option_the_peer_gets_536() {
     let (iss, port) = connect_to_raw(&mut sim, &a, &raw, &log);
     raw.send(
         MAC_A,
-        &from_x(80, (IP_A, port), 1, Some(iss.wrapping_add(1)), Flags { syn: true, ..NONE }),
+        &from_x(
+            80,
+            (IP_A, port),
+            1,
+            Some(iss.wrapping_add(1)),
+            Flags { syn: true, ..NONE },
+        ),
     );
     run_ms(&mut sim, 1);
     let info = a.tcp(|t| t.info(t.ids()[0])).unwrap();
@@ -412,13 +445,20 @@ fn received_data_are_views_of_receive_buffers_and_sends_are_not_copied() {
     let frames = rx.borrow();
     for &(ptr, len) in &server.borrow().views {
         assert!(
-            frames.iter().any(|&(f, flen)| ptr >= f && ptr + len <= f + flen),
+            frames
+                .iter()
+                .any(|&(f, flen)| ptr >= f && ptr + len <= f + flen),
             "a view into a receive buffer"
         );
     }
     // Every data segment A sent chained a view of the application's buffer.
     let base = payload.as_ptr() as usize;
-    let data_frames: Vec<_> = tx.borrow().iter().filter(|f| f.len() > 1).cloned().collect();
+    let data_frames: Vec<_> = tx
+        .borrow()
+        .iter()
+        .filter(|f| f.len() > 1)
+        .cloned()
+        .collect();
     assert_eq!(data_frames.len(), 3, "4000 bytes in 1460-byte segments");
     let mut offset = 0;
     for frame in &data_frames {

@@ -4,6 +4,9 @@
 //! 6298), delayed ACKs (RFC 1122 §4.2.3.2), zero-window probes (RFC 9293
 //! §3.8.6.1), window scaling (RFC 7323) with a 64 MiB transfer.
 
+// Test data takes the low bits of counters on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -72,12 +75,16 @@ fn three_duplicate_acks_trigger_fast_retransmit_and_halve_ssthresh() {
     let log = Log::default();
     let (port, a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
     let conn = log.borrow().conn.clone().unwrap();
-    conn.send_or_buffer(chunks(&pattern(50_000, 7), 50_000)).unwrap();
+    conn.send_or_buffer(chunks(&pattern(50_000, 7), 50_000))
+        .unwrap();
     run_ms(&mut sim, 1);
     let first = raw.take();
     assert_eq!(first.len(), 4, "IW for SMSS 1000: 4 segments");
     // ACK the first segment: slow start opens cwnd by one more SMSS.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE),
+    );
     run_ms(&mut sim, 1);
     let sent = raw.take();
     assert_eq!(sent.len(), 2);
@@ -88,7 +95,10 @@ fn three_duplicate_acks_trigger_fast_retransmit_and_halve_ssthresh() {
     assert_eq!(flight, 5000);
     // The second segment was "lost": three duplicate ACKs for it.
     for n in 1..=3 {
-        raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE));
+        raw.send(
+            MAC_A,
+            &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE),
+        );
         run_ms(&mut sim, 1);
         let out = raw.take();
         if n < 3 {
@@ -105,11 +115,18 @@ fn three_duplicate_acks_trigger_fast_retransmit_and_halve_ssthresh() {
             _ => None,
         })
         .collect();
-    assert_eq!(fast, vec![(a_nxt + 1000, 2500)], "ssthresh = FlightSize / 2");
+    assert_eq!(
+        fast,
+        vec![(a_nxt + 1000, 2500)],
+        "ssthresh = FlightSize / 2"
+    );
     let info = a.tcp(|t| t.info(t.ids()[0]).unwrap());
     assert_eq!(info.cwnd, 2500 + 3 * 1000, "cwnd = ssthresh + 3·SMSS");
     // A full ACK ends recovery with cwnd deflated to ssthresh at most.
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 6000), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 6000), NONE),
+    );
     run_ms(&mut sim, 1);
     let info = a.tcp(|t| t.info(t.ids()[0]).unwrap());
     assert!(info.cwnd <= 2500);
@@ -123,7 +140,8 @@ fn successive_timeouts_double_the_rto() {
     establish_with_raw(&mut sim, &a, &raw, &log);
     let conn = log.borrow().conn.clone().unwrap();
     let start = sim.now();
-    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 100]))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 100])))
+        .unwrap();
     // X never answers.
     sim.run_for(Duration::from_secs(30));
     let timeouts: Vec<(Instant, Duration)> = trace(&a)
@@ -167,16 +185,28 @@ fn karns_rule_takes_no_sample_from_a_retransmitted_segment() {
             .collect::<Vec<_>>()
     };
     let before = samples(&a).len();
-    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 100]))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 100])))
+        .unwrap();
     sim.run_for(ms(250)); // one RTO (200 ms): retransmitted once
     assert_eq!(a.tcp(|t| t.info(t.ids()[0]).unwrap().retransmissions), 1);
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 100), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 100), NONE),
+    );
     run_ms(&mut sim, 1);
-    assert_eq!(samples(&a).len(), before, "no sample: the segment was sent twice");
+    assert_eq!(
+        samples(&a).len(),
+        before,
+        "no sample: the segment was sent twice"
+    );
     // New data acknowledged 30 ms later gives a sample of exactly 30 ms.
-    conn.send(IoChain::from(IoBuf::from_vec(vec![2; 100]))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(vec![2; 100])))
+        .unwrap();
     run_ms(&mut sim, 30);
-    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 200), NONE));
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 200), NONE),
+    );
     run_ms(&mut sim, 1);
     let after = samples(&a);
     assert_eq!(after.len(), before + 1);
@@ -193,7 +223,8 @@ fn delayed_ack_timing() {
         .unwrap();
     run_ms(&mut sim, 100);
     let mark = b.tcp(|t| t.trace().len());
-    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 10]))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 10])))
+        .unwrap();
     run_ms(&mut sim, 100);
     let events: Vec<TraceEvent> = trace(&b)[mark..].to_vec();
     let received = events
@@ -207,10 +238,15 @@ fn delayed_ack_timing() {
         .map(|e| e.at)
         .collect();
     assert_eq!(acks.len(), 1);
-    assert_eq!(acks[0] - received, ms(40), "one small segment: ACK after the delay");
+    assert_eq!(
+        acks[0] - received,
+        ms(40),
+        "one small segment: ACK after the delay"
+    );
     // Two full-sized segments: the second is acknowledged at once.
     let mark = b.tcp(|t| t.trace().len());
-    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 2920]))).unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(vec![1; 2920])))
+        .unwrap();
     run_ms(&mut sim, 100);
     let events: Vec<TraceEvent> = trace(&b)[mark..].to_vec();
     let second = events
@@ -224,7 +260,10 @@ fn delayed_ack_timing() {
         .find(|e| matches!(e.kind, TraceKind::Sent { len: 0, .. }))
         .unwrap()
         .at;
-    assert_eq!(ack, second, "every second full-sized segment is ACKed at once");
+    assert_eq!(
+        ack, second,
+        "every second full-sized segment is ACKed at once"
+    );
 }
 
 #[test]
@@ -250,7 +289,10 @@ fn zero_window_probes_until_the_receiver_reads_again() {
     let server = accepted(80)[0].clone();
     let conn = server.borrow().conn.clone().unwrap();
     let b_info = b.tcp(|t| t.info(t.ids()[0]).unwrap());
-    assert!(server.borrow().data.is_empty(), "nothing delivered while paused");
+    assert!(
+        server.borrow().data.is_empty(),
+        "nothing delivered while paused"
+    );
     assert_eq!(b_info.held, 1 << 20, "held exactly the receive buffer");
     assert_eq!(b_info.rcv_wnd, 0);
     let a_info = a.tcp(|t| t.info(t.ids()[0]).unwrap());
@@ -279,7 +321,14 @@ fn window_scaling_carries_64_mib() {
         ..LinkConfig::default()
     };
     let up = pattern(64 << 20, 17);
-    let mut t = transfer(link, test_tcp(), test_tcp(), &up, b"done", Duration::from_secs(30));
+    let mut t = transfer(
+        link,
+        test_tcp(),
+        test_tcp(),
+        &up,
+        b"done",
+        Duration::from_secs(30),
+    );
     assert_intact(&t, &up, b"done");
     // B advertised windows beyond 16 bits: scaling was in effect.
     let shift = t.b.tcp(|tcp| tcp.info(tcp.ids()[0]).unwrap().rcv_wscale);
@@ -287,7 +336,9 @@ fn window_scaling_carries_64_mib() {
     let widest = trace(&t.b)
         .iter()
         .filter_map(|e| match e.kind {
-            TraceKind::Sent { window, flags, .. } if !flags.syn => Some(usize::from(window) << shift),
+            TraceKind::Sent { window, flags, .. } if !flags.syn => {
+                Some(usize::from(window) << shift)
+            }
             _ => None,
         })
         .max()

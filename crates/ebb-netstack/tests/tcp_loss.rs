@@ -2,6 +2,9 @@
 //! delay; the byte streams arrive intact (RFC 6298 retransmission, RFC
 //! 5681/6582 recovery); retransmissions resend the application's buffers.
 
+// Test data takes the low bits of counters on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use std::cell::RefCell;
@@ -34,7 +37,15 @@ fn retransmissions(t: &Transfer) -> u64 {
             s.tcp(|tcp| {
                 tcp.trace()
                     .iter()
-                    .filter(|e| matches!(e.kind, TraceKind::Sent { retransmission: true, .. }))
+                    .filter(|e| {
+                        matches!(
+                            e.kind,
+                            TraceKind::Sent {
+                                retransmission: true,
+                                ..
+                            }
+                        )
+                    })
                     .count() as u64
             })
         })
@@ -45,7 +56,14 @@ fn retransmissions(t: &Transfer) -> u64 {
 fn one_percent_loss_delivers_both_streams() {
     let up = pattern(2_000_000, 11);
     let down = pattern(1_000_000, 12);
-    let t = transfer(lossy(1, 1), test_tcp(), test_tcp(), &up, &down, Duration::from_secs(120));
+    let t = transfer(
+        lossy(1, 1),
+        test_tcp(),
+        test_tcp(),
+        &up,
+        &down,
+        Duration::from_secs(120),
+    );
     assert_intact(&t, &up, &down);
     assert!(retransmissions(&t) > 0, "losses were repaired");
     let fast = t.a.tcp(|tcp| {
@@ -54,7 +72,10 @@ fn one_percent_loss_delivers_both_streams() {
             .filter(|e| matches!(e.kind, TraceKind::FastRetransmit { .. }))
             .count()
     });
-    assert!(fast > 0, "most single losses are repaired by fast retransmit");
+    assert!(
+        fast > 0,
+        "most single losses are repaired by fast retransmit"
+    );
 }
 
 #[test]
@@ -62,7 +83,14 @@ fn ten_percent_loss_delivers_both_streams() {
     for seed in 1..=3 {
         let up = pattern(300_000, 21);
         let down = pattern(200_000, 22);
-        let t = transfer(lossy(seed, 10), test_tcp(), test_tcp(), &up, &down, Duration::from_secs(600));
+        let t = transfer(
+            lossy(seed, 10),
+            test_tcp(),
+            test_tcp(),
+            &up,
+            &down,
+            Duration::from_secs(600),
+        );
         assert_intact(&t, &up, &down);
         assert!(retransmissions(&t) > 10);
     }
@@ -85,7 +113,14 @@ fn reordering_duplication_and_delay_deliver_in_order() {
         };
         let up = pattern(500_000, 31);
         let down = pattern(400_000, 32);
-        let t = transfer(link, test_tcp(), test_tcp(), &up, &down, Duration::from_secs(120));
+        let t = transfer(
+            link,
+            test_tcp(),
+            test_tcp(),
+            &up,
+            &down,
+            Duration::from_secs(120),
+        );
         assert_intact(&t, &up, &down);
     }
 }
@@ -103,7 +138,14 @@ fn corrupted_frames_are_dropped_and_repaired() {
     };
     let up = pattern(200_000, 41);
     let down = pattern(100_000, 42);
-    let t = transfer(link, test_tcp(), test_tcp(), &up, &down, Duration::from_secs(120));
+    let t = transfer(
+        link,
+        test_tcp(),
+        test_tcp(),
+        &up,
+        &down,
+        Duration::from_secs(120),
+    );
     assert_intact(&t, &up, &down);
 }
 
@@ -132,9 +174,16 @@ fn retransmissions_resend_the_same_buffers() {
     run_ms(&mut sim, 5000);
     let frames = tx.borrow();
     let data_frames: Vec<_> = frames.iter().filter(|f| f.len() > 1).collect();
-    assert!(data_frames.len() >= 3, "first transmission and retransmissions");
+    assert!(
+        data_frames.len() >= 3,
+        "first transmission and retransmissions"
+    );
     for frame in data_frames {
-        assert_eq!(frame[1], (payload.as_ptr() as usize, 800), "the same buffer");
+        assert_eq!(
+            frame[1],
+            (payload.as_ptr() as usize, 800),
+            "the same buffer"
+        );
     }
     assert_eq!(only_state(&a), Some(State::Established));
 }

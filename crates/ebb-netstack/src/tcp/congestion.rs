@@ -103,7 +103,13 @@ impl NewReno {
     /// The `count`-th duplicate ACK in a row arrived (RFC 5681 §3.2);
     /// `flight` is FlightSize and `snd_max` the highest sequence number
     /// sent; `ack` the duplicated acknowledgment.
-    pub fn on_dup_ack(&mut self, count: u32, ack: Seq, flight: usize, snd_max: Seq) -> DupAckAction {
+    pub fn on_dup_ack(
+        &mut self,
+        count: u32,
+        ack: Seq,
+        flight: usize,
+        snd_max: Seq,
+    ) -> DupAckAction {
         if self.in_recovery {
             // RFC 5681 §3.2 step 4: inflate by SMSS for each further
             // duplicate (a segment left the network).
@@ -167,8 +173,14 @@ mod tests {
     fn third_dup_ack_halves_and_recovery_deflates() {
         let mut cc = NewReno::new(1000, Seq(0));
         cc.cwnd = 20_000;
-        assert_eq!(cc.on_dup_ack(1, Seq(100), 20_000, Seq(20_100)), DupAckAction::None);
-        assert_eq!(cc.on_dup_ack(2, Seq(100), 20_000, Seq(20_100)), DupAckAction::None);
+        assert_eq!(
+            cc.on_dup_ack(1, Seq(100), 20_000, Seq(20_100)),
+            DupAckAction::None
+        );
+        assert_eq!(
+            cc.on_dup_ack(2, Seq(100), 20_000, Seq(20_100)),
+            DupAckAction::None
+        );
         assert_eq!(
             cc.on_dup_ack(3, Seq(100), 20_000, Seq(20_100)),
             DupAckAction::FastRetransmit

@@ -287,7 +287,7 @@ impl Tcb {
             offered_wscale: config.window_scaling,
             smss: usize::from(super::segment::DEFAULT_MSS.min(our_mss)),
             send_queue: IoChain::new(),
-            send_queue_seq: iss.add(1),
+            send_queue_seq: iss.wrapping_add(1),
             fin_queued: false,
             rcv_nxt: Seq(0),
             rcv_adv: Seq(0),
@@ -345,7 +345,7 @@ impl Tcb {
         tcb.state = State::SynReceived;
         tcb.take_syn_options(syn);
         tcb.irs = syn.seq;
-        tcb.rcv_nxt = syn.seq.add(1);
+        tcb.rcv_nxt = syn.seq.wrapping_add(1);
         tcb.rcv_adv = tcb.rcv_nxt;
         // RFC 7323 §2.2: the window in a SYN is never scaled.
         tcb.snd_wnd = usize::from(syn.window);
@@ -447,7 +447,12 @@ impl Tcb {
     ///
     /// [`NetError::Closed`] after CLOSE or in a closing state;
     /// [`NetError::NoCredit`] if `!all` and `data` exceeds the credit.
-    pub fn send(&mut self, data: IoChain, all: bool, ctx: &mut Ctx<'_>) -> Result<(), (NetError, IoChain)> {
+    pub fn send(
+        &mut self,
+        data: IoChain,
+        all: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), (NetError, IoChain)> {
         let open = matches!(
             self.state,
             State::SynSent | State::SynReceived | State::Established | State::CloseWait
@@ -497,10 +502,13 @@ impl Tcb {
                 | State::FinWait2
                 | State::CloseWait
         ) {
-            let rst = self.segment(self.snd_nxt, Flags {
-                rst: true,
-                ..Flags::default()
-            });
+            let rst = self.segment(
+                self.snd_nxt,
+                Flags {
+                    rst: true,
+                    ..Flags::default()
+                },
+            );
             ctx.out.push(rst);
         }
         self.state = State::Closed;
@@ -564,7 +572,8 @@ impl Tcb {
         // Second, check the RST bit.
         if seg.flags.rst {
             if ack_acceptable {
-                ctx.events.push(ConnEvent::Aborted(NetError::ConnectionRefused));
+                ctx.events
+                    .push(ConnEvent::Aborted(NetError::ConnectionRefused));
                 self.state = State::Closed;
             }
             return;
@@ -575,7 +584,7 @@ impl Tcb {
         }
         self.take_syn_options(seg);
         self.irs = seg.seq;
-        self.rcv_nxt = seg.seq.add(1);
+        self.rcv_nxt = seg.seq.wrapping_add(1);
         self.rcv_adv = self.rcv_nxt;
         self.snd_wnd = usize::from(seg.window);
         self.snd_wl1 = seg.seq;
@@ -613,7 +622,7 @@ impl Tcb {
                 return;
             }
             seg.flags.syn = false;
-            seg.seq = seg.seq.add(1);
+            seg.seq = seg.seq.wrapping_add(1);
         }
         // First, check the sequence number.
         if !self.acceptable(&seg) {
@@ -639,10 +648,12 @@ impl Tcb {
             match self.state {
                 State::SynReceived if self.passive => {}
                 State::SynReceived => {
-                    ctx.events.push(ConnEvent::Aborted(NetError::ConnectionRefused));
+                    ctx.events
+                        .push(ConnEvent::Aborted(NetError::ConnectionRefused));
                 }
                 State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
-                    ctx.events.push(ConnEvent::Aborted(NetError::ConnectionReset));
+                    ctx.events
+                        .push(ConnEvent::Aborted(NetError::ConnectionReset));
                 }
                 _ => {}
             }
@@ -700,7 +711,7 @@ impl Tcb {
         }
         // Eighth, check the FIN bit.
         if seg.flags.fin {
-            let fin_seq = seg.seq.add(seg.payload.len());
+            let fin_seq = seg.seq.wrapping_add(seg.payload.len());
             if fin_seq == self.rcv_nxt {
                 self.receive_fin(ctx);
             } else if fin_seq.gt(self.rcv_nxt) {
@@ -713,7 +724,7 @@ impl Tcb {
 
     /// The highest acceptable SEG.ACK.
     fn ack_limit(&self) -> Seq {
-        self.snd_max.add(usize::from(self.probe_sent))
+        self.snd_max.wrapping_add(usize::from(self.probe_sent))
     }
 
     /// The window we accept now (at least the advertised one).
@@ -731,13 +742,13 @@ impl Tcb {
     fn acceptable(&self, seg: &Segment) -> bool {
         let wnd = self.rcv_wnd();
         let len = seg.len();
-        let end = self.rcv_nxt.add(wnd);
+        let end = self.rcv_nxt.wrapping_add(wnd);
         let in_window = |s: Seq| s.ge(self.rcv_nxt) && s.lt(end);
         match (len, wnd) {
             (0, 0) => seg.seq == self.rcv_nxt,
             (0, _) => in_window(seg.seq),
             (_, 0) => false,
-            _ => in_window(seg.seq) || in_window(seg.seq.add(len - 1)),
+            _ => in_window(seg.seq) || in_window(seg.seq.wrapping_add(len - 1)),
         }
     }
 
@@ -753,7 +764,7 @@ impl Tcb {
             }
             let cut = before.min(seg.payload.len());
             let _ = seg.payload.trim_front(cut);
-            seg.seq = seg.seq.add(cut);
+            seg.seq = seg.seq.wrapping_add(cut);
             if before > cut {
                 // Only a FIN that was already received can be before.
                 seg.flags.fin = false;
@@ -787,7 +798,9 @@ impl Tcb {
         {
             // RFC 5681 §2 "duplicate acknowledgment".
             self.dup_acks += 1;
-            let action = self.cc.on_dup_ack(self.dup_acks, ack, flight_before, self.snd_max);
+            let action = self
+                .cc
+                .on_dup_ack(self.dup_acks, ack, flight_before, self.snd_max);
             if action == DupAckAction::FastRetransmit {
                 ctx.trace(TraceKind::FastRetransmit {
                     seq: self.snd_una,
@@ -832,7 +845,7 @@ impl Tcb {
         }
         let data_acked = data_acked.min(self.send_queue.len());
         let _ = self.send_queue.trim_front(data_acked);
-        self.send_queue_seq = self.send_queue_seq.add(data_acked);
+        self.send_queue_seq = self.send_queue_seq.wrapping_add(data_acked);
         self.snd_una = ack;
         if self.snd_nxt.lt(ack) {
             self.snd_nxt = ack;
@@ -901,7 +914,7 @@ impl Tcb {
             return;
         }
         let full_sized = payload.len() >= self.smss;
-        self.rcv_nxt = self.rcv_nxt.add(payload.len());
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(payload.len());
         let mut data = IoChain::from(payload);
         let filled_hole = !self.out_of_order.is_empty();
         self.pull_out_of_order(&mut data);
@@ -969,14 +982,14 @@ impl Tcb {
                 continue;
             }
             let _ = buf.trim_front(overlap);
-            self.rcv_nxt = self.rcv_nxt.add(buf.len());
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(buf.len());
             data.push_back(buf);
         }
     }
 
     /// Eighth step: the peer's FIN is in order.
     fn receive_fin(&mut self, ctx: &mut Ctx<'_>) {
-        self.rcv_nxt = self.rcv_nxt.add(1);
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
         self.ack_pending = true;
         self.ack_now = true;
         if self.paused {
@@ -1010,7 +1023,7 @@ impl Tcb {
     /// The sequence number of our FIN, once the application closed.
     fn fin_seq(&self) -> Option<Seq> {
         self.fin_queued
-            .then(|| self.data_start().add(self.send_queue.len()))
+            .then(|| self.data_start().wrapping_add(self.send_queue.len()))
     }
 
     fn fin_acked(&self) -> bool {
@@ -1068,8 +1081,14 @@ impl Tcb {
             self.ack_now = false;
             self.delack_at = None;
             self.unacked_segments = 0;
-            let shift = if segment.flags.syn { 0 } else { self.rcv_wscale };
-            let edge = self.rcv_nxt.add(usize::from(segment.window) << shift);
+            let shift = if segment.flags.syn {
+                0
+            } else {
+                self.rcv_wscale
+            };
+            let edge = self
+                .rcv_nxt
+                .wrapping_add(usize::from(segment.window) << shift);
             self.rcv_adv = self.rcv_adv.max(edge);
         }
         if retransmission {
@@ -1093,16 +1112,19 @@ impl Tcb {
             State::Closed => return,
             State::SynSent | State::SynReceived => {
                 if self.snd_nxt == self.iss {
-                    let syn = self.segment(self.iss, Flags {
-                        syn: true,
-                        ..Flags::default()
-                    });
+                    let syn = self.segment(
+                        self.iss,
+                        Flags {
+                            syn: true,
+                            ..Flags::default()
+                        },
+                    );
                     let again = self.snd_max != self.iss;
                     self.transmit(syn, again, ctx);
                     if !again {
                         self.rtt_timed = Some((self.iss, ctx.now));
                     }
-                    self.snd_nxt = self.iss.add(1);
+                    self.snd_nxt = self.iss.wrapping_add(1);
                     self.snd_max = self.snd_max.max(self.snd_nxt);
                     self.rexmit_at = Some(ctx.now + self.rtt.rto());
                 }
@@ -1144,17 +1166,20 @@ impl Tcb {
             let fin = fin_pending && len == unsent;
             let seq = self.snd_nxt;
             let retransmission = seq.lt(self.snd_max);
-            let mut segment = self.segment(seq, Flags {
-                fin,
-                psh: len > 0 && len == unsent,
-                ..Flags::default()
-            });
+            let mut segment = self.segment(
+                seq,
+                Flags {
+                    fin,
+                    psh: len > 0 && len == unsent,
+                    ..Flags::default()
+                },
+            );
             segment.payload = chain_range(&self.send_queue, offset, len);
             self.transmit(segment, retransmission, ctx);
             if !retransmission && self.rtt_timed.is_none() {
                 self.rtt_timed = Some((seq, ctx.now));
             }
-            self.snd_nxt = seq.add(len + usize::from(fin));
+            self.snd_nxt = seq.wrapping_add(len + usize::from(fin));
             self.snd_max = self.snd_max.max(self.snd_nxt);
             if self.rexmit_at.is_none() {
                 // RFC 6298 §5.1.
@@ -1178,7 +1203,10 @@ impl Tcb {
 
     fn persist_interval(&self) -> Duration {
         let factor = 1u32 << self.persist_backoff.min(10);
-        self.rtt.rto().saturating_mul(factor).min(self.config.max_rto)
+        self.rtt
+            .rto()
+            .saturating_mul(factor)
+            .min(self.config.max_rto)
     }
 
     /// Resends the first unacknowledged segment (fast retransmit, partial
@@ -1187,19 +1215,18 @@ impl Tcb {
         self.rtt_timed = None;
         let start = self.data_start();
         let offset = self.snd_una.since(start);
-        let len = self
-            .send_queue
-            .len()
-            .saturating_sub(offset)
-            .min(self.smss);
+        let len = self.send_queue.len().saturating_sub(offset).min(self.smss);
         let fin = len == 0 && self.fin_seq() == Some(self.snd_una);
         if len == 0 && !fin {
             return;
         }
-        let mut segment = self.segment(self.snd_una, Flags {
-            fin,
-            ..Flags::default()
-        });
+        let mut segment = self.segment(
+            self.snd_una,
+            Flags {
+                fin,
+                ..Flags::default()
+            },
+        );
         segment.payload = chain_range(&self.send_queue, offset, len);
         self.transmit(segment, true, ctx);
         self.rexmit_at = Some(ctx.now + self.rtt.rto());
@@ -1286,7 +1313,7 @@ impl Tcb {
                 .saturating_sub(self.snd_una.since(self.data_start()))
                 .min(self.smss);
             let fin = len == 0 && self.fin_seq() == Some(self.snd_una);
-            self.snd_nxt = self.snd_una.add(len + usize::from(fin));
+            self.snd_nxt = self.snd_una.wrapping_add(len + usize::from(fin));
         }
     }
 

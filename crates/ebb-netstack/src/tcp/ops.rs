@@ -58,13 +58,15 @@ impl<H: TcpHost> ConnOps<H> {
 impl<H: TcpHost> TcpOps for ConnOps<H> {
     fn send(&self, data: IoChain) -> Result<(), SendError> {
         let mut data = Some(data);
-        self.with_layer(|layer, now, id| layer.send(now, id, data.take().unwrap_or_default(), false))
-            .unwrap_or_else(|| {
-                Err(SendError {
-                    error: NetError::Closed,
-                    data: data.take().unwrap_or_default(),
-                })
+        self.with_layer(|layer, now, id| {
+            layer.send(now, id, data.take().unwrap_or_default(), false)
+        })
+        .unwrap_or_else(|| {
+            Err(SendError {
+                error: NetError::Closed,
+                data: data.take().unwrap_or_default(),
             })
+        })
     }
 
     fn send_or_buffer(&self, data: IoChain) -> Result<(), SendError> {

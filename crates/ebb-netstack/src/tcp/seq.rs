@@ -14,7 +14,7 @@ pub struct Seq(pub u32);
 impl Seq {
     /// `self + n` modulo 2^32 (`n` is at most 2^31 in any valid use).
     #[must_use]
-    pub fn add(self, n: usize) -> Seq {
+    pub fn wrapping_add(self, n: usize) -> Seq {
         Seq(self.0.wrapping_add(truncate(n)))
     }
 
@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn comparisons_wrap_around() {
         let near_end = Seq(u32::MAX - 10);
-        let wrapped = near_end.add(20);
+        let wrapped = near_end.wrapping_add(20);
         assert_eq!(wrapped, Seq(9));
         assert!(near_end.lt(wrapped));
         assert!(wrapped.gt(near_end));

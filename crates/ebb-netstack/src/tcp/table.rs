@@ -55,7 +55,10 @@ struct Entry {
 /// Something to tell an application, in order.
 pub(crate) enum Event {
     Connected(u64),
-    Accepted { id: u64, accept: AcceptFn },
+    Accepted {
+        id: u64,
+        accept: AcceptFn,
+    },
     Data(u64, IoChain),
     SendCredit(u64),
     PeerClosed(u64),
@@ -310,11 +313,18 @@ impl TcpLayer {
             self.send_reset(dst, src, seg, seg.ack, None);
         } else {
             // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
-            self.send_reset(dst, src, seg, Seq(0), Some(seg.seq.add(seg.len())));
+            self.send_reset(dst, src, seg, Seq(0), Some(seg.seq.wrapping_add(seg.len())));
         }
     }
 
-    fn send_reset(&mut self, local: Ipv4Addr, remote: Ipv4Addr, seg: &Segment, seq: Seq, ack: Option<Seq>) {
+    fn send_reset(
+        &mut self,
+        local: Ipv4Addr,
+        remote: Ipv4Addr,
+        seg: &Segment,
+        seq: Seq,
+        ack: Option<Seq>,
+    ) {
         self.stats.resets_sent += 1;
         self.out.push(OutSegment {
             src: (local, seg.dst_port),
@@ -420,7 +430,13 @@ impl TcpLayer {
             trace: &mut self.trace,
         };
         let tcb = Tcb::connect(&self.config, ends, iss, self.mtu, &mut ctx);
-        self.conns.insert(id, Entry { tcb, listener: None });
+        self.conns.insert(
+            id,
+            Entry {
+                tcb,
+                listener: None,
+            },
+        );
         self.tuples.insert(tuple, id);
         let local = v4(ends.local);
         self.apps.insert(
@@ -439,7 +455,13 @@ impl TcpLayer {
     /// # Errors
     ///
     /// As [`Tcb::send`]; [`NetError::Closed`] if the connection is gone.
-    pub fn send(&mut self, now: Instant, id: u64, data: IoChain, all: bool) -> Result<(), SendError> {
+    pub fn send(
+        &mut self,
+        now: Instant,
+        id: u64,
+        data: IoChain,
+        all: bool,
+    ) -> Result<(), SendError> {
         if !self.conns.contains_key(&id) {
             return Err(SendError {
                 error: NetError::Closed,

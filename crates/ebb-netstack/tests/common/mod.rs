@@ -2,7 +2,7 @@
 //! that record what they hear, a device spy, and a raw peer that speaks TCP
 //! by hand (a small packetdrill).
 
-#![allow(dead_code, clippy::cast_possible_truncation)]
+#![allow(dead_code, clippy::cast_possible_truncation, clippy::type_complexity)]
 
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -58,6 +58,9 @@ pub fn two_stacks(
     tcp_a: TcpConfig,
     tcp_b: TcpConfig,
 ) -> (Sim, Stack<SimPort>, Stack<SimPort>) {
+    // A new pair of stacks: forget connections accepted by earlier ones on
+    // this thread (proptest runs its cases on one thread).
+    ACCEPTED.with(|a| a.borrow_mut().clear());
     let mut sim = Sim::new(link);
     let a = Stack::new(sim.wire().port(), config(MAC_A, IP_A, tcp_a), sim.now());
     let b = Stack::new(sim.wire().port(), config(MAC_B, IP_B, tcp_b), sim.now());
@@ -196,9 +199,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 /// `data` as a chain of buffers of `chunk` bytes.
 pub fn chunks(data: &[u8], chunk: usize) -> IoChain {
-    data.chunks(chunk)
-        .map(|c| IoBuf::copy_from_slice(c))
-        .collect()
+    data.chunks(chunk).map(IoBuf::copy_from_slice).collect()
 }
 
 /// The state of the only connection of `stack`, if any.
@@ -263,7 +264,9 @@ impl Raw {
         let mut inner = self.0.borrow_mut();
         let now = inner.now;
         let frame = tcp_frame(MAC_X, dst_mac, segment);
-        inner.port.transmit(now, IoChain::from(IoBuf::from_vec(frame)));
+        inner
+            .port
+            .transmit(now, IoChain::from(IoBuf::from_vec(frame)));
     }
 
     pub fn take(&self) -> Vec<Segment> {
@@ -311,7 +314,9 @@ impl Node for Raw {
                             EthernetProtocol::Arp,
                         );
                         arp::emit(&mut out[ethernet::HEADER_LEN..], &reply);
-                        inner.port.transmit(now, IoChain::from(IoBuf::from_vec(out)));
+                        inner
+                            .port
+                            .transmit(now, IoChain::from(IoBuf::from_vec(out)));
                     }
                 }
                 continue;
@@ -361,7 +366,13 @@ pub fn tcp_frame(src_mac: EthernetAddress, dst_mac: EthernetAddress, seg: &OutSe
 }
 
 /// A segment from X:`from_port` to `to`.
-pub fn from_x(from_port: u16, to: (Ipv4Addr, u16), seq: u32, ack: Option<u32>, flags: Flags) -> OutSegment {
+pub fn from_x(
+    from_port: u16,
+    to: (Ipv4Addr, u16),
+    seq: u32,
+    ack: Option<u32>,
+    flags: Flags,
+) -> OutSegment {
     OutSegment {
         src: (IP_X, from_port),
         dst: to,
@@ -411,7 +422,12 @@ pub fn run_ms(sim: &mut Sim, ms: u64) {
 }
 
 /// A connects to the raw peer X:80; returns A's ISS and A's port.
-pub fn connect_to_raw<D: Device + 'static>(sim: &mut Sim, a: &Stack<D>, raw: &Raw, log: &Log) -> (u32, u16) {
+pub fn connect_to_raw<D: Device + 'static>(
+    sim: &mut Sim,
+    a: &Stack<D>,
+    raw: &Raw,
+    log: &Log,
+) -> (u32, u16) {
     a.connect(sock(IP_X, 80), Box::new(Recorder::new(log.clone())))
         .unwrap();
     run_ms(sim, 1);
@@ -423,7 +439,12 @@ pub fn connect_to_raw<D: Device + 'static>(sim: &mut Sim, a: &Stack<D>, raw: &Ra
 
 /// Completes a handshake with the raw peer by hand; returns (A's port,
 /// A's next sequence number, X's next sequence number).
-pub fn establish_with_raw<D: Device + 'static>(sim: &mut Sim, a: &Stack<D>, raw: &Raw, log: &Log) -> (u16, u32, u32) {
+pub fn establish_with_raw<D: Device + 'static>(
+    sim: &mut Sim,
+    a: &Stack<D>,
+    raw: &Raw,
+    log: &Log,
+) -> (u16, u32, u32) {
     let (iss, port) = connect_to_raw(sim, a, raw, log);
     let x_iss = 1_000_000u32;
     let mut synack = from_x(
@@ -431,10 +452,7 @@ pub fn establish_with_raw<D: Device + 'static>(sim: &mut Sim, a: &Stack<D>, raw:
         (IP_A, port),
         x_iss,
         Some(iss.wrapping_add(1)),
-        Flags {
-            syn: true,
-            ..NONE
-        },
+        Flags { syn: true, ..NONE },
     );
     synack.mss = Some(1000);
     raw.send(MAC_A, &synack);
@@ -446,7 +464,6 @@ pub fn establish_with_raw<D: Device + 'static>(sim: &mut Sim, a: &Stack<D>, raw:
     assert_eq!(only_state(a), Some(State::Established));
     (port, iss.wrapping_add(1), x_iss + 1)
 }
-
 
 /// The result of [`transfer`].
 pub struct Transfer {
@@ -517,6 +534,9 @@ pub fn assert_intact(t: &Transfer, up: &[u8], down: &[u8]) {
     assert!(server.data == up, "A → B bytes");
     assert_eq!(client.data.len(), down.len(), "B → A length");
     assert!(client.data == down, "B → A bytes");
-    assert!(server.peer_closed && client.peer_closed, "both FINs arrived");
+    assert!(
+        server.peer_closed && client.peer_closed,
+        "both FINs arrived"
+    );
     assert!(server.aborted.is_none() && client.aborted.is_none());
 }
