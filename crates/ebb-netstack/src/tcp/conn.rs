@@ -259,7 +259,7 @@ fn window_shift(buffer: usize) -> u8 {
 }
 
 impl Tcb {
-    fn new(config: &TcpConfig, ends: Endpoints, iss: Seq, mtu: usize, now: Instant) -> Self {
+    fn new(config: &TcpConfig, ends: Endpoints, iss: Seq, mtu: usize) -> Self {
         let device_mss = u16::try_from(mtu.saturating_sub(40)).unwrap_or(u16::MAX);
         let our_mss = config.mss.map_or(device_mss, |m| m.min(device_mss)).max(64);
         let rcv_wscale = if config.window_scaling {
@@ -267,7 +267,6 @@ impl Tcb {
         } else {
             0
         };
-        let _ = now;
         Tcb {
             state: State::Closed,
             ends,
@@ -324,7 +323,7 @@ impl Tcb {
         mtu: usize,
         ctx: &mut Ctx<'_>,
     ) -> Self {
-        let mut tcb = Tcb::new(config, ends, iss, mtu, ctx.now);
+        let mut tcb = Tcb::new(config, ends, iss, mtu);
         tcb.state = State::SynSent;
         tcb.output(ctx);
         tcb
@@ -340,7 +339,7 @@ impl Tcb {
         syn: &Segment,
         ctx: &mut Ctx<'_>,
     ) -> Self {
-        let mut tcb = Tcb::new(config, ends, iss, mtu, ctx.now);
+        let mut tcb = Tcb::new(config, ends, iss, mtu);
         tcb.passive = true;
         tcb.state = State::SynReceived;
         tcb.take_syn_options(syn);
@@ -1277,7 +1276,12 @@ impl Tcb {
     fn on_retransmission_timeout(&mut self, ctx: &mut Ctx<'_>) {
         self.rexmit_at = None;
         self.retries += 1;
-        if self.retries > self.config.max_retries {
+        let limit = if self.state.synchronized() {
+            self.config.max_retries
+        } else {
+            self.config.max_syn_retries
+        };
+        if self.retries > limit {
             let error = if self.state.synchronized() {
                 NetError::ConnectionReset
             } else {

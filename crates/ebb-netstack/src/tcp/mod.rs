@@ -56,6 +56,10 @@ pub struct TcpConfig {
     /// Retransmissions of one segment before the connection is aborted
     /// (RFC 9293 §3.8.3, R2).
     pub max_retries: u32,
+    /// Retransmissions of a SYN or SYN,ACK before giving up (RFC 9293
+    /// §3.8.3: R2 for SYNs; Linux's default of 5 for SYN,ACKs keeps
+    /// half-open connections from a SYN flood short-lived).
+    pub max_syn_retries: u32,
     /// How long an ACK may be delayed (RFC 1122 §4.2.3.2: under 0.5 s);
     /// zero acknowledges every segment at once.
     pub delayed_ack: Duration,
@@ -89,6 +93,7 @@ impl Default for TcpConfig {
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retries: 12,
+            max_syn_retries: 5,
             delayed_ack: Duration::from_millis(40),
             msl: Duration::from_secs(30),
             recv_buffer: 1 << 20,
