@@ -14,7 +14,8 @@
 //! * [`rto`]: RFC 6298 SRTT/RTTVAR/RTO with back-off.
 //! * [`congestion`]: RFC 5681 + RFC 6582 NewReno.
 //! * [`conn`]: one connection's transmission control block and the state
-//!   machine of RFC 9293 §3.10.
+//!   machine of RFC 9293 §3.10 (`conn/input.rs`: segment arrival,
+//!   `conn/output.rs`: sending, `conn/timers.rs`: timeouts).
 //! * [`listener`]: listening ports with a bounded SYN backlog.
 //! * [`table`]: the connection table of one stack: demultiplexing,
 //!   RST for segments to nowhere, timers, events for the application.
