@@ -446,8 +446,12 @@ impl Tcb {
             return Err((NetError::Closed, data));
         }
         let credit = self.send_credit();
-        if data.len() > credit {
+        // A send that exhausts the credit asks to hear when it grows again
+        // (an application that pauses on zero credit relies on it).
+        if data.len() >= credit {
             self.want_credit = true;
+        }
+        if data.len() > credit {
             if !all {
                 let offered = data.len();
                 return Err((NetError::NoCredit { credit, offered }, data));
