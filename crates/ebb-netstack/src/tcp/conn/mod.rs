@@ -451,11 +451,9 @@ impl Tcb {
         if data.len() >= credit {
             self.want_credit = true;
         }
-        if data.len() > credit {
-            if !all {
-                let offered = data.len();
-                return Err((NetError::NoCredit { credit, offered }, data));
-            }
+        if data.len() > credit && !all {
+            let offered = data.len();
+            return Err((NetError::NoCredit { credit, offered }, data));
         }
         let mut data = data;
         self.send_queue.append(&mut data);
