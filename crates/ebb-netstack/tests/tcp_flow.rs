@@ -347,3 +347,107 @@ fn window_scaling_carries_64_mib() {
     t.sim.run_for(Duration::from_secs(61));
     assert!(t.a.tcp(|x| x.is_empty()) && t.b.tcp(|x| x.is_empty()));
 }
+
+/// Drops the `n`-th frame this device transmits.
+struct DropNth<D> {
+    inner: D,
+    n: usize,
+    sent: usize,
+}
+
+impl<D: ebb_netstack::Device> ebb_netstack::Device for DropNth<D> {
+    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
+        self.inner.receive(now)
+    }
+    fn transmit(&mut self, now: Instant, frame: IoChain) {
+        self.sent += 1;
+        if self.sent != self.n {
+            self.inner.transmit(now, frame);
+        }
+    }
+    fn capabilities(&self) -> ebb_netstack::DeviceCapabilities {
+        self.inner.capabilities()
+    }
+}
+
+#[test]
+fn after_fast_recovery_cwnd_grows_one_smss_per_rtt() {
+    let link = LinkConfig {
+        latency: ms(10),
+        ..LinkConfig::default()
+    };
+    let mut sim = ebb_netstack::sim::Sim::new(link);
+    let a = Stack::new(
+        DropNth {
+            inner: sim.wire().port(),
+            n: 40,
+            sent: 0,
+        },
+        config(MAC_A, IP_A, test_tcp()),
+        sim.now(),
+    );
+    let mut every_segment = test_tcp();
+    every_segment.delayed_ack = Duration::ZERO;
+    let b = Stack::new(
+        sim.wire().port(),
+        config(MAC_B, IP_B, every_segment),
+        sim.now(),
+    );
+    sim.add(Box::new(a.clone()));
+    sim.add(Box::new(b.clone()));
+    listen_recording(&b, 80, Recorder::new);
+    let data = pattern(30 << 20, 3);
+    a.connect(
+        sock(IP_B, 80),
+        Box::new(Recorder {
+            to_send: Some(chunks(&data, 65_536)),
+            ..Recorder::new(Log::default())
+        }),
+    )
+    .unwrap();
+    sim.run_for(Duration::from_secs(2));
+    let events = a.tcp(|t| t.trace().to_vec());
+    let (fast_at, ssthresh) = events
+        .iter()
+        .find_map(|e| match e.kind {
+            TraceKind::FastRetransmit { ssthresh, .. } => Some((e.at, ssthresh)),
+            _ => None,
+        })
+        .expect("the dropped segment was fast-retransmitted");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, TraceKind::Timeout { .. })),
+        "no timeout was needed"
+    );
+    // After recovery: congestion avoidance, ssthresh fixed, cwnd sampled
+    // once per RTT (20 ms) grows by one SMSS per RTT.
+    let cwnd_at = |t: Instant| {
+        events
+            .iter()
+            .filter(|e| e.at <= t)
+            .filter_map(|e| match e.kind {
+                TraceKind::Cwnd { cwnd, ssthresh: s } => Some((cwnd, s)),
+                _ => None,
+            })
+            .last()
+            .unwrap()
+    };
+    let start = fast_at + ms(100);
+    let samples: Vec<(usize, usize)> = (0..10).map(|k| cwnd_at(start + ms(20) * k)).collect();
+    assert!(samples.iter().all(|(_, s)| *s == ssthresh), "{samples:?}");
+    assert!(
+        samples.iter().all(|(c, _)| *c >= ssthresh),
+        "out of recovery: {samples:?}"
+    );
+    let growth: Vec<usize> = samples.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(
+        growth.iter().all(|g| *g <= 1460),
+        "at most one SMSS per RTT: {growth:?}"
+    );
+    let total: usize = growth.iter().sum();
+    assert!(
+        (7 * 1460..=9 * 1460).contains(&total),
+        "about one SMSS per RTT over 9 RTTs: {growth:?}"
+    );
+}
