@@ -425,12 +425,12 @@ fn after_fast_recovery_cwnd_grows_one_smss_per_rtt() {
     let cwnd_at = |t: Instant| {
         events
             .iter()
+            .rev()
             .filter(|e| e.at <= t)
-            .filter_map(|e| match e.kind {
+            .find_map(|e| match e.kind {
                 TraceKind::Cwnd { cwnd, ssthresh: s } => Some((cwnd, s)),
                 _ => None,
             })
-            .last()
             .unwrap()
     };
     let start = fast_at + ms(100);
