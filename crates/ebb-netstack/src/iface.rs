@@ -25,6 +25,8 @@ use crate::dhcp::{self, DhcpClient, DhcpEvent, DhcpOutput, DhcpState, DhcpStats}
 use crate::icmp::{self, Message};
 pub use crate::ipv4::IpConfig;
 use crate::ipv4::{self, Header};
+use crate::tcp::ops::{self as tcp_ops, TcpHost};
+use crate::tcp::{segment as tcp_segment, TcpConfig, TcpLayer};
 use crate::udp::{self, UdpTable};
 use crate::{ethernet, RxError};
 
@@ -52,6 +54,8 @@ pub struct Config {
     pub arp: ArpConfig,
     /// Seed for identifiers (DHCP transaction ids).
     pub seed: u64,
+    /// TCP settings.
+    pub tcp: TcpConfig,
 }
 
 impl Config {
@@ -63,6 +67,7 @@ impl Config {
             ip: IpSetup::Static(ip),
             arp: ArpConfig::default(),
             seed: 0,
+            tcp: TcpConfig::default(),
         }
     }
 
@@ -74,6 +79,7 @@ impl Config {
             ip: IpSetup::Dhcp,
             arp: ArpConfig::default(),
             seed,
+            tcp: TcpConfig::default(),
         }
     }
 }
@@ -142,6 +148,7 @@ struct Inner<D> {
     ip: Option<IpConfig>,
     arp: ArpCache<OutPacket>,
     udp: UdpTable,
+    tcp: TcpLayer,
     dhcp: Option<DhcpClient>,
     echo_handler: Option<EchoReplyHandler>,
     now: Instant,
@@ -181,6 +188,7 @@ impl<D: Device + 'static> Stack<D> {
                 ip,
                 arp: ArpCache::new(config.arp),
                 udp: UdpTable::default(),
+                tcp: TcpLayer::new(config.tcp, caps.mtu),
                 dhcp,
                 echo_handler: None,
                 now,
@@ -194,6 +202,7 @@ impl<D: Device + 'static> Stack<D> {
     /// run to completion into its handler. Returns whether any frame came in.
     pub fn poll(&self, now: Instant) -> bool {
         self.inner.borrow_mut().on_timers(now);
+        tcp_ops::drain(&self.inner);
         let mut any = false;
         loop {
             let delivery = {
@@ -207,6 +216,7 @@ impl<D: Device + 'static> Stack<D> {
             if let Some(delivery) = delivery {
                 self.deliver(delivery);
             }
+            tcp_ops::drain(&self.inner);
         }
         any
     }
@@ -216,10 +226,10 @@ impl<D: Device + 'static> Stack<D> {
     pub fn poll_at(&self) -> Option<Instant> {
         let inner = self.inner.borrow();
         let dhcp = inner.dhcp.as_ref().map(DhcpClient::poll_at);
-        match (inner.arp.poll_at(), dhcp) {
-            (Some(a), Some(d)) => Some(a.min(d)),
-            (a, d) => a.or(d),
-        }
+        [inner.arp.poll_at(), dhcp, inner.tcp.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn deliver(&self, delivery: Deliver) {
@@ -320,6 +330,11 @@ impl<D: Device + 'static> Stack<D> {
         f(&mut self.inner.borrow_mut().device)
     }
 
+    /// Runs `f` on the TCP layer (connection states, counters, trace).
+    pub fn tcp<R>(&self, f: impl FnOnce(&TcpLayer) -> R) -> R {
+        f(&self.inner.borrow().tcp)
+    }
+
     /// Number of bound UDP sockets.
     #[must_use]
     pub fn udp_socket_count(&self) -> usize {
@@ -337,6 +352,8 @@ impl<D: Device + 'static> Inner<D> {
             let out = dhcp.poll(now);
             self.apply_dhcp(out);
         }
+        self.tcp.poll(now);
+        self.flush_tcp();
     }
 
     fn count(&mut self, error: RxError) {
@@ -414,6 +431,7 @@ impl<D: Device + 'static> Inner<D> {
         match ip.protocol {
             IpProtocol::Icmp => self.process_icmp(&ip),
             IpProtocol::Udp => self.process_udp(&ip),
+            IpProtocol::Tcp => self.process_tcp(&ip),
             _ => Err(RxError::Unsupported),
         }
     }
@@ -455,6 +473,41 @@ impl<D: Device + 'static> Inner<D> {
             from: SocketAddr::V4(SocketAddrV4::new(ip.src, datagram.src_port)),
             data: datagram.payload,
         }))
+    }
+
+    fn process_tcp(&mut self, ip: &ipv4::Parsed) -> Result<Option<Deliver>, RxError> {
+        if self.ip.is_none_or(|c| c.addr != ip.dst) {
+            return Err(RxError::NotForUs); // RFC 1122 §4.2.3.10: no broadcast TCP
+        }
+        let segment = tcp_segment::parse(&ip.payload, ip.src, ip.dst, true)?;
+        self.tcp.input(self.now, ip.src, ip.dst, segment);
+        self.flush_tcp();
+        Ok(None)
+    }
+
+    /// Sends what the TCP layer queued: each header in its own buffer with
+    /// headroom, chained in front of the payload views.
+    fn flush_tcp(&mut self) {
+        let mut segments = core::mem::take(&mut self.tcp.out);
+        self.tcp.count_out(segments.len());
+        for segment in segments.drain(..) {
+            let upper_len = segment.header_len() + segment.payload.len();
+            // A segment that cannot be routed is lost like one dropped on
+            // the wire; retransmission covers it.
+            let Ok(hop) = self.route(segment.dst.0, upper_len) else {
+                continue;
+            };
+            let header = segment.emit_header(LOWER_HEADROOM);
+            self.send_ip(
+                hop,
+                segment.src.0,
+                segment.dst.0,
+                IpProtocol::Tcp,
+                header,
+                segment.payload,
+            );
+        }
+        self.tcp.out = segments;
     }
 
     fn apply_dhcp(&mut self, out: DhcpOutput) {
@@ -710,21 +763,35 @@ impl<D: Device + 'static> UdpOps for SocketOps<D> {
     }
 }
 
+impl<D: Device + 'static> TcpHost for Inner<D> {
+    fn tcp(&mut self) -> &mut TcpLayer {
+        &mut self.tcp
+    }
+
+    fn tcp_now(&self) -> Instant {
+        self.now
+    }
+
+    fn tcp_local_ip(&self) -> Option<Ipv4Addr> {
+        self.ip.map(|c| c.addr)
+    }
+
+    fn flush_tcp(&mut self) {
+        Inner::flush_tcp(self);
+    }
+}
+
 impl<D: Device + 'static> NetStack for Stack<D> {
-    fn listen(&self, _addr: SocketAddr, _accept: AcceptFn) -> Result<SocketAddr, NetError> {
-        Err(NetError::Unsupported(
-            "TCP is not implemented yet in the native stack (issue 8)",
-        ))
+    fn listen(&self, addr: SocketAddr, accept: AcceptFn) -> Result<SocketAddr, NetError> {
+        tcp_ops::listen(&self.inner, addr, accept)
     }
 
     fn connect(
         &self,
-        _addr: SocketAddr,
-        _handler: Box<dyn TcpHandler>,
+        addr: SocketAddr,
+        handler: Box<dyn TcpHandler>,
     ) -> Result<TcpConnection, NetError> {
-        Err(NetError::Unsupported(
-            "TCP is not implemented yet in the native stack (issue 8)",
-        ))
+        tcp_ops::connect(&self.inner, addr, handler)
     }
 
     fn udp_bind(

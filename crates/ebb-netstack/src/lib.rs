@@ -16,6 +16,10 @@
 //!   the application as a view of the receive buffer. Sends write all
 //!   headers into one header buffer chained in front of the application's
 //!   payload buffers, which are never copied.
+//! * [`tcp`]: TCP (RFC 9293) with RFC 6298 retransmission, RFC 5681/6582
+//!   congestion control and RFC 7323 window scaling; connections are driven
+//!   by the same [`TcpHandler`](ebb_net::TcpHandler) interface the hosted
+//!   platform implements.
 //! * [`sim`]: several stacks in one process on a simulated clock, joined by
 //!   a wire with programmable loss, duplication, reordering, delay and
 //!   bandwidth, deterministic for a given seed.
@@ -39,6 +43,7 @@ pub mod iface;
 pub mod ipv4;
 pub mod rng;
 pub mod sim;
+pub mod tcp;
 pub mod udp;
 
 pub use device::{

@@ -1,0 +1,264 @@
+//! TCP against hostile or broken peers: SYN floods keep state bounded, a
+//! peer that never reads keeps our memory bounded, bogus options and
+//! random segments are survived; and a property test over random link
+//! faults: both streams always arrive intact and in order, and both ends
+//! finish in CLOSED or TIME-WAIT.
+
+// Test data takes the low bits of counters on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_net::{NetStack, TcpConnection, TcpHandler};
+use ebb_netstack::device::{Device, FaultConfig};
+use ebb_netstack::rng::Rng;
+use ebb_netstack::sim::LinkConfig;
+use ebb_netstack::tcp::segment::{Flags, OutSegment};
+use ebb_netstack::tcp::{Seq, State, TcpConfig};
+use proptest::prelude::*;
+
+#[test]
+fn syn_flood_keeps_state_bounded_and_expires() {
+    let mut tcp = test_tcp();
+    tcp.syn_backlog = 64;
+    tcp.trace_capacity = 0;
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), tcp);
+    listen_recording(&b, 80, Recorder::new);
+    let raw = Raw::new(&mut sim);
+    for i in 0..10_000u32 {
+        let port = 1024 + (i % 60_000) as u16;
+        raw.send(
+            MAC_B,
+            &from_x(port, (IP_B, 80), i.wrapping_mul(7919), None, SYN),
+        );
+        if i % 100 == 0 {
+            run_ms(&mut sim, 1);
+            assert!(b.tcp(|t| t.len()) <= 64);
+        }
+    }
+    run_ms(&mut sim, 1);
+    assert_eq!(b.tcp(|t| t.half_open(80)), 64, "the backlog is full");
+    assert_eq!(b.tcp(|t| t.len()), 64);
+    assert!(b.tcp(|t| t.stats().syn_backlog_full) >= 9_900);
+    drop(raw.take());
+    // The half-open connections give up after their SYN,ACK retries.
+    sim.run_for(Duration::from_secs(30 * 60));
+    assert_eq!(b.tcp(|t| t.len()), 0);
+    assert_eq!(b.tcp(|t| t.half_open(80)), 0);
+    drop(raw.take());
+    // The listener works again.
+    let log = Log::default();
+    a.connect(sock(IP_B, 80), Box::new(Recorder::new(log.clone())))
+        .unwrap();
+    run_ms(&mut sim, 10);
+    assert!(log.borrow().connected);
+}
+
+/// Sends as much as the credit allows, whenever it allows it.
+struct Greedy {
+    accepted: std::rc::Rc<std::cell::Cell<usize>>,
+}
+
+impl Greedy {
+    fn fill(&self, conn: &TcpConnection) {
+        loop {
+            let credit = conn.send_credit();
+            if credit == 0 {
+                // Ask to be told when credit grows.
+                let _ = conn.send(IoChain::from(IoBuf::from_vec(vec![0; 1])));
+                return;
+            }
+            conn.send(IoChain::from(IoBuf::from_vec(vec![7; credit.min(65_536)])))
+                .unwrap();
+            self.accepted.set(self.accepted.get() + credit.min(65_536));
+        }
+    }
+}
+
+impl TcpHandler for Greedy {
+    fn on_connected(&mut self, conn: &TcpConnection) {
+        self.fill(conn);
+    }
+    fn on_data(&mut self, _conn: &TcpConnection, _data: IoChain) {}
+    fn on_send_credit(&mut self, conn: &TcpConnection) {
+        self.fill(conn);
+    }
+}
+
+#[test]
+fn a_peer_that_never_reads_keeps_our_memory_bounded() {
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    listen_recording(&b, 80, |log| Recorder {
+        pause: true,
+        ..Recorder::new(log)
+    });
+    let accepted = std::rc::Rc::new(std::cell::Cell::new(0));
+    a.connect(
+        sock(IP_B, 80),
+        Box::new(Greedy {
+            accepted: accepted.clone(),
+        }),
+    )
+    .unwrap();
+    sim.run_for(Duration::from_secs(120));
+    let window = TcpConfig::default().recv_buffer;
+    let a_info = a.tcp(|t| t.info(t.ids()[0]).unwrap());
+    let b_info = b.tcp(|t| t.info(t.ids()[0]).unwrap());
+    assert_eq!(a_info.state, State::Established);
+    assert_eq!(b_info.held, window, "the receiver holds one window");
+    assert!(a_info.send_queued <= window, "{}", a_info.send_queued);
+    assert!(
+        accepted.get() <= 2 * window,
+        "the sender took {} bytes",
+        accepted.get()
+    );
+    assert_eq!(a_info.snd_wnd, 0);
+}
+
+#[test]
+fn bogus_options_do_not_stop_a_handshake() {
+    let (mut sim, _a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    listen_recording(&b, 80, Recorder::new);
+    let raw = Raw::new(&mut sim);
+    let syn = from_x(4000, (IP_B, 80), 1, None, SYN);
+    let mut frame = tcp_frame(MAC_X, MAC_B, &syn);
+    // Give it 8 bytes of options: an MSS with length 0, then garbage.
+    let tcp = 14 + 20;
+    frame[tcp + 12] = 0x70;
+    frame.splice(tcp + 20..tcp + 20, [2u8, 0, 0xff, 0xff, 3, 9, 1, 1]);
+    let total = (frame.len() - 14) as u16;
+    frame[16..18].copy_from_slice(&total.to_be_bytes());
+    smoltcp::wire::Ipv4Packet::new_unchecked(&mut frame[14..34]).fill_checksum();
+    let mut packet = smoltcp::wire::TcpPacket::new_unchecked(&mut frame[tcp..]);
+    packet.fill_checksum(&IP_X.into(), &IP_B.into());
+    raw.0
+        .borrow_mut()
+        .port
+        .transmit(sim.now(), IoChain::from(IoBuf::from_vec(frame)));
+    run_ms(&mut sim, 1);
+    let answer = raw.take();
+    assert_eq!(answer.len(), 1);
+    assert!(
+        answer[0].flags.syn && answer[0].flags.ack,
+        "SYN,ACK despite the options"
+    );
+    assert_eq!(
+        answer[0].window_scale, None,
+        "no scaling offered back: none was parsed"
+    );
+    let smss = b.tcp(|t| t.info(t.ids()[0]).unwrap().smss);
+    assert_eq!(smss, 536, "no MSS parsed: the default");
+}
+
+#[test]
+fn random_segments_are_survived() {
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    listen_recording(&b, 80, Recorder::new);
+    let log = Log::default();
+    a.connect(sock(IP_B, 80), Box::new(Recorder::new(log.clone())))
+        .unwrap();
+    run_ms(&mut sim, 10);
+    let raw = Raw::new(&mut sim);
+    let mut rng = Rng::new(42);
+    for _ in 0..5_000 {
+        let bits = rng.next_u32();
+        let mut seg = OutSegment {
+            src: (
+                IP_X,
+                if bits & 1 == 0 {
+                    4000
+                } else {
+                    (bits >> 8) as u16
+                },
+            ),
+            dst: (
+                IP_B,
+                if bits & 2 == 0 {
+                    80
+                } else {
+                    (bits >> 16) as u16
+                },
+            ),
+            seq: Seq(rng.next_u32()),
+            ack: Seq(rng.next_u32()),
+            flags: Flags {
+                syn: bits & 4 != 0,
+                ack: bits & 8 != 0,
+                fin: bits & 16 != 0,
+                rst: bits & 32 != 0,
+                psh: bits & 64 != 0,
+            },
+            window: (bits >> 3) as u16,
+            mss: (bits & 128 != 0).then_some((bits >> 12) as u16),
+            window_scale: (bits & 256 != 0).then_some((bits >> 20) as u8),
+            payload: IoChain::new(),
+        };
+        if bits & 512 != 0 {
+            seg.payload = IoChain::from(IoBuf::from_vec(vec![1; (bits >> 22) as usize % 1400]));
+        }
+        raw.send(MAC_B, &seg);
+        if rng.chance(5) {
+            run_ms(&mut sim, 1);
+        }
+    }
+    sim.run_for(Duration::from_secs(600));
+    assert!(b.tcp(|t| t.len()) <= 1 + TcpConfig::default().syn_backlog);
+    // The real connection was not disturbed.
+    let conn = log.borrow().conn.clone().unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(b"still fine".to_vec())))
+        .unwrap();
+    run_ms(&mut sim, 100);
+    assert_eq!(accepted(80)[0].borrow().data, b"still fine");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_fault_schedule_delivers_both_streams(
+        seed in any::<u64>(),
+        loss_pct in 0u8..15,
+        duplicate_pct in 0u8..15,
+        reorder_pct in 0u8..20,
+        max_delay_us in 0u64..5_000,
+        latency_us in 0u64..20_000,
+        up_len in 0usize..150_000,
+        down_len in 0usize..150_000,
+        delayed_ack_ms in 0u64..100,
+    ) {
+        let link = LinkConfig {
+            faults: FaultConfig {
+                seed,
+                loss_pct,
+                duplicate_pct,
+                reorder_pct,
+                reorder_delay: Duration::from_millis(4),
+                max_delay: Duration::from_micros(max_delay_us),
+                ..FaultConfig::default()
+            },
+            latency: Duration::from_micros(latency_us),
+            bandwidth_bps: 50_000_000,
+        };
+        let mut tcp = test_tcp();
+        tcp.delayed_ack = Duration::from_millis(delayed_ack_ms);
+        tcp.trace_capacity = 0;
+        let up = pattern(up_len, 1);
+        let down = pattern(down_len, 2);
+        let mut t = transfer(link, tcp, tcp, &up, &down, Duration::from_secs(900));
+        assert_intact(&t, &up, &down);
+        // Give the last ACKs time to get through (or their FINs to be
+        // retransmitted and acknowledged).
+        t.sim.run_for(Duration::from_secs(30));
+        for stack in [&t.a, &t.b] {
+            for state in stack.tcp(|x| x.ids().iter().filter_map(|id| x.state(*id)).collect::<Vec<_>>()) {
+                prop_assert_eq!(state, State::TimeWait);
+            }
+        }
+        t.sim.run_for(Duration::from_secs(61));
+        prop_assert!(t.a.tcp(|x| x.is_empty()) && t.b.tcp(|x| x.is_empty()), "all CLOSED");
+    }
+}
