@@ -4,17 +4,8 @@
 //! 127.0.0.1 and, as root, over a TAP device in a network namespace the
 //! test creates and deletes.
 
-use std::net::TcpListener;
-
 use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestSettings};
 use ebb_bench::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 #[test]
 fn stock_memcached_answers_in_the_linux_guest() {
@@ -24,9 +15,9 @@ fn stock_memcached_answers_in_the_linux_guest() {
     assert!(manifest.contains(" virtio_net\n"), "{manifest}");
     let settings = GuestSettings::default();
 
-    let guest = linux_guest::boot_user(&built.image, &settings, free_port()).expect("user boot");
-    assert!(guest.version.starts_with("1."), "{}", guest.version);
-    probe::set_and_get(guest.server, "ebb-test", "over-user-net").expect("set/get");
+    let guest = linux_guest::boot_user(&built.image, &settings).expect("user boot");
+    assert!(guest.answer.starts_with("1."), "{}", guest.answer);
+    probe::set_and_get(guest.server(), "ebb-test", "over-user-net").expect("set/get");
     drop(guest);
 
     if !can_use_tap() {
@@ -40,7 +31,7 @@ fn stock_memcached_answers_in_the_linux_guest() {
             .expect("tap");
         let guest =
             linux_guest::boot_tap(&built.image, &settings, &namespace, &tap).expect("tap boot");
-        let server = guest.server;
+        let server = guest.server();
         namespace
             .run_inside(|| probe::set_and_get(server, "ebb-test", "over-tap"))
             .expect("inside")

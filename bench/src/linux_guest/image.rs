@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::cpio::CpioWriter;
 use super::debian::{self, run_captured};
 use super::init::{init_script, GROUP, PASSWD};
-use super::libs::{needed_libraries, SharedLibrary};
+use super::libs::{needed_libraries, SharedLibrary, LIBRARY_DIRS};
 use super::modules::{self, VIRTIO_NET_MODULES};
 use crate::report::{utc_now, workspace_root};
 
@@ -22,6 +22,9 @@ pub const KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
 pub const MEMCACHED_PACKAGE: &str = "memcached";
 /// Busybox built statically: the guest's shell and tools.
 pub const BUSYBOX_PACKAGE: &str = "busybox-static";
+/// Libraries the guest carries besides memcached's: what Rust programs
+/// built on a Debian host need (the netpipe overlay), with their packages.
+pub const EXTRA_LIBRARIES: [(&str, &str); 1] = [("libgcc-s1", "libgcc_s.so.1")];
 /// Where Debian's memcached package puts the binary.
 const MEMCACHED_BINARY: &str = "usr/bin/memcached";
 /// Rounds of pulling in the library dependencies of library packages
@@ -99,6 +102,11 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
 
     let kernel_package = debian::concrete_kernel_package(KERNEL_META_PACKAGE)?;
     let mut library_packages: Vec<String> = library_depends(MEMCACHED_PACKAGE)?;
+    for (package, _) in EXTRA_LIBRARIES {
+        if !library_packages.iter().any(|p| p == package) {
+            library_packages.push(package.to_owned());
+        }
+    }
     let mut packages = vec![
         kernel_package.clone(),
         MEMCACHED_PACKAGE.to_owned(),
@@ -121,13 +129,23 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
     }
 
     let memcached = user_root.join(MEMCACHED_BINARY);
-    let libraries = resolve_libraries(
+    let mut libraries = resolve_libraries(
         &memcached,
         &user_root,
         &debs,
         &mut library_packages,
         &mut manifest,
     )?;
+    for (package, soname) in EXTRA_LIBRARIES {
+        if !libraries.iter().any(|lib| lib.name == soname) {
+            let path = find_library(&user_root, soname)
+                .ok_or_else(|| format!("{package} has no {soname}"))?;
+            libraries.push(SharedLibrary {
+                name: soname.to_owned(),
+                path: Some(path),
+            });
+        }
+    }
     let (kernel_file, module_files) = kernel_files(&kernel_root)?;
     let module_names: Vec<String> = module_files.iter().map(|(name, _)| name.clone()).collect();
     let _ = writeln!(manifest, "modules {}", module_names.join(" "));
@@ -193,6 +211,14 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", image.manifest.display()))?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
+}
+
+/// `soname` in one of the library directories of the unpacked tree `root`.
+fn find_library(root: &Path, soname: &str) -> Option<PathBuf> {
+    LIBRARY_DIRS
+        .iter()
+        .map(|dir| root.join(dir).join(soname))
+        .find(|path| path.is_file())
 }
 
 /// The `lib*` packages among `package`'s dependencies.

@@ -15,6 +15,43 @@ pub const READY_MARKER: &str = "EBB-LINUX-GUEST-READY";
 pub const FAILURE_MARKER: &str = "EBB-LINUX-GUEST-FAILED";
 /// The port stock memcached listens on inside the guest.
 pub const MEMCACHED_PORT: u16 = 11211;
+/// The ports of apps/netpipe (ping-pong, sink) inside the guest: its
+/// defaults.
+pub const NETPIPE_PORTS: [u16; 2] = [5002, 5003];
+/// Where the netpipe overlay puts the hosted netpipe binary.
+pub const NETPIPE_BINARY: &str = "usr/bin/netpipe";
+
+/// What the guest serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestService {
+    /// Stock memcached (`-t 1`, `-u root`) on [`MEMCACHED_PORT`].
+    Memcached(MemcachedSettings),
+    /// Ebbflow's netpipe application on its hosted platform (Linux), one
+    /// core, on [`NETPIPE_PORTS`]; needs the image's netpipe overlay.
+    Netpipe,
+}
+
+impl GuestService {
+    /// The guest ports the service listens on; the first is the one whose
+    /// listener means "ready".
+    pub fn ports(&self) -> &'static [u16] {
+        match self {
+            GuestService::Memcached(_) => &[MEMCACHED_PORT],
+            GuestService::Netpipe => &NETPIPE_PORTS,
+        }
+    }
+
+    /// The `ebb_service=...` words of the kernel command line.
+    fn cmdline_words(&self) -> String {
+        match self {
+            GuestService::Memcached(m) => format!(
+                "ebb_service=memcached ebb_memcached_m={} ebb_memcached_c={}",
+                m.memory_mb, m.connections
+            ),
+            GuestService::Netpipe => "ebb_service=netpipe".to_owned(),
+        }
+    }
+}
 
 /// The guest's static IPv4 configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,12 +94,8 @@ impl Default for MemcachedSettings {
 
 /// The kernel command line: serial console, power off on panic, the host's
 /// TSC rate (see BENCH-NOTES: TSC calibration can hang without it), the
-/// address in `ip=` form and memcached's settings.
-pub fn kernel_cmdline(
-    net: &GuestAddress,
-    memcached: &MemcachedSettings,
-    tsc_khz: Option<u64>,
-) -> String {
+/// address in `ip=` form and the service with its settings.
+pub fn kernel_cmdline(net: &GuestAddress, service: &GuestService, tsc_khz: Option<u64>) -> String {
     let mut line = String::from("console=ttyS0 panic=-1 loglevel=4");
     if let Some(khz) = tsc_khz {
         let _ = write!(line, " tsc_early_khz={khz}");
@@ -70,16 +103,19 @@ pub fn kernel_cmdline(
     let gateway = net.gateway.map(|g| g.to_string()).unwrap_or_default();
     let _ = write!(
         line,
-        " ip={}::{gateway}:{}::eth0:off ebb_memcached_m={} ebb_memcached_c={}",
-        net.address, net.netmask, memcached.memory_mb, memcached.connections
+        " ip={}::{gateway}:{}::eth0:off {}",
+        net.address,
+        net.netmask,
+        service.cmdline_words()
     );
     line
 }
 
 /// `/init`: mount the pseudo file systems, load `modules` in order, bring
-/// up the device named in `ip=`, start memcached (`-t 1`: one worker thread
-/// for one vCPU), print [`READY_MARKER`] once it listens, and power off if
-/// anything fails or memcached exits.
+/// up the device named in `ip=`, start the service named by `ebb_service=`
+/// (memcached with `-t 1`: one worker thread for one vCPU; or netpipe),
+/// print [`READY_MARKER`] once it listens, and power off if anything fails
+/// or the service exits.
 pub fn init_script(modules: &[String]) -> String {
     format!(
         r#"#!/bin/sh
@@ -124,21 +160,35 @@ done
 ip link set lo up
 ifconfig "$device" "$client" netmask "$netmask" up || fail "cannot configure $device"
 [ -n "$gateway" ] && route add default gw "$gateway"
-LD_LIBRARY_PATH=/lib/x86_64-linux-gnu /usr/bin/memcached -t 1 \
-    -m "$(arg ebb_memcached_m)" -c "$(arg ebb_memcached_c)" -u root -p {port} &
+export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu
+case "$(arg ebb_service)" in
+netpipe)
+    /{netpipe} --cores 1 --no-pin --listen 0.0.0.0 --port {ping} --sink-port {sink} &
+    port_hex={ping_hex:04X}
+    ;;
+*)
+    /usr/bin/memcached -t 1 -m "$(arg ebb_memcached_m)" -c "$(arg ebb_memcached_c)" \
+        -u root -p {memcached} &
+    port_hex={memcached_hex:04X}
+    ;;
+esac
 pid=$!
-# Ready once /proc/net/tcp shows 0.0.0.0:{port} in state 0A (LISTEN).
-while ! grep -q ':{port_hex:04X} 00000000:0000 0A' /proc/net/tcp; do
-    kill -0 "$pid" 2>/dev/null || fail "memcached did not start"
+# Ready once /proc/net/tcp shows 0.0.0.0:PORT in state 0A (LISTEN).
+while ! grep -q ":$port_hex 00000000:0000 0A" /proc/net/tcp; do
+    kill -0 "$pid" 2>/dev/null || fail "the service did not start"
     sleep 0.05
 done
 echo "{READY_MARKER}"
 wait "$pid"
-fail "memcached exited ($?)"
+fail "the service exited ($?)"
 "#,
         modules = modules.join(" "),
-        port = MEMCACHED_PORT,
-        port_hex = MEMCACHED_PORT,
+        netpipe = NETPIPE_BINARY,
+        ping = NETPIPE_PORTS[0],
+        sink = NETPIPE_PORTS[1],
+        ping_hex = NETPIPE_PORTS[0],
+        memcached = MEMCACHED_PORT,
+        memcached_hex = MEMCACHED_PORT,
     )
 }
 
@@ -155,22 +205,21 @@ mod tests {
     fn command_line_carries_address_and_settings() {
         let line = kernel_cmdline(
             &GuestAddress::USER_NETWORKING,
-            &MemcachedSettings::default(),
+            &GuestService::Memcached(MemcachedSettings::default()),
             Some(2_600_000),
         );
         assert_eq!(
             line,
             "console=ttyS0 panic=-1 loglevel=4 tsc_early_khz=2600000 \
-             ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off ebb_memcached_m=64 ebb_memcached_c=1024"
+             ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off ebb_service=memcached ebb_memcached_m=64 \
+             ebb_memcached_c=1024"
         );
         let no_gateway = GuestAddress {
             gateway: None,
             ..GuestAddress::USER_NETWORKING
         };
-        assert!(
-            kernel_cmdline(&no_gateway, &MemcachedSettings::default(), None)
-                .contains(" ip=10.0.2.15:::255.255.255.0::eth0:off ")
-        );
+        assert!(kernel_cmdline(&no_gateway, &GuestService::Netpipe, None)
+            .ends_with(" ip=10.0.2.15:::255.255.255.0::eth0:off ebb_service=netpipe"));
     }
 
     #[test]
@@ -178,7 +227,9 @@ mod tests {
         let script = init_script(&["virtio_ring".into(), "virtio".into(), "virtio_net".into()]);
         assert!(script.starts_with("#!/bin/sh\n"));
         assert!(script.contains("for module in virtio_ring virtio virtio_net; do"));
-        assert!(script.contains(":2BCB 00000000:0000 0A"), "11211 is 0x2BCB");
+        assert!(script.contains("port_hex=2BCB"), "11211 is 0x2BCB");
+        assert!(script.contains("port_hex=138A"), "5002 is 0x138A");
+        assert!(script.contains(":$port_hex 00000000:0000 0A"));
         assert!(script.contains("-t 1"));
         assert!(script.contains(READY_MARKER) && script.contains(FAILURE_MARKER));
     }

@@ -90,6 +90,30 @@ pub fn wait_for_version(server: SocketAddr, limit: Duration) -> Result<String, S
     }
 }
 
+/// Sends one-byte pings to a netpipe ping-pong server until one comes back
+/// intact (the readiness check of a guest serving netpipe).
+pub fn wait_for_ping(server: SocketAddr, limit: Duration) -> Result<String, String> {
+    let mut config = ebb_loadgen::netpipe::PingPongConfig::new(server);
+    config.sizes = vec![1];
+    config.warmup = 0;
+    config.min_repetitions = 1;
+    config.max_repetitions = 1;
+    config.io_timeout = REQUEST_TIMEOUT;
+    let deadline = Instant::now() + limit;
+    loop {
+        match ebb_loadgen::netpipe::ping_pong(&config) {
+            Ok(_) => return Ok("netpipe".to_owned()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!(
+                    "netpipe at {server} did not answer within {} s: {e}",
+                    limit.as_secs()
+                ))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

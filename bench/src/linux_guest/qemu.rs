@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::image::GuestImage;
-use super::init::{FAILURE_MARKER, MEMCACHED_PORT, READY_MARKER};
+use super::init::{FAILURE_MARKER, READY_MARKER};
 
 /// The MAC address of the guest's NIC (a locally administered QEMU one).
 pub const GUEST_MAC: &str = "52:54:00:eb:b0:01";
@@ -20,11 +20,11 @@ const SERIAL_LINES_KEPT: usize = 400;
 /// How the guest's NIC reaches the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuestNetwork {
-    /// QEMU user networking, forwarding 127.0.0.1:`host_port` to the
-    /// guest's memcached port. No root needed; single queue.
+    /// QEMU user networking, forwarding TCP 127.0.0.1:HOST to the guest's
+    /// port GUEST for each `(HOST, GUEST)`. No root needed; single queue.
     User {
-        /// The host-side port.
-        host_port: u16,
+        /// `(host port, guest port)` pairs.
+        forwards: Vec<(u16, u16)>,
     },
     /// A TAP device that already exists (in the network namespace QEMU is
     /// started in); `queues` > 1 asks for multi-queue.
@@ -111,10 +111,13 @@ pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     words.push("-append".to_owned());
     words.push(settings.cmdline.clone());
     let (netdev, device_extra) = match &settings.network {
-        GuestNetwork::User { host_port } => (
-            format!("user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{MEMCACHED_PORT}"),
-            String::new(),
-        ),
+        GuestNetwork::User { forwards } => {
+            let mut netdev = "user,id=n0".to_owned();
+            for (host, guest) in forwards {
+                netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-:{guest}"));
+            }
+            (netdev, String::new())
+        }
         GuestNetwork::Tap { ifname, queues } if *queues > 1 => (
             format!("tap,id=n0,ifname={ifname},script=no,downscript=no,queues={queues}"),
             // One vector per queue of each direction, plus config and control.
@@ -305,7 +308,9 @@ mod tests {
     fn user_networking_forwards_loopback_to_memcached() {
         let settings = BootSettings::new(
             "console=ttyS0".into(),
-            GuestNetwork::User { host_port: 4242 },
+            GuestNetwork::User {
+                forwards: vec![(4242, 11211), (4243, 5003)],
+            },
         );
         let line = shell_line(&qemu_command(&image(), &settings));
         assert_eq!(
@@ -313,7 +318,7 @@ mod tests {
             "timeout --kill-after=5 120 qemu-system-x86_64 -machine q35 -accel tcg -cpu max \
              -smp 1 -m 512M -nographic -nodefaults -no-user-config -no-reboot -serial stdio \
              -monitor none -kernel /c/vmlinuz -initrd /c/initrd.gz -append console=ttyS0 \
-             -netdev user,id=n0,hostfwd=tcp:127.0.0.1:4242-:11211 \
+             -netdev user,id=n0,hostfwd=tcp:127.0.0.1:4242-:11211,hostfwd=tcp:127.0.0.1:4243-:5003 \
              -device virtio-net-pci,disable-legacy=on,netdev=n0,mac=52:54:00:eb:b0:01,romfile="
         );
     }
