@@ -4,5 +4,10 @@
 //! They share [`report`]: a table for people on stdout and the figures in
 //! `target/bench/NAME.json` (flat keys to numbers, plus the exact command lines
 //! and the versions used), and small statistics and measurement helpers.
+//! [`linux_guest`] builds and boots the Linux guest that VM benchmarks
+//! compare against, and [`netns`] gives guests on TAP devices their own
+//! network namespace.
 
+pub mod linux_guest;
+pub mod netns;
 pub mod report;

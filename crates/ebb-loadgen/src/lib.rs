@@ -7,7 +7,9 @@
 //! Facebook ETC key and value sizes; a log-linear latency histogram; the
 //! generator's own CPU use. [`run`] is the whole tool as a library call;
 //! [`responder`] holds the trivial (and stalling) server the tests and the
-//! benchmark measure against. See the crate README for the timing model.
+//! benchmark measure against. [`netpipe`] is the client of `apps/netpipe`
+//! (ping-pong latency and bulk goodput). See the crate README for the
+//! timing model.
 //!
 //! ```no_run
 //! let mut cfg = ebb_loadgen::Config::new("127.0.0.1:11211").etc();
@@ -21,6 +23,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod histogram;
+pub mod netpipe;
 pub mod protocol;
 pub mod report;
 pub mod responder;

@@ -1,0 +1,243 @@
+//! A Linux guest for comparison: Debian's cloud kernel and an initramfs with
+//! stock memcached, booted under QEMU on the same virtual hardware as
+//! Ebbflow's native memcached (q35, `virtio-net-pci,disable-legacy=on`, the
+//! same memory and vCPUs, the same `-m` and `-c`).
+//!
+//! - [`image`] builds it from Debian packages ([`debian`]: `apt-get
+//!   download`, never installed on the host), resolving memcached's shared
+//!   libraries with the packages' own loader ([`libs`]) and virtio-net's
+//!   modules from their `.modinfo` ([`modules`]); [`cpio`] writes the
+//!   initramfs, [`init`] its `/init`. Cached under `target/linux-guest/`.
+//! - [`overlay`] adds Ebbflow's hosted netpipe binary to a copy of the
+//!   initrd, so the guest can serve netpipe instead of memcached.
+//! - [`qemu`] boots it; [`boot_user`] and [`boot_tap`] return a guest whose
+//!   service has answered ([`probe`]), over user networking or over a TAP
+//!   device in a network namespace ([`crate::netns`]).
+
+pub mod cpio;
+pub mod debian;
+pub mod image;
+pub mod init;
+pub mod libs;
+pub mod modules;
+pub mod overlay;
+pub mod probe;
+pub mod qemu;
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use crate::netns::{NetNamespace, TapDevice};
+pub use image::{build_or_reuse, default_cache_dir, Built, GuestImage};
+pub use init::{GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS};
+pub use overlay::with_netpipe;
+use qemu::{qemu_command, shell_line, BootSettings, GuestNetwork, RunningGuest};
+
+/// How to boot the guest, whatever the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestSettings {
+    /// Guest memory in QEMU's `-m` syntax.
+    pub memory: String,
+    /// vCPUs.
+    pub cpus: u16,
+    /// What the guest serves.
+    pub service: GuestService,
+    /// Seconds before QEMU is stopped whatever happens.
+    pub timeout_secs: u64,
+    /// How long to wait for the service to answer after QEMU starts.
+    pub ready_limit: Duration,
+}
+
+impl Default for GuestSettings {
+    /// 512 MiB and one vCPU as Ebbflow's guest, memcached with its
+    /// defaults, QEMU stopped after 10 minutes, 90 s to become ready under
+    /// TCG on a busy machine.
+    fn default() -> Self {
+        GuestSettings {
+            memory: "512M".to_owned(),
+            cpus: 1,
+            service: GuestService::Memcached(MemcachedSettings::default()),
+            timeout_secs: 600,
+            ready_limit: Duration::from_secs(90),
+        }
+    }
+}
+
+/// A booted guest whose service answered.
+pub struct ReadyGuest {
+    /// The QEMU process (stopped on drop).
+    pub qemu: RunningGuest,
+    /// Where the service's ports answer, in the order of
+    /// [`GuestService::ports`] (inside the namespace for TAP).
+    pub addresses: Vec<SocketAddr>,
+    /// The service's first answer: memcached's version, or `netpipe`.
+    pub answer: String,
+    /// From QEMU's start to the ready marker on the serial console.
+    pub boot_to_marker: Duration,
+    /// From QEMU's start to the service's first reply.
+    pub boot_to_ready: Duration,
+    /// The QEMU command line.
+    pub command: String,
+}
+
+impl ReadyGuest {
+    /// The address of the service's first port (memcached's, or netpipe's
+    /// ping-pong).
+    pub fn server(&self) -> SocketAddr {
+        self.addresses[0]
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+/// Boots `image` with user networking; each service port is forwarded from
+/// a free port on 127.0.0.1.
+pub fn boot_user(image: &GuestImage, settings: &GuestSettings) -> Result<ReadyGuest, String> {
+    let cmdline = init::kernel_cmdline(
+        &GuestAddress::USER_NETWORKING,
+        &settings.service,
+        host_tsc_khz(),
+    );
+    let forwards = settings
+        .service
+        .ports()
+        .iter()
+        .map(|&guest| free_port().map(|host| (host, guest)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let addresses = forwards
+        .iter()
+        .map(|&(host, _)| SocketAddr::from((Ipv4Addr::LOCALHOST, host)))
+        .collect();
+    let boot = boot_settings(settings, cmdline, GuestNetwork::User { forwards }, None);
+    start_and_wait(image, &boot, settings, addresses, wait_for_service)
+}
+
+/// Boots `image` on `tap` inside `namespace` (QEMU runs there too); the
+/// service answers at the guest's address from inside the namespace.
+pub fn boot_tap(
+    image: &GuestImage,
+    settings: &GuestSettings,
+    namespace: &NetNamespace,
+    tap: &TapDevice<'_>,
+) -> Result<ReadyGuest, String> {
+    let address = GuestAddress {
+        address: tap.guest(),
+        netmask: Ipv4Addr::new(255, 255, 255, 0),
+        gateway: Some(tap.host()),
+    };
+    let cmdline = init::kernel_cmdline(&address, &settings.service, host_tsc_khz());
+    let network = GuestNetwork::Tap {
+        ifname: tap.ifname().to_owned(),
+        queues: 1,
+    };
+    let boot = boot_settings(
+        settings,
+        cmdline,
+        network,
+        Some(namespace.name().to_owned()),
+    );
+    let addresses = settings
+        .service
+        .ports()
+        .iter()
+        .map(|&port| SocketAddr::from((tap.guest(), port)))
+        .collect();
+    start_and_wait(
+        image,
+        &boot,
+        settings,
+        addresses,
+        |service, server, limit| {
+            namespace.run_inside(|| wait_for_service(service, server, limit))?
+        },
+    )
+}
+
+/// Waits until the service at `server` gives a real answer.
+fn wait_for_service(
+    service: &GuestService,
+    server: SocketAddr,
+    limit: Duration,
+) -> Result<String, String> {
+    match service {
+        GuestService::Memcached(_) => probe::wait_for_version(server, limit),
+        GuestService::Netpipe => probe::wait_for_ping(server, limit),
+    }
+}
+
+fn boot_settings(
+    settings: &GuestSettings,
+    cmdline: String,
+    network: GuestNetwork,
+    namespace: Option<String>,
+) -> BootSettings {
+    let mut boot = BootSettings::new(cmdline, network);
+    boot.memory.clone_from(&settings.memory);
+    boot.cpus = settings.cpus;
+    boot.timeout_secs = settings.timeout_secs;
+    boot.namespace = namespace;
+    boot
+}
+
+/// Starts QEMU, waits for the serial marker, then for `ask` to get an
+/// answer from the service's first address.
+fn start_and_wait(
+    image: &GuestImage,
+    boot: &BootSettings,
+    settings: &GuestSettings,
+    addresses: Vec<SocketAddr>,
+    ask: impl FnOnce(&GuestService, SocketAddr, Duration) -> Result<String, String>,
+) -> Result<ReadyGuest, String> {
+    let command = qemu_command(image, boot);
+    let shown = shell_line(&command);
+    let start = Instant::now();
+    let mut qemu = RunningGuest::spawn(command)?;
+    let boot_to_marker = qemu.wait_ready(settings.ready_limit)?;
+    let left = settings.ready_limit.saturating_sub(start.elapsed());
+    let answer = ask(
+        &settings.service,
+        addresses[0],
+        left.max(Duration::from_secs(5)),
+    )
+    .map_err(|e| format!("{e}\n--- last serial lines ---\n{}", qemu.serial_tail(20)))?;
+    Ok(ReadyGuest {
+        boot_to_ready: qemu.uptime(),
+        qemu,
+        addresses,
+        answer,
+        boot_to_marker,
+        command: shown,
+    })
+}
+
+/// The host's TSC rate in kHz, for the guest's `tsc_early_khz=` (the guest
+/// TSC runs at the host's rate under TCG); the median of three 10 ms
+/// measurements against the monotonic clock.
+#[cfg(target_arch = "x86_64")]
+pub fn host_tsc_khz() -> Option<u64> {
+    let mut samples: Vec<u64> = (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            // SAFETY: RDTSC only reads the time-stamp counter.
+            let tsc0 = unsafe { std::arch::x86_64::_rdtsc() };
+            std::thread::sleep(Duration::from_millis(10));
+            // SAFETY: as above.
+            let tsc1 = unsafe { std::arch::x86_64::_rdtsc() };
+            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            tsc1.wrapping_sub(tsc0).saturating_mul(1_000_000) / nanos.max(1)
+        })
+        .collect();
+    samples.sort_unstable();
+    Some(samples[1]).filter(|&khz| khz > 0)
+}
+
+/// Elsewhere the guest calibrates its TSC itself.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn host_tsc_khz() -> Option<u64> {
+    None
+}
