@@ -116,7 +116,12 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             child::guard_sigint();
             child::run(&mut cargo_run(
                 root,
-                &["-p", "ebb-bench", "--bin", &name],
+                &[
+                    "-p",
+                    "ebb-bench",
+                    "--bin",
+                    &format!("{}{name}", root::BENCH_BINARY_PREFIX),
+                ],
                 &args,
             ))
             .map_err(|e| (EXIT_ERROR, e))
@@ -192,7 +197,7 @@ mod tests {
         std::fs::create_dir_all(dir.0.join("apps/hello")).expect("mkdir");
         std::fs::write(dir.0.join("apps/hello/Cargo.toml"), "").expect("write");
         std::fs::create_dir_all(dir.0.join("bench/src/bin")).expect("mkdir");
-        std::fs::write(dir.0.join("bench/src/bin/ebbref.rs"), "").expect("write");
+        std::fs::write(dir.0.join("bench/src/bin/bench-ebbref.rs"), "").expect("write");
         assert_eq!(
             dispatch(
                 Command::Run {

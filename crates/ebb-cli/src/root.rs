@@ -71,19 +71,26 @@ pub fn is_app(root: &Path, name: &str) -> bool {
     is_plain_name(name) && root.join("apps").join(name).join("Cargo.toml").is_file()
 }
 
-/// The benchmarks: binaries of `bench/`, as `bench/src/bin/NAME.rs` or
-/// `bench/src/bin/NAME/main.rs`, sorted.
+/// The prefix of every benchmark binary's name: `./ebb bench NAME` runs
+/// the binary `bench-NAME`, so that no benchmark's binary has the name of
+/// an application's (cargo would write both to `target/release/NAME`; the
+/// memcached benchmark starts the memcached application from there).
+pub const BENCH_BINARY_PREFIX: &str = "bench-";
+
+/// The benchmarks: binaries of `bench/`, as `bench/src/bin/bench-NAME.rs`
+/// or `bench/src/bin/bench-NAME/main.rs`, sorted, without the prefix.
 pub fn benches(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = entries(&root.join("bench/src/bin"))
         .into_iter()
         .filter_map(|(path, name)| {
-            if path.is_dir() {
-                path.join("main.rs").is_file().then_some(name)
+            let stem = if path.is_dir() {
+                path.join("main.rs").is_file().then_some(name.as_str())?
             } else {
-                name.strip_suffix(".rs")
-                    .filter(|stem| !stem.is_empty())
-                    .map(str::to_owned)
-            }
+                name.strip_suffix(".rs")?
+            };
+            stem.strip_prefix(BENCH_BINARY_PREFIX)
+                .filter(|stem| !stem.is_empty())
+                .map(str::to_owned)
         })
         .collect();
     names.sort();
@@ -94,8 +101,10 @@ pub fn benches(root: &Path) -> Vec<String> {
 /// Whether `name` is a benchmark binary of `bench/`.
 pub fn is_bench(root: &Path, name: &str) -> bool {
     let bin = root.join("bench/src/bin");
+    let binary = format!("{BENCH_BINARY_PREFIX}{name}");
     is_plain_name(name)
-        && (bin.join(format!("{name}.rs")).is_file() || bin.join(name).join("main.rs").is_file())
+        && (bin.join(format!("{binary}.rs")).is_file()
+            || bin.join(binary).join("main.rs").is_file())
 }
 
 /// `(path, file name)` of each entry of `dir` whose name is valid UTF-8; empty
@@ -162,8 +171,9 @@ pub(crate) mod tests {
         write(&r.join("apps/hello/Cargo.toml"), "[package]\n");
         write(&r.join("apps/echo/Cargo.toml"), "[package]\n");
         write(&r.join("apps/notyet/src/main.rs"), "");
-        write(&r.join("bench/src/bin/ebbref.rs"), "");
-        write(&r.join("bench/src/bin/events/main.rs"), "");
+        write(&r.join("bench/src/bin/bench-ebbref.rs"), "");
+        write(&r.join("bench/src/bin/bench-events/main.rs"), "");
+        write(&r.join("bench/src/bin/helper.rs"), "");
         write(&r.join("bench/src/bin/README.md"), "");
         write(&r.join("crates/ebb-core/Cargo.toml"), "[package]\n");
         dir
@@ -243,6 +253,7 @@ pub(crate) mod tests {
         assert!(is_bench(&repo.0, "ebbref"));
         assert!(is_bench(&repo.0, "events"));
         assert!(!is_bench(&repo.0, "README"));
+        assert!(!is_bench(&repo.0, "helper"));
         assert!(!is_bench(&repo.0, "../bin/ebbref"));
     }
 

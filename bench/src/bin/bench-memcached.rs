@@ -462,7 +462,7 @@ fn run(plan: Plan) -> Result<(), String> {
             );
     }
     report
-        .command("cargo run --release -p ebb-bench --bin memcached")
+        .command("./ebb bench memcached")
         .command(format!("taskset -c {SERVER_CPU} {STOCK} -U 0 [-u root] -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
         .command(format!("target/release/memcached --cpus {SERVER_CPU} -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
         .command(format!("ebb-loadgen (library): ETC, 1 thread on CPU {GENERATOR_CPU}, 4 connections, depth 4 closed / 64 open, {} s windows", plan.window.as_secs_f64()));

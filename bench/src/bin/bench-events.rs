@@ -270,7 +270,7 @@ fn run() -> Result<(), String> {
             "us",
             "same",
         )
-        .command("cargo run --release -p ebb-bench --bin events")
+        .command("./ebb bench events")
         .command(format!(
             "ours: 1-core hosted node pinned to CPU {cpu} (io_uring backend when available)"
         ))

@@ -517,7 +517,7 @@ fn main() {
 
     let mut report = Report::new("threadtest");
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut line = String::from("cargo run --release -p ebb-bench --bin threadtest");
+    let mut line = String::from("./ebb bench threadtest");
     if !args.is_empty() {
         line.push_str(" -- ");
         line.push_str(&args.join(" "));

@@ -84,7 +84,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--connections" => options.memcached.connections = number(value()?)?,
             other => {
                 return Err(format!(
-                    "unknown option {other} (see bench/src/bin/linux-guest.rs)"
+                    "unknown option {other} (see bench/src/bin/bench-linux-guest.rs)"
                 ))
             }
         }

@@ -198,7 +198,7 @@ fn run() -> Result<(), String> {
             "valgrind --tool=callgrind {} --probe ebbref|direct {SMALL}|{LARGE}",
             exe.display()
         ))
-        .command("cargo run --release -p ebb-bench --bin ebbref");
+        .command("./ebb bench ebbref");
     let path = report.finish()?;
     println!("wrote {}", path.display());
     if extra > 3.0 {
