@@ -5,7 +5,9 @@
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
 
 use ebb_core::CoreId;
 use ebb_event::{core_count, spawn_task_on};
@@ -59,6 +61,57 @@ async fn demand_zero_region() -> Outcome {
         return Err(format!("the other core faulted again: {} filled", filled()));
     }
     drop(region);
+    every_core_touches_the_same_fresh_pages().await
+}
+
+/// Core `core`'s byte (cores are fewer than 255).
+#[allow(clippy::cast_possible_truncation)]
+fn mark(core: usize) -> u8 {
+    (core % 255) as u8 + 1
+}
+
+/// Every core writes its own byte into each of 16 fresh pages at once:
+/// however the faults race, each page is filled once and no write is lost.
+async fn every_core_touches_the_same_fresh_pages() -> Outcome {
+    const PAGES: usize = 16;
+    let cores = core_count();
+    let before = pages_filled();
+    let region = Arc::new(
+        DemandZeroRegion::new(PAGES * 4096)
+            .ok_or("no region")?
+            .into_atomic(),
+    );
+    let mut handles = Vec::new();
+    for core in 0..cores {
+        let region = region.clone();
+        let handle = spawn_task_on(CoreId(core), async move {
+            let bytes = region.bytes();
+            for page in 0..PAGES {
+                bytes[page * 4096 + core].store(mark(core), Ordering::Relaxed);
+            }
+        })
+        .map_err(|e| format!("spawn_task_on: {e}"))?;
+        handles.push(handle);
+    }
+    for handle in handles {
+        handle.await.map_err(|e| format!("a core: {e}"))?;
+    }
+    for page in 0..PAGES {
+        for core in 0..cores {
+            let byte = region.bytes()[page * 4096 + core].load(Ordering::Relaxed);
+            if byte != mark(core) {
+                return Err(format!(
+                    "page {page}: core {core}'s write was lost ({byte})"
+                ));
+            }
+        }
+    }
+    let filled = pages_filled() - before;
+    if filled != PAGES as u64 {
+        return Err(format!(
+            "{PAGES} pages touched by {cores} cores, {filled} filled"
+        ));
+    }
     Ok(())
 }
 

@@ -366,26 +366,38 @@ pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
     Ok(top)
 }
 
+/// Serializes changes to the shared regions' tables: two cores faulting on
+/// the same page (or the same missing table) at once must not both map it.
+static REGION_TABLES: Mutex<()> = Mutex::new(());
+
 /// Maps the 4 KiB page at `addr` (in the shared regions' area) to a fresh
-/// zeroed frame, for every core (the area's tables are shared). Returns
-/// false without memory.
-pub fn map_zeroed_page(addr: u64) -> bool {
+/// zeroed frame, for every core (the area's tables are shared), unless
+/// another core mapped it first. `Some(true)`: mapped now; `Some(false)`:
+/// already mapped; `None`: no memory.
+pub fn map_zeroed_page(addr: u64) -> Option<bool> {
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
-    let walk = || -> Result<(), PagingError> {
+    let _tables = REGION_TABLES.lock();
+    let walk = || -> Result<bool, PagingError> {
         let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
         let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
         let pt = next_table(pd, index(addr, 1), &mut PageAllocatorFrames)?;
+        // SAFETY: `pt` is one of our page-table frames, index < 512.
+        let present = unsafe { entries(pt).wrapping_add(index(addr, 0) as usize).read() } & PRESENT;
+        if present != 0 {
+            return Ok(false);
+        }
         let frame = PageAllocatorFrames.zeroed()?;
         set(pt, index(addr, 0), frame | PRESENT | WRITABLE | NO_EXECUTE);
-        Ok(())
+        Ok(true)
     };
-    walk().is_ok()
+    walk().ok()
 }
 
 /// Unmaps the 4 KiB page at `addr` if it is mapped and returns its frame.
 /// Only this core's TLB entry is dropped: the caller makes sure no core
 /// uses the address again (regions' addresses are never reused).
 pub fn unmap_page(addr: u64) -> Option<u64> {
+    let _tables = REGION_TABLES.lock();
     let mut table = CORE0_PML4.load(Ordering::Relaxed);
     for level in (1..4).rev() {
         // SAFETY: `table` is one of our page-table frames, index < 512.

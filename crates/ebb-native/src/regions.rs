@@ -12,7 +12,7 @@
 //! [`DemandZeroRegion`] is the safe handle applications use.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use ebb_mem::vmem::{AddressSpace, FaultError, FaultOutcome, FaultPolicy, Protection};
 use ebb_mem::{VMemAllocator, PAGE_SIZE};
@@ -40,9 +40,7 @@ unsafe impl AddressSpace for RegionArea {
         // `VMemAllocator::reserve` writes the region's header in the page
         // before the usable range (`base + align - PAGE`) while it holds
         // its lock, which the fault handler would take: map it now.
-        if !paging::map_zeroed_page(base + align as u64 - PAGE_SIZE as u64) {
-            return None;
-        }
+        paging::map_zeroed_page(base + align as u64 - PAGE_SIZE as u64)?;
         *next = end;
         NonNull::new(base as *mut u8)
     }
@@ -94,14 +92,13 @@ pub fn page_fault(addr: u64, write: bool) -> PageFault {
         ebb_mem::vmem::Access::Read
     };
     match REGIONS.handle_fault(addr as usize, access) {
-        FaultOutcome::MapZeroed => {
-            if paging::map_zeroed_page(addr & !(PAGE_SIZE as u64 - 1)) {
-                FILLED.fetch_add(1, Ordering::Relaxed);
+        FaultOutcome::MapZeroed => match paging::map_zeroed_page(addr & !(PAGE_SIZE as u64 - 1)) {
+            Some(mapped_now) => {
+                FILLED.fetch_add(u64::from(mapped_now), Ordering::Relaxed);
                 PageFault::Resolved
-            } else {
-                PageFault::Fatal(FaultError::Denied)
             }
-        }
+            None => PageFault::Fatal(FaultError::Denied),
+        },
         FaultOutcome::Handled => PageFault::Resolved,
         FaultOutcome::Fatal(error) => PageFault::Fatal(error),
     }
@@ -148,9 +145,30 @@ impl DemandZeroRegion {
         unsafe { core::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
     }
 
+    /// Turns the region into one that cores share and write at once
+    /// (through atomics only).
+    pub fn into_atomic(self) -> AtomicRegion {
+        AtomicRegion(self)
+    }
+
     /// The first byte's address.
     pub fn as_ptr(&self) -> *const u8 {
         self.start.as_ptr()
+    }
+}
+
+/// A demand-zero region shared by cores (`Arc<AtomicRegion>`), every access
+/// atomic, so concurrent writers need no lock.
+pub struct AtomicRegion(DemandZeroRegion);
+
+impl AtomicRegion {
+    /// The region's bytes, as atomics.
+    pub fn bytes(&self) -> &[AtomicU8] {
+        let region = &self.0;
+        // SAFETY: `len` bytes from `start` are the region's, mapped (on
+        // demand) while it lives; `AtomicU8` has the layout of `u8`, and an
+        // `AtomicRegion` gives no non-atomic access at all.
+        unsafe { core::slice::from_raw_parts(region.start.as_ptr().cast::<AtomicU8>(), region.len) }
     }
 }
 
