@@ -54,13 +54,16 @@ pub struct TapDevice {
 }
 
 impl TapFile {
-    /// Attaches to the TAP device `name`, creating it if it does not exist
-    /// (needs `CAP_NET_ADMIN`). The caller brings it up and addresses its
-    /// kernel side (`ip link set NAME up`).
+    /// Attaches to the existing TAP device `name` of this network
+    /// namespace (needs `CAP_NET_ADMIN`). It does not create one: TAP
+    /// devices belong in a namespace made for them (`ip netns add`, then
+    /// `ip -n NS tuntap add dev NAME mode tap`, its kernel-side address and
+    /// `link set NAME up`), and a typo must not make one elsewhere.
     ///
     /// # Errors
     ///
-    /// If `/dev/net/tun` cannot be opened or the kernel refuses the name.
+    /// If there is no such device, `/dev/net/tun` cannot be opened or the
+    /// kernel refuses (not a TAP device, not permitted).
     pub fn open(name: &str) -> io::Result<Self> {
         let c_name = CString::new(name)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the TAP name"))?;
@@ -68,6 +71,17 @@ impl TapFile {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a TAP name has at most 15 bytes",
+            ));
+        }
+        // SAFETY: `c_name` is a NUL-terminated string; the call only reads it.
+        if unsafe { libc::if_nametoindex(c_name.as_ptr()) } == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no network device {name} in this network namespace: create the TAP \
+                     device in a namespace of its own (ip -n NS tuntap add dev {name} mode tap) \
+                     and run this inside it (ip netns exec NS ...)"
+                ),
             ));
         }
         let path = c"/dev/net/tun";

@@ -333,3 +333,19 @@ fn a_burst_of_datagrams_is_echoed_in_full() {
     });
     assert_eq!(received, usize::from(BURST));
 }
+
+#[test]
+fn a_missing_tap_device_is_not_created() {
+    require_root_and_tun!();
+    let ns = Namespace::new("ebb0", "10.77.3.1/24");
+    let (kind, message) = ns.inside(|| {
+        let error = ebb_userstack::TapFile::open("ebb-typo").expect_err("no such device");
+        (error.kind(), error.to_string())
+    });
+    assert_eq!(kind, std::io::ErrorKind::NotFound);
+    assert!(message.contains("ip netns exec"), "{message}");
+    let (_, links) = ns.exec("ip", &["-o", "link", "show"]);
+    assert!(!links.contains("ebb-typo"), "{links}");
+    let attached = ns.inside(|| ebb_userstack::TapFile::open("ebb0").map(|_| ()));
+    assert!(attached.is_ok(), "{attached:?}");
+}
