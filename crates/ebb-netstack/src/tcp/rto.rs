@@ -61,6 +61,16 @@ impl RttEstimator {
         self.backoff = 0;
     }
 
+    /// The handshake completed after a retransmitted SYN or SYN,ACK and
+    /// without a measurement (Karn's rule): RFC 6298 §5.7, "the RTO MUST be
+    /// re-initialized to 3 seconds when data transmission begins".
+    pub fn restart_after_lost_syn(&mut self) {
+        if self.srtt.is_none() && self.backoff > 0 {
+            self.base_rto = Duration::from_secs(3).clamp(self.min_rto, self.max_rto);
+            self.backoff = 0;
+        }
+    }
+
     /// The timer expired: back off (RFC 6298 §5.5, "RTO <- RTO * 2").
     pub fn back_off(&mut self) {
         self.backoff = self.backoff.saturating_add(1);
@@ -133,5 +143,16 @@ mod tests {
         assert_eq!(e.rto(), MS * 5000, "§2.5 maximum");
         e.reset_backoff();
         assert_eq!(e.rto(), MS * 200);
+    }
+
+    #[test]
+    fn three_seconds_after_a_lost_syn() {
+        let mut e = RttEstimator::new(MS * 1000, MS * 200, MS * 60_000);
+        e.restart_after_lost_syn();
+        assert_eq!(e.rto(), MS * 1000, "nothing was lost");
+        e.back_off();
+        assert_eq!(e.rto(), MS * 2000);
+        e.restart_after_lost_syn();
+        assert_eq!(e.rto(), MS * 3000, "RFC 6298 §5.7");
     }
 }

@@ -66,6 +66,7 @@ impl Tcb {
             self.take_rtt_sample(seg.ack, ctx);
             self.rexmit_at = None;
             self.retries = 0;
+            self.rtt.restart_after_lost_syn();
             self.state = State::Established;
             ctx.events.push(ConnEvent::Established);
         } else {
@@ -100,6 +101,18 @@ impl Tcb {
                 if self.state == State::TimeWait && seg.flags.fin {
                     // A retransmitted FIN: restart the 2·MSL wait.
                     self.time_wait_until = Some(ctx.now + self.config.msl * 2);
+                }
+                // With a zero window nothing is acceptable, "but special
+                // allowance should be made to accept valid ACKs": the
+                // peer's window probes carry them.
+                if self.rcv_wnd() == 0
+                    && self.state.synchronized()
+                    && seg.flags.ack
+                    && !seg.flags.syn
+                    && seg.seq == self.rcv_nxt
+                    && seg.ack.le(self.ack_limit())
+                {
+                    self.process_ack(&seg, ctx);
                 }
                 self.ack_pending = true;
                 self.ack_now = true;
@@ -150,6 +163,7 @@ impl Tcb {
                 self.snd_wnd = usize::from(seg.window) << self.snd_wscale;
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
+                self.rtt.restart_after_lost_syn();
                 ctx.events.push(ConnEvent::Established);
             } else {
                 ctx.out.push(self.reset_for(seg.ack));
