@@ -100,6 +100,10 @@ fn orderly_close_from_the_client() {
     assert_eq!(only_state(&b), None, "LAST-ACK → CLOSED");
     assert_eq!(only_state(&a), Some(State::TimeWait));
     assert!(log.borrow().peer_closed);
+    assert!(
+        log.borrow().dropped && server.borrow().dropped,
+        "both handlers are released once both sides closed"
+    );
     sim.run_for(std::time::Duration::from_secs(59));
     assert_eq!(only_state(&a), Some(State::TimeWait), "2·MSL is 60 s");
     sim.run_for(std::time::Duration::from_secs(2));

@@ -50,6 +50,9 @@ struct Entry {
     tcb: Tcb,
     /// The listener's port, for a passive connection.
     listener: Option<u16>,
+    /// The application's handler was released (TIME-WAIT: both sides
+    /// closed, nothing more to tell it).
+    released: bool,
 }
 
 /// Something to tell an application, in order.
@@ -220,6 +223,14 @@ impl TcpLayer {
         }
         if state == State::Closed {
             self.remove(id);
+        } else if state == State::TimeWait {
+            // "The connection is gone once both sides closed" (ebb-net):
+            // the handler goes now, the TCB stays for 2·MSL.
+            if let Some(entry) = self.conns.get_mut(&id) {
+                if !core::mem::replace(&mut entry.released, true) {
+                    self.events.push_back(Event::Release(id));
+                }
+            }
         }
         Some(result)
     }
@@ -244,7 +255,9 @@ impl TcpLayer {
             let ends = entry.tcb.endpoints();
             self.tuples
                 .remove(&(ends.local.0, ends.local.1, ends.remote.0, ends.remote.1));
-            self.events.push_back(Event::Release(id));
+            if !entry.released {
+                self.events.push_back(Event::Release(id));
+            }
         }
     }
 
@@ -308,6 +321,7 @@ impl TcpLayer {
             Entry {
                 tcb,
                 listener: Some(seg.dst_port),
+                released: false,
             },
         );
         self.tuples.insert(tuple, id);
@@ -428,6 +442,7 @@ impl TcpLayer {
             Entry {
                 tcb,
                 listener: None,
+                released: false,
             },
         );
         self.tuples.insert(tuple, id);
