@@ -471,3 +471,44 @@ fn received_data_are_views_of_receive_buffers_and_sends_are_not_copied() {
     }
     assert_eq!(offset, 4000);
 }
+
+#[test]
+fn sequence_numbers_wrap_around() {
+    let (mut sim, a, _b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    let raw = Raw::new(&mut sim);
+    let log = Log::default();
+    let (iss, port) = connect_to_raw(&mut sim, &a, &raw, &log);
+    // X's ISS sits just below 2^32: its data crosses the wrap.
+    let x_iss = u32::MAX - 14;
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_iss, Some(iss.wrapping_add(1)), SYN),
+    );
+    run_ms(&mut sim, 1);
+    assert_eq!(only_state(&a), Some(State::Established));
+    raw.take();
+    let a_nxt = iss.wrapping_add(1);
+    let mut x_nxt = x_iss.wrapping_add(1);
+    // Send the second segment first: it is held out of order across the
+    // wrap, then the first fills the hole.
+    let mut second = from_x(80, (IP_A, port), x_nxt.wrapping_add(10), Some(a_nxt), NONE);
+    second.payload = IoChain::from(IoBuf::from_vec(b"0123456789".to_vec()));
+    raw.send(MAC_A, &second);
+    let mut first = from_x(80, (IP_A, port), x_nxt, Some(a_nxt), NONE);
+    first.payload = IoChain::from(IoBuf::from_vec(b"abcdefghij".to_vec()));
+    raw.send(MAC_A, &first);
+    run_ms(&mut sim, 1);
+    x_nxt = x_nxt.wrapping_add(20);
+    assert!(x_nxt < 10, "the stream crossed 2^32");
+    assert_eq!(log.borrow().data, b"abcdefghij0123456789");
+    let acks = raw.take();
+    assert_eq!(acks.last().unwrap().ack.0, x_nxt);
+    // And A's data is acknowledged across the wrap as well.
+    let conn = log.borrow().conn.clone().unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(b"pong".to_vec())))
+        .unwrap();
+    run_ms(&mut sim, 1);
+    let data = raw.take();
+    assert_eq!(data[0].seq.0, a_nxt);
+    assert_eq!(data[0].ack.0, x_nxt);
+}
