@@ -51,13 +51,15 @@ impl RttEstimator {
                 // §2.3: RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
                 //       SRTT <- (1 - alpha) * SRTT + alpha * R'
                 let delta = srtt.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + delta / 4;
-                self.srtt = Some(srtt * 7 / 8 + r / 8);
+                self.rttvar = (self.rttvar.saturating_mul(3) / 4).saturating_add(delta / 4);
+                self.srtt = Some((srtt.saturating_mul(7) / 8).saturating_add(r / 8));
             }
         }
         let srtt = self.srtt.unwrap_or(r);
         // RTO <- SRTT + max (G, K*RTTVAR), then §2.4/§2.5 bounds.
-        self.base_rto = (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min_rto, self.max_rto);
+        self.base_rto = srtt
+            .saturating_add(GRANULARITY.max(self.rttvar.saturating_mul(4)))
+            .clamp(self.min_rto, self.max_rto);
         self.backoff = 0;
     }
 

@@ -100,7 +100,7 @@ impl Tcb {
             if !seg.flags.rst {
                 if self.state == State::TimeWait && seg.flags.fin {
                     // A retransmitted FIN: restart the 2·MSL wait.
-                    self.time_wait_until = Some(ctx.now + self.config.msl * 2);
+                    self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2));
                 }
                 // With a zero window nothing is acceptable, "but special
                 // allowance should be made to accept valid ACKs": the
@@ -491,14 +491,16 @@ impl Tcb {
                 }
             }
             State::FinWait2 => self.enter_time_wait(ctx),
-            State::TimeWait => self.time_wait_until = Some(ctx.now + self.config.msl * 2),
+            State::TimeWait => {
+                self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2))
+            }
             _ => {}
         }
     }
 
     pub(super) fn enter_time_wait(&mut self, ctx: &mut Ctx<'_>) {
         self.state = State::TimeWait;
-        self.time_wait_until = Some(ctx.now + self.config.msl * 2);
+        self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2));
         self.rexmit_at = None;
         self.persist_at = None;
         self.delack_at = None;
