@@ -277,7 +277,12 @@ fn rst_acceptance_in_synchronized_states() {
     assert_eq!(challenge.len(), 1);
     assert!(challenge[0].flags.ack && !challenge[0].flags.rst);
     assert_eq!(challenge[0].ack.0, x_nxt);
+    // A second challenge within 500 ms is not answered (RFC 5961 §7).
+    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt + 11, None, RST));
+    run_ms(&mut sim, 1);
+    assert!(raw.take().is_empty());
     // A SYN in a synchronized state also gets a challenge ACK (RFC 5961 §4).
+    run_ms(&mut sim, 500);
     raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt + 5, None, SYN));
     run_ms(&mut sim, 1);
     assert_eq!(only_state(&a), Some(State::Established));
@@ -298,6 +303,8 @@ fn out_of_window_data_is_acknowledged_not_accepted() {
     let mut old = from_x(80, (IP_A, port), x_nxt.wrapping_sub(100), Some(a_nxt), NONE);
     old.payload = IoChain::from(IoBuf::from_vec(vec![9; 50]));
     raw.send(MAC_A, &old);
+    // Answers to unusable segments are at most one per 500 ms.
+    run_ms(&mut sim, 600);
     let mut far = from_x(
         80,
         (IP_A, port),
@@ -315,6 +322,7 @@ fn out_of_window_data_is_acknowledged_not_accepted() {
         .all(|s| s.ack.0 == x_nxt && s.payload.is_empty()));
     assert!(log.borrow().data.is_empty());
     // An ACK for data never sent: ACK and drop.
+    run_ms(&mut sim, 600);
     raw.send(
         MAC_A,
         &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE),

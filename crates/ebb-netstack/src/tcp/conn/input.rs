@@ -1,6 +1,7 @@
 //! SEGMENT ARRIVES (RFC 9293 §3.10.7): acceptability, RST and SYN
 //! checks, ACK processing, data and FIN.
 
+use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::NetError;
 
@@ -114,8 +115,7 @@ impl Tcb {
                 {
                     self.process_ack(&seg, ctx);
                 }
-                self.ack_pending = true;
-                self.ack_now = true;
+                self.ack_unusable(ctx.now);
             }
             return;
         }
@@ -124,8 +124,7 @@ impl Tcb {
         // anything else in the window gets a challenge ACK).
         if seg.flags.rst {
             if seg.seq != self.rcv_nxt {
-                self.ack_pending = true;
-                self.ack_now = true;
+                self.ack_unusable(ctx.now);
                 return;
             }
             match self.state {
@@ -145,8 +144,7 @@ impl Tcb {
         }
         // Fourth, check the SYN bit (RFC 5961 §4: challenge ACK).
         if seg.flags.syn {
-            self.ack_pending = true;
-            self.ack_now = true;
+            self.ack_unusable(ctx.now);
             return;
         }
         // Fifth, check the ACK field.
@@ -172,8 +170,7 @@ impl Tcb {
         }
         if seg.ack.gt(self.ack_limit()) {
             // Acknowledges something not yet sent: ACK and drop.
-            self.ack_pending = true;
-            self.ack_now = true;
+            self.ack_unusable(ctx.now);
             return;
         }
         self.process_ack(&seg, ctx);
@@ -204,6 +201,25 @@ impl Tcb {
                 self.ack_pending = true;
             }
         }
+    }
+
+    /// An ACK answering a segment we cannot use (out of the window, a
+    /// challenge, an ACK of unsent data), at most one per
+    /// `invalid_ack_interval` (RFC 5961 §7 limits challenge ACKs; Linux
+    /// does the same for all of these): two ends that lost sync — say,
+    /// after spoofed data — would otherwise answer each other's ACKs
+    /// forever.
+    fn ack_unusable(&mut self, now: Instant) {
+        let interval = self.config.invalid_ack_interval;
+        if self
+            .last_unusable_ack
+            .is_some_and(|t| now.saturating_since(t) < interval)
+        {
+            return;
+        }
+        self.last_unusable_ack = Some(now);
+        self.ack_pending = true;
+        self.ack_now = true;
     }
 
     /// The highest acceptable SEG.ACK.
