@@ -100,6 +100,10 @@ fn orderly_close_from_the_client() {
     assert_eq!(only_state(&b), None, "LAST-ACK → CLOSED");
     assert_eq!(only_state(&a), Some(State::TimeWait));
     assert!(log.borrow().peer_closed);
+    assert!(
+        log.borrow().dropped && server.borrow().dropped,
+        "both handlers are released once both sides closed"
+    );
     sim.run_for(std::time::Duration::from_secs(59));
     assert_eq!(only_state(&a), Some(State::TimeWait), "2·MSL is 60 s");
     sim.run_for(std::time::Duration::from_secs(2));
@@ -273,7 +277,12 @@ fn rst_acceptance_in_synchronized_states() {
     assert_eq!(challenge.len(), 1);
     assert!(challenge[0].flags.ack && !challenge[0].flags.rst);
     assert_eq!(challenge[0].ack.0, x_nxt);
+    // A second challenge within 500 ms is not answered (RFC 5961 §7).
+    raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt + 11, None, RST));
+    run_ms(&mut sim, 1);
+    assert!(raw.take().is_empty());
     // A SYN in a synchronized state also gets a challenge ACK (RFC 5961 §4).
+    run_ms(&mut sim, 500);
     raw.send(MAC_A, &from_x(80, (IP_A, port), x_nxt + 5, None, SYN));
     run_ms(&mut sim, 1);
     assert_eq!(only_state(&a), Some(State::Established));
@@ -294,6 +303,8 @@ fn out_of_window_data_is_acknowledged_not_accepted() {
     let mut old = from_x(80, (IP_A, port), x_nxt.wrapping_sub(100), Some(a_nxt), NONE);
     old.payload = IoChain::from(IoBuf::from_vec(vec![9; 50]));
     raw.send(MAC_A, &old);
+    // Answers to unusable segments are at most one per 500 ms.
+    run_ms(&mut sim, 600);
     let mut far = from_x(
         80,
         (IP_A, port),
@@ -311,6 +322,7 @@ fn out_of_window_data_is_acknowledged_not_accepted() {
         .all(|s| s.ack.0 == x_nxt && s.payload.is_empty()));
     assert!(log.borrow().data.is_empty());
     // An ACK for data never sent: ACK and drop.
+    run_ms(&mut sim, 600);
     raw.send(
         MAC_A,
         &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE),
@@ -466,4 +478,45 @@ fn received_data_are_views_of_receive_buffers_and_sends_are_not_copied() {
         offset += frame[1].1;
     }
     assert_eq!(offset, 4000);
+}
+
+#[test]
+fn sequence_numbers_wrap_around() {
+    let (mut sim, a, _b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    let raw = Raw::new(&mut sim);
+    let log = Log::default();
+    let (iss, port) = connect_to_raw(&mut sim, &a, &raw, &log);
+    // X's ISS sits just below 2^32: its data crosses the wrap.
+    let x_iss = u32::MAX - 14;
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_iss, Some(iss.wrapping_add(1)), SYN),
+    );
+    run_ms(&mut sim, 1);
+    assert_eq!(only_state(&a), Some(State::Established));
+    raw.take();
+    let a_nxt = iss.wrapping_add(1);
+    let mut x_nxt = x_iss.wrapping_add(1);
+    // Send the second segment first: it is held out of order across the
+    // wrap, then the first fills the hole.
+    let mut second = from_x(80, (IP_A, port), x_nxt.wrapping_add(10), Some(a_nxt), NONE);
+    second.payload = IoChain::from(IoBuf::from_vec(b"0123456789".to_vec()));
+    raw.send(MAC_A, &second);
+    let mut first = from_x(80, (IP_A, port), x_nxt, Some(a_nxt), NONE);
+    first.payload = IoChain::from(IoBuf::from_vec(b"abcdefghij".to_vec()));
+    raw.send(MAC_A, &first);
+    run_ms(&mut sim, 1);
+    x_nxt = x_nxt.wrapping_add(20);
+    assert!(x_nxt < 10, "the stream crossed 2^32");
+    assert_eq!(log.borrow().data, b"abcdefghij0123456789");
+    let acks = raw.take();
+    assert_eq!(acks.last().unwrap().ack.0, x_nxt);
+    // And A's data is acknowledged across the wrap as well.
+    let conn = log.borrow().conn.clone().unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(b"pong".to_vec())))
+        .unwrap();
+    run_ms(&mut sim, 1);
+    let data = raw.take();
+    assert_eq!(data[0].seq.0, a_nxt);
+    assert_eq!(data[0].ack.0, x_nxt);
 }

@@ -69,6 +69,45 @@ fn slow_start_doubles_cwnd_every_rtt() {
 }
 
 #[test]
+fn slow_start_doubles_cwnd_every_rtt_with_delayed_acks_too() {
+    // The receiver ACKs every second segment (and an odd last one 40 ms
+    // later); byte counting with L = 2·SMSS (RFC 3465) still doubles cwnd
+    // per round trip. RTT 100 ms, so each round's ACKs fall in its bucket.
+    let link = LinkConfig {
+        latency: ms(50),
+        ..LinkConfig::default()
+    };
+    let (mut sim, a, b) = two_stacks(link, test_tcp(), test_tcp());
+    listen_recording(&b, 80, Recorder::new);
+    a.connect(
+        sock(IP_B, 80),
+        Box::new(Recorder {
+            to_send: Some(chunks(&pattern(4_000_000, 1), 65_536)),
+            ..Recorder::new(Log::default())
+        }),
+    )
+    .unwrap();
+    sim.run_for(ms(800));
+    let cwnds: Vec<(Instant, usize)> = trace(&a)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            TraceKind::Cwnd { cwnd, .. } => Some((e.at, cwnd)),
+            _ => None,
+        })
+        .collect();
+    let first = cwnds[0].0;
+    let mut per_round: BTreeMap<u64, usize> = BTreeMap::new();
+    for (at, cwnd) in cwnds {
+        per_round.insert((at - first).as_millis() as u64 / 100, cwnd);
+    }
+    let rounds: Vec<usize> = per_round.values().copied().collect();
+    assert!(rounds.len() >= 5, "{rounds:?}");
+    for pair in rounds.windows(2).take(4) {
+        assert_eq!(pair[1], 2 * pair[0], "cwnd doubles per RTT: {rounds:?}");
+    }
+}
+
+#[test]
 fn three_duplicate_acks_trigger_fast_retransmit_and_halve_ssthresh() {
     let (mut sim, a, _b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
     let raw = Raw::new(&mut sim);

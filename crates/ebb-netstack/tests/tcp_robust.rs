@@ -262,3 +262,74 @@ proptest! {
         prop_assert!(t.a.tcp(|x| x.is_empty()) && t.b.tcp(|x| x.is_empty()), "all CLOSED");
     }
 }
+
+#[test]
+fn near_miss_segments_into_a_live_connection_keep_invariants() {
+    // X spoofs A's address and throws segments near the live connection's
+    // sequence space at B: every combination of flags, options, lengths,
+    // sequence and acknowledgment numbers around the real ones. B must not
+    // panic and its variables must stay consistent and bounded.
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    listen_recording(&b, 80, |log| Recorder {
+        to_send: Some(chunks(&pattern(200_000, 1), 10_000)),
+        ..Recorder::new(log)
+    });
+    let log = Log::default();
+    let conn = a
+        .connect(sock(IP_B, 80), Box::new(Recorder::new(log.clone())))
+        .unwrap();
+    run_ms(&mut sim, 1);
+    let a_port = conn.local_addr().port();
+    let raw = Raw::new(&mut sim);
+    let mut rng = Rng::new(7);
+    let recv_buffer = TcpConfig::default().recv_buffer;
+    for round in 0..20_000u32 {
+        let Some(info) = b.tcp(|t| t.ids().first().and_then(|id| t.info(*id))) else {
+            break; // reset by a lucky RST: fine, nothing more to check
+        };
+        let near = |rng: &mut Rng, base: Seq| {
+            let offset = (rng.next_u32() % 200_000) as usize;
+            if rng.chance(50) {
+                base.wrapping_add(offset)
+            } else {
+                Seq(base.0.wrapping_sub(offset as u32))
+            }
+        };
+        let bits = rng.next_u32();
+        let mut seg = OutSegment {
+            src: (IP_A, a_port),
+            dst: (IP_B, 80),
+            seq: near(&mut rng, info.rcv_nxt),
+            ack: near(&mut rng, info.snd_una),
+            flags: Flags {
+                syn: bits & 1 != 0 && bits & 2 != 0,
+                ack: bits & 4 != 0,
+                fin: bits & 8 != 0,
+                rst: bits & 16 != 0 && bits & 32 != 0,
+                psh: bits & 64 != 0,
+            },
+            window: (bits >> 16) as u16,
+            mss: (bits & 128 != 0).then_some((bits >> 8) as u16),
+            window_scale: (bits & 256 != 0).then_some((bits >> 24) as u8),
+            payload: IoChain::new(),
+        };
+        if bits & 512 != 0 {
+            seg.payload = IoChain::from(IoBuf::from_vec(vec![0; (bits >> 20) as usize % 1460]));
+        }
+        raw.send(MAC_B, &seg);
+        if round % 16 == 0 {
+            sim.run_for(Duration::from_millis(7));
+        } else {
+            sim.run_for(Duration::from_micros(1));
+        }
+        if let Some(i) = b.tcp(|t| t.ids().first().and_then(|id| t.info(*id))) {
+            assert!(i.snd_una.le(i.snd_nxt), "{i:?}");
+            assert!(i.held <= recv_buffer);
+            assert!(i.out_of_order <= 512 * 1460);
+            assert!(i.send_queued <= 200_000);
+        }
+    }
+    drop(raw.take());
+    sim.run_for(Duration::from_secs(600));
+    assert!(b.tcp(|t| t.len()) <= 1);
+}

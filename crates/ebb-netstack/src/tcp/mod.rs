@@ -64,6 +64,9 @@ pub struct TcpConfig {
     /// How long an ACK may be delayed (RFC 1122 §4.2.3.2: under 0.5 s);
     /// zero acknowledges every segment at once.
     pub delayed_ack: Duration,
+    /// The least time between two ACKs answering unusable segments (out
+    /// of window, challenges; RFC 5961 §7). Linux uses 500 ms.
+    pub invalid_ack_interval: Duration,
     /// Maximum segment lifetime; TIME-WAIT lasts 2·MSL (RFC 9293 §3.4.2).
     pub msl: Duration,
     /// Receive buffer per connection: the largest window we advertise.
@@ -96,6 +99,7 @@ impl Default for TcpConfig {
             max_retries: 12,
             max_syn_retries: 5,
             delayed_ack: Duration::from_millis(40),
+            invalid_ack_interval: Duration::from_millis(500),
             msl: Duration::from_secs(30),
             recv_buffer: 1 << 20,
             max_out_of_order: 512,

@@ -51,14 +51,26 @@ impl RttEstimator {
                 // §2.3: RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
                 //       SRTT <- (1 - alpha) * SRTT + alpha * R'
                 let delta = srtt.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + delta / 4;
-                self.srtt = Some(srtt * 7 / 8 + r / 8);
+                self.rttvar = (self.rttvar.saturating_mul(3) / 4).saturating_add(delta / 4);
+                self.srtt = Some((srtt.saturating_mul(7) / 8).saturating_add(r / 8));
             }
         }
         let srtt = self.srtt.unwrap_or(r);
         // RTO <- SRTT + max (G, K*RTTVAR), then §2.4/§2.5 bounds.
-        self.base_rto = (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min_rto, self.max_rto);
+        self.base_rto = srtt
+            .saturating_add(GRANULARITY.max(self.rttvar.saturating_mul(4)))
+            .clamp(self.min_rto, self.max_rto);
         self.backoff = 0;
+    }
+
+    /// The handshake completed after a retransmitted SYN or SYN,ACK and
+    /// without a measurement (Karn's rule): RFC 6298 §5.7, "the RTO MUST be
+    /// re-initialized to 3 seconds when data transmission begins".
+    pub fn restart_after_lost_syn(&mut self) {
+        if self.srtt.is_none() && self.backoff > 0 {
+            self.base_rto = Duration::from_secs(3).clamp(self.min_rto, self.max_rto);
+            self.backoff = 0;
+        }
     }
 
     /// The timer expired: back off (RFC 6298 §5.5, "RTO <- RTO * 2").
@@ -133,5 +145,16 @@ mod tests {
         assert_eq!(e.rto(), MS * 5000, "§2.5 maximum");
         e.reset_backoff();
         assert_eq!(e.rto(), MS * 200);
+    }
+
+    #[test]
+    fn three_seconds_after_a_lost_syn() {
+        let mut e = RttEstimator::new(MS * 1000, MS * 200, MS * 60_000);
+        e.restart_after_lost_syn();
+        assert_eq!(e.rto(), MS * 1000, "nothing was lost");
+        e.back_off();
+        assert_eq!(e.rto(), MS * 2000);
+        e.restart_after_lost_syn();
+        assert_eq!(e.rto(), MS * 3000, "RFC 6298 §5.7");
     }
 }

@@ -50,6 +50,9 @@ struct Entry {
     tcb: Tcb,
     /// The listener's port, for a passive connection.
     listener: Option<u16>,
+    /// The application's handler was released (TIME-WAIT: both sides
+    /// closed, nothing more to tell it).
+    released: bool,
 }
 
 /// Something to tell an application, in order.
@@ -92,6 +95,24 @@ pub struct TcpLayer {
     secret: u64,
     trace: Trace,
     stats: TcpStats,
+}
+
+/// The next ephemeral port from `next` on that is `free`, round-robin over
+/// the IANA dynamic range.
+fn next_free_port(next: &mut u16, mut free: impl FnMut(u16) -> bool) -> Option<u16> {
+    let span = u32::from(u16::MAX - EPHEMERAL_FIRST) + 1;
+    for _ in 0..span {
+        let port = (*next).max(EPHEMERAL_FIRST);
+        *next = if port == u16::MAX {
+            EPHEMERAL_FIRST
+        } else {
+            port + 1
+        };
+        if free(port) {
+            return Some(port);
+        }
+    }
+    None
 }
 
 fn v4(addr: (Ipv4Addr, u16)) -> SocketAddr {
@@ -202,6 +223,14 @@ impl TcpLayer {
         }
         if state == State::Closed {
             self.remove(id);
+        } else if state == State::TimeWait {
+            // "The connection is gone once both sides closed" (ebb-net):
+            // the handler goes now, the TCB stays for 2·MSL.
+            if let Some(entry) = self.conns.get_mut(&id) {
+                if !core::mem::replace(&mut entry.released, true) {
+                    self.events.push_back(Event::Release(id));
+                }
+            }
         }
         Some(result)
     }
@@ -226,7 +255,9 @@ impl TcpLayer {
             let ends = entry.tcb.endpoints();
             self.tuples
                 .remove(&(ends.local.0, ends.local.1, ends.remote.0, ends.remote.1));
-            self.events.push_back(Event::Release(id));
+            if !entry.released {
+                self.events.push_back(Event::Release(id));
+            }
         }
     }
 
@@ -290,6 +321,7 @@ impl TcpLayer {
             Entry {
                 tcb,
                 listener: Some(seg.dst_port),
+                released: false,
             },
         );
         self.tuples.insert(tuple, id);
@@ -347,7 +379,9 @@ impl TcpLayer {
     /// [`NetError::AddrInUse`] if the port is taken.
     pub fn listen(&mut self, addr: Ipv4Addr, port: u16, accept: AcceptFn) -> Result<u16, NetError> {
         let port = if port == 0 {
-            self.free_port(|_| true).ok_or(NetError::AddrInUse)?
+            let listeners = &self.listeners;
+            next_free_port(&mut self.next_ephemeral, |p| !listeners.contains_key(&p))
+                .ok_or(NetError::AddrInUse)?
         } else {
             port
         };
@@ -362,22 +396,6 @@ impl TcpLayer {
     /// Stops listening on `port` (established connections stay).
     pub fn unlisten(&mut self, port: u16) {
         self.listeners.remove(&port);
-    }
-
-    fn free_port(&mut self, mut free: impl FnMut(u16) -> bool) -> Option<u16> {
-        let span = u32::from(u16::MAX - EPHEMERAL_FIRST) + 1;
-        for _ in 0..span {
-            let port = self.next_ephemeral;
-            self.next_ephemeral = if port == u16::MAX {
-                EPHEMERAL_FIRST
-            } else {
-                port + 1
-            };
-            if !self.listeners.contains_key(&port) && free(port) {
-                return Some(port);
-            }
-        }
-        None
     }
 
     /// An active open from `local` to `remote` (RFC 9293 §3.10.1).
@@ -396,23 +414,12 @@ impl TcpLayer {
         if self.conns.len() >= self.config.max_connections {
             return Err(NetError::AddrInUse);
         }
-        let tuples = &self.tuples;
-        let taken = |port| tuples.contains_key(&(local, port, *remote.ip(), remote.port()));
-        let mut chosen = None;
-        let span = u32::from(u16::MAX - EPHEMERAL_FIRST) + 1;
-        for _ in 0..span {
-            let port = self.next_ephemeral;
-            self.next_ephemeral = if port == u16::MAX {
-                EPHEMERAL_FIRST
-            } else {
-                port + 1
-            };
-            if !self.listeners.contains_key(&port) && !taken(port) {
-                chosen = Some(port);
-                break;
-            }
-        }
-        let port = chosen.ok_or(NetError::AddrInUse)?;
+        let (listeners, tuples) = (&self.listeners, &self.tuples);
+        let port = next_free_port(&mut self.next_ephemeral, |p| {
+            !listeners.contains_key(&p)
+                && !tuples.contains_key(&(local, p, *remote.ip(), remote.port()))
+        })
+        .ok_or(NetError::AddrInUse)?;
         let tuple = (local, port, *remote.ip(), remote.port());
         let id = self.next_id;
         self.next_id += 1;
@@ -435,6 +442,7 @@ impl TcpLayer {
             Entry {
                 tcb,
                 listener: None,
+                released: false,
             },
         );
         self.tuples.insert(tuple, id);

@@ -80,6 +80,8 @@ pub struct Heard {
     pub aborted: Option<NetError>,
     pub credit_calls: usize,
     pub conn: Option<TcpConnection>,
+    /// The stack dropped the handler.
+    pub dropped: bool,
 }
 
 pub type Log = Rc<RefCell<Heard>>;
@@ -94,11 +96,13 @@ pub struct Recorder {
     pub close_after_send: bool,
     /// Pause receiving as soon as the connection starts.
     pub pause: bool,
+    pub drop_flag: DropFlag,
 }
 
 impl Recorder {
     pub fn new(log: Log) -> Self {
         Recorder {
+            drop_flag: DropFlag(log.clone()),
             log,
             close_back: true,
             to_send: None,
@@ -118,6 +122,15 @@ impl Recorder {
                 conn.close();
             }
         }
+    }
+}
+
+/// Notes in its log when the handler holding it is dropped.
+pub struct DropFlag(Log);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.borrow_mut().dropped = true;
     }
 }
 

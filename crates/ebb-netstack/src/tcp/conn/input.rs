@@ -1,6 +1,7 @@
 //! SEGMENT ARRIVES (RFC 9293 §3.10.7): acceptability, RST and SYN
 //! checks, ACK processing, data and FIN.
 
+use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::NetError;
 
@@ -66,6 +67,7 @@ impl Tcb {
             self.take_rtt_sample(seg.ack, ctx);
             self.rexmit_at = None;
             self.retries = 0;
+            self.rtt.restart_after_lost_syn();
             self.state = State::Established;
             ctx.events.push(ConnEvent::Established);
         } else {
@@ -99,10 +101,21 @@ impl Tcb {
             if !seg.flags.rst {
                 if self.state == State::TimeWait && seg.flags.fin {
                     // A retransmitted FIN: restart the 2·MSL wait.
-                    self.time_wait_until = Some(ctx.now + self.config.msl * 2);
+                    self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2));
                 }
-                self.ack_pending = true;
-                self.ack_now = true;
+                // With a zero window nothing is acceptable, "but special
+                // allowance should be made to accept valid ACKs": the
+                // peer's window probes carry them.
+                if self.rcv_wnd() == 0
+                    && self.state.synchronized()
+                    && seg.flags.ack
+                    && !seg.flags.syn
+                    && seg.seq == self.rcv_nxt
+                    && seg.ack.le(self.ack_limit())
+                {
+                    self.process_ack(&seg, ctx);
+                }
+                self.ack_unusable(ctx.now);
             }
             return;
         }
@@ -111,8 +124,7 @@ impl Tcb {
         // anything else in the window gets a challenge ACK).
         if seg.flags.rst {
             if seg.seq != self.rcv_nxt {
-                self.ack_pending = true;
-                self.ack_now = true;
+                self.ack_unusable(ctx.now);
                 return;
             }
             match self.state {
@@ -132,8 +144,7 @@ impl Tcb {
         }
         // Fourth, check the SYN bit (RFC 5961 §4: challenge ACK).
         if seg.flags.syn {
-            self.ack_pending = true;
-            self.ack_now = true;
+            self.ack_unusable(ctx.now);
             return;
         }
         // Fifth, check the ACK field.
@@ -150,6 +161,7 @@ impl Tcb {
                 self.snd_wnd = usize::from(seg.window) << self.snd_wscale;
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
+                self.rtt.restart_after_lost_syn();
                 ctx.events.push(ConnEvent::Established);
             } else {
                 ctx.out.push(self.reset_for(seg.ack));
@@ -158,8 +170,7 @@ impl Tcb {
         }
         if seg.ack.gt(self.ack_limit()) {
             // Acknowledges something not yet sent: ACK and drop.
-            self.ack_pending = true;
-            self.ack_now = true;
+            self.ack_unusable(ctx.now);
             return;
         }
         self.process_ack(&seg, ctx);
@@ -190,6 +201,25 @@ impl Tcb {
                 self.ack_pending = true;
             }
         }
+    }
+
+    /// An ACK answering a segment we cannot use (out of the window, a
+    /// challenge, an ACK of unsent data), at most one per
+    /// `invalid_ack_interval` (RFC 5961 §7 limits challenge ACKs; Linux
+    /// does the same for all of these): two ends that lost sync — say,
+    /// after spoofed data — would otherwise answer each other's ACKs
+    /// forever.
+    fn ack_unusable(&mut self, now: Instant) {
+        let interval = self.config.invalid_ack_interval;
+        if self
+            .last_unusable_ack
+            .is_some_and(|t| now.saturating_since(t) < interval)
+        {
+            return;
+        }
+        self.last_unusable_ack = Some(now);
+        self.ack_pending = true;
+        self.ack_now = true;
     }
 
     /// The highest acceptable SEG.ACK.
@@ -477,14 +507,16 @@ impl Tcb {
                 }
             }
             State::FinWait2 => self.enter_time_wait(ctx),
-            State::TimeWait => self.time_wait_until = Some(ctx.now + self.config.msl * 2),
+            State::TimeWait => {
+                self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2))
+            }
             _ => {}
         }
     }
 
     pub(super) fn enter_time_wait(&mut self, ctx: &mut Ctx<'_>) {
         self.state = State::TimeWait;
-        self.time_wait_until = Some(ctx.now + self.config.msl * 2);
+        self.time_wait_until = Some(ctx.now + self.config.msl.saturating_mul(2));
         self.rexmit_at = None;
         self.persist_at = None;
         self.delack_at = None;

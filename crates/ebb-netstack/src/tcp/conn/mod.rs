@@ -232,6 +232,8 @@ pub struct Tcb {
     time_wait_until: Option<Instant>,
     /// A send found too little credit: tell the application when it grows.
     want_credit: bool,
+    /// When we last answered an unusable segment (see `ack_unusable`).
+    last_unusable_ack: Option<Instant>,
     retransmissions: u64,
 }
 
@@ -297,6 +299,7 @@ impl Tcb {
             unacked_segments: 0,
             time_wait_until: None,
             want_credit: false,
+            last_unusable_ack: None,
             retransmissions: 0,
         }
     }
