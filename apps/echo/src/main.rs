@@ -1,6 +1,6 @@
-//! `echo`: a TCP and UDP echo server on every core; with `--tap NAME`, a
-//! UDP echo server on Ebbflow's own network stack over that TAP device
-//! (`ebb-userstack`; `./ebb run echo --userstack` sets it up).
+//! `echo`: a TCP and UDP echo server on every core; with `--tap NAME`, on
+//! Ebbflow's own network stack over that TAP device (`ebb-userstack`, core
+//! 0 only; `./ebb run echo --userstack` sets it up).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -96,7 +96,8 @@ fn main() -> ExitCode {
             let udp = SocketAddr::new(options.listen, options.udp_port);
             let tcp = match ebb_net::listen_on_all_cores(tcp, tcp_echo()).await {
                 Ok(bound) => format!("TCP {bound} on {} cores", core_count()),
-                // The user-space stack has no TCP yet (issue 8): serve UDP.
+                // A stack without TCP (the user-space one with --cores
+                // above 1 refuses on other cores): serve UDP.
                 Err(NetError::Unsupported(why)) => format!("no TCP ({why})"),
                 Err(error) => {
                     eprintln!("echo: cannot listen on TCP {tcp}: {error}");

@@ -1,13 +1,16 @@
 //! `memcached`: the server on the hosted platform. Options are named as
-//! memcached 1.6 names them.
+//! memcached 1.6 names them; the platform's own options (`--cores`,
+//! `--cpus`, `--backend`, `--no-pin`) are accepted too, and with `--tap
+//! NAME` the server runs on Ebbflow's own network stack over that TAP
+//! device (`ebb-userstack`; `./ebb run memcached --userstack` sets it up).
 
 use std::process::ExitCode;
 use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ebb_core::Multicore;
-use ebb_event::{now, shutdown, spawn_task};
-use ebb_hosted::Config;
+use ebb_core::{CoreId, Multicore};
+use ebb_event::{now, shutdown, spawn_task, spawn_task_on};
+use ebb_hosted::{Config, OPTIONS_HELP};
 use memcached::stats::Counters;
 use memcached::{accept_fn, Server, Settings, Store};
 
@@ -21,11 +24,13 @@ usage: memcached [OPTIONS]
 
 memcached 1.6-compatible server on Ebbflow (text, binary and meta protocols).
   -p, --port=PORT             TCP port to listen on (default 11211)
-  -l, --listen=ADDR           interface to listen on (default 127.0.0.1)
+  -l, --listen=ADDR           interface to listen on (default 127.0.0.1;
+                              0.0.0.0 with --tap)
   -m, --memory-limit=MB       item memory in megabytes (default 64)
   -I, --max-item-size=SIZE    largest item, e.g. 1m, 512k (default 1m)
   -c, --conn-limit=NUM        most simultaneous connections (default 1024)
-  -t, --threads=NUM           cores to run on (default: every CPU)
+  -t, --threads=NUM           cores to run on (default: every CPU; 1 with
+                              --tap, whose stack serves core 0 only)
   -C, --disable-cas           do not use CAS
   -U, --udp-port=PORT         accepted for compatibility; only 0 (off)
   -v                          verbose
@@ -37,8 +42,6 @@ struct Options {
     port: u16,
     listen: std::net::IpAddr,
     cores: Option<usize>,
-    backend: Option<String>,
-    cpus: Option<String>,
 }
 
 fn size(text: &str) -> Option<usize> {
@@ -52,14 +55,17 @@ fn size(text: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
-fn parse(args: Vec<String>) -> Result<Options, String> {
+fn parse(args: Vec<String>, userstack: bool) -> Result<Options, String> {
+    let listen = if userstack {
+        [0, 0, 0, 0]
+    } else {
+        [127, 0, 0, 1]
+    };
     let mut options = Options {
         settings: Settings::default(),
         port: 11211,
-        listen: [127, 0, 0, 1].into(),
+        listen: listen.into(),
         cores: None,
-        backend: None,
-        cpus: None,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -134,8 +140,6 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             }
             "-C" | "--disable-cas" => options.settings.cas_disabled = true,
             "-v" | "-vv" | "-vvv" => options.settings.verbosity += 1,
-            "--backend" => options.backend = Some(value("--backend")?),
-            "--cpus" => options.cpus = Some(value("--cpus")?),
             other => return Err(format!("unknown option '{other}'")),
         }
     }
@@ -143,35 +147,40 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
+    let help = format!("{USAGE}\n{OPTIONS_HELP}\n{}", ebb_userstack::OPTIONS_HELP);
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|arg| arg == "-h" || arg == "--help") {
-        print!("{USAGE}");
+        println!("{help}");
         return ExitCode::SUCCESS;
     }
-    let options = match parse(args) {
-        Ok(options) => options,
+    // The platform's options first, then the user-space stack's, then
+    // memcached's own from what is left.
+    let parsed = Config::from_args(args)
+        .and_then(|(config, rest)| Ok((config, ebb_userstack::Options::from_args(rest)?)))
+        .map_err(|error| error.to_string())
+        .and_then(|(config, (userstack, rest))| {
+            let options = parse(rest, userstack.is_some())?;
+            Ok((config, userstack, options))
+        });
+    let (mut config, userstack, options) = match parsed {
+        Ok(parsed) => parsed,
         Err(error) => {
-            eprintln!("memcached: {error}\n\n{USAGE}");
+            eprintln!("memcached: {error}\n\n{help}");
             return ExitCode::from(2);
         }
     };
-    let mut platform_args = Vec::new();
     if let Some(cores) = options.cores {
-        platform_args.extend(["--cores".to_string(), cores.to_string()]);
+        config.cores = Some(cores);
     }
-    if let Some(backend) = &options.backend {
-        platform_args.extend(["--backend".to_string(), backend.clone()]);
-    }
-    if let Some(cpus) = &options.cpus {
-        platform_args.extend(["--cpus".to_string(), cpus.clone()]);
-    }
-    let config = match Config::from_args(platform_args) {
-        Ok((config, _)) => config,
-        Err(error) => {
+    let on_userstack = userstack.is_some();
+    if let Some(userstack) = userstack {
+        // One TAP queue: the stack serves core 0 only.
+        config.cores.get_or_insert(1);
+        if let Err(error) = ebb_userstack::install(&mut config, userstack) {
             eprintln!("memcached: {error}");
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
-    };
+    }
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| u32::try_from(elapsed.as_secs()).unwrap_or(u32::MAX))
@@ -196,13 +205,24 @@ fn main() -> ExitCode {
             connections: AtomicU64::new(0),
         }));
         spawn_task(async move {
-            match ebb_net::listen_on_all_cores(addr, accept_fn(server)).await {
-                Ok(bound) => {
+            let listening = if on_userstack {
+                // Only core 0 has the user-space stack; the other cores
+                // (with -t) still serve the store to nobody.
+                match spawn_task_on(CoreId(0), async move {
+                    ebb_net::listen(addr, accept_fn(server)).map(|bound| (bound, 1))
+                }) {
+                    Ok(handle) => handle.await.unwrap_or(Err(ebb_net::NetError::NotOnCore)),
+                    Err(_) => Err(ebb_net::NetError::NotOnCore),
+                }
+            } else {
+                ebb_net::listen_on_all_cores(addr, accept_fn(server))
+                    .await
+                    .map(|bound| (bound, ebb_event::core_count()))
+            };
+            match listening {
+                Ok((bound, cores)) => {
                     if server.settings.verbosity > 0 {
-                        eprintln!(
-                            "memcached: listening on {bound} on {} cores",
-                            ebb_event::core_count()
-                        );
+                        eprintln!("memcached: listening on {bound} on {cores} cores");
                     }
                 }
                 Err(error) => {

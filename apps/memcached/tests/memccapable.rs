@@ -3,9 +3,12 @@
 //!
 //! Against Debian's memcached 1.6.18 it runs 27 ascii and 27 binary tests
 //! and prints "All tests passed" (no test is skipped without `-P`); we
-//! require exactly that.
+//! require exactly that, on the hosted platform (kernel TCP on 127.0.0.1)
+//! and on Ebbflow's own TCP over a TAP device (`--tap`, the user-space
+//! stack), with memccapable in the TAP device's network namespace.
 
 mod common;
+mod netns;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -30,22 +33,28 @@ fn memccapable() -> PathBuf {
 }
 
 /// Runs memccapable with `flag` (-a: ascii only, -b: binary only) against
-/// a fresh server of ours; returns its exit status and output.
-fn run(tool: &Path, flag: &str) -> (Option<i32>, String) {
-    let server = start_ours(&[]);
+/// the server at `host`:`port`, inside network namespace `namespace` if
+/// given; returns its exit status and output.
+fn run(
+    tool: &Path,
+    namespace: Option<&str>,
+    host: &str,
+    port: u16,
+    flag: &str,
+) -> (Option<i32>, String) {
+    let mut command = match namespace {
+        Some(namespace) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", namespace, "sh"]);
+            command
+        }
+        None => Command::new("sh"),
+    };
     // Through sh, so that its stderr ("[FAIL]") and stdout interleave.
-    let mut child = Command::new("sh")
+    let mut child = command
         .args(["-c", "exec \"$0\" \"$@\" 2>&1"])
         .arg(tool)
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.port.to_string(),
-            "-t",
-            "5",
-            flag,
-        ])
+        .args(["-h", host, "-p", &port.to_string(), "-t", "5", flag])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -72,9 +81,26 @@ fn run(tool: &Path, flag: &str) -> (Option<i32>, String) {
     (status, output)
 }
 
-fn check(flag: &str, protocol: &str) {
+/// Where memccapable finds the server.
+enum Target {
+    /// A fresh hosted server of ours on 127.0.0.1.
+    Hosted,
+    /// A fresh server of ours on the user-space stack in a namespace.
+    UserStack,
+}
+
+fn check(target: &Target, flag: &str, protocol: &str) {
     let tool = memccapable();
-    let (status, output) = run(&tool, flag);
+    let (status, output) = match target {
+        Target::Hosted => {
+            let server = start_ours(&[]);
+            run(&tool, None, "127.0.0.1", server.port, flag)
+        }
+        Target::UserStack => {
+            let server = netns::UserStackServer::start(env!("CARGO_BIN_EXE_memcached"));
+            run(&tool, Some(&server.namespace), netns::STACK_IP, 11211, flag)
+        }
+    };
     let passed = output
         .lines()
         .filter(|line| line.starts_with(protocol) && line.trim_end().ends_with("[pass]"))
@@ -94,10 +120,28 @@ fn check(flag: &str, protocol: &str) {
 
 #[test]
 fn memccapable_binary_tests_all_pass() {
-    check("-b", "binary");
+    check(&Target::Hosted, "-b", "binary");
 }
 
 #[test]
 fn memccapable_ascii_tests_all_pass() {
-    check("-a", "ascii");
+    check(&Target::Hosted, "-a", "ascii");
+}
+
+#[test]
+fn memccapable_binary_tests_all_pass_on_the_user_space_stack() {
+    if let Some(reason) = netns::unable() {
+        eprintln!("SKIPPED: the TAP namespace tests need root and /dev/net/tun ({reason})");
+        return;
+    }
+    check(&Target::UserStack, "-b", "binary");
+}
+
+#[test]
+fn memccapable_ascii_tests_all_pass_on_the_user_space_stack() {
+    if let Some(reason) = netns::unable() {
+        eprintln!("SKIPPED: the TAP namespace tests need root and /dev/net/tun ({reason})");
+        return;
+    }
+    check(&Target::UserStack, "-a", "ascii");
 }

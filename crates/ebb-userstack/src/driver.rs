@@ -42,12 +42,17 @@ impl UserStack {
         let tap = file.name().to_string();
         let device = TapDevice::new(file);
         let fd = device.raw_fd();
-        let config = match options.ip {
+        let mut config = match options.ip {
             IpSetup::Static(ip) => Config::new_static(options.hardware_addr, ip),
             // The transaction ids need not be secret, only differ between
             // runs and clients.
             IpSetup::Dhcp => Config::new_dhcp(options.hardware_addr, seed()),
         };
+        // Initial sequence numbers must differ between runs (RFC 9293
+        // §3.4.1, RFC 6528): a restarted server on the same address must
+        // not reuse the previous run's sequence space with a kernel peer
+        // that still remembers it.
+        config.tcp.seed = seed();
         let stack = Stack::new(device, config, now());
         let user = Rc::new(UserStack {
             stack,

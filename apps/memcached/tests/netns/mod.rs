@@ -1,0 +1,116 @@
+//! Our memcached on the user-space stack (`--tap`), in a network namespace
+//! of the test's own with a TAP device whose kernel side is 10.77.9.1/24
+//! (QEMU-NOTES: TAP devices and private addresses only inside a namespace
+//! the test creates and deletes). The server is killed and the namespace
+//! deleted on drop, also when the test fails. Needs root and
+//! `/dev/net/tun`; `ip` comes from Debian's `iproute2` (`./ebb test`).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::MetadataExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+/// The TAP device in the namespace.
+pub const TAP: &str = "ebb0";
+/// The kernel's side of the link.
+pub const KERNEL_ADDR: &str = "10.77.9.1/24";
+/// Our stack's address.
+pub const STACK_IP: &str = "10.77.9.2";
+
+/// Why the namespace tests cannot run here, if they cannot.
+pub fn unable() -> Option<&'static str> {
+    // /proc/self belongs to the process's effective user.
+    if !std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0) {
+        return Some("not root");
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun");
+    }
+    None
+}
+
+fn ip(args: &[&str]) {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("running ip {args:?}: {error} (./ebb test installs iproute2)")
+        });
+    assert!(
+        output.status.success(),
+        "ip {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Our memcached on the user-space stack at [`STACK_IP`]:11211, inside
+/// the namespace [`UserStackServer::namespace`].
+pub struct UserStackServer {
+    /// The network namespace's name.
+    pub namespace: String,
+    server: Option<Child>,
+}
+
+impl UserStackServer {
+    /// Creates the namespace and starts `memcached` (our binary) in it on
+    /// the user-space stack; returns once it listens.
+    pub fn start(memcached: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let namespace = format!(
+            "ebbmc-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        ip(&["netns", "add", &namespace]);
+        // From here on, drop deletes it.
+        let mut made = UserStackServer {
+            namespace,
+            server: None,
+        };
+        let ns = made.namespace.as_str();
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&["-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap"]);
+        ip(&["-n", ns, "addr", "add", KERNEL_ADDR, "dev", TAP]);
+        ip(&["-n", ns, "link", "set", TAP, "up"]);
+        let stack_addr = format!("{STACK_IP}/24");
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", ns, memcached])
+            .args(["--tap", TAP, "--tap-ip", &stack_addr, "--no-pin", "-v"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("starting {memcached}: {error}"));
+        let stderr = server.stderr.take().expect("piped stderr");
+        made.server = Some(server);
+        let (sender, listening) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("  | {line}");
+                if line.contains("memcached: listening on") {
+                    let _ = sender.send(());
+                }
+            }
+        });
+        listening
+            .recv_timeout(Duration::from_secs(20))
+            .expect("memcached on the user-space stack did not listen within 20 s");
+        made
+    }
+}
+
+impl Drop for UserStackServer {
+    fn drop(&mut self) {
+        if let Some(server) = &mut self.server {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.namespace])
+            .status();
+    }
+}
