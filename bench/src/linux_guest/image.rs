@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -77,8 +78,12 @@ pub fn default_cache_dir() -> PathBuf {
 }
 
 /// The image in `dir`, built first if a file is missing or `rebuild`.
+/// Processes building at the same time take turns (a lock on
+/// `dir/.lock`), so a second one finds the first one's image.
 pub fn build_or_reuse(dir: &Path, rebuild: bool) -> Result<Built, String> {
     let start = Instant::now();
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let _lock = DirLock::acquire(&dir.join(".lock"))?;
     let image = GuestImage::in_dir(dir);
     let cached = image.is_complete() && !rebuild;
     if !cached {
@@ -89,6 +94,35 @@ pub fn build_or_reuse(dir: &Path, rebuild: bool) -> Result<Built, String> {
         cached,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// An exclusive flock(2) on a file, released when dropped (or when the
+/// process dies).
+struct DirLock {
+    /// Kept open: closing the file releases the lock.
+    _file: std::fs::File,
+}
+
+impl DirLock {
+    fn acquire(path: &Path) -> Result<DirLock, String> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        // SAFETY: flock(2) on a descriptor this function owns and keeps open
+        // in the returned guard; it touches no memory.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(format!(
+                "cannot lock {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(DirLock { _file: file })
+    }
 }
 
 /// Downloads, unpacks and assembles the image into `image`'s paths; the

@@ -9,9 +9,13 @@ use std::time::{Duration, Instant};
 /// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Sends `request` on a new connection and reads reply lines until one of
-/// them equals `last`.
-fn exchange(server: SocketAddr, request: &[u8], last: &str) -> Result<Vec<String>, String> {
+/// Sends `request` on a new connection and reads reply lines until one for
+/// which `is_last` holds, or an `ERROR` line.
+fn exchange(
+    server: SocketAddr,
+    request: &[u8],
+    is_last: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, String> {
     let mut stream = TcpStream::connect_timeout(&server, REQUEST_TIMEOUT)
         .map_err(|e| format!("cannot connect to {server}: {e}"))?;
     stream
@@ -32,7 +36,7 @@ fn exchange(server: SocketAddr, request: &[u8], last: &str) -> Result<Vec<String
             return Err(format!("{server} closed the connection after {lines:?}"));
         }
         let line = line.trim_end().to_owned();
-        let done = line == last || line.starts_with("ERROR") || line.starts_with("VERSION");
+        let done = is_last(&line) || line.starts_with("ERROR");
         lines.push(line);
         if done {
             return Ok(lines);
@@ -42,7 +46,7 @@ fn exchange(server: SocketAddr, request: &[u8], last: &str) -> Result<Vec<String
 
 /// memcached's `VERSION x.y.z` reply.
 pub fn version(server: SocketAddr) -> Result<String, String> {
-    let lines = exchange(server, b"version\r\n", "")?;
+    let lines = exchange(server, b"version\r\n", |line| line.starts_with("VERSION "))?;
     lines
         .last()
         .and_then(|line| line.strip_prefix("VERSION "))
@@ -53,11 +57,14 @@ pub fn version(server: SocketAddr) -> Result<String, String> {
 /// Stores `value` under `key` and reads it back on another connection.
 pub fn set_and_get(server: SocketAddr, key: &str, value: &str) -> Result<(), String> {
     let set = format!("set {key} 0 0 {}\r\n{value}\r\n", value.len());
-    let reply = exchange(server, set.as_bytes(), "STORED")?;
+    // Every reply to a set is one line (STORED, NOT_STORED, SERVER_ERROR ...).
+    let reply = exchange(server, set.as_bytes(), |_| true)?;
     if reply.last().map(String::as_str) != Some("STORED") {
         return Err(format!("unexpected reply to set: {reply:?}"));
     }
-    let reply = exchange(server, format!("get {key}\r\n").as_bytes(), "END")?;
+    let reply = exchange(server, format!("get {key}\r\n").as_bytes(), |line| {
+        line == "END"
+    })?;
     let expected = [
         format!("VALUE {key} 0 {}", value.len()),
         value.to_owned(),
