@@ -16,12 +16,12 @@
 // purpose: truncating casts are the point there.
 #![allow(clippy::cast_possible_truncation)]
 
+extern crate alloc;
+
 pub mod abi;
 pub mod acpi;
 pub mod layout;
-
-#[cfg(target_os = "none")]
-extern crate alloc;
+pub mod pci;
 
 #[cfg(target_os = "none")]
 mod apic;
@@ -39,6 +39,8 @@ mod mem_fill;
 mod memory;
 #[cfg(target_os = "none")]
 mod paging;
+#[cfg(target_os = "none")]
+pub mod pci_ecam;
 #[cfg(target_os = "none")]
 pub mod regions;
 #[cfg(target_os = "none")]
