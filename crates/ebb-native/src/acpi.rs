@@ -165,6 +165,11 @@ impl Ecam {
     pub fn len(&self) -> u64 {
         (u64::from(self.end_bus) + 1) << 20
     }
+
+    /// Never: a window decodes at least one bus.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
 }
 
 /// Segment group 0's ECAM window from the MCFG table, or `None` when the

@@ -38,6 +38,10 @@ mod mem_fill;
 #[cfg(target_os = "none")]
 mod memory;
 #[cfg(target_os = "none")]
+mod msix;
+#[cfg(target_os = "none")]
+pub mod net;
+#[cfg(target_os = "none")]
 mod paging;
 #[cfg(target_os = "none")]
 pub mod pci_ecam;
@@ -49,6 +53,8 @@ mod runtime;
 mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
+#[cfg(target_os = "none")]
+pub mod virtio;
 
 #[cfg(target_os = "none")]
 pub use runtime::{exit, run, NativeError};
