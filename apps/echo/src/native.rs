@@ -55,7 +55,10 @@ fn main(args: &[&str]) -> i32 {
                     return;
                 }
             };
-            match ebb_net::udp_bind(SocketAddr::new(any, udp_port), alloc::boxed::Box::new(UdpEcho)) {
+            match ebb_net::udp_bind(
+                SocketAddr::new(any, udp_port),
+                alloc::boxed::Box::new(UdpEcho),
+            ) {
                 Ok(udp) => ebb_native::println!("echo: TCP {tcp}, UDP {}", udp.local_addr()),
                 Err(error) => {
                     ebb_native::println!("echo: cannot bind UDP port {udp_port}: {error}");

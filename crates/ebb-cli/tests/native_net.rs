@@ -46,7 +46,7 @@ fn pattern(len: usize) -> Vec<u8> {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            state as u8
+            state.to_le_bytes()[0]
         })
         .collect()
 }
@@ -57,7 +57,10 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success());
-    assert!(found, "qemu-system-x86_64 is missing: run the tests through `./ebb test`");
+    assert!(
+        found,
+        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
+    );
     let port = free_port();
     let child = Command::new(EBB)
         .args(["run", "echo", "--native", "--timeout", "300", "-v"])
@@ -113,7 +116,8 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
         "{boot}"
     );
 
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
+    let mut stream =
+        TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
         .expect("read timeout");

@@ -259,7 +259,13 @@ mod tests {
         assert_eq!(options.cores, 2);
         assert_eq!(options.machine, Machine::Microvm);
         assert!(options.verbose);
-        assert_eq!(options.net, NetMode { dhcp: true, poll: true });
+        assert_eq!(
+            options.net,
+            NetMode {
+                dhcp: true,
+                poll: true
+            }
+        );
         assert_eq!(args, ["--x", "y"]);
         assert_eq!(unknown, ["bogus"]);
     }

@@ -145,7 +145,8 @@ pub fn ticks_per_ms() -> u64 {
 }
 
 /// Whether a device interrupt arrived since the last call.
-static DEVICE_INTERRUPT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+static DEVICE_INTERRUPT: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
 
 /// The device interrupt handler: records it and acknowledges.
 pub fn device_interrupt() {

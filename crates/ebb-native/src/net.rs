@@ -83,7 +83,11 @@ impl NativeNet {
                 "ebbflow native: virtio-net has address {}/{}{}{} ({how})",
                 ip.addr,
                 ip.prefix_len,
-                if ip.gateway.is_some() { ", gateway " } else { "" },
+                if ip.gateway.is_some() {
+                    ", gateway "
+                } else {
+                    ""
+                },
                 ip.gateway.map_or(Ipv4Addr::UNSPECIFIED, |g| g)
             ),
             None => crate::println!("ebbflow native: virtio-net lost its address ({how})"),
@@ -105,14 +109,20 @@ pub fn install(core: usize, mode: NetMode, verbose: bool, on_interrupt: &Interru
             Err(why) => Box::new(NoNet(why)),
         }
     } else {
-        Box::new(NoNet("the virtio-net stack runs on core 0 only (one queue pair)"))
+        Box::new(NoNet(
+            "the virtio-net stack runs on core 0 only (one queue pair)",
+        ))
     };
     if let Err(error) = NETWORK.install(Box::leak(Box::new(stack))) {
         crate::println!("ebbflow native: cannot install the network stack on core {core}: {error}");
     }
 }
 
-fn start(mode: NetMode, verbose: bool, on_interrupt: &InterruptHook) -> Result<Rc<NativeNet>, &'static str> {
+fn start(
+    mode: NetMode,
+    verbose: bool,
+    on_interrupt: &InterruptHook,
+) -> Result<Rc<NativeNet>, &'static str> {
     let function = pci_ecam::functions()
         .iter()
         .find(|f| f.vendor == VENDOR && f.device == DEVICE)
@@ -131,7 +141,11 @@ fn start(mode: NetMode, verbose: bool, on_interrupt: &InterruptHook) -> Result<R
             function.bdf,
             device.features(),
             if device.link_up() { "up" } else { "down" },
-            if interrupts { "MSI-X interrupts" } else { "polled" }
+            if interrupts {
+                "MSI-X interrupts"
+            } else {
+                "polled"
+            }
         );
     }
     let config = if mode.dhcp {

@@ -323,8 +323,17 @@ mod tests {
         assert_eq!(found[0].vendor, 0x8086);
         assert_eq!(found[0].class, (6, 0, 0));
         let net = &found[1];
-        assert_eq!((net.bdf, net.vendor, net.device), (bdf(0, 2, 0), 0x1af4, 0x1041));
-        assert_eq!(net.bars[0], Some(Bar::Io { port: 0xc040, size: 32 }));
+        assert_eq!(
+            (net.bdf, net.vendor, net.device),
+            (bdf(0, 2, 0), 0x1af4, 0x1041)
+        );
+        assert_eq!(
+            net.bars[0],
+            Some(Bar::Io {
+                port: 0xc040,
+                size: 32
+            })
+        );
         assert_eq!(net.memory_bar(1), Some((0xfeb0_0000, 0x1000)));
         assert_eq!(
             net.bars[4],

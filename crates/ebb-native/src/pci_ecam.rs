@@ -72,8 +72,7 @@ pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
     for function in &functions {
         for bar in function.bars.iter().flatten() {
             if let Bar::Memory { addr, size, .. } = *bar {
-                paging::map_device(addr, addr + size)
-                    .map_err(|_| "no memory to map a PCI BAR")?;
+                paging::map_device(addr, addr + size).map_err(|_| "no memory to map a PCI BAR")?;
             }
         }
     }
@@ -111,11 +110,17 @@ pub fn describe() {
             function.device,
             function.class.0,
             function.class.1,
-            function.capabilities.iter().map(|c| c.0).collect::<Vec<_>>()
+            function
+                .capabilities
+                .iter()
+                .map(|c| c.0)
+                .collect::<Vec<_>>()
         );
         for (index, bar) in function.bars.iter().enumerate() {
             match bar {
-                Some(Bar::Memory { addr, size, wide, .. }) => crate::println!(
+                Some(Bar::Memory {
+                    addr, size, wide, ..
+                }) => crate::println!(
                     "ebbflow native:   BAR{index} memory {addr:#x} +{size:#x}{}",
                     if *wide { " (64-bit)" } else { "" }
                 ),

@@ -15,8 +15,8 @@ use spin::Once;
 use x86_64::instructions::port::Port;
 
 use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
-use crate::start_info::StartInfo;
 use crate::net::{self, InterruptHook};
+use crate::start_info::StartInfo;
 use crate::{apic, clock, console, cpu, memory, paging};
 
 static OPTIONS: Once<PlatformOptions> = Once::new();
@@ -146,8 +146,13 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
         }
         main();
     });
-    run_core(CoreId(0), node, Box::new(NativeCore { on_interrupt }), Some(init))
-        .map_err(NativeError::Event)
+    run_core(
+        CoreId(0),
+        node,
+        Box::new(NativeCore { on_interrupt }),
+        Some(init),
+    )
+    .map_err(NativeError::Event)
 }
 
 /// The rest of the life of core `core` (not 0), after its CPU setup:

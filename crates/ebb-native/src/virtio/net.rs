@@ -257,8 +257,6 @@ fn identity_mapped(addr: u64, len: usize) -> bool {
 impl Device for VirtioNet {
     fn receive(&mut self, _now: Instant) -> Option<IoBuf> {
         self.rx_stats.polls += 1;
-        if self.rx_stats.polls % 1_000_000 == 1 {
-        }
         loop {
             let Some((head, written)) = self.rx.pop_used() else {
                 self.refill();
@@ -309,11 +307,16 @@ impl Device for VirtioNet {
             len: HEADER as u32,
             device_writes: false,
         });
-        segments.extend(frame.segments().filter(|s| !s.is_empty()).map(|segment| Segment {
-            addr: segment.as_ptr() as u64,
-            len: segment.len() as u32,
-            device_writes: false,
-        }));
+        segments.extend(
+            frame
+                .segments()
+                .filter(|s| !s.is_empty())
+                .map(|segment| Segment {
+                    addr: segment.as_ptr() as u64,
+                    len: segment.len() as u32,
+                    device_writes: false,
+                }),
+        );
         match self.tx.push(&segments) {
             Some(head) => {
                 self.tx_in_flight[usize::from(head)] = Some(frame);

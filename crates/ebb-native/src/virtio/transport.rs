@@ -156,7 +156,8 @@ impl Transport {
                 ));
             }
         }
-        let get = |kind: u8, what| found[usize::from(kind)].ok_or(VirtioError::MissingCapability(what));
+        let get =
+            |kind: u8, what| found[usize::from(kind)].ok_or(VirtioError::MissingCapability(what));
         let (common, _) = get(COMMON_CFG, "common configuration")?;
         let (notify, notify_multiplier) = get(NOTIFY_CFG, "notification")?;
         let (isr, _) = get(ISR_CFG, "ISR status")?;
