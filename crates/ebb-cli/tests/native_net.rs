@@ -1,9 +1,11 @@
-//! Native networking end to end: `./ebb run echo --native --forward
-//! PORT:7007` boots echo on q35 (TCG) with a modern virtio-net on QEMU user
-//! networking, and 16 MiB go through the forwarded port on 127.0.0.1 and
-//! come back intact (the guest's PCI enumeration, virtio-net driver with
-//! MSI-X, ebb-netstack's TCP and echo's zero-copy replies). Needs
-//! `qemu-system-x86_64`, which `./ebb test` installs.
+//! Native networking end to end, as a user runs it: `./ebb run APP --native
+//! --forward HOST:GUEST` boots APP on q35 (TCG) with a modern virtio-net
+//! on QEMU user networking. Echo: 16 MiB go through the forwarded port on
+//! 127.0.0.1 and come back intact (the guest's PCI enumeration, the
+//! virtio-net driver with MSI-X, ebb-netstack's TCP, echo's zero-copy
+//! replies). memcached: libmemcached's `memccapable` passes through the
+//! forwarded port. Needs `qemu-system-x86_64` and `memccapable`, which
+//! `./ebb test` installs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,10 +13,15 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 const BYTES: usize = 16 << 20;
+
+/// One boot at a time: the images build in one target directory, and two
+/// TCG guests at once on a shared machine only slow each other.
+static BOOT: Mutex<()> = Mutex::new(());
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -51,8 +58,10 @@ fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
-#[test]
-fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
+/// Boots `app` natively with `--forward PORT:guest_port` and returns the
+/// guest, the forwarded port, and the console up to the first line starting
+/// with `ready`.
+fn boot(app: &str, guest_port: u16, ready: &str) -> (Guest, u16, String) {
     let found = Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
@@ -63,8 +72,8 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
     );
     let port = free_port();
     let child = Command::new(EBB)
-        .args(["run", "echo", "--native", "--timeout", "300", "-v"])
-        .args(["--forward", &format!("{port}:7007")])
+        .args(["run", app, "--native", "--timeout", "300", "-v"])
+        .args(["--forward", &format!("{port}:{guest_port}")])
         .env("EBB_ROOT", root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -74,7 +83,7 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
         .expect("run ebb-cli");
     let mut guest = Guest(child);
 
-    // The console, line by line, until echo says it listens.
+    // The console, line by line, until the application says it is ready.
     let (lines, console) = mpsc::channel();
     let stdout = guest.0.stdout.take().expect("stdout");
     std::thread::spawn(move || {
@@ -94,14 +103,14 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
     loop {
         match console.recv_timeout(Duration::from_secs(600)) {
             Ok(line) => {
-                let ready = line.starts_with("echo: TCP");
+                let done = line.starts_with(ready);
                 seen.push(line);
-                if ready {
+                if done {
                     break;
                 }
             }
             Err(_) => panic!(
-                "echo did not start:\n{}\n{}",
+                "{app} did not start:\n{}\n{}",
                 seen.join("\n"),
                 launcher.join().unwrap_or_default()
             ),
@@ -115,6 +124,13 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
         boot.contains("virtio-net has address 10.0.2.15/24, gateway 10.0.2.2 (static)"),
         "{boot}"
     );
+    (guest, port, boot)
+}
+
+#[test]
+fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, _) = boot("echo", 7007, "echo: TCP");
 
     let mut stream =
         TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
@@ -132,4 +148,43 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
     sender.join().expect("sender").expect("send 16 MiB");
     let first_difference = data.iter().zip(&received).position(|(a, b)| a != b);
     assert_eq!(first_difference, None, "echoed bytes differ");
+}
+
+#[test]
+fn memccapable_passes_against_native_memcached() {
+    let tool = ["/usr/bin/memccapable", "/usr/local/bin/memccapable"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists())
+        .expect("memccapable is missing: run the tests through `./ebb test` (libmemcached-tools)");
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, _) = boot("memcached", 11211, "memcached: listening on 0.0.0.0:11211");
+    // Through sh, so that its stderr ("[FAIL]") and stdout interleave.
+    let mut child = Command::new("sh")
+        .args(["-c", "exec \"$0\" \"$@\" 2>&1"])
+        .arg(&tool)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", "10"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run memccapable");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for memccapable") {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut output = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut output);
+    }
+    assert_eq!(status, Some(0), "memccapable:\n{output}");
+    assert!(output.contains("All tests passed"), "{output}");
+    assert!(!output.contains("[FAIL]"), "{output}");
 }
