@@ -561,6 +561,49 @@ mod tests {
     }
 
     #[test]
+    fn q35_gets_a_modern_virtio_net_with_the_forwards_and_microvm_none() {
+        assert_eq!(
+            Forward::parse("7007"),
+            Ok(Forward {
+                host: 7007,
+                guest: 7007
+            })
+        );
+        assert_eq!(
+            Forward::parse("17007:7007"),
+            Ok(Forward {
+                host: 17007,
+                guest: 7007
+            })
+        );
+        for bad in ["", "0", "x", "1:", "70000", "1:2:3"] {
+            assert!(Forward::parse(bad).is_err(), "{bad}");
+        }
+        let q35 = Settings {
+            forwards: vec!["17007:7007".to_owned(), "11211".to_owned()],
+            ..Settings::default()
+        };
+        let words = shell_words(&qemu_command(&q35, Path::new("/img"), "", false));
+        assert!(
+            words.contains(
+                "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:17007-:7007,hostfwd=tcp:127.0.0.1:11211-:11211 \
+                 -device virtio-net-pci,netdev=net0,disable-legacy=on"
+            ),
+            "{words}"
+        );
+        let microvm = Settings {
+            machine: Machine::Microvm,
+            ..Settings::default()
+        };
+        assert_eq!(network_args(&microvm), Ok(vec![]));
+        let forwarded = Settings {
+            forwards: vec!["7007".to_owned()],
+            ..microvm
+        };
+        assert!(network_args(&forwarded).is_err());
+    }
+
+    #[test]
     fn build_uses_its_own_target_dir_and_static_flags() {
         let c = build_command(Path::new("/r"), "hello");
         let words = shell_words(&c);
