@@ -106,14 +106,22 @@ impl Function {
     }
 }
 
-/// Lists every function on buses `start_bus..=end_bus`: devices answering
-/// vendor id other than 0xffff, all eight functions of multi-function
-/// devices (header type bit 7). Bridges are listed but their BARs are not
-/// decoded (the firmware set up the windows behind them; buses behind them
-/// are in the range scanned).
+/// Lists every function reachable from bus `start_bus`: devices answering
+/// a vendor id other than 0xffff, all eight functions of multi-function
+/// devices (header type bit 7), and the buses behind PCI-to-PCI bridges
+/// (header type 1, secondary bus at 0x19) up to `end_bus`, as the firmware
+/// numbered them. Following bridges rather than probing all 256 buses
+/// keeps the boot fast: each configuration read is a trap under
+/// emulation. Bridges are listed, their BARs not decoded.
 pub fn enumerate(config: &dyn ConfigSpace, start_bus: u8, end_bus: u8) -> Vec<Function> {
     let mut found = Vec::new();
-    for bus in start_bus..=end_bus {
+    let mut buses = alloc::vec![start_bus];
+    let mut scanned = [false; 256];
+    while let Some(bus) = buses.pop() {
+        if scanned[usize::from(bus)] || bus < start_bus || bus > end_bus {
+            continue;
+        }
+        scanned[usize::from(bus)] = true;
         for device in 0..32 {
             let first = Bdf {
                 bus,
@@ -134,12 +142,17 @@ pub fn enumerate(config: &dyn ConfigSpace, start_bus: u8, end_bus: u8) -> Vec<Fu
                     device,
                     function,
                 };
-                if config.read16(bdf, 0) != 0xffff {
-                    found.push(probe(config, bdf));
+                if config.read16(bdf, 0) == 0xffff {
+                    continue;
                 }
+                if config.read8(bdf, 0x0e) & 0x7f == 1 {
+                    buses.push(config.read8(bdf, 0x19));
+                }
+                found.push(probe(config, bdf));
             }
         }
     }
+    found.sort_by_key(|function| function.bdf);
     found
 }
 
@@ -239,6 +252,7 @@ mod tests {
     extern crate std;
     use core::cell::RefCell;
     use std::collections::BTreeMap;
+    use std::vec::Vec;
 
     use super::*;
 
@@ -367,9 +381,19 @@ mod tests {
         let mut f5 = FakeFunction::default();
         f5.dwords.insert(0, 0x0002_1234);
         fake.functions.borrow_mut().insert(bdf(1, 3, 5), f5);
+        // Bus 1 is found behind a bridge on bus 0 (header type 1,
+        // secondary bus 1); bus 2 holds a device no bridge leads to.
+        let mut bridge = FakeFunction::default();
+        bridge.dwords.insert(0, 0x0003_1234);
+        bridge.dwords.insert(0x0c, 0x0001_0000);
+        bridge.dwords.insert(0x18, 0x0000_0100);
+        fake.functions.borrow_mut().insert(bdf(0, 1, 0), bridge);
+        let mut hidden = FakeFunction::default();
+        hidden.dwords.insert(0, 0x0004_1234);
+        fake.functions.borrow_mut().insert(bdf(2, 0, 0), hidden);
         let found = enumerate(&fake, 0, 2);
-        assert_eq!(found.len(), 2);
-        assert_eq!(found[1].bdf, bdf(1, 3, 5));
-        assert_eq!(found[0].capabilities.len(), MAX_CAPABILITIES);
+        let bdfs: Vec<Bdf> = found.iter().map(|f| f.bdf).collect();
+        assert_eq!(bdfs, [bdf(0, 1, 0), bdf(1, 3, 0), bdf(1, 3, 5)]);
+        assert_eq!(found[1].capabilities.len(), MAX_CAPABILITIES);
     }
 }
