@@ -95,6 +95,15 @@ pub struct NativeArgs {
     /// QEMU user networking (`PORT` alone: the same number on both sides); repeatable.
     #[arg(long, value_name = "[HOST:]GUEST", requires = "native")]
     pub forward: Vec<String>,
+    /// With --native: one more QEMU argument (repeatable; `--qemu-arg=-device`
+    /// for values starting with '-'), e.g. extra devices in tests.
+    #[arg(
+        long,
+        value_name = "ARG",
+        requires = "native",
+        allow_hyphen_values = true
+    )]
+    pub qemu_arg: Vec<String>,
 }
 
 #[cfg(test)]
@@ -189,6 +198,7 @@ mod tests {
                     verbose: true,
                     boot_arg: vec!["crash=ud2".into()],
                     forward: vec![],
+                    qemu_arg: vec![],
                 },
                 args: strings(&["--x"]),
             }))

@@ -151,6 +151,7 @@ fn native_settings(options: &cli::NativeArgs) -> native::Settings {
         verbose: options.verbose,
         boot_args: options.boot_arg.clone(),
         forwards: options.forward.clone(),
+        qemu_args: options.qemu_arg.clone(),
     }
 }
 

@@ -73,6 +73,8 @@ pub struct Settings {
     /// TCP ports forwarded from 127.0.0.1 to the guest (`[HOST:]GUEST`),
     /// on q35's virtio-net over QEMU user networking.
     pub forwards: Vec<String>,
+    /// More QEMU arguments, appended before `-kernel` (extra devices).
+    pub qemu_args: Vec<String>,
 }
 
 /// A TCP port forwarded from the host's loopback to the guest.
@@ -140,6 +142,7 @@ impl Default for Settings {
             verbose: false,
             boot_args: Vec::new(),
             forwards: Vec::new(),
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -317,6 +320,7 @@ pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool)
     }
     // Checked by `run` before QEMU starts.
     c.args(network_args(settings).unwrap_or_default());
+    c.args(&settings.qemu_args);
     c.arg("-kernel").arg(image).args(["-append", cmdline]);
     c
 }

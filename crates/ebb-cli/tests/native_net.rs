@@ -61,7 +61,7 @@ fn pattern(len: usize) -> Vec<u8> {
 /// Boots `app` natively with `--forward PORT:guest_port` and returns the
 /// guest, the forwarded port, and the console up to the first line starting
 /// with `ready`.
-fn boot(app: &str, guest_port: u16, ready: &str) -> (Guest, u16, String) {
+fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16, String) {
     let found = Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
@@ -74,6 +74,7 @@ fn boot(app: &str, guest_port: u16, ready: &str) -> (Guest, u16, String) {
     let child = Command::new(EBB)
         .args(["run", app, "--native", "--timeout", "300", "-v"])
         .args(["--forward", &format!("{port}:{guest_port}")])
+        .args(extra)
         .env("EBB_ROOT", root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -130,7 +131,7 @@ fn boot(app: &str, guest_port: u16, ready: &str) -> (Guest, u16, String) {
 #[test]
 fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let (_guest, port, _) = boot("echo", 7007, "echo: TCP");
+    let (_guest, port, _) = boot("echo", 7007, "echo: TCP", &[]);
 
     let mut stream =
         TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
@@ -158,7 +159,12 @@ fn memccapable_passes_against_native_memcached() {
         .find(|path| path.exists())
         .expect("memccapable is missing: run the tests through `./ebb test` (libmemcached-tools)");
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let (_guest, port, _) = boot("memcached", 11211, "memcached: listening on 0.0.0.0:11211");
+    let (_guest, port, _) = boot(
+        "memcached",
+        11211,
+        "memcached: listening on 0.0.0.0:11211",
+        &[],
+    );
     // Through sh, so that its stderr ("[FAIL]") and stdout interleave.
     let mut child = Command::new("sh")
         .args(["-c", "exec \"$0\" \"$@\" 2>&1"])
@@ -187,4 +193,46 @@ fn memccapable_passes_against_native_memcached() {
     assert_eq!(status, Some(0), "memccapable:\n{output}");
     assert!(output.contains("All tests passed"), "{output}");
     assert!(!output.contains("[FAIL]"), "{output}");
+}
+
+#[test]
+fn virtio_net_works_with_its_registers_above_4_gib() {
+    // A 1 GiB ivshmem BAR does not fit SeaBIOS's 32-bit window, so it puts
+    // the 64-bit BARs, virtio-net's register BAR among them, above 4 GiB.
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, boot) = boot(
+        "echo",
+        7007,
+        "echo: TCP",
+        &[
+            "--qemu-arg=-object",
+            "--qemu-arg=memory-backend-ram,id=shm,size=1G",
+            "--qemu-arg=-device",
+            "--qemu-arg=ivshmem-plain,memdev=shm",
+        ],
+    );
+    let virtio = boot
+        .split("pci 00:01.0 1af4:1041")
+        .nth(1)
+        .and_then(|rest| rest.split("pci 00:02.0").next())
+        .unwrap_or_default();
+    let high = virtio
+        .lines()
+        .filter_map(|line| line.split("memory 0x").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter_map(|hex| u64::from_str_radix(hex, 16).ok())
+        .any(|addr| addr >= 1 << 32);
+    assert!(high, "virtio-net has no BAR above 4 GiB:\n{boot}");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let data = pattern(1 << 20);
+    let mut writer = stream.try_clone().expect("clone the stream");
+    let sent = data.clone();
+    let sender = std::thread::spawn(move || writer.write_all(&sent));
+    let mut received = vec![0u8; data.len()];
+    stream.read_exact(&mut received).expect("read the echo");
+    sender.join().expect("sender").expect("send");
+    assert!(received == data, "echoed bytes differ");
 }
