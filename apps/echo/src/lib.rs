@@ -1,9 +1,13 @@
 //! Echo over Ebbflow's network interface: every byte received on a TCP
 //! connection or in a UDP datagram goes back to its sender. Replies are the
 //! received buffers themselves, chained unchanged (no copy).
+#![no_std]
 #![forbid(unsafe_code)]
 
-use std::sync::Arc;
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 
 use ebb_net::{
     AcceptFn, IoBuf, IoChain, SocketAddr, TcpConnection, TcpHandler, UdpHandler, UdpSocket,

@@ -91,6 +91,19 @@ pub struct NativeArgs {
     /// `crash=page-fault` (see crates/ebb-native/README.md); repeatable.
     #[arg(long, value_name = "KEY[=VALUE]", requires = "native")]
     pub boot_arg: Vec<String>,
+    /// With --native (q35): forward TCP port 127.0.0.1:HOST to the guest's port GUEST through
+    /// QEMU user networking (`PORT` alone: the same number on both sides); repeatable.
+    #[arg(long, value_name = "[HOST:]GUEST", requires = "native")]
+    pub forward: Vec<String>,
+    /// With --native: one more QEMU argument (repeatable; `--qemu-arg=-device`
+    /// for values starting with '-'), e.g. extra devices in tests.
+    #[arg(
+        long,
+        value_name = "ARG",
+        requires = "native",
+        allow_hyphen_values = true
+    )]
+    pub qemu_arg: Vec<String>,
 }
 
 #[cfg(test)]
@@ -184,6 +197,8 @@ mod tests {
                     timeout: Some(5),
                     verbose: true,
                     boot_arg: vec!["crash=ud2".into()],
+                    forward: vec![],
+                    qemu_arg: vec![],
                 },
                 args: strings(&["--x"]),
             }))

@@ -150,6 +150,8 @@ fn native_settings(options: &cli::NativeArgs) -> native::Settings {
         timeout: options.timeout.unwrap_or(defaults.timeout),
         verbose: options.verbose,
         boot_args: options.boot_arg.clone(),
+        forwards: options.forward.clone(),
+        qemu_args: options.qemu_arg.clone(),
     }
 }
 

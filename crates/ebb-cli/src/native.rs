@@ -70,6 +70,65 @@ pub struct Settings {
     pub verbose: bool,
     /// Extra platform options for the kernel command line.
     pub boot_args: Vec<String>,
+    /// TCP ports forwarded from 127.0.0.1 to the guest (`[HOST:]GUEST`),
+    /// on q35's virtio-net over QEMU user networking.
+    pub forwards: Vec<String>,
+    /// More QEMU arguments, appended before `-kernel` (extra devices).
+    pub qemu_args: Vec<String>,
+}
+
+/// A TCP port forwarded from the host's loopback to the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forward {
+    /// Port on 127.0.0.1.
+    pub host: u16,
+    /// The guest's port (it is 10.0.2.15 behind QEMU's user networking).
+    pub guest: u16,
+}
+
+impl Forward {
+    /// Parses `[HOST:]GUEST`.
+    pub fn parse(text: &str) -> Result<Forward, String> {
+        let port = |p: &str| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| format!("--forward takes [HOST:]GUEST port numbers, not '{text}'"))
+        };
+        match text.split_once(':') {
+            Some((host, guest)) => Ok(Forward {
+                host: port(host)?,
+                guest: port(guest)?,
+            }),
+            None => port(text).map(|p| Forward { host: p, guest: p }),
+        }
+    }
+}
+
+/// QEMU's network arguments for `settings`: on q35 a modern virtio-net
+/// (`disable-legacy=on`) on user networking with the forwards; none on
+/// microvm (no PCI).
+pub fn network_args(settings: &Settings) -> Result<Vec<String>, String> {
+    if settings.machine != Machine::Q35 {
+        if !settings.forwards.is_empty() {
+            return Err("--forward needs --machine q35 (virtio-net on PCI)".to_owned());
+        }
+        return Ok(Vec::new());
+    }
+    let mut netdev = "user,id=net0".to_owned();
+    for forward in &settings.forwards {
+        let forward = Forward::parse(forward)?;
+        netdev.push_str(&format!(
+            ",hostfwd=tcp:127.0.0.1:{}-:{}",
+            forward.host, forward.guest
+        ));
+    }
+    Ok(vec![
+        "-netdev".to_owned(),
+        netdev,
+        "-device".to_owned(),
+        "virtio-net-pci,netdev=net0,disable-legacy=on".to_owned(),
+    ])
 }
 
 impl Default for Settings {
@@ -82,6 +141,8 @@ impl Default for Settings {
             timeout: DEFAULT_TIMEOUT,
             verbose: false,
             boot_args: Vec::new(),
+            forwards: Vec::new(),
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -257,6 +318,9 @@ pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool)
         // SeaBIOS's serial console would print its banner before the guest.
         c.args(["-fw_cfg", "name=etc/sercon-port,string=0"]);
     }
+    // Checked by `run` before QEMU starts.
+    c.args(network_args(settings).unwrap_or_default());
+    c.args(&settings.qemu_args);
     c.arg("-kernel").arg(image).args(["-append", cmdline]);
     c
 }
@@ -335,6 +399,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
              `ebb_native::entry!` (see apps/hello/src/native.rs)"
         ));
     }
+    network_args(settings)?;
     let tsc_khz = measure_tsc_khz();
     let cmdline = kernel_cmdline(settings, tsc_khz, args)?;
 
@@ -360,6 +425,13 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&qemu));
+    }
+    for forward in &settings.forwards {
+        let forward = Forward::parse(forward)?;
+        eprintln!(
+            "ebb: forwarding 127.0.0.1:{} to the guest's TCP port {} (10.0.2.15, QEMU user networking)",
+            forward.host, forward.guest
+        );
     }
     let started = Instant::now();
     let mut process = qemu
@@ -490,6 +562,49 @@ mod tests {
             "{words}"
         );
         assert!(!words.contains("sercon"), "{words}");
+    }
+
+    #[test]
+    fn q35_gets_a_modern_virtio_net_with_the_forwards_and_microvm_none() {
+        assert_eq!(
+            Forward::parse("7007"),
+            Ok(Forward {
+                host: 7007,
+                guest: 7007
+            })
+        );
+        assert_eq!(
+            Forward::parse("17007:7007"),
+            Ok(Forward {
+                host: 17007,
+                guest: 7007
+            })
+        );
+        for bad in ["", "0", "x", "1:", "70000", "1:2:3"] {
+            assert!(Forward::parse(bad).is_err(), "{bad}");
+        }
+        let q35 = Settings {
+            forwards: vec!["17007:7007".to_owned(), "11211".to_owned()],
+            ..Settings::default()
+        };
+        let words = shell_words(&qemu_command(&q35, Path::new("/img"), "", false));
+        assert!(
+            words.contains(
+                "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:17007-:7007,hostfwd=tcp:127.0.0.1:11211-:11211 \
+                 -device virtio-net-pci,netdev=net0,disable-legacy=on"
+            ),
+            "{words}"
+        );
+        let microvm = Settings {
+            machine: Machine::Microvm,
+            ..Settings::default()
+        };
+        assert_eq!(network_args(&microvm), Ok(vec![]));
+        let forwarded = Settings {
+            forwards: vec!["7007".to_owned()],
+            ..microvm
+        };
+        assert!(network_args(&forwarded).is_err());
     }
 
     #[test]

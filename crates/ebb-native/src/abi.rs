@@ -135,6 +135,35 @@ pub struct PlatformOptions {
     pub crash: Option<Crash>,
     /// `verbose`: print what the platform found at boot.
     pub verbose: bool,
+    /// `net=static|dhcp|poll-static|poll-dhcp`: how the virtio-net stack
+    /// gets its address (QEMU user networking's 10.0.2.15/24 with gateway
+    /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
+    /// interrupts.
+    pub net: NetMode,
+}
+
+/// How a virtio-net device is driven (`net=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetMode {
+    /// Ask QEMU's DHCP server instead of the static address.
+    pub dhcp: bool,
+    /// Poll the queues from an idle handler instead of taking interrupts.
+    pub poll: bool,
+}
+
+impl NetMode {
+    fn parse(value: &str) -> Option<NetMode> {
+        let (poll, rest) = match value.strip_prefix("poll-") {
+            Some(rest) => (true, rest),
+            None => (false, value),
+        };
+        let dhcp = match rest {
+            "static" => false,
+            "dhcp" => true,
+            _ => return None,
+        };
+        Some(NetMode { dhcp, poll })
+    }
 }
 
 impl Default for PlatformOptions {
@@ -145,6 +174,7 @@ impl Default for PlatformOptions {
             machine: Machine::Unknown,
             crash: None,
             verbose: false,
+            net: NetMode::default(),
         }
     }
 }
@@ -176,6 +206,7 @@ pub fn parse_cmdline<'a>(
             }
             .map(|machine| options.machine = machine),
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
+            "net" => NetMode::parse(value).map(|net| options.net = net),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -223,11 +254,18 @@ mod tests {
     #[test]
     fn platform_words_come_before_double_dash() {
         let (options, args, unknown) =
-            parse("tsc_khz=2445426 cores=2 machine=microvm verbose bogus -- --x y");
+            parse("tsc_khz=2445426 cores=2 machine=microvm verbose net=poll-dhcp bogus -- --x y");
         assert_eq!(options.tsc_khz, Some(2_445_426));
         assert_eq!(options.cores, 2);
         assert_eq!(options.machine, Machine::Microvm);
         assert!(options.verbose);
+        assert_eq!(
+            options.net,
+            NetMode {
+                dhcp: true,
+                poll: true
+            }
+        );
         assert_eq!(args, ["--x", "y"]);
         assert_eq!(unknown, ["bogus"]);
     }

@@ -119,8 +119,13 @@ fn table(memory: &dyn PhysicalMemory, addr: u64) -> Result<([u8; 4], u64), AcpiE
     Ok((signature, len))
 }
 
-/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs.
-pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiError> {
+/// The address of the table with `signature` listed by the XSDT (ACPI
+/// 2.0+, else the RSDT), if any.
+fn find_table(
+    memory: &dyn PhysicalMemory,
+    rsdp_hint: u64,
+    wanted: &[u8; 4],
+) -> Result<Option<u64>, AcpiError> {
     let rsdp = find_rsdp(memory, rsdp_hint)?;
     let revision = memory.u64_at(rsdp + 15, 1);
     let (root, entry_size) = if revision >= 2 && memory.u64_at(rsdp + 24, 8) != 0 {
@@ -129,14 +134,70 @@ pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiErr
         (memory.u64_at(rsdp + 16, 4), 4)
     };
     let (_, root_len) = table(memory, root)?;
-    let madt = (0..(root_len - HEADER) / entry_size)
+    Ok((0..(root_len - HEADER) / entry_size)
         .map(|i| memory.u64_at(root + HEADER + i * entry_size, entry_size as usize))
         .find(|&addr| {
             let mut signature = [0u8; 4];
             memory.read(addr, &mut signature);
-            &signature == b"APIC"
-        })
-        .ok_or(AcpiError::NoMadt)?;
+            &signature == wanted
+        }))
+}
+
+/// One PCI segment's ECAM window, from the MCFG table (PCI Firmware
+/// Specification 3.3 §4.1.2: after the header and 8 reserved bytes,
+/// 16-byte entries of base address, segment group, start and end bus).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ecam {
+    /// Physical address of bus 0's configuration space (even when
+    /// `start_bus` is not 0: the window is addressed from bus 0).
+    pub base: u64,
+    /// PCI segment group.
+    pub segment: u16,
+    /// First bus decoded.
+    pub start_bus: u8,
+    /// Last bus decoded.
+    pub end_bus: u8,
+}
+
+impl Ecam {
+    /// Bytes of configuration space from `base` to the end of `end_bus`
+    /// (1 MiB per bus: 32 devices × 8 functions × 4 KiB).
+    pub fn len(&self) -> u64 {
+        (u64::from(self.end_bus) + 1) << 20
+    }
+
+    /// Never: a window decodes at least one bus.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// Segment group 0's ECAM window from the MCFG table, or `None` when the
+/// firmware has no MCFG (microvm's qboot).
+pub fn ecam(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Option<Ecam>, AcpiError> {
+    let Some(mcfg) = find_table(memory, rsdp_hint, b"MCFG")? else {
+        return Ok(None);
+    };
+    let (_, len) = table(memory, mcfg)?;
+    let mut at = mcfg + HEADER + 8;
+    while at + 16 <= mcfg + len {
+        let entry = Ecam {
+            base: memory.u64_at(at, 8),
+            segment: memory.u64_at(at + 8, 2) as u16,
+            start_bus: memory.u64_at(at + 10, 1) as u8,
+            end_bus: memory.u64_at(at + 11, 1) as u8,
+        };
+        if entry.segment == 0 && entry.start_bus <= entry.end_bus {
+            return Ok(Some(entry));
+        }
+        at += 16;
+    }
+    Ok(None)
+}
+
+/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs.
+pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiError> {
+    let madt = find_table(memory, rsdp_hint, b"APIC")?.ok_or(AcpiError::NoMadt)?;
     let (_, madt_len) = table(memory, madt)?;
 
     let mut cpus = Cpus {
@@ -252,6 +313,31 @@ mod tests {
         // No hint: found by the BIOS-area scan.
         let cpus = cpus(&memory, 0).unwrap();
         assert_eq!(cpus.apic_ids(), &[0, 2, 7, 300]);
+    }
+
+    #[test]
+    fn finds_the_ecam_window_in_the_mcfg() {
+        let mut memory = machine(&local_apic(0, 0, 1));
+        assert_eq!(ecam(&memory, 0), Ok(None));
+        // Make the FACP slot (+0x200) an MCFG with one entry.
+        let mut body = std::vec![0u8; 8];
+        body.extend_from_slice(&0xb000_0000u64.to_le_bytes());
+        body.extend_from_slice(&[0, 0, 0, 0xff, 0, 0, 0, 0]);
+        let mcfg = sdt(b"MCFG", &body);
+        memory.bytes[0x200..0x200 + mcfg.len()].copy_from_slice(&mcfg);
+        let found = ecam(&memory, 0).unwrap().unwrap();
+        assert_eq!(
+            found,
+            Ecam {
+                base: 0xb000_0000,
+                segment: 0,
+                start_bus: 0,
+                end_bus: 0xff
+            }
+        );
+        assert_eq!(found.len(), 0x1000_0000);
+        // The MADT is still found after the MCFG.
+        assert_eq!(cpus(&memory, 0).unwrap().apic_ids(), &[0]);
     }
 
     #[test]

@@ -16,6 +16,10 @@ use crate::paging::LAPIC_BASE;
 pub const TIMER_VECTOR: u64 = 0x30;
 /// The vector of wake-up IPIs (`Platform::notify`).
 pub const WAKE_VECTOR: u64 = 0x31;
+/// The vector of device interrupts (MSI-X messages): the handler records
+/// that one arrived ([`take_device_interrupt`]) and the loop's `dispatch`
+/// runs the drivers.
+pub const DEVICE_VECTOR: u64 = 0x40;
 /// The spurious-interrupt vector (no EOI).
 pub const SPURIOUS_VECTOR: u64 = 0xff;
 
@@ -138,4 +142,19 @@ pub fn send_startup(apic_id: u32, page: u8) {
 /// LAPIC timer ticks per millisecond.
 pub fn ticks_per_ms() -> u64 {
     TICKS_PER_MS.load(Ordering::Relaxed)
+}
+
+/// Whether a device interrupt arrived since the last call.
+static DEVICE_INTERRUPT: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
+
+/// The device interrupt handler: records it and acknowledges.
+pub fn device_interrupt() {
+    DEVICE_INTERRUPT.store(true, core::sync::atomic::Ordering::Release);
+    eoi();
+}
+
+/// Whether a device interrupt arrived since the last call (and forgets it).
+pub fn take_device_interrupt() -> bool {
+    DEVICE_INTERRUPT.swap(false, core::sync::atomic::Ordering::Acquire)
 }

@@ -10,7 +10,7 @@
 use core::arch::{asm, global_asm};
 
 use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
-use crate::{apic, clock, console, cpu, memory, paging, runtime, smp, start_info};
+use crate::{apic, clock, console, cpu, memory, paging, pci_ecam, runtime, smp, start_info};
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
 /// to a stack with a guard page).
@@ -183,7 +183,7 @@ extern "C" fn start64(start_info_paddr: u32) -> ! {
     let (options, _) = parse_cmdline(info.cmdline(), |word| {
         crate::println!("ebbflow: ignoring unknown platform option '{word}'");
     });
-    let plan = match paging::init(info, options.machine) {
+    let plan = match paging::init(info) {
         Ok(plan) => plan,
         Err(error) => {
             crate::println!("ebbflow: cannot build page tables: {error}");
@@ -226,10 +226,16 @@ extern "C" fn start_core0() -> ! {
     let (_, args) = parse_cmdline(info.cmdline(), |_| {});
     clock::init(options.tsc_khz);
     apic::init();
+    // PCI before the other cores: BARs above 512 GiB need new PML4
+    // entries, which cores copy when they start.
+    if let Err(error) = pci_ecam::init(info.rsdp) {
+        crate::println!("ebbflow: PCI: {error}");
+    }
     runtime::set_cores(smp::start_cores(options.cores, info.rsdp).into_boxed_slice());
     let boot_ns = since_entry_ns();
     if options.verbose {
         runtime::describe_boot(info);
+        pci_ecam::describe();
         crate::println!(
             "ebbflow native: entry to main {}.{:03} ms",
             boot_ns / 1_000_000,

@@ -89,7 +89,7 @@ ebb_isr_\n:
     .endm
 
     .section .text.ebb_isr, "ax"
-    .irp n, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,48,49,255
+    .irp n, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,48,49,64,255
     EBB_ISR_NOERR \n
     .endr
     .irp n, 8,10,11,12,13,14,17,21,29,30
@@ -137,7 +137,7 @@ ebb_isr_common:
     .p2align 3
     .global ebb_isr_table
 ebb_isr_table:
-    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,48,49,255
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,48,49,64,255
     .quad \n
     .quad ebb_isr_\n
     .endr
@@ -147,7 +147,7 @@ ebb_isr_table:
 );
 
 /// How many (vector, stub) pairs `ebb_isr_table` holds.
-const STUBS: usize = 35;
+const STUBS: usize = 36;
 
 extern "C" {
     static ebb_isr_table: [[u64; 2]; STUBS];
@@ -311,6 +311,7 @@ extern "C" fn interrupt(frame: *mut Frame) {
         14 => page_fault(frame),
         0..=31 => exception(frame, None),
         apic::TIMER_VECTOR | apic::WAKE_VECTOR => apic::eoi(),
+        apic::DEVICE_VECTOR => apic::device_interrupt(),
         apic::SPURIOUS_VECTOR => {}
         _ => exception(frame, None),
     }

@@ -5,23 +5,28 @@
 //! (`./ebb run APP --native`). Boot goes: 32-bit PVH entry and long mode
 //! (`boot`), serial console (`console`), GDT/TSS/IDT and the exception
 //! report (`cpu`), page tables (`paging`), heap (`memory`), TSC clock and
-//! LAPIC timer (`clock`, `apic`), then the application's entry
-//! ([`entry!`]), which runs the node with [`run`], as on hosted.
+//! LAPIC timer (`clock`, `apic`), the other cores (`smp`) with PCI
+//! enumerated first (`pci`, `pci_ecam`), then the application's entry
+//! ([`entry!`]), which runs the node with [`run`], as on hosted; `run`
+//! installs each core's network stack (`net`: `ebb-netstack` over the
+//! virtio-net driver in `virtio`, MSI-X through `msix`).
 //!
 //! On hosted targets only the platform-neutral parts build: [`abi`] (the
-//! contract with the launcher) and [`layout`] (memory-map planning).
+//! contract with the launcher), [`acpi`] and [`pci`] (table and
+//! configuration-space walks, host-tested) and [`layout`] (memory-map
+//! planning).
 #![no_std]
 // This crate only targets x86_64 (usize is 64 bits), and it splits
 // addresses into hardware fields (descriptor halves, register values) on
 // purpose: truncating casts are the point there.
 #![allow(clippy::cast_possible_truncation)]
 
+extern crate alloc;
+
 pub mod abi;
 pub mod acpi;
 pub mod layout;
-
-#[cfg(target_os = "none")]
-extern crate alloc;
+pub mod pci;
 
 #[cfg(target_os = "none")]
 mod apic;
@@ -38,7 +43,13 @@ mod mem_fill;
 #[cfg(target_os = "none")]
 mod memory;
 #[cfg(target_os = "none")]
+mod msix;
+#[cfg(target_os = "none")]
+pub mod net;
+#[cfg(target_os = "none")]
 mod paging;
+#[cfg(target_os = "none")]
+pub mod pci_ecam;
 #[cfg(target_os = "none")]
 pub mod regions;
 #[cfg(target_os = "none")]
@@ -47,6 +58,8 @@ mod runtime;
 mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
+#[cfg(target_os = "none")]
+pub mod virtio;
 
 #[cfg(target_os = "none")]
 pub use runtime::{exit, run, NativeError};

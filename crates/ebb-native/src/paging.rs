@@ -17,7 +17,6 @@ use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
 
-use crate::abi::{Machine, Q35_ECAM};
 use crate::boot::image_range;
 use crate::layout::{e820, pages, Full, Kind, Range, RangeSet};
 use crate::start_info::StartInfo;
@@ -199,7 +198,7 @@ fn has_1gib_pages() -> bool {
 }
 
 /// Builds core 0's page tables from the memory map and switches to them.
-pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, PagingError> {
+pub fn init(info: &StartInfo) -> Result<&'static MemoryPlan, PagingError> {
     let (_, image_end) = image_range();
     let image_end = image_end.next_multiple_of(PAGE);
 
@@ -221,14 +220,6 @@ pub fn init(info: &StartInfo, machine: Machine) -> Result<&'static MemoryPlan, P
         mapped.push(Range {
             start: base,
             end: base + PAGE,
-            kind: Kind::Device,
-        })?;
-    }
-    if machine == Machine::Q35 {
-        let (base, len) = Q35_ECAM;
-        mapped.push(Range {
-            start: base,
-            end: base + len,
             kind: Kind::Device,
         })?;
     }
@@ -332,6 +323,32 @@ pub fn new_core_pml4() -> Result<u64, PagingError> {
 /// Core 0's PML4 (physical, below 4 GiB): the tables other cores start on.
 pub fn core0_pml4() -> u64 {
     CORE0_PML4.load(Ordering::Relaxed)
+}
+
+/// Identity-maps the device window `[start, end)` (rounded out to 2 MiB)
+/// uncached in core 0's tables: PCI ECAM and BARs, which can sit above
+/// 4 GiB. Parts already mapped stay as they are. Call before the other
+/// cores copy core 0's PML4 (a new PML4 entry would not reach them).
+/// Needs the page allocator.
+pub fn map_device(start: u64, end: u64) -> Result<(), PagingError> {
+    let pml4 = CORE0_PML4.load(Ordering::Relaxed);
+    let flags = flags_for(Kind::Device);
+    let mut addr = start & !(MIB2 - 1);
+    while addr < end {
+        let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
+        // SAFETY: `pdpt` is one of our page-table frames; index < 512.
+        let giant = unsafe { entries(pdpt).wrapping_add(index(addr, 2) as usize).read() };
+        if giant & (PRESENT | LARGE) != PRESENT | LARGE {
+            let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
+            // SAFETY: as above, for the page directory.
+            let large = unsafe { entries(pd).wrapping_add(index(addr, 1) as usize).read() };
+            if large & PRESENT == 0 {
+                set(pd, index(addr, 1), addr | flags | LARGE);
+            }
+        }
+        addr += MIB2;
+    }
+    Ok(())
 }
 
 /// Next free address in the stacks' region (see [`map_stack`]).

@@ -4,6 +4,7 @@
 //! panic handler reports and exits.
 
 use alloc::boxed::Box;
+use alloc::rc::Rc;
 use core::arch::asm;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,7 @@ use spin::Once;
 use x86_64::instructions::port::Port;
 
 use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
+use crate::net::{self, InterruptHook};
 use crate::start_info::StartInfo;
 use crate::{apic, clock, console, cpu, memory, paging};
 
@@ -75,13 +77,24 @@ impl Platform for NativePlatform {
     }
 }
 
-/// One core's half: halting until an interrupt or the next deadline.
-struct NativeCore;
+/// One core's half: device interrupts, halting until an interrupt or the
+/// next deadline.
+struct NativeCore {
+    /// The driver that takes device interrupts on this core (core 0's
+    /// virtio-net), set by `net::install`.
+    on_interrupt: InterruptHook,
+}
 
 impl CoreDriver for NativeCore {
     fn dispatch(&self) {
-        // No device interrupts are routed yet: the timer and wake-up IPIs
-        // only end a halt, and the loop does the rest.
+        // The timer and wake-up IPIs only end a halt; a device interrupt
+        // (MSI-X, `apic::DEVICE_VECTOR`) was recorded by its handler, and
+        // its driver runs here, in the loop, with interrupts off.
+        if apic::take_device_interrupt() {
+            if let Some(hook) = self.on_interrupt.borrow_mut().as_mut() {
+                hook();
+            }
+        }
     }
 
     fn halt(&self, deadline: Option<Instant>) {
@@ -124,13 +137,22 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     for &id in &apic_ids[1..] {
         apic::send_wake(id);
     }
+    let on_interrupt = InterruptHook::default();
+    let hook = Rc::clone(&on_interrupt);
     let init: Box<dyn FnOnce()> = Box::new(move || {
+        net::install(0, options.net, options.verbose, &hook);
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
         }
         main();
     });
-    run_core(CoreId(0), node, Box::new(NativeCore), Some(init)).map_err(NativeError::Event)
+    run_core(
+        CoreId(0),
+        node,
+        Box::new(NativeCore { on_interrupt }),
+        Some(init),
+    )
+    .map_err(NativeError::Event)
 }
 
 /// The rest of the life of core `core` (not 0), after its CPU setup:
@@ -143,7 +165,13 @@ pub fn run_other_core(core: usize) -> ! {
         }
         crate::smp::halt_until_interrupt();
     };
-    if let Err(error) = run_core(CoreId(core), node, Box::new(NativeCore), None) {
+    let on_interrupt = InterruptHook::default();
+    let hook = Rc::clone(&on_interrupt);
+    let options = options();
+    let init: Box<dyn FnOnce()> =
+        Box::new(move || net::install(core, options.net, options.verbose, &hook));
+    let driver = Box::new(NativeCore { on_interrupt });
+    if let Err(error) = run_core(CoreId(core), node, driver, Some(init)) {
         crate::println!("ebbflow: core {core} cannot run its event loop: {error}");
     }
     loop {

@@ -120,7 +120,7 @@ static STARTED: AtomicU64 = AtomicU64::new(0);
 
 /// Physical memory, identity mapped: all memory-map ranges (ACPI tables
 /// included) and the first 2 MiB (the BIOS area) except page 0.
-struct IdentityMapped;
+pub(crate) struct IdentityMapped;
 
 impl PhysicalMemory for IdentityMapped {
     fn read(&self, addr: u64, buffer: &mut [u8]) {

@@ -1,0 +1,238 @@
+//! Native networking end to end, as a user runs it: `./ebb run APP --native
+//! --forward HOST:GUEST` boots APP on q35 (TCG) with a modern virtio-net
+//! on QEMU user networking. Echo: 16 MiB go through the forwarded port on
+//! 127.0.0.1 and come back intact (the guest's PCI enumeration, the
+//! virtio-net driver with MSI-X, ebb-netstack's TCP, echo's zero-copy
+//! replies). memcached: libmemcached's `memccapable` passes through the
+//! forwarded port. Needs `qemu-system-x86_64` and `memccapable`, which
+//! `./ebb test` installs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+const BYTES: usize = 16 << 20;
+
+/// One boot at a time: the images build in one target directory, and two
+/// TCG guests at once on a shared machine only slow each other.
+static BOOT: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A port on 127.0.0.1 free a moment ago.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local address").port()
+}
+
+/// The launcher and QEMU in their own process group, stopped as a whole
+/// when the test ends (also on failure).
+struct Guest(Child);
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Deterministic test data (xorshift), so a failure is reproducible.
+fn pattern(len: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect()
+}
+
+/// Boots `app` natively with `--forward PORT:guest_port` and returns the
+/// guest, the forwarded port, and the console up to the first line starting
+/// with `ready`.
+fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16, String) {
+    let found = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    assert!(
+        found,
+        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
+    );
+    let port = free_port();
+    let child = Command::new(EBB)
+        .args(["run", app, "--native", "--timeout", "300", "-v"])
+        .args(["--forward", &format!("{port}:{guest_port}")])
+        .args(extra)
+        .env("EBB_ROOT", root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("run ebb-cli");
+    let mut guest = Guest(child);
+
+    // The console, line by line, until the application says it is ready.
+    let (lines, console) = mpsc::channel();
+    let stdout = guest.0.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line.replace('\r', "")).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr = guest.0.stderr.take().expect("stderr");
+    let launcher = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut text);
+        text
+    });
+    let mut seen = Vec::new();
+    loop {
+        match console.recv_timeout(Duration::from_secs(600)) {
+            Ok(line) => {
+                let done = line.starts_with(ready);
+                seen.push(line);
+                if done {
+                    break;
+                }
+            }
+            Err(_) => panic!(
+                "{app} did not start:\n{}\n{}",
+                seen.join("\n"),
+                launcher.join().unwrap_or_default()
+            ),
+        }
+    }
+    let boot = seen.join("\n");
+    assert!(boot.contains("pci 00:01.0 1af4:1041 class 02.00"), "{boot}");
+    assert!(boot.contains("PCI ECAM at 0xb0000000"), "{boot}");
+    assert!(boot.contains("MSI-X interrupts"), "{boot}");
+    assert!(
+        boot.contains("virtio-net has address 10.0.2.15/24, gateway 10.0.2.2 (static)"),
+        "{boot}"
+    );
+    (guest, port, boot)
+}
+
+#[test]
+fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, _) = boot("echo", 7007, "echo: TCP", &[]);
+
+    let mut stream =
+        TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("read timeout");
+    let data = pattern(BYTES);
+    let mut writer = stream.try_clone().expect("clone the stream");
+    let sent = data.clone();
+    let sender = std::thread::spawn(move || writer.write_all(&sent));
+    let mut received = vec![0u8; BYTES];
+    stream
+        .read_exact(&mut received)
+        .expect("read the echoed 16 MiB");
+    sender.join().expect("sender").expect("send 16 MiB");
+    let first_difference = data.iter().zip(&received).position(|(a, b)| a != b);
+    assert_eq!(first_difference, None, "echoed bytes differ");
+}
+
+#[test]
+fn memccapable_passes_against_native_memcached() {
+    let tool = ["/usr/bin/memccapable", "/usr/local/bin/memccapable"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists())
+        .expect("memccapable is missing: run the tests through `./ebb test` (libmemcached-tools)");
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, _) = boot(
+        "memcached",
+        11211,
+        "memcached: listening on 0.0.0.0:11211",
+        &[],
+    );
+    // Through sh, so that its stderr ("[FAIL]") and stdout interleave.
+    let mut child = Command::new("sh")
+        .args(["-c", "exec \"$0\" \"$@\" 2>&1"])
+        .arg(&tool)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", "10"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run memccapable");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for memccapable") {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut output = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut output);
+    }
+    assert_eq!(status, Some(0), "memccapable:\n{output}");
+    assert!(output.contains("All tests passed"), "{output}");
+    assert!(!output.contains("[FAIL]"), "{output}");
+}
+
+#[test]
+fn virtio_net_works_with_its_registers_above_4_gib() {
+    // A 1 GiB ivshmem BAR does not fit SeaBIOS's 32-bit window, so it puts
+    // the 64-bit BARs, virtio-net's register BAR among them, above 4 GiB.
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (_guest, port, boot) = boot(
+        "echo",
+        7007,
+        "echo: TCP",
+        &[
+            "--qemu-arg=-object",
+            "--qemu-arg=memory-backend-ram,id=shm,size=1G",
+            "--qemu-arg=-device",
+            "--qemu-arg=ivshmem-plain,memdev=shm",
+        ],
+    );
+    let virtio = boot
+        .split("pci 00:01.0 1af4:1041")
+        .nth(1)
+        .and_then(|rest| rest.split("pci 00:02.0").next())
+        .unwrap_or_default();
+    let high = virtio
+        .lines()
+        .filter_map(|line| line.split("memory 0x").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter_map(|hex| u64::from_str_radix(hex, 16).ok())
+        .any(|addr| addr >= 1 << 32);
+    assert!(high, "virtio-net has no BAR above 4 GiB:\n{boot}");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let data = pattern(1 << 20);
+    let mut writer = stream.try_clone().expect("clone the stream");
+    let sent = data.clone();
+    let sender = std::thread::spawn(move || writer.write_all(&sent));
+    let mut received = vec![0u8; data.len()];
+    stream.read_exact(&mut received).expect("read the echo");
+    sender.join().expect("sender").expect("send");
+    assert!(received == data, "echoed bytes differ");
+}

@@ -1,0 +1,340 @@
+//! virtio-net (virtio 1.2 §5.1) over the modern PCI transport: one
+//! receive and one transmit queue, as an `ebb-netstack` [`Device`].
+//!
+//! * **Receive without copies.** Each receive buffer is a 2 KiB heap
+//!   block the device writes (12-byte `virtio_net_hdr`, then the frame). A
+//!   received frame goes to the stack as an [`IoBuf`] whose owner is the
+//!   buffer itself; when the last view of it is dropped the buffer goes
+//!   back to a pool, and the next poll gives it to the device again.
+//! * **Transmit from the chain.** A frame's descriptors are one shared,
+//!   zeroed header (no offloads: the device reads all zeros) plus one per
+//!   `IoChain` segment; the chain is kept until the device reports the
+//!   descriptors used, then dropped (its buffers released). Segments
+//!   outside the identity map (demand-paged regions, stacks) are copied.
+//! * **Features.** VERSION_1 (required), MAC (the address from the
+//!   device), STATUS (link state), MRG_RXBUF (buffers are large enough for
+//!   any frame without GSO, so a frame always arrives in one buffer; more
+//!   are dropped). No checksum offload: the stack checks and computes
+//!   checksums itself.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use ebb_event::Instant;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAddress};
+use spin::Mutex;
+
+use crate::pci::{ConfigSpace, Function};
+use crate::virtio::queue::{Segment, SplitQueue};
+use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR};
+
+/// Feature bits (§5.1.3).
+const F_MAC: u64 = 1 << 5;
+const F_MRG_RXBUF: u64 = 1 << 15;
+const F_STATUS: u64 = 1 << 16;
+/// `virtio_net_hdr` with VERSION_1 (§5.1.6): 12 bytes, `num_buffers` last.
+const HEADER: usize = 12;
+/// A receive buffer: header + the largest Ethernet frame (1514), rounded
+/// up so buffers pack two to a page.
+const RX_BUFFER: usize = 2048;
+/// Queue sizes (QEMU offers 256).
+const QUEUE_SIZE: u16 = 256;
+/// Receive buffers alive at most (in the ring plus lent to the stack and
+/// the application); beyond that, frames wait in the device.
+const MAX_RX_BUFFERS: usize = 1024;
+const RX_QUEUE: u16 = 0;
+const TX_QUEUE: u16 = 1;
+
+/// The PCI ids of a modern virtio-net function (§4.1.2: 0x1040 + 1).
+pub const VENDOR: u16 = 0x1af4;
+/// Device id of virtio-net without legacy support.
+pub const DEVICE: u16 = 0x1041;
+
+/// Counters of one queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Frames received or sent.
+    pub packets: u64,
+    /// Bytes of those frames (without the virtio header).
+    pub bytes: u64,
+    /// Interrupts that led to polling this queue.
+    pub interrupts: u64,
+    /// Times the queue was polled for used buffers.
+    pub polls: u64,
+    /// Frames dropped (receive: too long, split across buffers; transmit:
+    /// ring full).
+    pub dropped: u64,
+}
+
+/// A receive buffer lent to the stack: the frame's bytes, and the buffer
+/// goes back to the pool when the last view of it is dropped.
+struct RxFrame {
+    buffer: Option<Box<[u8]>>,
+    len: usize,
+    pool: Arc<Mutex<Vec<Box<[u8]>>>>,
+}
+
+impl AsRef<[u8]> for RxFrame {
+    fn as_ref(&self) -> &[u8] {
+        self.buffer
+            .as_ref()
+            .map_or(&[][..], |buffer| &buffer[HEADER..HEADER + self.len])
+    }
+}
+
+impl Drop for RxFrame {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.lock().push(buffer);
+        }
+    }
+}
+
+/// A virtio-net device: the stack's [`Device`].
+pub struct VirtioNet {
+    transport: Transport,
+    features: u64,
+    mac: EthernetAddress,
+    rx: SplitQueue,
+    rx_notify: Notifier,
+    /// The buffer behind each receive descriptor id in the ring.
+    rx_posted: Vec<Option<Box<[u8]>>>,
+    rx_pool: Arc<Mutex<Vec<Box<[u8]>>>>,
+    rx_allocated: usize,
+    /// Buffers still to drop of a frame that spanned several.
+    rx_skip: u16,
+    tx: SplitQueue,
+    tx_notify: Notifier,
+    /// The chain behind each transmit head descriptor id.
+    tx_in_flight: Vec<Option<IoChain>>,
+    tx_header: Box<[u8; HEADER]>,
+    rx_stats: QueueStats,
+    tx_stats: QueueStats,
+    on_transmit: Option<Box<dyn FnMut()>>,
+}
+
+impl VirtioNet {
+    /// Sets up `function` (a modern virtio-net): features, the two
+    /// queues, receive buffers; interrupts for received frames go to MSI-X
+    /// table entry 0 if `rx_vector` is `Some(0)`, else the queues are
+    /// polled.
+    pub fn new(
+        function: &Function,
+        config: &dyn ConfigSpace,
+        rx_vector: Option<u16>,
+    ) -> Result<Self, VirtioError> {
+        let transport = Transport::new(function, config)?;
+        let features = transport.negotiate(F_MAC | F_STATUS | F_MRG_RXBUF, F_VERSION_1)?;
+        let device = transport.device_config();
+        let mac = if features & F_MAC != 0 {
+            let mut mac = [0u8; 6];
+            for (i, byte) in mac.iter_mut().enumerate() {
+                *byte = device.read::<u8>(i);
+            }
+            EthernetAddress(mac)
+        } else {
+            EthernetAddress([0x02, 0xeb, 0, 0, 0, 0x15])
+        };
+        let rx_size = QUEUE_SIZE.min(transport.max_queue_size(RX_QUEUE));
+        let tx_size = QUEUE_SIZE.min(transport.max_queue_size(TX_QUEUE));
+        if !rx_size.is_power_of_two() || !tx_size.is_power_of_two() {
+            return Err(VirtioError::NoQueue(RX_QUEUE));
+        }
+        let mut rx = SplitQueue::new(rx_size).ok_or(VirtioError::NoMemory)?;
+        let mut tx = SplitQueue::new(tx_size).ok_or(VirtioError::NoMemory)?;
+        let rx_notify = transport.setup_queue(RX_QUEUE, &rx, rx_vector.unwrap_or(NO_VECTOR))?;
+        let tx_notify = transport.setup_queue(TX_QUEUE, &tx, NO_VECTOR)?;
+        rx.set_interrupts(rx_vector.is_some());
+        tx.set_interrupts(false);
+        transport.driver_ok();
+        let mut net = VirtioNet {
+            transport,
+            features,
+            mac,
+            rx,
+            rx_notify,
+            rx_posted: (0..rx_size).map(|_| None).collect(),
+            rx_pool: Arc::new(Mutex::new(Vec::new())),
+            rx_allocated: 0,
+            rx_skip: 0,
+            tx,
+            tx_notify,
+            tx_in_flight: (0..tx_size).map(|_| None).collect(),
+            tx_header: Box::new([0; HEADER]),
+            rx_stats: QueueStats::default(),
+            tx_stats: QueueStats::default(),
+            on_transmit: None,
+        };
+        net.refill();
+        Ok(net)
+    }
+
+    /// The device's MAC address.
+    pub fn mac(&self) -> EthernetAddress {
+        self.mac
+    }
+
+    /// The accepted features.
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// Whether the link is up (always, without the STATUS feature).
+    pub fn link_up(&self) -> bool {
+        self.features & F_STATUS == 0 || self.transport.device_config().read::<u16>(6) & 1 != 0
+    }
+
+    /// Receive and transmit counters.
+    pub fn stats(&self) -> (QueueStats, QueueStats) {
+        (self.rx_stats, self.tx_stats)
+    }
+
+    /// Counts an interrupt that led to a poll.
+    pub fn count_interrupt(&mut self) {
+        self.rx_stats.interrupts += 1;
+    }
+
+    /// Calls `hook` after each frame handed to the device (the driver
+    /// re-arms its timers: a send from outside a poll may start one).
+    pub fn set_on_transmit(&mut self, hook: Box<dyn FnMut()>) {
+        self.on_transmit = Some(hook);
+    }
+
+    /// Gives the device every receive buffer the pool has (and new ones up
+    /// to [`MAX_RX_BUFFERS`]) while the ring has room.
+    fn refill(&mut self) {
+        let mut added = false;
+        while self.rx.free() > 0 {
+            let buffer = match self.rx_pool.lock().pop() {
+                Some(buffer) => buffer,
+                None if self.rx_allocated < MAX_RX_BUFFERS => {
+                    self.rx_allocated += 1;
+                    vec![0u8; RX_BUFFER].into_boxed_slice()
+                }
+                None => break,
+            };
+            let segment = Segment {
+                addr: buffer.as_ptr() as u64,
+                len: RX_BUFFER as u32,
+                device_writes: true,
+            };
+            match self.rx.push(&[segment]) {
+                Some(head) => {
+                    self.rx_posted[usize::from(head)] = Some(buffer);
+                    added = true;
+                }
+                None => {
+                    self.rx_pool.lock().push(buffer);
+                    break;
+                }
+            }
+        }
+        if added {
+            self.rx_notify.notify();
+        }
+    }
+
+    /// Drops the chains of frames the device has sent.
+    fn reclaim_tx(&mut self) {
+        self.tx_stats.polls += 1;
+        while let Some((head, _)) = self.tx.pop_used() {
+            self.tx_in_flight[usize::from(head)] = None;
+        }
+    }
+}
+
+/// Whether the device can reach `[addr, addr + len)` at the same address:
+/// the identity map is the lower half; the stacks' and regions' areas are
+/// in the upper half.
+fn identity_mapped(addr: u64, len: usize) -> bool {
+    addr.checked_add(len as u64)
+        .is_some_and(|end| end <= 1 << 47)
+}
+
+impl Device for VirtioNet {
+    fn receive(&mut self, _now: Instant) -> Option<IoBuf> {
+        self.rx_stats.polls += 1;
+        loop {
+            let Some((head, written)) = self.rx.pop_used() else {
+                self.refill();
+                return None;
+            };
+            let buffer = self.rx_posted[usize::from(head)].take()?;
+            let written = (written as usize).min(RX_BUFFER);
+            if self.rx_skip > 0 {
+                self.rx_skip -= 1;
+                self.rx_pool.lock().push(buffer);
+                continue;
+            }
+            let buffers = u16::from_le_bytes([buffer[10], buffer[11]]);
+            if written < HEADER || (self.features & F_MRG_RXBUF != 0 && buffers > 1) {
+                self.rx_skip = buffers.saturating_sub(1);
+                self.rx_stats.dropped += 1;
+                self.rx_pool.lock().push(buffer);
+                continue;
+            }
+            let len = written - HEADER;
+            self.rx_stats.packets += 1;
+            self.rx_stats.bytes += len as u64;
+            if self.rx.free() >= self.rx.size() / 2 {
+                self.refill();
+            }
+            return Some(IoBuf::from_owner(RxFrame {
+                buffer: Some(buffer),
+                len,
+                pool: Arc::clone(&self.rx_pool),
+            }));
+        }
+    }
+
+    fn transmit(&mut self, _now: Instant, mut frame: IoChain) {
+        self.reclaim_tx();
+        let reachable = frame
+            .segments()
+            .all(|segment| identity_mapped(segment.as_ptr() as u64, segment.len()));
+        let needed = frame.segment_count() + 1;
+        if !reachable || needed > usize::from(self.tx.size()) / 2 {
+            // Gather into one heap buffer the device can reach.
+            frame = IoChain::from(IoBuf::from_vec(frame.to_vec()));
+        }
+        let len = frame.len();
+        let mut segments = Vec::with_capacity(frame.segment_count() + 1);
+        segments.push(Segment {
+            addr: self.tx_header.as_ptr() as u64,
+            len: HEADER as u32,
+            device_writes: false,
+        });
+        segments.extend(
+            frame
+                .segments()
+                .filter(|s| !s.is_empty())
+                .map(|segment| Segment {
+                    addr: segment.as_ptr() as u64,
+                    len: segment.len() as u32,
+                    device_writes: false,
+                }),
+        );
+        match self.tx.push(&segments) {
+            Some(head) => {
+                self.tx_in_flight[usize::from(head)] = Some(frame);
+                self.tx_notify.notify();
+                self.tx_stats.packets += 1;
+                self.tx_stats.bytes += len as u64;
+            }
+            None => self.tx_stats.dropped += 1,
+        }
+        if let Some(hook) = self.on_transmit.as_mut() {
+            hook();
+        }
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        DeviceCapabilities {
+            mtu: 1500,
+            checksum: ChecksumCapabilities::default(),
+        }
+    }
+}
