@@ -18,7 +18,9 @@
 
 pub mod abi;
 pub mod acpi;
+pub mod cpu_features;
 pub mod layout;
+pub mod rtc;
 
 #[cfg(target_os = "none")]
 extern crate alloc;
