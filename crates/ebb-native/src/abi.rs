@@ -135,6 +135,9 @@ pub struct PlatformOptions {
     pub crash: Option<Crash>,
     /// `verbose`: print what the platform found at boot.
     pub verbose: bool,
+    /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
+    /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
+    pub wall: Option<u64>,
 }
 
 impl Default for PlatformOptions {
@@ -145,6 +148,7 @@ impl Default for PlatformOptions {
             machine: Machine::Unknown,
             crash: None,
             verbose: false,
+            wall: None,
         }
     }
 }
@@ -164,6 +168,12 @@ pub fn parse_cmdline<'a>(
         let (key, value) = word.split_once('=').unwrap_or((word, ""));
         let known = match key {
             "tsc_khz" => value.parse().ok().map(|khz| options.tsc_khz = Some(khz)),
+            // `wall=rtc` (a later word wins) makes the guest read the CMOS RTC.
+            "wall" if value == "rtc" => {
+                options.wall = None;
+                Some(())
+            }
+            "wall" => value.parse().ok().map(|secs| options.wall = Some(secs)),
             "cores" => value
                 .parse()
                 .ok()
@@ -223,8 +233,11 @@ mod tests {
     #[test]
     fn platform_words_come_before_double_dash() {
         let (options, args, unknown) =
-            parse("tsc_khz=2445426 cores=2 machine=microvm verbose bogus -- --x y");
+            parse("tsc_khz=2445426 wall=1795320818 cores=2 machine=microvm verbose bogus -- --x y");
         assert_eq!(options.tsc_khz, Some(2_445_426));
+        assert_eq!(options.wall, Some(1_795_320_818));
+        let (options, _) = parse_cmdline("wall=1795320818 wall=rtc", |_| panic!());
+        assert_eq!(options.wall, None);
         assert_eq!(options.cores, 2);
         assert_eq!(options.machine, Machine::Microvm);
         assert!(options.verbose);

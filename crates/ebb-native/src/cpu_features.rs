@@ -25,9 +25,8 @@ pub struct HardwareCpuid;
 #[cfg(target_arch = "x86_64")]
 impl Cpuid for HardwareCpuid {
     fn cpuid(&self, leaf: u32) -> [u32; 4] {
-        // SAFETY: CPUID exists on every x86_64 processor and only reads
-        // identification registers.
-        let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, 0) };
+        // CPUID exists on every x86_64 processor (a safe intrinsic).
+        let r = core::arch::x86_64::__cpuid_count(leaf, 0);
         [r.eax, r.ebx, r.ecx, r.edx]
     }
 }
@@ -79,8 +78,7 @@ impl CpuFeatures {
             signature[4..8].copy_from_slice(&ecx.to_le_bytes());
             signature[8..12].copy_from_slice(&edx.to_le_bytes());
             // Old KVMs report 0 as the maximum leaf: 0x4000_0001 still exists.
-            if &signature == KVM_SIGNATURE
-                && (max_hypervisor == 0 || max_hypervisor >= 0x4000_0001)
+            if &signature == KVM_SIGNATURE && (max_hypervisor == 0 || max_hypervisor >= 0x4000_0001)
             {
                 features.kvmclock = cpuid.cpuid(0x4000_0001)[0] & KVM_FEATURE_CLOCKSOURCE2 != 0;
             }
@@ -207,7 +205,10 @@ mod tests {
         assert_eq!(choice.interrupt_controller, InterruptControllerMode::XApic);
         assert_eq!(choice.timer, TimerMode::OneShot);
         assert_eq!(choice.clock, ClockSource::TscFromCommandLine);
-        assert_eq!(choose(&features, false).clock, ClockSource::TscPitCalibrated);
+        assert_eq!(
+            choose(&features, false).clock,
+            ClockSource::TscPitCalibrated
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub mod console;
 #[cfg(target_os = "none")]
 mod cpu;
 #[cfg(target_os = "none")]
+mod lapic_modes;
+#[cfg(target_os = "none")]
 mod mem_fill;
 #[cfg(target_os = "none")]
 mod memory;
@@ -49,9 +51,15 @@ mod runtime;
 mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
+#[cfg(target_os = "none")]
+mod wall_clock;
 
 #[cfg(target_os = "none")]
 pub use runtime::{exit, run, NativeError};
+/// Wall-clock time in nanoseconds since the Unix epoch (from `wall=` or
+/// the CMOS RTC at boot, advanced by the TSC), `None` if unknown.
+#[cfg(target_os = "none")]
+pub use wall_clock::unix_nanos;
 
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the

@@ -18,14 +18,21 @@ const HOUR_PM: u8 = 1 << 7;
 /// The raw registers of one RTC reading, as the chip encodes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtcReading {
+    /// Register 0x00, 0–59.
     pub seconds: u8,
+    /// Register 0x02, 0–59.
     pub minutes: u8,
+    /// Register 0x04: 0–23, or 1–12 with bit 7 = PM.
     pub hours: u8,
+    /// Register 0x07, day of the month.
     pub day: u8,
+    /// Register 0x08, 1–12.
     pub month: u8,
+    /// Register 0x09, year of the century.
     pub year: u8,
     /// Register 0x32, or 0 when there is none (then 20xx is assumed).
     pub century: u8,
+    /// Status register B (0x0b): the encoding of the others.
     pub status_b: u8,
 }
 
@@ -77,10 +84,8 @@ impl RtcReading {
             return None;
         }
         let days = days_from_civil(year, u32::from(month), u32::from(day));
-        let seconds = days * 86_400
-            + i64::from(hours) * 3600
-            + i64::from(minutes) * 60
-            + i64::from(seconds);
+        let seconds =
+            days * 86_400 + i64::from(hours) * 3600 + i64::from(minutes) * 60 + i64::from(seconds);
         u64::try_from(seconds).ok()
     }
 }
