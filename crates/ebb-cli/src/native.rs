@@ -237,6 +237,13 @@ fn kvm_usable() -> bool {
     hardware && Path::new("/dev/kvm").exists()
 }
 
+/// Seconds since the Unix epoch on the host (0 if the clock is before it).
+pub fn host_unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
 /// The kernel command line: platform options, `--`, the application's
 /// arguments (which may not contain spaces: there is no quoting yet).
 pub fn kernel_cmdline(
@@ -422,6 +429,9 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
         Accel::Kvm => true,
         Accel::Auto => kvm_usable(),
     };
+    // The host's wall-clock time, taken after the build (which may be
+    // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
+    let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&qemu));

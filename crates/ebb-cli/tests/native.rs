@@ -75,6 +75,64 @@ fn hello_boots_on_q35_and_microvm_and_exits_0() {
     }
 }
 
+/// The guest's wall-clock seconds from its verbose boot log, and where
+/// they came from.
+fn guest_wall_clock(stdout: &str) -> Option<(u64, String)> {
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("ebbflow native: wall clock "))?;
+    let rest = line.strip_prefix("ebbflow native: wall clock ")?;
+    let seconds = rest.split('.').next()?.parse().ok()?;
+    let source = rest
+        .split("(from ")
+        .nth(1)?
+        .trim_end_matches(')')
+        .to_owned();
+    Some((seconds, source))
+}
+
+fn host_unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs()
+}
+
+#[test]
+fn the_guest_wall_clock_follows_the_host_from_the_command_line_or_the_rtc() {
+    for (machine, boot_args) in [
+        ("q35", &[][..]),
+        ("q35", &["--boot-arg", "wall=rtc"][..]),
+        ("microvm", &["--boot-arg", "wall=rtc"][..]),
+    ] {
+        let mut args = vec!["--machine", machine, "-v"];
+        args.extend_from_slice(boot_args);
+        let before = host_unix_seconds();
+        let output = run_native(&args);
+        let after = host_unix_seconds();
+        let (stdout, stderr) = text(&output);
+        assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert!(stdout.contains("ebbflow native: "), "{stdout}");
+        assert!(
+            stdout.contains("; using ") && stdout.contains(" timer, clock "),
+            "the boot log names the chosen modes:\n{stdout}"
+        );
+        let (guest, source) = guest_wall_clock(&stdout).expect("a wall-clock line");
+        let expected = if boot_args.is_empty() {
+            "CommandLine"
+        } else {
+            "CmosRtc"
+        };
+        assert_eq!(source, expected, "{machine} {boot_args:?}:\n{stdout}");
+        // The build runs between `before` and the boot: only the upper
+        // bound is tight; a few seconds of slack for a loaded host.
+        assert!(
+            guest + 3 >= before && guest <= after + 3,
+            "{machine} {boot_args:?}: guest {guest}, host {before}..{after}"
+        );
+    }
+}
+
 #[test]
 fn hello_runs_on_4_cores_on_q35_and_microvm() {
     for machine in ["q35", "microvm"] {

@@ -140,6 +140,9 @@ pub struct PlatformOptions {
     /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
     /// interrupts.
     pub net: NetMode,
+    /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
+    /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
+    pub wall: Option<u64>,
 }
 
 /// How a virtio-net device is driven (`net=`).
@@ -175,6 +178,7 @@ impl Default for PlatformOptions {
             crash: None,
             verbose: false,
             net: NetMode::default(),
+            wall: None,
         }
     }
 }
@@ -194,6 +198,12 @@ pub fn parse_cmdline<'a>(
         let (key, value) = word.split_once('=').unwrap_or((word, ""));
         let known = match key {
             "tsc_khz" => value.parse().ok().map(|khz| options.tsc_khz = Some(khz)),
+            // `wall=rtc` (a later word wins) makes the guest read the CMOS RTC.
+            "wall" if value == "rtc" => {
+                options.wall = None;
+                Some(())
+            }
+            "wall" => value.parse().ok().map(|secs| options.wall = Some(secs)),
             "cores" => value
                 .parse()
                 .ok()
@@ -254,8 +264,9 @@ mod tests {
     #[test]
     fn platform_words_come_before_double_dash() {
         let (options, args, unknown) =
-            parse("tsc_khz=2445426 cores=2 machine=microvm verbose net=poll-dhcp bogus -- --x y");
+            parse("tsc_khz=2445426 wall=1795320818 cores=2 machine=microvm verbose net=poll-dhcp bogus -- --x y");
         assert_eq!(options.tsc_khz, Some(2_445_426));
+        assert_eq!(options.wall, Some(1_795_320_818));
         assert_eq!(options.cores, 2);
         assert_eq!(options.machine, Machine::Microvm);
         assert!(options.verbose);
@@ -268,6 +279,8 @@ mod tests {
         );
         assert_eq!(args, ["--x", "y"]);
         assert_eq!(unknown, ["bogus"]);
+        let (options, _) = parse_cmdline("wall=1795320818 wall=rtc", |_| panic!());
+        assert_eq!(options.wall, None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The local APIC in xAPIC mode (MMIO at 0xfee00000; TCG offers neither
-//! x2APIC nor the TSC-deadline timer): the one-shot timer that ends a halt
+//! The local APIC, in xAPIC mode (MMIO at 0xfee00000) unless CPUID offers
+//! x2APIC (then MSRs, `lapic_modes.rs`; TCG offers neither x2APIC nor the
+//! TSC-deadline timer): the one-shot (or TSC-deadline) timer that ends a halt
 //! at the next deadline, end-of-interrupt, and IPIs for `notify`.
 //! The legacy 8259 PICs are masked: device interrupts will come through the
 //! IOAPIC and MSI.
@@ -10,6 +11,7 @@ use x86_64::instructions::port::Port;
 use x86_64::registers::model_specific::Msr;
 
 use crate::clock;
+use crate::lapic_modes::{self, x2apic};
 use crate::paging::LAPIC_BASE;
 
 /// The LAPIC timer's vector.
@@ -42,12 +44,18 @@ const IA32_APIC_BASE: u32 = 0x1b;
 static TICKS_PER_MS: AtomicU64 = AtomicU64::new(1_000_000);
 
 fn read(register: usize) -> u32 {
+    if x2apic() {
+        return lapic_modes::read_msr(register);
+    }
     // SAFETY: the LAPIC page is identity mapped uncached (paging.rs), and
     // `register` is one of its 32-bit registers.
     unsafe { ((LAPIC_BASE as usize + register) as *const u32).read_volatile() }
 }
 
 fn write(register: usize, value: u32) {
+    if x2apic() {
+        return lapic_modes::write_msr(register, value);
+    }
     // SAFETY: as in `read`; writing these registers affects only this
     // core's interrupt delivery, which this module owns.
     unsafe { ((LAPIC_BASE as usize + register) as *mut u32).write_volatile(value) }
@@ -80,6 +88,11 @@ pub fn enable() {
     // SAFETY: setting its global-enable bit keeps the LAPIC at its current
     // (mapped) address.
     unsafe { base.write(value | (1 << 11)) };
+    if x2apic() {
+        // SAFETY: x2APIC is offered (CPUID) and chosen; xAPIC → x2APIC with
+        // the LAPIC enabled is an allowed transition (SDM §11.12.5).
+        unsafe { base.write(value | (1 << 11) | lapic_modes::APIC_BASE_X2APIC_ENABLE) };
+    }
     write(TPR, 0);
     write(SVR, 0x100 | SPURIOUS_VECTOR as u32);
     write(LVT_ERROR, MASKED);
@@ -90,12 +103,23 @@ pub fn enable() {
 
 /// This core's LAPIC id.
 pub fn id() -> u32 {
+    // The x2APIC id register holds the whole 32-bit id.
+    if x2apic() {
+        return read(ID);
+    }
     read(ID) >> 24
 }
 
 /// Arms the one-shot timer to fire in about `ns` nanoseconds (at most
 /// `u32::MAX` ticks later: a halt may end early, and the loop halts again).
 pub fn arm(ns: u64) {
+    if lapic_modes::tsc_deadline() {
+        write(
+            LVT_TIMER,
+            lapic_modes::lvt_timer_deadline(TIMER_VECTOR as u32),
+        );
+        return lapic_modes::arm_deadline(ns);
+    }
     let per_ms = u128::from(TICKS_PER_MS.load(Ordering::Relaxed));
     let ticks = (u128::from(ns) * per_ms / 1_000_000).clamp(1, u128::from(u32::MAX));
     write(LVT_TIMER, TIMER_VECTOR as u32);
@@ -104,6 +128,9 @@ pub fn arm(ns: u64) {
 
 /// Stops the timer.
 pub fn disarm() {
+    if lapic_modes::tsc_deadline() {
+        return lapic_modes::disarm_deadline();
+    }
     write(TIMER_INITIAL, 0);
 }
 
@@ -120,6 +147,9 @@ pub fn send_wake(apic_id: u32) {
 /// Sends an IPI (the ICR's low word `command`) to `apic_id` and waits
 /// until the LAPIC has sent it.
 fn send(apic_id: u32, command: u32) {
+    if x2apic() {
+        return lapic_modes::send_ipi(apic_id, command);
+    }
     write(ICR_HIGH, apic_id << 24);
     write(ICR_LOW, command);
     while read(ICR_LOW) & (1 << 12) != 0 {

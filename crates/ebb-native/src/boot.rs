@@ -10,7 +10,11 @@
 use core::arch::{asm, global_asm};
 
 use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
-use crate::{apic, clock, console, cpu, memory, paging, pci_ecam, runtime, smp, start_info};
+use crate::cpu_features::{self, CpuFeatures, HardwareCpuid};
+use crate::wall_clock;
+use crate::{
+    apic, clock, console, cpu, lapic_modes, memory, paging, pci_ecam, runtime, smp, start_info,
+};
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
 /// to a stack with a guard page).
@@ -224,7 +228,11 @@ extern "C" fn start_core0() -> ! {
     };
     let options = runtime::options();
     let (_, args) = parse_cmdline(info.cmdline(), |_| {});
+    let features = CpuFeatures::detect(&HardwareCpuid);
+    let choice = cpu_features::choose(&features, options.tsc_khz.is_some());
+    lapic_modes::set(&choice);
     clock::init(options.tsc_khz);
+    let wall_source = wall_clock::init(options.wall);
     apic::init();
     // PCI before the other cores: BARs above 512 GiB need new PML4
     // entries, which cores copy when they start.
@@ -236,6 +244,21 @@ extern "C" fn start_core0() -> ! {
     if options.verbose {
         runtime::describe_boot(info);
         pci_ecam::describe();
+        crate::println!(
+            "ebbflow native: {:?} offered; using {:?}, {:?} timer, clock {:?}",
+            features,
+            choice.interrupt_controller,
+            choice.timer,
+            choice.clock
+        );
+        if let Some(ns) = wall_clock::unix_nanos() {
+            crate::println!(
+                "ebbflow native: wall clock {}.{:03} s since the Unix epoch (from {:?})",
+                ns / 1_000_000_000,
+                ns / 1_000_000 % 1_000,
+                wall_source
+            );
+        }
         crate::println!(
             "ebbflow native: entry to main {}.{:03} ms",
             boot_ns / 1_000_000,

@@ -25,8 +25,10 @@ extern crate alloc;
 
 pub mod abi;
 pub mod acpi;
+pub mod cpu_features;
 pub mod layout;
 pub mod pci;
+pub mod rtc;
 
 #[cfg(target_os = "none")]
 mod apic;
@@ -38,6 +40,8 @@ mod clock;
 pub mod console;
 #[cfg(target_os = "none")]
 mod cpu;
+#[cfg(target_os = "none")]
+mod lapic_modes;
 #[cfg(target_os = "none")]
 mod mem_fill;
 #[cfg(target_os = "none")]
@@ -60,9 +64,15 @@ mod smp;
 mod start_info;
 #[cfg(target_os = "none")]
 pub mod virtio;
+#[cfg(target_os = "none")]
+mod wall_clock;
 
 #[cfg(target_os = "none")]
 pub use runtime::{exit, run, NativeError};
+/// Wall-clock time in nanoseconds since the Unix epoch (from `wall=` or
+/// the CMOS RTC at boot, advanced by the TSC), `None` if unknown.
+#[cfg(target_os = "none")]
+pub use wall_clock::unix_nanos;
 
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the
