@@ -12,10 +12,11 @@ use alloc::rc::{Rc, Weak};
 use core::cell::{Cell, RefCell};
 use core::net::{Ipv4Addr, SocketAddr};
 
-use ebb_event::{cancel_timer, now, timer_after, Instant, TimerId};
+use ebb_event::now;
 use ebb_net::{
     AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket, NETWORK,
 };
+use ebb_netstack::poll_timer::PollTimer;
 use ebb_netstack::{Config, IpConfig, Stack};
 
 use crate::abi::NetMode;
@@ -32,7 +33,7 @@ const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
 pub struct NativeNet {
     stack: Stack<VirtioNet>,
     dhcp: bool,
-    timer: Cell<Option<(TimerId, Instant)>>,
+    timer: PollTimer,
     reschedule_queued: Cell<bool>,
     reported: Cell<Option<IpConfig>>,
 }
@@ -51,24 +52,13 @@ impl NativeNet {
     }
 
     fn schedule(self: &Rc<Self>) {
-        let wanted = self.stack.poll_at();
-        let armed = self.timer.get();
-        if armed.map(|(_, at)| at) == wanted {
-            return;
-        }
-        if let Some((timer, _)) = armed {
-            cancel_timer(timer);
-        }
-        self.timer.set(wanted.map(|at| {
-            let weak = Rc::downgrade(self);
-            let timer = timer_after(at.saturating_since(now()), move || {
-                if let Some(net) = weak.upgrade() {
-                    net.timer.set(None);
-                    net.poll();
-                }
-            });
-            (timer, at)
-        }));
+        let weak = Rc::downgrade(self);
+        self.timer.follow(self.stack.poll_at(), move || {
+            if let Some(net) = weak.upgrade() {
+                net.timer.fired();
+                net.poll();
+            }
+        });
     }
 
     fn report_address(&self) {
@@ -163,7 +153,7 @@ fn start(
     let net = Rc::new(NativeNet {
         stack: Stack::new(device, config, now()),
         dhcp: mode.dhcp,
-        timer: Cell::new(None),
+        timer: PollTimer::new(),
         reschedule_queued: Cell::new(false),
         reported: Cell::new(None),
     });

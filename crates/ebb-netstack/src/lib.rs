@@ -41,6 +41,7 @@ pub mod ethernet;
 pub mod icmp;
 pub mod iface;
 pub mod ipv4;
+pub mod poll_timer;
 pub mod rng;
 pub mod sim;
 pub mod tcp;

@@ -7,8 +7,9 @@
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
-use ebb_event::{cancel_timer, now, timer_after, Instant, TimerId};
+use ebb_event::now;
 use ebb_hosted::ReadableWatch;
+use ebb_netstack::poll_timer::PollTimer;
 use ebb_netstack::{Config, IpConfig, IpSetup, Stack};
 
 use crate::tap::{TapDevice, TapFile, TapStats};
@@ -23,7 +24,7 @@ pub struct UserStack {
     /// the next poll is queued behind the core's other events.
     batch: usize,
     /// The armed timer and its deadline.
-    timer: Cell<Option<(TimerId, Instant)>>,
+    timer: PollTimer,
     /// Whether a reschedule is already queued (after a send).
     reschedule_queued: Cell<bool>,
     /// Whether a poll is already queued (after a batch hit its budget).
@@ -59,7 +60,7 @@ impl UserStack {
             tap,
             dhcp: options.ip == IpSetup::Dhcp,
             batch: options.batch,
-            timer: Cell::new(None),
+            timer: PollTimer::new(),
             reschedule_queued: Cell::new(false),
             poll_queued: Cell::new(false),
             watch: RefCell::new(None),
@@ -125,24 +126,13 @@ impl UserStack {
     }
 
     fn schedule(self: &Rc<Self>) {
-        let wanted = self.stack.poll_at();
-        let armed = self.timer.get();
-        if armed.map(|(_, at)| at) == wanted {
-            return;
-        }
-        if let Some((timer, _)) = armed {
-            cancel_timer(timer);
-        }
-        self.timer.set(wanted.map(|at| {
-            let weak = Rc::downgrade(self);
-            let timer = timer_after(at.saturating_since(now()), move || {
-                if let Some(user) = weak.upgrade() {
-                    user.timer.set(None);
-                    user.poll();
-                }
-            });
-            (timer, at)
-        }));
+        let weak = Rc::downgrade(self);
+        self.timer.follow(self.stack.poll_at(), move || {
+            if let Some(user) = weak.upgrade() {
+                user.timer.fired();
+                user.poll();
+            }
+        });
     }
 
     fn report_address(&self) {
