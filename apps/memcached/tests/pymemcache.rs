@@ -5,13 +5,19 @@
 //!
 //! Against Debian's memcached 1.6.18 they give "100 passed, 3 skipped":
 //! the three skipped are pymemcache's TLS test, which it marks skipped
-//! itself. We require the same.
+//! itself. We require the same, from the hosted server and from memcached
+//! booted as its own image (`./ebb run memcached --native`, QEMU with
+//! TCG, virtio-net on QEMU's user network, the port forwarded).
 
 mod common;
 
 use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
 
 use common::start_ours;
 
@@ -42,6 +48,9 @@ fn run(command: &mut Command, what: &str) {
 /// The unpacked sdist (with its tests) and the venv's python, installed
 /// once per version of requirements.txt.
 fn environment() -> (PathBuf, PathBuf) {
+    // The two tests run at once; one of them sets the environment up.
+    static SETUP: Mutex<()> = Mutex::new(());
+    let _one = SETUP.lock().unwrap_or_else(|e| e.into_inner());
     let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/requirements.txt");
     let wanted = fs::read_to_string(&requirements).unwrap();
     let version = wanted
@@ -116,10 +125,10 @@ fn count(summary: &str, word: &str) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn pymemcache_integration_tests_pass() {
+/// Runs pymemcache's integration tests against 127.0.0.1:`port` and
+/// checks pytest's summary.
+fn pymemcache_passes_against(port: u16) {
     let (sdist, python) = environment();
-    let server = start_ours(&[]);
     let output = Command::new(&python)
         .current_dir(&sdist)
         .args([
@@ -134,7 +143,7 @@ fn pymemcache_integration_tests_pass() {
             "integration",
         ])
         .arg("pymemcache/test/test_integration.py")
-        .args(["--server", "127.0.0.1", "--port", &server.port.to_string()])
+        .args(["--server", "127.0.0.1", "--port", &port.to_string()])
         .stdin(Stdio::null())
         .output()
         .expect("run pytest");
@@ -153,4 +162,62 @@ fn pymemcache_integration_tests_pass() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn pymemcache_integration_tests_pass() {
+    let server = start_ours(&[]);
+    pymemcache_passes_against(server.port);
+}
+
+/// `./ebb run memcached --native` and QEMU in their own process group,
+/// stopped as a whole when the test ends (also on failure).
+struct NativeServer(Child);
+
+impl Drop for NativeServer {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn pymemcache_integration_tests_pass_against_native_memcached() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let port = common::free_port();
+    let mut child = Command::new(root.join("ebb"))
+        .args(["run", "memcached", "--native", "--timeout", "900"])
+        .args(["--forward", &format!("{port}:11211")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .spawn()
+        .expect("run ./ebb run memcached --native");
+    let stdout = child.stdout.take().expect("stdout");
+    let _server = NativeServer(child);
+    let (lines, console) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        // Building the image and booting it under TCG on a busy machine.
+        match console.recv_timeout(Duration::from_secs(600)) {
+            Ok(line) => {
+                let ready = line.contains("memcached: listening on 0.0.0.0:11211");
+                seen.push(line);
+                if ready {
+                    break;
+                }
+            }
+            Err(_) => panic!("native memcached did not start:\n{}", seen.join("\n")),
+        }
+    }
+    pymemcache_passes_against(port);
 }
