@@ -4,6 +4,8 @@
 // Test data takes the low bits of counters on purpose.
 #![allow(clippy::cast_possible_truncation)]
 
+mod common;
+
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
@@ -11,13 +13,13 @@ use std::time::Duration;
 
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{NetStack, UdpHandler, UdpSocket};
-use ebb_netstack::device::{
-    Device, DeviceCapabilities, Direction, FaultConfig, PcapWriter, Tracer,
-};
+use ebb_netstack::device::{Device, Direction, FaultConfig, PcapWriter, Tracer};
 use ebb_netstack::dhcp::DhcpState;
 use ebb_netstack::rng::Rng;
 use ebb_netstack::sim::{udp_frame, DhcpServer, LinkConfig, Sim, SimPort};
-use ebb_netstack::{Config, EthernetAddress, Instant, IpConfig, Stack};
+use ebb_netstack::{Config, EthernetAddress, IpConfig, Stack};
+
+use common::Spy;
 
 const MAC_A: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xa]);
 const MAC_B: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xb]);
@@ -312,38 +314,6 @@ fn dhcp_lease_ends_without_a_server() {
     let (state, stats) = client.dhcp().unwrap();
     assert_eq!(state, DhcpState::Selecting);
     assert!(stats.renews >= 1 && stats.rebinds >= 1);
-}
-
-/// (address, length) of a buffer.
-type Span = (usize, usize);
-
-/// Records where received frames live and the segments of sent frames.
-struct Spy<D> {
-    inner: D,
-    rx: Rc<RefCell<Vec<Span>>>,
-    tx: Rc<RefCell<Vec<Vec<Span>>>>,
-}
-
-impl<D: Device> Device for Spy<D> {
-    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
-        let frame = self.inner.receive(now)?;
-        self.rx
-            .borrow_mut()
-            .push((frame.as_ptr() as usize, frame.len()));
-        Some(frame)
-    }
-    fn transmit(&mut self, now: Instant, frame: IoChain) {
-        self.tx.borrow_mut().push(
-            frame
-                .segments()
-                .map(|s| (s.as_ptr() as usize, s.len()))
-                .collect(),
-        );
-        self.inner.transmit(now, frame);
-    }
-    fn capabilities(&self) -> DeviceCapabilities {
-        self.inner.capabilities()
-    }
 }
 
 /// Echoes and records where each datagram's bytes lived.

@@ -1,4 +1,4 @@
-//! Shared pieces of the TCP tests: two stacks on a simulated wire, handlers
+//! Shared pieces of the link and TCP tests: two stacks on a simulated wire, handlers
 //! that record what they hear, a device spy, and a raw peer that speaks TCP
 //! by hand (a small packetdrill).
 
