@@ -25,6 +25,7 @@ use crate::dhcp::{self, DhcpClient, DhcpEvent, DhcpOutput, DhcpState, DhcpStats}
 use crate::icmp::{self, Message};
 pub use crate::ipv4::IpConfig;
 use crate::ipv4::{self, Header};
+use crate::steering::Steering;
 use crate::tcp::ops::{self as tcp_ops, TcpHost};
 use crate::tcp::{segment as tcp_segment, TcpConfig, TcpLayer};
 use crate::udp::{self, UdpTable};
@@ -151,6 +152,8 @@ struct Inner<D> {
     tcp: TcpLayer,
     dhcp: Option<DhcpClient>,
     echo_handler: Option<EchoReplyHandler>,
+    /// Other cores' stacks on the same interface, if any.
+    steering: Option<Rc<dyn Steering>>,
     now: Instant,
     ident: u16,
     stats: Stats,
@@ -191,6 +194,7 @@ impl<D: Device + 'static> Stack<D> {
                 tcp: TcpLayer::new(config.tcp, caps.mtu),
                 dhcp,
                 echo_handler: None,
+                steering: None,
                 now,
                 ident: 0,
                 stats: Stats::default(),
@@ -253,6 +257,16 @@ impl<D: Device + 'static> Stack<D> {
                 }
             }
         }
+    }
+
+    /// Shares this stack's interface with other cores' stacks: TCP
+    /// connections are registered in `steering`'s directory, and segments
+    /// for another core's connection are forwarded there (see
+    /// [`crate::steering`]). Set it before the first connection.
+    pub fn set_steering(&self, steering: Rc<dyn Steering>) {
+        let mut inner = self.inner.borrow_mut();
+        inner.tcp.set_steering(Rc::clone(&steering));
+        inner.steering = Some(steering);
     }
 
     /// Sets what is called with each echo reply.
@@ -388,7 +402,7 @@ impl<D: Device + 'static> Inner<D> {
                 self.process_arp(&repr);
                 Ok(None)
             }
-            EthernetProtocol::Ipv4 => self.process_ipv4(&eth.payload),
+            EthernetProtocol::Ipv4 => self.process_ipv4(frame, &eth.payload),
             _ => Err(RxError::Unsupported),
         }
     }
@@ -419,7 +433,8 @@ impl<D: Device + 'static> Inner<D> {
         }
     }
 
-    fn process_ipv4(&mut self, payload: &IoBuf) -> Result<Option<Deliver>, RxError> {
+    /// `frame` is the whole frame `payload` came in, for forwarding.
+    fn process_ipv4(&mut self, frame: &IoBuf, payload: &IoBuf) -> Result<Option<Deliver>, RxError> {
         let ip = ipv4::parse(payload, !self.caps.checksum.ipv4)?;
         let for_us = match self.ip {
             Some(config) => config.accepts(ip.dst),
@@ -431,7 +446,7 @@ impl<D: Device + 'static> Inner<D> {
         match ip.protocol {
             IpProtocol::Icmp => self.process_icmp(&ip),
             IpProtocol::Udp => self.process_udp(&ip),
-            IpProtocol::Tcp => self.process_tcp(&ip),
+            IpProtocol::Tcp => self.process_tcp(frame, &ip),
             _ => Err(RxError::Unsupported),
         }
     }
@@ -475,12 +490,20 @@ impl<D: Device + 'static> Inner<D> {
         }))
     }
 
-    fn process_tcp(&mut self, ip: &ipv4::Parsed) -> Result<Option<Deliver>, RxError> {
+    fn process_tcp(
+        &mut self,
+        frame: &IoBuf,
+        ip: &ipv4::Parsed,
+    ) -> Result<Option<Deliver>, RxError> {
         if self.ip.is_none_or(|c| c.addr != ip.dst) {
             return Err(RxError::NotForUs); // RFC 1122 §4.2.3.10: no broadcast TCP
         }
         let segment = tcp_segment::parse(&ip.payload, ip.src, ip.dst, true)?;
-        self.tcp.input(self.now, ip.src, ip.dst, segment);
+        if let Some(core) = self.tcp.input(self.now, ip.src, ip.dst, segment) {
+            if let Some(steering) = &self.steering {
+                steering.forward(core, frame);
+            }
+        }
         self.flush_tcp();
         Ok(None)
     }

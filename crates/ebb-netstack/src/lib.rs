@@ -44,6 +44,7 @@ pub mod ipv4;
 pub mod poll_timer;
 pub mod rng;
 pub mod sim;
+pub mod steering;
 pub mod tcp;
 pub mod udp;
 

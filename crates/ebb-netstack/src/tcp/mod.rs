@@ -18,13 +18,17 @@
 //!   `conn/output.rs`: sending, `conn/timers.rs`: timeouts).
 //! * [`listener`]: listening ports with a bounded SYN backlog.
 //! * [`table`]: the connection table of one stack: demultiplexing,
-//!   RST for segments to nowhere, timers, events for the application.
+//!   RST for segments to nowhere, timers, events for the application;
+//!   `flow_hash` is its keys' hash, `deadlines` the connections' timers
+//!   ordered by when they are due.
 //! * `ops`: the application's [`TcpConnection`](ebb_net::TcpConnection)
 //!   handle and the delivery of events to its
 //!   [`TcpHandler`](ebb_net::TcpHandler), run to completion.
 
 pub mod congestion;
 pub mod conn;
+mod deadlines;
+mod flow_hash;
 pub mod listener;
 pub(crate) mod ops;
 pub mod rto;

@@ -2,26 +2,36 @@
 //! RST for segments that belong nowhere (RFC 9293 §3.10.7.1), timers,
 //! and the queue of events for the applications' handlers.
 //!
-//! The table lives on the stack's core and is only touched there (a
-//! `BTreeMap`; the lock-free per-core hash table of DESIGN §4 comes with
-//! more than one core per stack).
+//! The table lives on the stack's core and is only touched there: each
+//! core runs its own stack (one virtio-net queue pair per core, the device
+//! steering a flow to the queue it was sent from), so lookups take no
+//! lock and share no cache lines. Connections and 4-tuples are in hash
+//! tables (`flow_hash`); timers are found through `deadlines`, so neither
+//! a segment nor a timer tick costs time in proportion to the number of
+//! connections.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
+use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use hashbrown::HashMap;
 
+use ebb_core::CoreId;
 use ebb_event::Instant;
 use ebb_iobuf::IoChain;
 use ebb_net::{AcceptFn, NetError, SendError, TcpHandler};
 
 use super::conn::{ConnEvent, ConnInfo, Ctx, Endpoints, State, Tcb};
+use super::deadlines::Deadlines;
+use super::flow_hash::FlowHash;
 use super::listener::Listener;
 use super::segment::{Flags, OutSegment, Segment};
 use super::seq::Seq;
 use super::trace::{Trace, TraceEvent};
 use super::TcpConfig;
 use crate::rng::Rng;
+use crate::steering::{FlowKey, Steering};
 use crate::udp::EPHEMERAL_FIRST;
 
 /// What the TCP layer counted.
@@ -41,6 +51,9 @@ pub struct TcpStats {
     pub accepted: u64,
     /// Connections established by `connect`.
     pub connected: u64,
+    /// Segments handed to the core that owns their connection (see
+    /// [`crate::steering`]).
+    pub forwarded: u64,
 }
 
 /// (local address, local port, remote address, remote port).
@@ -82,10 +95,14 @@ pub(crate) struct App {
 pub struct TcpLayer {
     config: TcpConfig,
     mtu: usize,
-    conns: BTreeMap<u64, Entry>,
-    tuples: BTreeMap<Tuple, u64>,
+    conns: HashMap<u64, Entry, FlowHash>,
+    tuples: HashMap<Tuple, u64, FlowHash>,
+    /// When each connection's next timer is due.
+    deadlines: Deadlines,
+    /// Scratch for [`TcpLayer::poll`]'s due connections.
+    due: Vec<u64>,
     listeners: BTreeMap<u16, Listener>,
-    pub(crate) apps: BTreeMap<u64, App>,
+    pub(crate) apps: HashMap<u64, App, FlowHash>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) out: Vec<OutSegment>,
     /// Events are being handed out (the delivery loop is not reentrant).
@@ -95,6 +112,8 @@ pub struct TcpLayer {
     secret: u64,
     trace: Trace,
     stats: TcpStats,
+    /// Set when other cores' stacks share the interface.
+    steering: Option<Rc<dyn Steering>>,
 }
 
 /// The next ephemeral port from `next` on that is `free`, round-robin over
@@ -115,6 +134,14 @@ fn next_free_port(next: &mut u16, mut free: impl FnMut(u16) -> bool) -> Option<u
     None
 }
 
+fn flow_key(tuple: Tuple) -> FlowKey {
+    FlowKey {
+        remote: tuple.2,
+        remote_port: tuple.3,
+        local_port: tuple.1,
+    }
+}
+
 fn v4(addr: (Ipv4Addr, u16)) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(addr.0, addr.1))
 }
@@ -124,13 +151,16 @@ impl TcpLayer {
     #[must_use]
     pub fn new(config: TcpConfig, mtu: usize) -> Self {
         let mut rng = Rng::new(config.seed);
+        let hash = FlowHash::with_seed(rng.next_u64());
         TcpLayer {
             config,
             mtu,
-            conns: BTreeMap::new(),
-            tuples: BTreeMap::new(),
+            conns: HashMap::with_hasher(hash.clone()),
+            tuples: HashMap::with_hasher(hash.clone()),
+            deadlines: Deadlines::new(hash.clone()),
+            due: Vec::new(),
             listeners: BTreeMap::new(),
-            apps: BTreeMap::new(),
+            apps: HashMap::with_hasher(hash),
             events: VecDeque::new(),
             out: Vec::new(),
             draining: false,
@@ -142,6 +172,20 @@ impl TcpLayer {
                 capacity: config.trace_capacity,
             },
             stats: TcpStats::default(),
+            steering: None,
+        }
+    }
+
+    /// Shares the interface with other cores' stacks through `steering`.
+    pub fn set_steering(&mut self, steering: Rc<dyn Steering>) {
+        self.steering = Some(steering);
+    }
+
+    fn claim(&self, tuple: Tuple) {
+        if let Some(steering) = &self.steering {
+            steering
+                .directory()
+                .insert(flow_key(tuple), self.config.core);
         }
     }
 
@@ -187,6 +231,7 @@ impl TcpLayer {
         };
         let state = entry.tcb.state();
         let listener = entry.listener;
+        self.deadlines.arm(id, entry.tcb.poll_at());
         if was_half_open && state != State::SynReceived {
             if let Some(l) = listener.and_then(|port| self.listeners.get_mut(&port)) {
                 l.half_open = l.half_open.saturating_sub(1);
@@ -251,24 +296,57 @@ impl TcpLayer {
     }
 
     fn remove(&mut self, id: u64) {
+        self.deadlines.arm(id, None);
         if let Some(entry) = self.conns.remove(&id) {
             let ends = entry.tcb.endpoints();
-            self.tuples
-                .remove(&(ends.local.0, ends.local.1, ends.remote.0, ends.remote.1));
+            let tuple = (ends.local.0, ends.local.1, ends.remote.0, ends.remote.1);
+            self.tuples.remove(&tuple);
+            if let Some(steering) = &self.steering {
+                steering.directory().remove(flow_key(tuple));
+            }
             if !entry.released {
                 self.events.push_back(Event::Release(id));
             }
         }
     }
 
-    /// A segment arrived from `src` to `dst` (RFC 9293 §3.10.7).
-    pub fn input(&mut self, now: Instant, src: Ipv4Addr, dst: Ipv4Addr, seg: Segment) {
+    /// A segment arrived from `src` to `dst` (RFC 9293 §3.10.7). Returns
+    /// the core to forward it to when another core's stack owns its
+    /// connection.
+    #[must_use]
+    pub fn input(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        seg: Segment,
+    ) -> Option<CoreId> {
         self.stats.segments_in += 1;
         let tuple = (dst, seg.dst_port, src, seg.src_port);
         if let Some(&id) = self.tuples.get(&tuple) {
             self.ctx_run(id, now, |tcb, ctx| tcb.input(seg, ctx));
-            return;
+            return None;
         }
+        if let Some(steering) = &self.steering {
+            let owner = steering.directory().lookup(flow_key(tuple));
+            if let Some(core) = owner.filter(|&core| core != self.config.core) {
+                self.stats.forwarded += 1;
+                return Some(core);
+            }
+        }
+        self.input_unknown(now, src, dst, seg, tuple);
+        None
+    }
+
+    /// A segment for no connection of any core: LISTEN or CLOSED.
+    fn input_unknown(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        seg: Segment,
+        tuple: Tuple,
+    ) {
         let listening = self
             .listeners
             .get(&seg.dst_port)
@@ -316,6 +394,7 @@ impl TcpLayer {
             trace: &mut self.trace,
         };
         let tcb = Tcb::accept(&self.config, ends, iss, self.mtu, &seg, &mut ctx);
+        self.deadlines.arm(id, tcb.poll_at());
         self.conns.insert(
             id,
             Entry {
@@ -325,6 +404,7 @@ impl TcpLayer {
             },
         );
         self.tuples.insert(tuple, id);
+        self.claim(tuple);
         self.apps.insert(
             id,
             App {
@@ -414,10 +494,15 @@ impl TcpLayer {
         if self.conns.len() >= self.config.max_connections {
             return Err(NetError::AddrInUse);
         }
-        let (listeners, tuples) = (&self.listeners, &self.tuples);
+        let (listeners, tuples, steering) = (&self.listeners, &self.tuples, &self.steering);
         let port = next_free_port(&mut self.next_ephemeral, |p| {
+            let tuple = (local, p, *remote.ip(), remote.port());
+            // Other cores' stacks share the address: their flows too.
             !listeners.contains_key(&p)
-                && !tuples.contains_key(&(local, p, *remote.ip(), remote.port()))
+                && !tuples.contains_key(&tuple)
+                && steering
+                    .as_ref()
+                    .is_none_or(|s| s.directory().lookup(flow_key(tuple)).is_none())
         })
         .ok_or(NetError::AddrInUse)?;
         let tuple = (local, port, *remote.ip(), remote.port());
@@ -437,6 +522,7 @@ impl TcpLayer {
             trace: &mut self.trace,
         };
         let tcb = Tcb::connect(&self.config, ends, iss, self.mtu, &mut ctx);
+        self.deadlines.arm(id, tcb.poll_at());
         self.conns.insert(
             id,
             Entry {
@@ -446,6 +532,7 @@ impl TcpLayer {
             },
         );
         self.tuples.insert(tuple, id);
+        self.claim(tuple);
         let local = v4(ends.local);
         self.apps.insert(
             id,
@@ -491,6 +578,7 @@ impl TcpLayer {
     pub fn pause(&mut self, id: u64) {
         if let Some(entry) = self.conns.get_mut(&id) {
             entry.tcb.pause();
+            self.deadlines.arm(id, entry.tcb.poll_at());
         }
     }
 
@@ -509,23 +597,22 @@ impl TcpLayer {
         self.abort_now(id, now);
     }
 
-    /// Runs the timers due at `now`.
+    /// Runs the timers due at `now`, earliest first.
     pub fn poll(&mut self, now: Instant) {
-        let due: Vec<u64> = self
-            .conns
-            .iter()
-            .filter(|(_, e)| e.tcb.poll_at().is_some_and(|t| t <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
+        let mut due = core::mem::take(&mut self.due);
+        self.deadlines.take_due(now, &mut due);
+        for &id in &due {
+            // Re-arms the connection's next timer.
             self.ctx_run(id, now, Tcb::on_timer);
         }
+        due.clear();
+        self.due = due;
     }
 
     /// The earliest timer of any connection.
     #[must_use]
     pub fn poll_at(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|e| e.tcb.poll_at()).min()
+        self.deadlines.next()
     }
 
     /// The state of connection `id`; `None` once it is gone (CLOSED).
@@ -540,10 +627,12 @@ impl TcpLayer {
         self.conns.get(&id).map(|e| e.tcb.info())
     }
 
-    /// The ids of all connections.
+    /// The ids of all connections, oldest first.
     #[must_use]
     pub fn ids(&self) -> Vec<u64> {
-        self.conns.keys().copied().collect()
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Connections in the table (all states).
