@@ -12,17 +12,25 @@
 pub const MAX_CPUS: usize = 64;
 
 /// The processors the MADT lists, in table order (the boot processor is
-/// usually first, but callers find it by its own LAPIC id).
+/// usually first, but callers find it by its own LAPIC id), and its I/O
+/// APICs (one walk for both: under TCG a walk costs about a millisecond).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cpus {
     ids: [u32; MAX_CPUS],
     len: usize,
+    ioapics: [IoApic; MAX_IOAPICS],
+    ioapic_count: usize,
 }
 
 impl Cpus {
     /// The LAPIC ids.
     pub fn apic_ids(&self) -> &[u32] {
         &self.ids[..self.len]
+    }
+
+    /// The I/O APICs, in table order (at most [`MAX_IOAPICS`]).
+    pub fn ioapics(&self) -> &[IoApic] {
+        &self.ioapics[..self.ioapic_count]
     }
 
     fn push(&mut self, id: u32) {
@@ -220,11 +228,14 @@ fn madt_entries(
     Ok(())
 }
 
-/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs.
+/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs
+/// and the I/O APICs.
 pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiError> {
     let mut cpus = Cpus {
         ids: [0; MAX_CPUS],
         len: 0,
+        ioapics: [IoApic::default(); MAX_IOAPICS],
+        ioapic_count: 0,
     };
     madt_entries(memory, rsdp_hint, |kind, len, at| {
         // Flags bit 0: enabled; bit 1: online capable (ACPI §5.2.12.2).
@@ -234,6 +245,14 @@ pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiErr
             }
             (9, 16..) if memory.u64_at(at + 8, 4) & 0b11 != 0 => {
                 cpus.push(memory.u64_at(at + 4, 4) as u32);
+            }
+            (1, 12..) if cpus.ioapic_count < MAX_IOAPICS => {
+                cpus.ioapics[cpus.ioapic_count] = IoApic {
+                    id: memory.u64_at(at + 2, 1) as u8,
+                    address: memory.u64_at(at + 4, 4) as u32,
+                    gsi_base: memory.u64_at(at + 8, 4) as u32,
+                };
+                cpus.ioapic_count += 1;
             }
             _ => {}
         }
@@ -254,27 +273,6 @@ pub struct IoApic {
 
 /// Most I/O APICs recorded.
 pub const MAX_IOAPICS: usize = 8;
-
-/// Lists the I/O APICs of the MADT, in table order (at most
-/// [`MAX_IOAPICS`]).
-pub fn ioapics(
-    memory: &dyn PhysicalMemory,
-    rsdp_hint: u64,
-) -> Result<([IoApic; MAX_IOAPICS], usize), AcpiError> {
-    let mut found = [IoApic::default(); MAX_IOAPICS];
-    let mut count = 0;
-    madt_entries(memory, rsdp_hint, |kind, len, at| {
-        if kind == 1 && len >= 12 && count < MAX_IOAPICS {
-            found[count] = IoApic {
-                id: memory.u64_at(at + 2, 1) as u8,
-                address: memory.u64_at(at + 4, 4) as u32,
-                gsi_base: memory.u64_at(at + 8, 4) as u32,
-            };
-            count += 1;
-        }
-    })?;
-    Ok((found, count))
-}
 
 #[cfg(test)]
 mod tests {
@@ -360,9 +358,8 @@ mod tests {
         // No hint: found by the BIOS-area scan.
         let cpus = cpus(&memory, 0).unwrap();
         assert_eq!(cpus.apic_ids(), &[0, 2, 7, 300]);
-        let (found, count) = ioapics(&memory, 0).unwrap();
         assert_eq!(
-            found[..count],
+            cpus.ioapics(),
             [IoApic {
                 id: 2,
                 address: 0xfec0_0000,

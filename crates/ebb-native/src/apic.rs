@@ -200,31 +200,34 @@ impl crate::ioapic::IoApicRegisters for MmioIoApic {
     }
 }
 
-/// Finds the I/O APICs in the MADT, maps their registers and masks every
-/// pin (`ioapic.rs`). Runs once on core 0, before the other cores start
-/// (they copy core 0's page tables then). Without a MADT, QEMU's I/O APIC
-/// at its fixed address is masked.
-pub fn mask_ioapics(rsdp: u64) {
-    let (found, count) = match crate::acpi::ioapics(&crate::smp::IdentityMapped, rsdp) {
-        Ok(found) => found,
+/// Maps the I/O APICs the MADT lists (`madt`: the boot's one walk) and
+/// masks every pin (`ioapic.rs`). Runs once on core 0, before the other
+/// cores start (they copy core 0's page tables then). Without a MADT,
+/// QEMU's I/O APIC at its fixed address is masked.
+pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
+    let fallback = [crate::acpi::IoApic {
+        id: 0,
+        address: IOAPIC_DEFAULT as u32,
+        gsi_base: 0,
+    }];
+    let found = match madt {
+        Ok(madt) => madt.ioapics(),
         Err(error) => {
             log::warn!(
                 "no MADT to find the I/O APICs ({error}): masking the one at {IOAPIC_DEFAULT:#x}"
             );
-            let mut found = [crate::acpi::IoApic::default(); crate::acpi::MAX_IOAPICS];
-            found[0].address = IOAPIC_DEFAULT as u32;
-            (found, 1)
+            &fallback[..]
         }
     };
-    for ioapic in &found[..count] {
+    for ioapic in found {
         let base = u64::from(ioapic.address);
         if let Err(error) = crate::paging::map_device(base, base + 4096) {
             log::warn!("cannot map the I/O APIC at {base:#x}: {error}");
             continue;
         }
-        let pins = crate::ioapic::mask_all(&mut MmioIoApic(base));
+        let (pins, newly) = crate::ioapic::mask_all(&mut MmioIoApic(base));
         log::debug!(
-            "I/O APIC id {} at {base:#x}: GSIs {}..{}, all {pins} pins masked",
+            "I/O APIC id {} at {base:#x}: GSIs {}..{}, all {pins} pins masked ({newly} by us)",
             ioapic.id,
             ioapic.gsi_base,
             ioapic.gsi_base + pins

@@ -246,13 +246,15 @@ extern "C" fn start_core0() -> ! {
     );
     let wall_source = wall_clock::init(options.wall);
     apic::init();
-    apic::mask_ioapics(info.rsdp);
+    // One MADT walk for the I/O APICs and the CPUs.
+    let madt = crate::acpi::cpus(&smp::IdentityMapped, info.rsdp);
+    apic::mask_ioapics(&madt);
     // PCI before the other cores: BARs above 512 GiB need new PML4
     // entries, which cores copy when they start.
     if let Err(error) = pci_ecam::init(info.rsdp) {
         log::warn!("PCI: {error}");
     }
-    runtime::set_cores(smp::start_cores(options.cores, info.rsdp).into_boxed_slice());
+    runtime::set_cores(smp::start_cores(options.cores, &madt).into_boxed_slice());
     let boot_ns = since_entry_ns();
     if log::log_enabled!(log::Level::Debug) {
         runtime::describe_boot(info);

@@ -31,19 +31,27 @@ pub fn pins(registers: &mut impl IoApicRegisters) -> u32 {
     ((registers.read(IOAPICVER) >> 16) & 0xff) + 1
 }
 
-/// Masks every pin (vector 0, destination 0: nothing is delivered) and
-/// returns how many there are.
-pub fn mask_all(registers: &mut impl IoApicRegisters) -> u32 {
+/// Masks every pin that is not masked yet (vector 0, destination 0:
+/// nothing is delivered) and returns how many pins there are and how many
+/// it had to mask. Masked entries are left alone: reset masks them all
+/// (82093AA §3.2.4), and under TCG each redirection-entry write costs QEMU
+/// a routing update, so reading first is the cheap path.
+pub fn mask_all(registers: &mut impl IoApicRegisters) -> (u32, u32) {
     // IOREGSEL is 8 bits wide: entries past 119 have no index (0x10 +
     // 2·119 + 1 = 0xff), so a larger version field is clamped.
     let pins = pins(registers).min(120);
+    let mut masked = 0;
     for pin in 0..pins {
         let low = (u32::from(IOREDTBL) + 2 * pin) as u8;
+        if registers.read(low) & MASKED != 0 {
+            continue;
+        }
         // Low half first: the entry is masked before anything else moves.
         registers.write(low, MASKED);
         registers.write(low.wrapping_add(1), 0);
+        masked += 1;
     }
-    pins
+    (pins, masked)
 }
 
 #[cfg(test)]
@@ -81,14 +89,25 @@ mod tests {
     fn every_pin_is_masked_and_nothing_else_is_written() {
         // QEMU's I/O APIC has 24 pins (version 0x20, max entry 23).
         let mut ioapic = Fake::new(24);
-        assert_eq!(mask_all(&mut ioapic), 24);
+        // Pin 5 is masked already (with its vector): left as it is.
+        ioapic.0.insert(IOREDTBL + 10, MASKED | 0x25);
+        assert_eq!(mask_all(&mut ioapic), (24, 23));
         for pin in 0..24u8 {
-            assert_eq!(ioapic.read(IOREDTBL + 2 * pin), MASKED, "pin {pin}");
-            assert_eq!(ioapic.read(IOREDTBL + 2 * pin + 1), 0, "pin {pin}");
+            let low = ioapic.read(IOREDTBL + 2 * pin);
+            assert_ne!(low & MASKED, 0, "pin {pin}");
+            if pin == 5 {
+                assert_eq!(low, MASKED | 0x25);
+                assert_eq!(ioapic.read(IOREDTBL + 11), 0xff00_0000);
+            } else {
+                assert_eq!(low, MASKED, "pin {pin}");
+                assert_eq!(ioapic.read(IOREDTBL + 2 * pin + 1), 0, "pin {pin}");
+            }
         }
         assert_eq!(ioapic.read(IOAPICVER), (23 << 16) | 0x20);
+        // A second pass finds nothing to do.
+        assert_eq!(mask_all(&mut ioapic), (24, 0));
         let mut small = Fake::new(1);
-        assert_eq!(mask_all(&mut small), 1);
+        assert_eq!(mask_all(&mut small), (1, 1));
         assert_eq!(small.read(IOREDTBL), MASKED);
     }
 }

@@ -293,6 +293,10 @@ pub fn describe_boot(info: &StartInfo) {
         apic::ticks_per_ms(),
         info.rsdp
     );
+    log::debug!(
+        "large allocations: {} KiB mapped in their window",
+        crate::large::mapped_bytes() >> 10
+    );
     if let Some(cores) = CORES.get() {
         log::debug!("{} cores, LAPIC ids {:?}", cores.len(), cores);
     }

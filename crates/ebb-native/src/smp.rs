@@ -136,13 +136,13 @@ impl PhysicalMemory for IdentityMapped {
 /// Starts up to `wanted - 1` more cores and returns the LAPIC ids of all
 /// running cores, core 0 (this one) first. Fewer if the MADT lists fewer
 /// CPUs or a core does not start (both are reported).
-pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
+pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) -> Vec<u32> {
     let this = apic::id();
     let mut running = Vec::from([this]);
     if wanted <= 1 {
         return running;
     }
-    let cpus = match acpi::cpus(&IdentityMapped, rsdp) {
+    let cpus = match madt {
         Ok(cpus) => cpus,
         Err(error) => {
             log::warn!("cannot list the CPUs ({error}): running 1 core");
