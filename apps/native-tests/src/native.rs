@@ -59,21 +59,22 @@ async fn interrupt_stack_guards() -> Outcome {
     Ok(())
 }
 
-/// A 48 MiB `Vec` (over the 2 MiB threshold) lands in the large
+/// A 288 MiB `Vec` — larger than ebb-mem's 256 MiB arenas, so no
+/// physically contiguous block could ever hold it — lands in the large
 /// allocations' window, page by page from the page allocator, reads back
 /// what was written on every page, and gives its memory back when freed.
 async fn large_allocation() -> Outcome {
-    const LEN: usize = 48 << 20;
+    const LEN: usize = 288 << 20;
     let (free_before, _) = ebb_native::page_allocator_bytes();
     let mut big: Vec<u8> = Vec::with_capacity(LEN);
     let addr = big.as_ptr() as u64;
     if !ebb_native::large::contains(addr) {
-        return Err(format!("48 MiB at {addr:#x}, outside the window"));
+        return Err(format!("288 MiB at {addr:#x}, outside the window"));
     }
     let (free_during, _) = ebb_native::page_allocator_bytes();
     if free_before - free_during < LEN {
         return Err(format!(
-            "48 MiB mapped but the page allocator gave {} bytes",
+            "288 MiB mapped but the page allocator gave {} bytes",
             free_before - free_during
         ));
     }
