@@ -9,7 +9,9 @@ use core::cell::RefCell;
 use core::time::Duration;
 
 use ebb_core::CoreId;
-use ebb_event::{cancel_timer, core_count, current_core, oneshot, spawn_on, timer_after, Sender};
+use ebb_event::{
+    cancel_timer, core_count, current_core, now, oneshot, spawn_on, timer_after, Sender,
+};
 
 use crate::{fail, Outcome, Test};
 
@@ -53,11 +55,14 @@ async fn spawn_on_hops() -> Outcome {
 /// 15 ms; reports the order they fired in once the last is due.
 fn timers_here(done: Sender<(usize, bool, Vec<u64>)>) {
     let fired = Rc::new(RefCell::new(Vec::new()));
+    // Deadlines from one start, not from each call: on a loaded host a
+    // guest can lose 10 ms between two calls, which would reorder
+    // deadlines set "30 ms from now" and then "20 ms from now".
+    let start = now();
     for ms in [30u64, 10, 20] {
         let fired = fired.clone();
-        timer_after(Duration::from_millis(ms), move || {
-            fired.borrow_mut().push(ms)
-        });
+        let delay = Duration::from_millis(ms).saturating_sub(now() - start);
+        timer_after(delay, move || fired.borrow_mut().push(ms));
     }
     let doomed = {
         let fired = fired.clone();

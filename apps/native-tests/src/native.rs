@@ -16,10 +16,91 @@ use native_tests::{Outcome, Test};
 
 ebb_native::entry!(main);
 
-const NATIVE_TESTS: &[Test] = &[Test {
-    name: "demand_zero_region_is_filled_on_first_touch",
-    run: || Box::pin(demand_zero_region()),
-}];
+const NATIVE_TESTS: &[Test] = &[
+    Test {
+        name: "demand_zero_region_is_filled_on_first_touch",
+        run: || Box::pin(demand_zero_region()),
+    },
+    Test {
+        name: "interrupt_stacks_have_guard_pages_on_every_core",
+        run: || Box::pin(interrupt_stack_guards()),
+    },
+    Test {
+        name: "large_allocations_are_mapped_in_their_window_and_returned",
+        run: || Box::pin(large_allocation()),
+    },
+];
+
+/// Every core's four interrupt stacks (core 0's included, which start as
+/// statics) lie in the stacks' region, mapped, with an unmapped guard page
+/// below each: an overflow faults instead of corrupting memory.
+async fn interrupt_stack_guards() -> Outcome {
+    for core in 0..core_count() {
+        let seen = spawn_task_on(CoreId(core), async move {
+            let stacks = ebb_native::interrupt_stacks(core)
+                .ok_or(format!("core {core}: no guarded interrupt stacks"))?;
+            for (slot, (bottom, top)) in stacks.into_iter().enumerate() {
+                if !ebb_native::is_mapped(bottom) || !ebb_native::is_mapped(top - 8) {
+                    return Err(format!("core {core}: stack {slot} is not mapped"));
+                }
+                if ebb_native::is_mapped(bottom - 1) {
+                    return Err(format!(
+                        "core {core}: stack {slot} at {bottom:#x} has no guard page below"
+                    ));
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| format!("spawn_task_on: {e}"))?
+        .await
+        .map_err(|e| format!("core {core}: {e}"))?;
+        seen?;
+    }
+    Ok(())
+}
+
+/// A 288 MiB `Vec` — larger than ebb-mem's 256 MiB arenas, so no
+/// physically contiguous block could ever hold it — lands in the large
+/// allocations' window, page by page from the page allocator, reads back
+/// what was written on every page, and gives its memory back when freed.
+async fn large_allocation() -> Outcome {
+    const LEN: usize = 288 << 20;
+    let (free_before, _) = ebb_native::page_allocator_bytes();
+    let mut big: Vec<u8> = Vec::with_capacity(LEN);
+    let addr = big.as_ptr() as u64;
+    if !ebb_native::large::contains(addr) {
+        return Err(format!("288 MiB at {addr:#x}, outside the window"));
+    }
+    let (free_during, _) = ebb_native::page_allocator_bytes();
+    if free_before - free_during < LEN {
+        return Err(format!(
+            "288 MiB mapped but the page allocator gave {} bytes",
+            free_before - free_during
+        ));
+    }
+    big.resize(LEN, 0);
+    for page in (0..LEN).step_by(4096) {
+        big[page] = mark(page / 4096);
+        big[page + 4095] = !mark(page / 4096);
+    }
+    for page in (0..LEN).step_by(4096) {
+        if big[page] != mark(page / 4096) || big[page + 4095] != !mark(page / 4096) {
+            return Err(format!("page {} does not read back", page / 4096));
+        }
+    }
+    drop(big);
+    let (free_after, _) = ebb_native::page_allocator_bytes();
+    // The window's page tables (one 4 KiB table per 2 MiB, and a
+    // directory) stay: addresses are not reused.
+    let tables = ((LEN >> 21) + 4) * 4096;
+    if free_after + tables < free_before {
+        return Err(format!(
+            "freed, but {} bytes did not come back",
+            free_before - free_after
+        ));
+    }
+    Ok(())
+}
 
 /// A 64 MiB demand-zero region: only the pages touched get memory (one
 /// page-fault fill each, reads included), untouched bytes read zero, and

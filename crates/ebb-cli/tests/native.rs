@@ -225,6 +225,14 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
             "the address is in the guard page below a stack: stack overflow",
             "ebb_native::runtime::recurse at ",
         ),
+        // Core 0's interrupt stacks have guard pages too: code overflowing
+        // one (as a deep handler would) faults into the report.
+        (
+            "q35",
+            "crash=ist-overflow",
+            "the address is in the guard page below a stack: stack overflow",
+            "ebb_native::runtime::overflow_interrupt_stack at ",
+        ),
     ] {
         let output = run_native(&["--machine", machine, "--boot-arg", crash]);
         let (stdout, stderr) = text(&output);
@@ -248,6 +256,50 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
             "{crash}: the faulting frame, symbolized:\n{stderr}"
         );
     }
+}
+
+/// The serial logger's level comes from `log=` (default info; `verbose`,
+/// which `-v` passes, means debug): an unknown platform word's warning
+/// shows at info and is hidden at error; the boot summary (debug) shows
+/// only at debug and trace.
+#[test]
+fn the_log_level_on_the_command_line_chooses_what_the_guest_prints() {
+    let warning = "ebbflow: warning: ignoring unknown platform option 'bogus'";
+    let summary = "ebbflow native: heap: ebb-mem over";
+    for (level, shows_warning, shows_summary) in [
+        (None, true, false),
+        (Some("log=info"), true, false),
+        (Some("log=debug"), true, true),
+        (Some("log=trace"), true, true),
+        (Some("log=error"), false, false),
+    ] {
+        let mut args = vec!["--machine", "microvm", "--boot-arg", "bogus"];
+        if let Some(level) = level {
+            args.extend(["--boot-arg", level]);
+        }
+        let output = run_native(&args);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{level:?}:\n{stdout}\n{stderr}"
+        );
+        assert_eq!(
+            stdout.contains(warning),
+            shows_warning,
+            "{level:?}:\n{stdout}"
+        );
+        assert_eq!(
+            stdout.contains(summary),
+            shows_summary,
+            "{level:?}:\n{stdout}"
+        );
+        assert!(stdout.contains("hello from core 0"), "{level:?}:\n{stdout}");
+    }
+    // `-v` is debug, unless `log=` says otherwise.
+    let output = run_native(&["--machine", "microvm", "-v", "--boot-arg", "log=info"]);
+    let (stdout, _) = text(&output);
+    assert!(!stdout.contains(summary), "{stdout}");
 }
 
 #[test]

@@ -18,6 +18,8 @@ const IN_GUEST_TESTS: &[&str] = &[
     "spawn_on_hops_across_every_core_in_order",
     "timers_fire_in_deadline_order_and_cancelled_ones_never",
     "demand_zero_region_is_filled_on_first_touch",
+    "interrupt_stacks_have_guard_pages_on_every_core",
+    "large_allocations_are_mapped_in_their_window_and_returned",
 ];
 
 /// One boot at a time: the image is built once, and two 4-vCPU guests on a

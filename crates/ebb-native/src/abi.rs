@@ -84,6 +84,9 @@ pub enum Crash {
     GuardPage,
     /// Unbounded recursion until the stack's guard page.
     StackOverflow,
+    /// Unbounded recursion on core 0's NMI interrupt stack, until its
+    /// guard page.
+    IstOverflow,
     /// `ud2`: an invalid-opcode exception.
     InvalidOpcode,
     /// `int3`: a breakpoint exception.
@@ -99,11 +102,49 @@ impl Crash {
             "null" | "page-fault" => Crash::NullLoad,
             "guard-page" => Crash::GuardPage,
             "stack-overflow" => Crash::StackOverflow,
+            "ist-overflow" => Crash::IstOverflow,
             "ud2" | "invalid-opcode" => Crash::InvalidOpcode,
             "int3" | "breakpoint" => Crash::Breakpoint,
             "panic" => Crash::Panic,
             _ => return None,
         })
+    }
+}
+
+/// How much the platform's serial logger prints (`log=LEVEL`): each level
+/// includes the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Nothing (`log=off`).
+    Off,
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// Also what the platform says in normal operation (the default).
+    Info,
+    /// Also the boot summary and device listing (`verbose` means this).
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl LogLevel {
+    /// Parses the value of `log=` (case-insensitive).
+    pub fn parse(value: &str) -> Option<LogLevel> {
+        const NAMES: [(&str, LogLevel); 7] = [
+            ("off", LogLevel::Off),
+            ("error", LogLevel::Error),
+            ("warn", LogLevel::Warn),
+            ("warning", LogLevel::Warn),
+            ("info", LogLevel::Info),
+            ("debug", LogLevel::Debug),
+            ("trace", LogLevel::Trace),
+        ];
+        NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(value))
+            .map(|&(_, level)| level)
     }
 }
 
@@ -133,8 +174,11 @@ pub struct PlatformOptions {
     pub machine: Machine,
     /// `crash=KIND`: fault on purpose as the first event (tests).
     pub crash: Option<Crash>,
-    /// `verbose`: print what the platform found at boot.
+    /// `verbose`: print what the platform found at boot (the logger's
+    /// debug level, unless `log=` says otherwise).
     pub verbose: bool,
+    /// `log=off|error|warn|info|debug|trace`: the serial logger's level.
+    pub log: Option<LogLevel>,
     /// `net=static|dhcp|poll-static|poll-dhcp`: how the virtio-net stack
     /// gets its address (QEMU user networking's 10.0.2.15/24 with gateway
     /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
@@ -177,8 +221,21 @@ impl Default for PlatformOptions {
             machine: Machine::Unknown,
             crash: None,
             verbose: false,
+            log: None,
             net: NetMode::default(),
             wall: None,
+        }
+    }
+}
+
+impl PlatformOptions {
+    /// The logger's level: `log=` if given, else debug with `verbose`,
+    /// else info.
+    pub fn log_level(&self) -> LogLevel {
+        match (self.log, self.verbose) {
+            (Some(level), _) => level,
+            (None, true) => LogLevel::Debug,
+            (None, false) => LogLevel::Info,
         }
     }
 }
@@ -217,6 +274,7 @@ pub fn parse_cmdline<'a>(
             .map(|machine| options.machine = machine),
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
             "net" => NetMode::parse(value).map(|net| options.net = net),
+            "log" => LogLevel::parse(value).map(|level| options.log = Some(level)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -284,6 +342,26 @@ mod tests {
     }
 
     #[test]
+    fn the_log_level_comes_from_log_or_verbose_and_defaults_to_info() {
+        let level = |cmdline| parse_cmdline(cmdline, |w| panic!("{w}")).0.log_level();
+        assert_eq!(level(""), LogLevel::Info);
+        assert_eq!(level("verbose"), LogLevel::Debug);
+        assert_eq!(level("log=trace"), LogLevel::Trace);
+        assert_eq!(level("log=WARN"), LogLevel::Warn);
+        assert_eq!(level("log=warning"), LogLevel::Warn);
+        assert_eq!(level("log=error"), LogLevel::Error);
+        assert_eq!(level("log=off"), LogLevel::Off);
+        // An explicit level wins over `verbose`, in either order.
+        assert_eq!(level("verbose log=info"), LogLevel::Info);
+        assert_eq!(level("log=error verbose"), LogLevel::Error);
+        assert!(LogLevel::Error < LogLevel::Warn && LogLevel::Debug < LogLevel::Trace);
+        let mut unknown = Vec::new();
+        let (options, _) = parse_cmdline("log=loud log= log=debug", |w| unknown.push(w));
+        assert_eq!(unknown, ["log=loud", "log="]);
+        assert_eq!(options.log_level(), LogLevel::Debug);
+    }
+
+    #[test]
     fn missing_parts_and_bad_values() {
         assert_eq!(parse(""), (PlatformOptions::default(), vec![], vec![]));
         assert_eq!(parse("--"), (PlatformOptions::default(), vec![], vec![]));
@@ -294,6 +372,7 @@ mod tests {
         assert_eq!(options.crash, Some(Crash::InvalidOpcode));
         assert_eq!(Crash::parse("guard-page"), Some(Crash::GuardPage));
         assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
+        assert_eq!(Crash::parse("ist-overflow"), Some(Crash::IstOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
     }
 }

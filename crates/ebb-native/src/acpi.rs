@@ -3,26 +3,34 @@
 //! memory through a caller's function so that it is tested on the host with
 //! fabricated tables.
 //!
-//! Only what SMP needs is read: the LAPIC ids of enabled (or
+//! Only what the platform needs is read: the LAPIC ids of enabled (or
 //! online-capable) processors, from Processor Local APIC (type 0) and
-//! Processor Local x2APIC (type 9) entries. Checksums are verified for the
+//! Processor Local x2APIC (type 9) entries, and the I/O APICs (type 1). Checksums are verified for the
 //! RSDP and each table used.
 
 /// Most CPUs recorded.
 pub const MAX_CPUS: usize = 64;
 
 /// The processors the MADT lists, in table order (the boot processor is
-/// usually first, but callers find it by its own LAPIC id).
+/// usually first, but callers find it by its own LAPIC id), and its I/O
+/// APICs (one walk for both: under TCG a walk costs about a millisecond).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cpus {
     ids: [u32; MAX_CPUS],
     len: usize,
+    ioapics: [IoApic; MAX_IOAPICS],
+    ioapic_count: usize,
 }
 
 impl Cpus {
     /// The LAPIC ids.
     pub fn apic_ids(&self) -> &[u32] {
         &self.ids[..self.len]
+    }
+
+    /// The I/O APICs, in table order (at most [`MAX_IOAPICS`]).
+    pub fn ioapics(&self) -> &[IoApic] {
+        &self.ioapics[..self.ioapic_count]
     }
 
     fn push(&mut self, id: u32) {
@@ -195,15 +203,15 @@ pub fn ecam(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Option<Ecam>,
     Ok(None)
 }
 
-/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs.
-pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiError> {
+/// Calls `entry(kind, len, at)` for each interrupt controller structure
+/// of the MADT (found through RSDP → XSDT (ACPI 2.0+, else RSDT)).
+fn madt_entries(
+    memory: &dyn PhysicalMemory,
+    rsdp_hint: u64,
+    mut entry: impl FnMut(u64, u64, u64),
+) -> Result<(), AcpiError> {
     let madt = find_table(memory, rsdp_hint, b"APIC")?.ok_or(AcpiError::NoMadt)?;
     let (_, madt_len) = table(memory, madt)?;
-
-    let mut cpus = Cpus {
-        ids: [0; MAX_CPUS],
-        len: 0,
-    };
     // Interrupt controller structures follow the header, the local APIC
     // address (4 bytes) and the flags (4 bytes).
     let mut at = madt + HEADER + 8;
@@ -214,6 +222,22 @@ pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiErr
         if len < 2 || at + len > end {
             break;
         }
+        entry(kind, len, at);
+        at += len;
+    }
+    Ok(())
+}
+
+/// Walks RSDP → XSDT (ACPI 2.0+, else RSDT) → MADT and lists the CPUs
+/// and the I/O APICs.
+pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiError> {
+    let mut cpus = Cpus {
+        ids: [0; MAX_CPUS],
+        len: 0,
+        ioapics: [IoApic::default(); MAX_IOAPICS],
+        ioapic_count: 0,
+    };
+    madt_entries(memory, rsdp_hint, |kind, len, at| {
         // Flags bit 0: enabled; bit 1: online capable (ACPI §5.2.12.2).
         match (kind, len) {
             (0, 8..) if memory.u64_at(at + 4, 4) & 0b11 != 0 => {
@@ -222,12 +246,33 @@ pub fn cpus(memory: &dyn PhysicalMemory, rsdp_hint: u64) -> Result<Cpus, AcpiErr
             (9, 16..) if memory.u64_at(at + 8, 4) & 0b11 != 0 => {
                 cpus.push(memory.u64_at(at + 4, 4) as u32);
             }
+            (1, 12..) if cpus.ioapic_count < MAX_IOAPICS => {
+                cpus.ioapics[cpus.ioapic_count] = IoApic {
+                    id: memory.u64_at(at + 2, 1) as u8,
+                    address: memory.u64_at(at + 4, 4) as u32,
+                    gsi_base: memory.u64_at(at + 8, 4) as u32,
+                };
+                cpus.ioapic_count += 1;
+            }
             _ => {}
         }
-        at += len;
-    }
+    })?;
     Ok(cpus)
 }
+
+/// One I/O APIC of the MADT (type 1, ACPI 6.5 §5.2.12.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoApic {
+    /// Its I/O APIC id.
+    pub id: u8,
+    /// The physical address of its register window.
+    pub address: u32,
+    /// The global system interrupt of its pin 0.
+    pub gsi_base: u32,
+}
+
+/// Most I/O APICs recorded.
+pub const MAX_IOAPICS: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -301,7 +346,7 @@ mod tests {
     fn lists_enabled_local_apics_in_order() {
         let mut entries = local_apic(0, 0, 1);
         entries.extend(local_apic(1, 2, 1));
-        entries.extend([1, 12, 0, 0, 0, 0, 0xc0, 0xfe, 0, 0, 0, 0]); // an IOAPIC
+        entries.extend([1, 12, 2, 0, 0, 0, 0xc0, 0xfe, 24, 0, 0, 0]); // an IOAPIC
         entries.extend(local_apic(2, 5, 0)); // disabled, not online capable
         entries.extend(local_apic(3, 7, 2)); // online capable
         let mut x2 = std::vec![9, 16, 0, 0];
@@ -313,6 +358,14 @@ mod tests {
         // No hint: found by the BIOS-area scan.
         let cpus = cpus(&memory, 0).unwrap();
         assert_eq!(cpus.apic_ids(), &[0, 2, 7, 300]);
+        assert_eq!(
+            cpus.ioapics(),
+            [IoApic {
+                id: 2,
+                address: 0xfec0_0000,
+                gsi_base: 24
+            }]
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use x86_64::instructions::port::Port;
-use x86_64::registers::model_specific::Msr;
 
 use crate::clock;
 use crate::lapic_modes::{self, x2apic};
@@ -38,7 +37,6 @@ const TIMER_CURRENT: usize = 0x390;
 const TIMER_DIVIDE: usize = 0x3e0;
 
 const MASKED: u32 = 1 << 16;
-const IA32_APIC_BASE: u32 = 0x1b;
 
 /// LAPIC timer ticks per millisecond (calibrated against the TSC).
 static TICKS_PER_MS: AtomicU64 = AtomicU64::new(1_000_000);
@@ -82,17 +80,7 @@ pub fn init() {
 /// error interrupt masked, timer stopped, dividing by 1. Other cores use
 /// core 0's timer calibration (same clock under QEMU).
 pub fn enable() {
-    let mut base = Msr::new(IA32_APIC_BASE);
-    // SAFETY: reading IA32_APIC_BASE has no side effect.
-    let value = unsafe { base.read() };
-    // SAFETY: setting its global-enable bit keeps the LAPIC at its current
-    // (mapped) address.
-    unsafe { base.write(value | (1 << 11)) };
-    if x2apic() {
-        // SAFETY: x2APIC is offered (CPUID) and chosen; xAPIC → x2APIC with
-        // the LAPIC enabled is an allowed transition (SDM §11.12.5).
-        unsafe { base.write(value | (1 << 11) | lapic_modes::APIC_BASE_X2APIC_ENABLE) };
-    }
+    crate::lapic_msr::enable(&mut lapic_modes::HardwareMsrs, x2apic());
     write(TPR, 0);
     write(SVR, 0x100 | SPURIOUS_VECTOR as u32);
     write(LVT_ERROR, MASKED);
@@ -188,3 +176,64 @@ pub fn device_interrupt() {
 pub fn take_device_interrupt() -> bool {
     DEVICE_INTERRUPT.swap(false, core::sync::atomic::Ordering::Acquire)
 }
+
+/// An I/O APIC's register window (identity mapped, uncached).
+struct MmioIoApic(u64);
+
+impl crate::ioapic::IoApicRegisters for MmioIoApic {
+    fn read(&mut self, index: u8) -> u32 {
+        let base = self.0 as *mut u32;
+        // SAFETY: `base` is an I/O APIC's mapped register window (from the
+        // MADT, mapped by `mask_ioapics`), only core 0 touches it, at boot;
+        // IOREGSEL is at 0x00 and IOWIN at 0x10.
+        unsafe { base.write_volatile(u32::from(index)) };
+        // SAFETY: as above.
+        unsafe { base.wrapping_add(4).read_volatile() }
+    }
+
+    fn write(&mut self, index: u8, value: u32) {
+        let base = self.0 as *mut u32;
+        // SAFETY: as in `read`.
+        unsafe { base.write_volatile(u32::from(index)) };
+        // SAFETY: as above; masking entries is the only write made.
+        unsafe { base.wrapping_add(4).write_volatile(value) };
+    }
+}
+
+/// Maps the I/O APICs the MADT lists (`madt`: the boot's one walk) and
+/// masks every pin (`ioapic.rs`). Runs once on core 0, before the other
+/// cores start (they copy core 0's page tables then). Without a MADT,
+/// QEMU's I/O APIC at its fixed address is masked.
+pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
+    let fallback = [crate::acpi::IoApic {
+        id: 0,
+        address: IOAPIC_DEFAULT as u32,
+        gsi_base: 0,
+    }];
+    let found = match madt {
+        Ok(madt) => madt.ioapics(),
+        Err(error) => {
+            log::warn!(
+                "no MADT to find the I/O APICs ({error}): masking the one at {IOAPIC_DEFAULT:#x}"
+            );
+            &fallback[..]
+        }
+    };
+    for ioapic in found {
+        let base = u64::from(ioapic.address);
+        if let Err(error) = crate::paging::map_device(base, base + 4096) {
+            log::warn!("cannot map the I/O APIC at {base:#x}: {error}");
+            continue;
+        }
+        let (pins, newly) = crate::ioapic::mask_all(&mut MmioIoApic(base));
+        log::debug!(
+            "I/O APIC id {} at {base:#x}: GSIs {}..{}, all {pins} pins masked ({newly} by us)",
+            ioapic.id,
+            ioapic.gsi_base,
+            ioapic.gsi_base + pins
+        );
+    }
+}
+
+/// QEMU's I/O APIC (q35 and microvm).
+const IOAPIC_DEFAULT: u64 = crate::paging::IOAPIC_BASE;

@@ -13,7 +13,8 @@ use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
 use crate::cpu_features::{self, CpuFeatures, HardwareCpuid};
 use crate::wall_clock;
 use crate::{
-    apic, clock, console, cpu, lapic_modes, memory, paging, pci_ecam, runtime, smp, start_info,
+    apic, clock, console, cpu, lapic_modes, logger, memory, paging, pci_ecam, runtime, smp,
+    start_info,
 };
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
@@ -184,24 +185,32 @@ extern "C" fn start64(start_info_paddr: u32) -> ! {
         }
     };
     cpu::init_core0();
-    let (options, _) = parse_cmdline(info.cmdline(), |word| {
-        crate::println!("ebbflow: ignoring unknown platform option '{word}'");
+    logger::init();
+    // The level first, so that what parsing reports obeys it.
+    let (options, _) = parse_cmdline(info.cmdline(), |_| {});
+    logger::set_level(options.log_level());
+    parse_cmdline(info.cmdline(), |word| {
+        log::warn!("ignoring unknown platform option '{word}'");
     });
     let plan = match paging::init(info) {
         Ok(plan) => plan,
         Err(error) => {
-            crate::println!("ebbflow: cannot build page tables: {error}");
+            log::error!("cannot build page tables: {error}");
             runtime::exit(i32::from(EXIT_BOOT_FAILURE));
         }
     };
     memory::init(plan);
     runtime::set_options(options);
+    if let Err(error) = cpu::guard_core0_stacks() {
+        log::error!("no memory for core 0's interrupt stacks: {error}");
+        runtime::exit(i32::from(EXIT_BOOT_FAILURE));
+    }
     // Core 0 leaves the boot stack for one with a guard page below, like
     // every other core's.
     let top = match paging::map_stack(smp::CORE_STACK_SIZE) {
         Ok(top) => top,
         Err(error) => {
-            crate::println!("ebbflow: no memory for core 0's stack: {error}");
+            log::error!("no memory for core 0's stack: {error}");
             runtime::exit(i32::from(EXIT_BOOT_FAILURE));
         }
     };
@@ -231,36 +240,42 @@ extern "C" fn start_core0() -> ! {
     let features = CpuFeatures::detect(&HardwareCpuid);
     let choice = cpu_features::choose(&features, options.tsc_khz.is_some());
     lapic_modes::set(&choice);
-    clock::init(options.tsc_khz);
+    clock::init(
+        options.tsc_khz,
+        choice.clock == cpu_features::ClockSource::KvmClock,
+    );
     let wall_source = wall_clock::init(options.wall);
     apic::init();
+    // One MADT walk for the I/O APICs and the CPUs.
+    let madt = crate::acpi::cpus(&smp::IdentityMapped, info.rsdp);
+    apic::mask_ioapics(&madt);
     // PCI before the other cores: BARs above 512 GiB need new PML4
     // entries, which cores copy when they start.
     if let Err(error) = pci_ecam::init(info.rsdp) {
-        crate::println!("ebbflow: PCI: {error}");
+        log::warn!("PCI: {error}");
     }
-    runtime::set_cores(smp::start_cores(options.cores, info.rsdp).into_boxed_slice());
+    runtime::set_cores(smp::start_cores(options.cores, &madt).into_boxed_slice());
     let boot_ns = since_entry_ns();
-    if options.verbose {
+    if log::log_enabled!(log::Level::Debug) {
         runtime::describe_boot(info);
         pci_ecam::describe();
-        crate::println!(
-            "ebbflow native: {:?} offered; using {:?}, {:?} timer, clock {:?}",
+        log::debug!(
+            "{:?} offered; using {:?}, {:?} timer, clock {:?}",
             features,
             choice.interrupt_controller,
             choice.timer,
             choice.clock
         );
         if let Some(ns) = wall_clock::unix_nanos() {
-            crate::println!(
-                "ebbflow native: wall clock {}.{:03} s since the Unix epoch (from {:?})",
+            log::debug!(
+                "wall clock {}.{:03} s since the Unix epoch (from {:?})",
                 ns / 1_000_000_000,
                 ns / 1_000_000 % 1_000,
                 wall_source
             );
         }
-        crate::println!(
-            "ebbflow native: entry to main {}.{:03} ms",
+        log::debug!(
+            "entry to main {}.{:03} ms",
             boot_ns / 1_000_000,
             boot_ns / 1_000 % 1_000
         );
@@ -270,7 +285,7 @@ extern "C" fn start_core0() -> ! {
     let mut count = 0;
     for word in args {
         if count == words.len() {
-            crate::println!("ebbflow: more than 64 application arguments; the rest are dropped");
+            log::warn!("more than 64 application arguments; the rest are dropped");
             break;
         }
         words[count] = word;

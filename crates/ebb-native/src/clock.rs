@@ -3,10 +3,20 @@
 //! host's rate; TCG offers neither CPUID leaf 0x15 nor kvmclock). Without
 //! `tsc_khz=`, the TSC is calibrated against the PIT's channel 0 (its
 //! latched count is readable on q35 and microvm alike) for 10 ms.
+//!
+//! When CPUID offers kvmclock (KVM), the clock is kvmclock instead
+//! (`pvclock.rs`): core 0 registers one `pvclock_vcpu_time_info` in the
+//! image and every core reads it (KVM marks it TSC-stable when its vCPUs'
+//! TSCs agree; a warning says so when it does not), and the TSC frequency
+//! comes from its scale factors, with no calibration.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 use x86_64::instructions::port::Port;
+
+use crate::lapic_modes::HardwareMsrs;
+use crate::pvclock::{self, Snapshot, TimeInfo, TimeInfoSource};
 
 /// The TSC at boot: time 0.
 static ORIGIN: AtomicU64 = AtomicU64::new(0);
@@ -14,6 +24,81 @@ static ORIGIN: AtomicU64 = AtomicU64::new(0);
 static NS_PER_TICK: AtomicU64 = AtomicU64::new(1 << 32);
 /// TSC ticks per millisecond (the TSC frequency in kHz).
 static KHZ: AtomicU64 = AtomicU64::new(1_000_000);
+/// Time is read from kvmclock.
+static KVMCLOCK: AtomicBool = AtomicBool::new(false);
+/// kvmclock's time at boot: time 0.
+static ORIGIN_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The kvmclock structure the hypervisor keeps current.
+struct KvmClockInfo(UnsafeCell<TimeInfo>);
+
+// SAFETY: only the hypervisor writes it (after core 0 registered it);
+// the guest reads it with volatile reads and the version protocol.
+unsafe impl Sync for KvmClockInfo {}
+
+static KVMCLOCK_INFO: KvmClockInfo = KvmClockInfo(UnsafeCell::new(TimeInfo {
+    version: 0,
+    pad0: 0,
+    tsc_timestamp: 0,
+    system_time: 0,
+    tsc_to_system_mul: 0,
+    tsc_shift: 0,
+    flags: 0,
+    pad: [0; 2],
+}));
+
+/// Volatile reads of [`KVMCLOCK_INFO`].
+struct Hardware;
+
+impl TimeInfoSource for Hardware {
+    fn version(&self) -> u32 {
+        // `version` is the structure's first field.
+        let version = KVMCLOCK_INFO.0.get().cast::<u32>();
+        // SAFETY: the static is valid and aligned; the hypervisor may
+        // change it at any time, hence the volatile read.
+        let version = unsafe { version.read_volatile() };
+        fence(Ordering::Acquire);
+        version
+    }
+
+    fn fields(&self) -> Snapshot {
+        let info = KVMCLOCK_INFO.0.get();
+        // SAFETY: as in `version`: a volatile copy of the whole structure
+        // (a torn copy is caught by the version protocol).
+        let copy = unsafe { info.read_volatile() };
+        fence(Ordering::Acquire);
+        Snapshot {
+            tsc_timestamp: copy.tsc_timestamp,
+            system_time: copy.system_time,
+            mul: copy.tsc_to_system_mul,
+            shift: copy.tsc_shift,
+            flags: copy.flags,
+        }
+    }
+}
+
+/// Registers kvmclock's structure (core 0) and, if the hypervisor filled
+/// it, makes it the clock. The image is identity mapped, so the static's
+/// address is its physical address.
+fn start_kvmclock() -> bool {
+    pvclock::enable(&mut HardwareMsrs, KVMCLOCK_INFO.0.get() as u64);
+    let snapshot = pvclock::read(&Hardware);
+    if snapshot.mul == 0 {
+        log::warn!("kvmclock is offered but its structure stays empty: using the TSC");
+        return false;
+    }
+    if !snapshot.stable() {
+        log::warn!("kvmclock does not mark the TSC stable: every core reads core 0's clock");
+    }
+    let khz = snapshot.tsc_khz().max(1);
+    KHZ.store(khz, Ordering::Relaxed);
+    NS_PER_TICK.store((1_000_000u64 << 32) / khz, Ordering::Relaxed);
+    ORIGIN_NS.store(snapshot.nanos_at(rdtsc()), Ordering::Relaxed);
+    ORIGIN.store(rdtsc(), Ordering::Relaxed);
+    KVMCLOCK.store(true, Ordering::Release);
+    log::debug!("clock: kvmclock, TSC {khz} kHz");
+    true
+}
 
 /// Reads the TSC.
 #[inline(always)]
@@ -66,14 +151,15 @@ fn calibrate_with_pit() -> u64 {
 }
 
 /// Sets the clock up: time 0 is now.
-pub fn init(tsc_khz: Option<u64>) {
+pub fn init(tsc_khz: Option<u64>, kvmclock: bool) {
+    if kvmclock && start_kvmclock() {
+        return;
+    }
     let khz = match tsc_khz {
         Some(khz) if khz > 0 => khz,
         _ => {
             let khz = calibrate_with_pit();
-            crate::println!(
-                "ebbflow: no tsc_khz= on the command line; PIT calibration says {khz} kHz"
-            );
+            log::info!("no tsc_khz= on the command line; PIT calibration says {khz} kHz");
             khz.max(1)
         }
     };
@@ -90,6 +176,10 @@ pub fn tsc_khz() -> u64 {
 /// Nanoseconds since [`init`].
 #[inline]
 pub fn nanos() -> u64 {
+    if KVMCLOCK.load(Ordering::Relaxed) {
+        let now = pvclock::read(&Hardware).nanos_at(rdtsc());
+        return now.saturating_sub(ORIGIN_NS.load(Ordering::Relaxed));
+    }
     let ticks = rdtsc().saturating_sub(ORIGIN.load(Ordering::Relaxed));
     ((u128::from(ticks) * u128::from(NS_PER_TICK.load(Ordering::Relaxed))) >> 32) as u64
 }

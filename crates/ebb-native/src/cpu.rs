@@ -14,7 +14,7 @@
 use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use spin::Once;
 use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
@@ -198,15 +198,36 @@ struct Idt([Gate; 256]);
 struct Stack(UnsafeCell<[u8; IST_STACK_SIZE]>);
 
 // SAFETY: each stack is used only by the CPU, as the IST stack of one
-// vector on core 0; Rust code never reads or writes it through the static.
+// vector on core 0 until `guard_core0_stacks`; Rust code never reads or
+// writes it through the static.
 unsafe impl Sync for Stack {}
 
-static IST_STACKS: [Stack; 4] = [
+/// Core 0's first interrupt stacks: statics, because the IDT is loaded
+/// before the page allocator exists (so that boot faults are reported).
+/// [`guard_core0_stacks`] replaces them with guarded ones.
+static BOOT_IST_STACKS: [Stack; 4] = [
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
     Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
 ];
+
+/// Core 0's TSS, written once more after the heap exists.
+struct Core0Tss(UnsafeCell<TaskStateSegment>);
+
+// SAFETY: written only by core 0, at boot, with interrupts off and before
+// the other cores start; the CPU reads it when it takes an interrupt.
+unsafe impl Sync for Core0Tss {}
+
+static CORE0_TSS: Core0Tss = Core0Tss(UnsafeCell::new(TaskStateSegment::new()));
+
+/// Most cores a node has (`smp.rs` counts started cores in a `u64`).
+const MAX_CORES: usize = 64;
+
+/// The tops of each core's interrupt stacks (0: not set), by core number,
+/// for [`interrupt_stacks`] and `crash=ist-overflow`.
+static IST_TOPS: [[AtomicU64; 4]; MAX_CORES] =
+    [const { [const { AtomicU64::new(0) }; 4] }; MAX_CORES];
 
 struct Gdt {
     table: GlobalDescriptorTable,
@@ -215,15 +236,17 @@ struct Gdt {
     tss: SegmentSelector,
 }
 
-static TSS: Once<TaskStateSegment> = Once::new();
 static GDT: Once<Gdt> = Once::new();
 static IDT: Once<Idt> = Once::new();
 
-fn make_gdt(tss: &'static TaskStateSegment) -> Gdt {
+/// # Safety
+/// `tss` stays valid (and is this core's alone) for good.
+unsafe fn make_gdt(tss: *const TaskStateSegment) -> Gdt {
     let mut table = GlobalDescriptorTable::new();
     let code = table.append(Descriptor::kernel_code_segment());
     let data = table.append(Descriptor::kernel_data_segment());
-    let tss = table.append(Descriptor::tss_segment(tss));
+    // SAFETY: the caller's contract: `tss` lives for good.
+    let tss = table.append(unsafe { Descriptor::tss_segment_unchecked(tss) });
     Gdt {
         table,
         code,
@@ -274,32 +297,74 @@ fn load(gdt: &'static Gdt) {
     unsafe { lidt(&pointer) };
 }
 
-/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks) and the
-/// IDT. After this an exception produces a report instead of a reset.
+/// Loads core 0's GDT (code, data, TSS), TSS (interrupt stacks: the boot
+/// statics for now) and the IDT. After this an exception produces a report
+/// instead of a reset.
 pub fn init_core0() {
-    let tss = TSS.call_once(|| {
-        let mut tss = TaskStateSegment::new();
-        for (slot, stack) in IST_STACKS.iter().enumerate() {
-            let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
-            tss.interrupt_stack_table[slot] = VirtAddr::new(top);
-        }
-        tss
-    });
-    load(GDT.call_once(|| make_gdt(tss)));
+    let tss = CORE0_TSS.0.get();
+    for (slot, stack) in BOOT_IST_STACKS.iter().enumerate() {
+        let top = stack.0.get() as u64 + IST_STACK_SIZE as u64;
+        // SAFETY: boot, core 0 alone, interrupts off, the TSS not loaded
+        // yet: nothing else reads or writes it.
+        unsafe { (*tss).interrupt_stack_table[slot] = VirtAddr::new(top) };
+    }
+    // SAFETY: the TSS is a static, core 0's alone.
+    load(GDT.call_once(|| unsafe { make_gdt(tss) }));
+}
+
+/// Moves core 0's interrupt stacks to the stacks' region, each with an
+/// unmapped guard page below (like every other core's), so that an
+/// overflow of an interrupt stack faults into the report instead of
+/// running over the memory below. Needs the page allocator; runs once on
+/// core 0, at boot, with interrupts off and no exception in progress (so
+/// no IST stack is in use).
+pub fn guard_core0_stacks() -> Result<(), paging::PagingError> {
+    let tss = CORE0_TSS.0.get();
+    for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
+        let top = paging::map_stack(IST_STACK_SIZE as u64)?;
+        // SAFETY: see above: no interrupt can read the entry while it
+        // changes, and the CPU reads IST entries from memory at each
+        // interrupt, so the loaded TSS needs no reload.
+        unsafe { (*tss).interrupt_stack_table[slot] = VirtAddr::new(top) };
+        IST_TOPS[0][slot].store(top, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// Gives another core its own GDT and TSS, with interrupt stacks (guard
 /// pages below them) from the stacks' region, and loads them and the IDT.
 /// Runs on that core, once, with the heap up.
-pub fn init_other_core() -> Result<(), paging::PagingError> {
+pub fn init_other_core(core: usize) -> Result<(), paging::PagingError> {
     let mut tss = TaskStateSegment::new();
     for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
         let top = paging::map_stack(IST_STACK_SIZE as u64)?;
         tss.interrupt_stack_table[slot] = VirtAddr::new(top);
+        if let Some(tops) = IST_TOPS.get(core) {
+            tops[slot].store(top, Ordering::Relaxed);
+        }
     }
     let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
-    load(Box::leak(Box::new(make_gdt(tss))));
+    // SAFETY: the TSS is leaked: it lives for good, and only this core
+    // loads it.
+    load(Box::leak(Box::new(unsafe { make_gdt(tss) })));
     Ok(())
+}
+
+/// Core `core`'s interrupt stacks as `[bottom, top)`, double fault, NMI,
+/// machine check, page fault in that order; `None` until they are in the
+/// stacks' region (for core 0: until `guard_core0_stacks`). Each has an
+/// unmapped guard page below `bottom`.
+pub fn interrupt_stacks(core: usize) -> Option<[(u64, u64); 4]> {
+    let tops = IST_TOPS.get(core)?;
+    let mut stacks = [(0, 0); 4];
+    for (stack, top) in stacks.iter_mut().zip(tops) {
+        let top = top.load(Ordering::Relaxed);
+        if top == 0 {
+            return None;
+        }
+        *stack = (top - IST_STACK_SIZE as u64, top);
+    }
+    Some(stacks)
 }
 
 /// Every interrupt and exception, called by the stubs with interrupts off.
@@ -329,6 +394,9 @@ fn page_fault(frame: &Frame) {
         PageFault::Fatal(FaultError::Denied) => "in a region that refused it (or no memory)",
         PageFault::NotARegion if paging::is_stack_guard(address) => {
             "in the guard page below a stack: stack overflow"
+        }
+        PageFault::NotARegion if crate::large::contains(address) => {
+            "in the large allocations' window but in no live allocation (overrun or use after free)"
         }
         PageFault::NotARegion => "not mapped",
     };

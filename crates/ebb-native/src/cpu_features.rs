@@ -110,8 +110,8 @@ pub enum TimerMode {
 pub enum ClockSource {
     /// `tsc_khz=` from the launcher (measured on the host).
     TscFromCommandLine,
-    /// KVM offers kvmclock. Its pvclock protocol is not implemented yet:
-    /// the TSC is still read at `tsc_khz=` (or the PIT calibration).
+    /// KVM offers kvmclock: time and the TSC's frequency from its pvclock
+    /// structure (`pvclock.rs`, `clock.rs`).
     KvmClock,
     /// The TSC calibrated against PIT channel 0.
     TscPitCalibrated,

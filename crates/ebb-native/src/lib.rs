@@ -26,8 +26,11 @@ extern crate alloc;
 pub mod abi;
 pub mod acpi;
 pub mod cpu_features;
+pub mod ioapic;
+pub mod lapic_msr;
 pub mod layout;
 pub mod pci;
+pub mod pvclock;
 pub mod rtc;
 
 #[cfg(target_os = "none")]
@@ -42,6 +45,10 @@ pub mod console;
 mod cpu;
 #[cfg(target_os = "none")]
 mod lapic_modes;
+#[cfg(target_os = "none")]
+pub mod large;
+#[cfg(target_os = "none")]
+mod logger;
 #[cfg(target_os = "none")]
 mod mem_fill;
 #[cfg(target_os = "none")]
@@ -67,6 +74,12 @@ pub mod virtio;
 #[cfg(target_os = "none")]
 mod wall_clock;
 
+#[cfg(target_os = "none")]
+pub use cpu::interrupt_stacks;
+#[cfg(target_os = "none")]
+pub use memory::stats as page_allocator_bytes;
+#[cfg(target_os = "none")]
+pub use paging::is_mapped;
 #[cfg(target_os = "none")]
 pub use runtime::{exit, run, NativeError};
 /// Wall-clock time in nanoseconds since the Unix epoch (from `wall=` or

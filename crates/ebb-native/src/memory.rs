@@ -13,12 +13,14 @@
 //!   context page (after `ebb-core`'s `Context`, at a fixed virtual address
 //!   that every core's page tables back with a different page, like the
 //!   EbbRef table): one load, no segment register.
-//! * [`AddressSpace`]: large allocations (over 32 KiB) are naturally
+//! * [`AddressSpace`]: allocations over 32 KiB (the slabs' largest class)
+//!   whose reservation is below [`large::THRESHOLD`] (2 MiB) are naturally
 //!   aligned blocks of the page allocator, identity mapped and so
 //!   physically contiguous (handy for DMA), zeroed on reservation (the
-//!   demand-zero contract), at most 128 MiB. Protection cannot change on
-//!   the identity map's large pages: `protect` says no. Demand-paged
-//!   regions with guard pages need the page-fault handler (README, "Next").
+//!   demand-zero contract). From 2 MiB up they are mapped from separate
+//!   4 KiB frames in their own virtual window (`large.rs`): no contiguous
+//!   block needed, so they can exceed the largest free block. Protection
+//!   cannot change on the identity map's large pages: `protect` says no.
 
 use core::ptr::{self, NonNull};
 
@@ -27,6 +29,7 @@ use ebb_mem::slab::{CoreCache, EMPTY_CACHE};
 use ebb_mem::vmem::{AddressSpace, Protection};
 use ebb_mem::{CoreLocal, GeneralPurposeAllocator, MemoryRoot, PAGE_SIZE};
 
+use crate::large;
 use crate::layout::Kind;
 use crate::paging::{MemoryPlan, CORE_CACHE_SLOT};
 
@@ -51,13 +54,17 @@ fn order_for(len: usize) -> usize {
     len.div_ceil(PAGE_SIZE).next_power_of_two().trailing_zeros() as usize
 }
 
-// SAFETY: blocks come from the page allocator, which hands each out once;
+// SAFETY: blocks come from the page allocator, which hands each out once
+// (and `large::reserve` maps fresh frames at never reused addresses);
 // they are identity-mapped RAM, readable and writable, naturally aligned to
 // their size, which is at least `len` and so at least `align` (`align` is a
 // power of two no larger than `len` in `VMemAllocator::reserve`, which
 // reserves `align + len` bytes).
 unsafe impl AddressSpace for BlockSpace {
     fn reserve(&self, len: usize, align: usize) -> Option<NonNull<u8>> {
+        if len >= large::THRESHOLD {
+            return large::reserve(len, align);
+        }
         let order = order_for(len.max(align));
         let block = ROOT.slabs.pages(0).alloc(order)?;
         // SAFETY: a fresh block of `PAGE_SIZE << order >= len` bytes.
@@ -66,6 +73,12 @@ unsafe impl AddressSpace for BlockSpace {
     }
 
     unsafe fn release(&self, ptr: NonNull<u8>, len: usize) {
+        if large::contains(ptr.as_ptr() as u64) {
+            // SAFETY: the caller's contract: exactly a reservation, which
+            // `reserve` made in the window.
+            unsafe { large::release(ptr, len) };
+            return;
+        }
         // SAFETY: `ptr`/`len` are exactly a reservation (caller's
         // contract), so a block of this order.
         unsafe { ROOT.slabs.pages(0).free(ptr, order_for(len)) };
@@ -156,7 +169,7 @@ pub fn init(plan: &MemoryPlan) {
         base += ARENA_BYTES;
     }
     if arenas == 0 {
-        crate::println!("ebbflow: no usable RAM for the page allocator");
+        log::error!("no usable RAM for the page allocator");
     }
 }
 

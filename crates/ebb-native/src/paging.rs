@@ -268,6 +268,7 @@ pub fn init(info: &StartInfo) -> Result<&'static MemoryPlan, PagingError> {
     // the shared entries, so stacks mapped later are seen by every core.
     next_table(pml4, index(STACKS_VADDR, 3), &mut frames)?;
     next_table(pml4, index(REGIONS_VADDR, 3), &mut frames)?;
+    next_table(pml4, index(crate::large::LARGE_VADDR, 3), &mut frames)?;
     CORE0_PML4.store(pml4, Ordering::Relaxed);
 
     let plan = PLAN.call_once(|| MemoryPlan {
@@ -387,7 +388,8 @@ pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
 /// the same page (or the same missing table) at once must not both map it.
 static REGION_TABLES: Mutex<()> = Mutex::new(());
 
-/// Maps the 4 KiB page at `addr` (in the shared regions' area) to a fresh
+/// Maps the 4 KiB page at `addr` (in the shared regions' area or the large
+/// allocations' window, `large.rs`) to a fresh
 /// zeroed frame, for every core (the area's tables are shared), unless
 /// another core mapped it first. `Some(true)`: mapped now; `Some(false)`:
 /// already mapped; `None`: no memory.
@@ -499,4 +501,26 @@ pub fn is_mapped_ram(addr: u64, len: u64) -> bool {
         // The boot tables map the first 4 GiB.
         None => addr >= PAGE && end <= 1 << 32,
     }
+}
+
+/// Whether `addr` is mapped in this core's page tables (any page size).
+pub fn is_mapped(addr: u64) -> bool {
+    let mut table = Cr3::read_raw().0.start_address().as_u64();
+    for level in (0..4).rev() {
+        // SAFETY: `table` is one of our page-table frames (identity
+        // mapped), index < 512.
+        let value = unsafe {
+            entries(table)
+                .wrapping_add(index(addr, level) as usize)
+                .read()
+        };
+        if value & PRESENT == 0 {
+            return false;
+        }
+        if level == 0 || (level < 3 && value & LARGE != 0) {
+            return true;
+        }
+        table = value & ADDRESS;
+    }
+    true
 }

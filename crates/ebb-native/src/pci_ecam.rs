@@ -94,8 +94,8 @@ pub fn config_space() -> Option<&'static dyn ConfigSpace> {
 /// Prints the functions (`verbose`).
 pub fn describe() {
     if let Some(pci) = PCI.get() {
-        crate::println!(
-            "ebbflow native: PCI ECAM at {:#x}, buses {}..={}, {} functions",
+        log::debug!(
+            "PCI ECAM at {:#x}, buses {}..={}, {} functions",
             pci.space.ecam.base,
             pci.space.ecam.start_bus,
             pci.space.ecam.end_bus,
@@ -103,8 +103,8 @@ pub fn describe() {
         );
     }
     for function in functions() {
-        crate::println!(
-            "ebbflow native: pci {} {:04x}:{:04x} class {:02x}.{:02x} caps {:x?}",
+        log::debug!(
+            "pci {} {:04x}:{:04x} class {:02x}.{:02x} caps {:x?}",
             function.bdf,
             function.vendor,
             function.device,
@@ -120,12 +120,12 @@ pub fn describe() {
             match bar {
                 Some(Bar::Memory {
                     addr, size, wide, ..
-                }) => crate::println!(
-                    "ebbflow native:   BAR{index} memory {addr:#x} +{size:#x}{}",
+                }) => log::debug!(
+                    "  BAR{index} memory {addr:#x} +{size:#x}{}",
                     if *wide { " (64-bit)" } else { "" }
                 ),
                 Some(Bar::Io { port, size }) => {
-                    crate::println!("ebbflow native:   BAR{index} I/O {port:#x} +{size:#x}");
+                    log::debug!("  BAR{index} I/O {port:#x} +{size:#x}");
                 }
                 None => {}
             }

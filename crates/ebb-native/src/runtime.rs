@@ -140,7 +140,7 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
     let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(0, options.net, options.verbose, &hook);
+        net::install(0, options.net, log::log_enabled!(log::Level::Debug), &hook);
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
         }
@@ -168,11 +168,17 @@ pub fn run_other_core(core: usize) -> ! {
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
     let options = options();
-    let init: Box<dyn FnOnce()> =
-        Box::new(move || net::install(core, options.net, options.verbose, &hook));
+    let init: Box<dyn FnOnce()> = Box::new(move || {
+        net::install(
+            core,
+            options.net,
+            log::log_enabled!(log::Level::Debug),
+            &hook,
+        );
+    });
     let driver = Box::new(NativeCore { on_interrupt });
     if let Err(error) = run_core(CoreId(core), node, driver, Some(init)) {
-        crate::println!("ebbflow: core {core} cannot run its event loop: {error}");
+        log::error!("core {core} cannot run its event loop: {error}");
     }
     loop {
         // SAFETY: halting with interrupts off stops this core for good.
@@ -183,13 +189,13 @@ pub fn run_other_core(core: usize) -> ! {
 /// Faults on purpose (`crash=KIND`), from an event, to test the reports.
 #[inline(never)]
 fn crash_now(crash: Crash) {
-    crate::println!("ebbflow: crashing on purpose ({crash:?})");
+    log::info!("crashing on purpose ({crash:?})");
     match crash {
         Crash::NullLoad => {
             // SAFETY: not sound, on purpose: page 0 is never mapped, so this
             // load faults before it returns anything.
             let value = unsafe { core::ptr::read_volatile(core::ptr::null::<u64>()) };
-            crate::println!("read {value} from address 0?");
+            log::error!("read {value} from address 0?");
         }
         // SAFETY: `ud2` raises #UD, reported and fatal; nothing returns.
         Crash::InvalidOpcode => unsafe { asm!("ud2", options(nomem, nostack)) },
@@ -205,9 +211,37 @@ fn crash_now(crash: Crash) {
         }
         Crash::StackOverflow => {
             let depth = recurse(0);
-            crate::println!("recursed {depth} deep without overflowing?");
+            log::error!("recursed {depth} deep without overflowing?");
+        }
+        Crash::IstOverflow => {
+            let Some(stacks) = crate::cpu::interrupt_stacks(0) else {
+                log::error!("core 0 has no guarded interrupt stacks");
+                return;
+            };
+            // The NMI's stack: no NMI comes under QEMU unless asked for.
+            let (bottom, _) = stacks[1];
+            // SAFETY: not sound, on purpose: this core's code now runs on
+            // an interrupt stack (as a handler would) and overflows it; the
+            // page fault that follows runs on its own stack and is fatal.
+            unsafe {
+                asm!(
+                    "mov rsp, {sp}",
+                    "call {next}",
+                    sp = in(reg) bottom + 1024,
+                    next = sym overflow_interrupt_stack,
+                    options(noreturn)
+                )
+            }
         }
     }
+}
+
+/// Recurses on an interrupt stack until its guard page
+/// (`crash=ist-overflow`).
+extern "C" fn overflow_interrupt_stack() -> ! {
+    let depth = recurse(0);
+    log::error!("recursed {depth} deep on an interrupt stack without overflowing?");
+    exit(1)
 }
 
 /// Recurses until the stack overflows (`crash=stack-overflow`): on purpose.
@@ -240,27 +274,31 @@ pub fn describe_boot(info: &StartInfo) {
     let (free, used) = memory::stats();
     if let Some(plan) = paging::plan() {
         let usable: u64 = plan.usable.as_slice().iter().map(|r| r.end - r.start).sum();
-        crate::println!(
-            "ebbflow native: {} MiB usable RAM after the image, identity mapped with {} pages up to {:#x}",
+        log::debug!(
+            "{} MiB usable RAM after the image, identity mapped with {} pages up to {:#x}",
             usable >> 20,
-            if plan.huge_pages { "1 GiB and 2 MiB" } else { "2 MiB" },
+            if plan.huge_pages {
+                "1 GiB and 2 MiB"
+            } else {
+                "2 MiB"
+            },
             plan.mapped.end()
         );
     }
-    crate::println!(
-        "ebbflow native: heap: ebb-mem over {} MiB of pages ({} KiB used), TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
+    log::debug!(
+        "heap: ebb-mem over {} MiB of pages ({} KiB used), TSC {} kHz, LAPIC timer {} ticks/ms, ACPI RSDP at {:#x}",
         (free + used) >> 20,
         used >> 10,
         clock::tsc_khz(),
         apic::ticks_per_ms(),
         info.rsdp
     );
+    log::debug!(
+        "large allocations: {} KiB mapped in their window",
+        crate::large::mapped_bytes() >> 10
+    );
     if let Some(cores) = CORES.get() {
-        crate::println!(
-            "ebbflow native: {} cores, LAPIC ids {:?}",
-            cores.len(),
-            cores
-        );
+        log::debug!("{} cores, LAPIC ids {:?}", cores.len(), cores);
     }
 }
 

@@ -136,16 +136,16 @@ impl PhysicalMemory for IdentityMapped {
 /// Starts up to `wanted - 1` more cores and returns the LAPIC ids of all
 /// running cores, core 0 (this one) first. Fewer if the MADT lists fewer
 /// CPUs or a core does not start (both are reported).
-pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
+pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) -> Vec<u32> {
     let this = apic::id();
     let mut running = Vec::from([this]);
     if wanted <= 1 {
         return running;
     }
-    let cpus = match acpi::cpus(&IdentityMapped, rsdp) {
+    let cpus = match madt {
         Ok(cpus) => cpus,
         Err(error) => {
-            crate::println!("ebbflow: cannot list the CPUs ({error}): running 1 core");
+            log::warn!("cannot list the CPUs ({error}): running 1 core");
             return running;
         }
     };
@@ -157,8 +157,8 @@ pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
         .take(wanted - 1)
         .collect();
     if others.len() + 1 < wanted {
-        crate::println!(
-            "ebbflow: cores={wanted} asked, but the MADT lists {} CPUs: running {}",
+        log::warn!(
+            "cores={wanted} asked, but the MADT lists {} CPUs: running {}",
             cpus.apic_ids().len(),
             others.len() + 1
         );
@@ -169,12 +169,12 @@ pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
     for id in others {
         let core = planned.len() as u64 + 1;
         if id > 255 || core >= 64 {
-            crate::println!("ebbflow: LAPIC id {id} cannot be started in xAPIC mode");
+            log::warn!("LAPIC id {id} cannot be started in xAPIC mode");
             break;
         }
         let (Ok(pml4), Ok(stack)) = (paging::new_core_pml4(), paging::map_stack(CORE_STACK_SIZE))
         else {
-            crate::println!("ebbflow: no memory to start core {core}");
+            log::warn!("no memory to start core {core}");
             break;
         };
         let entry = (&raw mut ebb_ap_table)
@@ -204,9 +204,7 @@ pub fn start_cores(wanted: usize, rsdp: u64) -> Vec<u32> {
     let started = STARTED.load(Ordering::Acquire);
     for &(core, id) in &planned {
         if started & (1 << core) == 0 {
-            crate::println!(
-                "ebbflow: core {core} (LAPIC id {id}) did not start within 200 ms; running {core}"
-            );
+            log::warn!("core {core} (LAPIC id {id}) did not start within 200 ms; running {core}");
             break;
         }
         running.push(id);
@@ -244,8 +242,8 @@ fn wait_started(all: u64, ns: u64) -> bool {
 /// interrupts off. Sets the CPU and the LAPIC up, says it started, and
 /// waits for the node to run its event loop.
 extern "C" fn ap_main(core: u64) -> ! {
-    if let Err(error) = cpu::init_other_core() {
-        crate::println!("ebbflow: core {core}: {error}");
+    if let Err(error) = cpu::init_other_core(core as usize) {
+        log::warn!("core {core}: {error}");
     }
     apic::enable();
     STARTED.fetch_or(1 << core, Ordering::Release);
