@@ -23,6 +23,8 @@
 //! ([`PlatformOptions`]); words after it are the application's arguments.
 //! Words are separated by spaces; there is no quoting yet.
 
+pub use crate::virtio::adaptive::Thresholds;
+
 /// The I/O port of QEMU's `isa-debug-exit` device as the launcher sets it up.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
@@ -135,11 +137,21 @@ pub struct PlatformOptions {
     pub crash: Option<Crash>,
     /// `verbose`: print what the platform found at boot.
     pub verbose: bool,
-    /// `net=static|dhcp|poll-static|poll-dhcp`: how the virtio-net stack
-    /// gets its address (QEMU user networking's 10.0.2.15/24 with gateway
-    /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
-    /// interrupts.
+    /// `net=[poll-|irq-]static|dhcp`: how the virtio-net stack gets its
+    /// address (QEMU user networking's 10.0.2.15/24 with gateway
+    /// 10.0.2.2, or DHCP), and how the device is driven: adaptive polling
+    /// by default, always polled (`poll-`) or always on MSI-X interrupts
+    /// (`irq-`).
     pub net: NetMode,
+    /// `poll_above=PPS` / `poll_below=PPS`: adaptive polling's thresholds
+    /// in packets per second (the lower one must be below the upper).
+    pub poll: Thresholds,
+    /// `virtio_tx_queue=N`: at most N transmit queue entries (a power of
+    /// two, at least 2; tests fill small rings on purpose).
+    pub virtio_tx_queue: Option<u16>,
+    /// `virtio_reset_after=N`: reset and re-initialise the virtio-net
+    /// device once, after it received N frames (tests the reset path).
+    pub virtio_reset_after: Option<u64>,
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
@@ -152,20 +164,25 @@ pub struct NetMode {
     pub dhcp: bool,
     /// Poll the queues from an idle handler instead of taking interrupts.
     pub poll: bool,
+    /// Take interrupts always (no adaptive switch to polling).
+    pub irq: bool,
 }
 
 impl NetMode {
     fn parse(value: &str) -> Option<NetMode> {
-        let (poll, rest) = match value.strip_prefix("poll-") {
-            Some(rest) => (true, rest),
-            None => (false, value),
+        let (poll, irq, rest) = if let Some(rest) = value.strip_prefix("poll-") {
+            (true, false, rest)
+        } else if let Some(rest) = value.strip_prefix("irq-") {
+            (false, true, rest)
+        } else {
+            (false, false, value)
         };
         let dhcp = match rest {
             "static" => false,
             "dhcp" => true,
             _ => return None,
         };
-        Some(NetMode { dhcp, poll })
+        Some(NetMode { dhcp, poll, irq })
     }
 }
 
@@ -178,6 +195,9 @@ impl Default for PlatformOptions {
             crash: None,
             verbose: false,
             net: NetMode::default(),
+            poll: Thresholds::default(),
+            virtio_tx_queue: None,
+            virtio_reset_after: None,
             wall: None,
         }
     }
@@ -191,6 +211,7 @@ pub fn parse_cmdline<'a>(
 ) -> (PlatformOptions, core::str::SplitWhitespace<'a>) {
     let mut words = cmdline.split_whitespace();
     let mut options = PlatformOptions::default();
+    let mut below_word = None;
     for word in words.by_ref() {
         if word == "--" {
             break;
@@ -217,6 +238,20 @@ pub fn parse_cmdline<'a>(
             .map(|machine| options.machine = machine),
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
             "net" => NetMode::parse(value).map(|net| options.net = net),
+            "poll_above" => value.parse().ok().map(|pps| options.poll.poll_above = pps),
+            "poll_below" => value.parse().ok().map(|pps| {
+                options.poll.poll_below = pps;
+                below_word = Some(word);
+            }),
+            "virtio_tx_queue" => value
+                .parse::<u16>()
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n >= 2)
+                .map(|n| options.virtio_tx_queue = Some(n)),
+            "virtio_reset_after" => value
+                .parse()
+                .ok()
+                .map(|n| options.virtio_reset_after = Some(n)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -226,6 +261,12 @@ pub fn parse_cmdline<'a>(
         if known.is_none() {
             on_unknown(word);
         }
+    }
+    // Thresholds the wrong way round would flap: keep the defaults and
+    // report the lower one.
+    if !options.poll.valid() {
+        options.poll = Thresholds::default();
+        on_unknown(below_word.unwrap_or("poll_above"));
     }
     (options, words)
 }
@@ -274,7 +315,8 @@ mod tests {
             options.net,
             NetMode {
                 dhcp: true,
-                poll: true
+                poll: true,
+                irq: false,
             }
         );
         assert_eq!(args, ["--x", "y"]);
@@ -295,5 +337,35 @@ mod tests {
         assert_eq!(Crash::parse("guard-page"), Some(Crash::GuardPage));
         assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
+    }
+
+    #[test]
+    fn virtio_options_and_thresholds() {
+        let (options, _, unknown) = parse(
+            "net=irq-dhcp poll_above=5000 poll_below=500 virtio_tx_queue=8 virtio_reset_after=40",
+        );
+        assert_eq!(
+            options.net,
+            NetMode {
+                dhcp: true,
+                poll: false,
+                irq: true,
+            }
+        );
+        assert_eq!(
+            options.poll,
+            Thresholds {
+                poll_above: 5000,
+                poll_below: 500
+            }
+        );
+        assert_eq!(options.virtio_tx_queue, Some(8));
+        assert_eq!(options.virtio_reset_after, Some(40));
+        assert!(unknown.is_empty());
+        assert_eq!(parse("").0.net, NetMode::default(), "adaptive by default");
+        let (options, _, unknown) = parse("poll_above=100 poll_below=200 virtio_tx_queue=6");
+        assert_eq!(options.poll, Thresholds::default());
+        assert_eq!(options.virtio_tx_queue, None);
+        assert_eq!(unknown, ["virtio_tx_queue=6", "poll_below=200"]);
     }
 }

@@ -1,7 +1,16 @@
 //! virtio 1.x devices on PCI (virtio 1.2, OASIS): the modern PCI transport
-//! (`transport`), split virtqueues (`queue`) and the network device
-//! (`net`).
+//! (`transport`), split virtqueues (`queue`), the network device (`net`)
+//! with its checksum offload (`offload`) and adaptive polling
+//! (`adaptive`). `queue` and `adaptive` are platform-neutral and tested on
+//! the host (the queue against a device model, `queue_tests`).
 
+pub mod adaptive;
+#[cfg(target_os = "none")]
 pub mod net;
+#[cfg(target_os = "none")]
+pub mod offload;
 pub mod queue;
+#[cfg(all(test, not(target_os = "none")))]
+mod queue_tests;
+#[cfg(target_os = "none")]
 pub mod transport;
