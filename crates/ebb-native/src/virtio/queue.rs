@@ -60,7 +60,8 @@ pub struct SplitQueue {
 impl SplitQueue {
     /// A zeroed queue of `size` entries (a power of two, at most 32768).
     /// `None` if there is no memory. The block is never freed: the device
-    /// may write it until reset, and the platform resets no device.
+    /// may write it until it is reset, and a reset reuses it
+    /// ([`reset`](Self::reset)).
     pub fn new(size: u16) -> Option<Self> {
         let n = usize::from(size);
         let desc = 16 * n;
