@@ -23,8 +23,6 @@
 //! ([`PlatformOptions`]); words after it are the application's arguments.
 //! Words are separated by spaces; there is no quoting yet.
 
-pub use crate::virtio::adaptive::Thresholds;
-
 /// The I/O port of QEMU's `isa-debug-exit` device as the launcher sets it up.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
@@ -143,9 +141,12 @@ pub struct PlatformOptions {
     /// by default, always polled (`poll-`) or always on MSI-X interrupts
     /// (`irq-`).
     pub net: NetMode,
-    /// `poll_above=PPS` / `poll_below=PPS`: adaptive polling's thresholds
-    /// in packets per second (the lower one must be below the upper).
-    pub poll: Thresholds,
+    /// `poll_above=PPS`: adaptive polling polls above this packet rate
+    /// (default: see `virtio::adaptive::Thresholds`, per accelerator).
+    pub poll_above: Option<u64>,
+    /// `poll_below=PPS`: and goes back to interrupts below this one (which
+    /// must be lower).
+    pub poll_below: Option<u64>,
     /// `virtio_tx_queue=N`: at most N transmit queue entries (a power of
     /// two, at least 2; tests fill small rings on purpose).
     pub virtio_tx_queue: Option<u16>,
@@ -195,7 +196,8 @@ impl Default for PlatformOptions {
             crash: None,
             verbose: false,
             net: NetMode::default(),
-            poll: Thresholds::default(),
+            poll_above: None,
+            poll_below: None,
             virtio_tx_queue: None,
             virtio_reset_after: None,
             wall: None,
@@ -211,7 +213,6 @@ pub fn parse_cmdline<'a>(
 ) -> (PlatformOptions, core::str::SplitWhitespace<'a>) {
     let mut words = cmdline.split_whitespace();
     let mut options = PlatformOptions::default();
-    let mut below_word = None;
     for word in words.by_ref() {
         if word == "--" {
             break;
@@ -238,11 +239,8 @@ pub fn parse_cmdline<'a>(
             .map(|machine| options.machine = machine),
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
             "net" => NetMode::parse(value).map(|net| options.net = net),
-            "poll_above" => value.parse().ok().map(|pps| options.poll.poll_above = pps),
-            "poll_below" => value.parse().ok().map(|pps| {
-                options.poll.poll_below = pps;
-                below_word = Some(word);
-            }),
+            "poll_above" => value.parse().ok().map(|pps| options.poll_above = Some(pps)),
+            "poll_below" => value.parse().ok().map(|pps| options.poll_below = Some(pps)),
             "virtio_tx_queue" => value
                 .parse::<u16>()
                 .ok()
@@ -261,12 +259,6 @@ pub fn parse_cmdline<'a>(
         if known.is_none() {
             on_unknown(word);
         }
-    }
-    // Thresholds the wrong way round would flap: keep the defaults and
-    // report the lower one.
-    if !options.poll.valid() {
-        options.poll = Thresholds::default();
-        on_unknown(below_word.unwrap_or("poll_above"));
     }
     (options, words)
 }
@@ -353,19 +345,16 @@ mod tests {
             }
         );
         assert_eq!(
-            options.poll,
-            Thresholds {
-                poll_above: 5000,
-                poll_below: 500
-            }
+            (options.poll_above, options.poll_below),
+            (Some(5000), Some(500))
         );
         assert_eq!(options.virtio_tx_queue, Some(8));
         assert_eq!(options.virtio_reset_after, Some(40));
         assert!(unknown.is_empty());
         assert_eq!(parse("").0.net, NetMode::default(), "adaptive by default");
-        let (options, _, unknown) = parse("poll_above=100 poll_below=200 virtio_tx_queue=6");
-        assert_eq!(options.poll, Thresholds::default());
+        let (options, _, unknown) = parse("poll_above=fast virtio_tx_queue=6");
+        assert_eq!(options.poll_above, None);
         assert_eq!(options.virtio_tx_queue, None);
-        assert_eq!(unknown, ["virtio_tx_queue=6", "poll_below=200"]);
+        assert_eq!(unknown, ["poll_above=fast", "virtio_tx_queue=6"]);
     }
 }

@@ -24,7 +24,8 @@ use ebb_netstack::poll_timer::PollTimer;
 use ebb_netstack::{Config, IpConfig, Stack};
 
 use crate::abi::NetMode;
-use crate::virtio::adaptive::{Adaptive, Mode};
+use crate::cpu_features::{CpuFeatures, HardwareCpuid};
+use crate::virtio::adaptive::{Adaptive, Mode, Thresholds};
 use crate::virtio::net::{QueueStats, VirtioNet, DEVICE, FEATURE_NAMES, VENDOR};
 use crate::{apic, msix, pci_ecam};
 
@@ -243,6 +244,18 @@ fn start(
         !mode.poll && msix::route(function, config, 0, apic::DEVICE_VECTOR as u8, apic::id());
     let options = crate::runtime::options();
     let tx_queue = options.virtio_tx_queue.unwrap_or(256);
+    // KVM's paravirtual clock stands for KVM (every KVM offers it).
+    let kvm = CpuFeatures::detect(&HardwareCpuid).kvmclock;
+    let mut thresholds = Thresholds::choose(kvm, options.poll_above, options.poll_below);
+    if !thresholds.valid() {
+        // The wrong way round, the mode would flap at every window.
+        crate::println!(
+            "ebbflow native: poll_below={} is not below poll_above={}: using the defaults",
+            thresholds.poll_below,
+            thresholds.poll_above
+        );
+        thresholds = Thresholds::choose(kvm, None, None);
+    }
     let device = VirtioNet::with_tx_queue(function, config, interrupts.then_some(0), tx_queue)
         .map_err(|error| {
             crate::println!("ebbflow native: virtio-net at {}: {error}", function.bdf);
@@ -264,8 +277,8 @@ fn start(
         if interrupts && !mode.irq {
             crate::println!(
                 "ebbflow native: virtio-net adaptive polling above {} packets/s, interrupts below {}",
-                options.poll.poll_above,
-                options.poll.poll_below
+                thresholds.poll_above,
+                thresholds.poll_below
             );
         }
     }
@@ -288,7 +301,7 @@ fn start(
         reschedule_queued: Cell::new(false),
         reported: Cell::new(None),
         adaptive: (interrupts && !mode.irq)
-            .then(|| RefCell::new(Adaptive::new(options.poll, now().0, 0))),
+            .then(|| RefCell::new(Adaptive::new(thresholds, now().0, 0))),
         idle: Cell::new(None),
         reset_after: Cell::new(options.virtio_reset_after),
     });
