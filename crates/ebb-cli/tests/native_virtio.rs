@@ -233,6 +233,9 @@ fn adaptive_polling_switches_to_polling_under_load_and_back_when_idle() {
         offered & (CSUM | GUEST_CSUM),
         "{line}"
     );
+    if accepted & CSUM == 0 {
+        assert_eq!(counter(&console, "tx0", "csum_offloaded"), 0, "{console}");
+    }
     let switches = counter(&console, "rx0", "mode_switches");
     assert!(switches >= 2, "{switches} mode switches:\n{console}");
     assert!(counter(&console, "rx0", "interrupts") > 0, "{console}");
@@ -394,4 +397,8 @@ fn checksum_offload_is_negotiated_over_a_tap_with_a_virtio_net_header() {
         "{line}"
     );
     assert!(line.contains("CSUM GUEST_CSUM"), "{line}");
+    // And used: frames sent with NEEDS_CSUM (the host completed them, or
+    // the echo would not be intact), frames received flagged.
+    assert!(counter(&console, "tx0", "csum_offloaded") > 0, "{console}");
+    assert!(counter(&console, "rx0", "csum_offloaded") > 0, "{console}");
 }

@@ -194,8 +194,8 @@ pub fn report(net: &NativeNet) {
     let (rx, tx) = net.stats();
     for (name, q) in [("rx0", rx), ("tx0", tx)] {
         crate::println!(
-            "ebbflow native: virtio-net queue {name}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={}",
-            q.packets, q.bytes, q.interrupts, q.polls, q.mode_switches, q.dropped, q.backlogged
+            "ebbflow native: virtio-net queue {name}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={}",
+            q.packets, q.bytes, q.interrupts, q.polls, q.mode_switches, q.dropped, q.backlogged, q.csum_offloaded
         );
     }
 }
