@@ -2,12 +2,13 @@
 //! (`transport`), split virtqueues (`queue`), the network device (`net`)
 //! with its checksum offload (`offload`) and adaptive polling
 //! (`adaptive`). `queue` and `adaptive` are platform-neutral and tested on
-//! the host (the queue against a device model, `queue_tests`).
+//! the host (the queue against a device model, `queue_tests`); so is
+//! `offload`, with `ebb-netstack` as a host dev-dependency.
 
 pub mod adaptive;
 #[cfg(target_os = "none")]
 pub mod net;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", test))]
 pub mod offload;
 pub mod queue;
 #[cfg(all(test, not(target_os = "none")))]

@@ -51,3 +51,51 @@ pub fn rx_checksum(guest_csum: bool, header: &[u8]) -> RxChecksum {
         RxChecksum::Unverified
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use core::net::Ipv4Addr;
+    use ebb_netstack::sim::udp_frame;
+    use ebb_netstack::EthernetAddress;
+
+    fn frame() -> std::vec::Vec<u8> {
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let ip = Ipv4Addr::new(10, 0, 2, 15);
+        udp_frame((mac, ip, 7), (mac, Ipv4Addr::new(10, 0, 2, 2), 9), b"x")
+    }
+
+    #[test]
+    fn transmit_header_says_where_the_partial_checksum_is() {
+        let frame = frame();
+        // UDP after 14 + 20 bytes; its checksum 6 bytes in (§5.1.6.2).
+        assert_eq!(
+            tx_header(true, &frame),
+            [NEEDS_CSUM, 0, 0, 0, 0, 0, 34, 0, 6, 0, 0, 0]
+        );
+        assert_eq!(tx_header(false, &frame), [0; HEADER], "not negotiated");
+        let mut arp = frame.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(tx_header(true, &arp), [0; HEADER], "nothing to offload");
+        assert_eq!(tx_header(true, &frame[..20]), [0; HEADER], "headers cut");
+    }
+
+    #[test]
+    fn receive_flags_become_what_the_stack_may_skip() {
+        let flags = |f: u8| [f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert_eq!(rx_checksum(true, &flags(0)), RxChecksum::Unverified);
+        assert_eq!(rx_checksum(true, &flags(DATA_VALID)), RxChecksum::Verified);
+        assert_eq!(rx_checksum(true, &flags(NEEDS_CSUM)), RxChecksum::Partial);
+        assert_eq!(
+            rx_checksum(true, &flags(NEEDS_CSUM | DATA_VALID)),
+            RxChecksum::Partial
+        );
+        // Without GUEST_CSUM the flags mean nothing (§5.1.6.3).
+        assert_eq!(
+            rx_checksum(false, &flags(DATA_VALID)),
+            RxChecksum::Unverified
+        );
+        assert_eq!(rx_checksum(true, &[]), RxChecksum::Unverified);
+    }
+}
