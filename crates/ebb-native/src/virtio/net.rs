@@ -243,6 +243,11 @@ impl VirtioNet {
         self.offered
     }
 
+    /// Whether frames wait in the transmit backlog for room in the ring.
+    pub fn tx_waiting(&self) -> bool {
+        !self.tx_backlog.is_empty()
+    }
+
     /// Device resets so far ([`reset`](Self::reset)).
     pub fn resets(&self) -> u64 {
         self.resets
