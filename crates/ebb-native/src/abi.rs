@@ -179,11 +179,24 @@ pub struct PlatformOptions {
     pub verbose: bool,
     /// `log=off|error|warn|info|debug|trace`: the serial logger's level.
     pub log: Option<LogLevel>,
-    /// `net=static|dhcp|poll-static|poll-dhcp`: how the virtio-net stack
-    /// gets its address (QEMU user networking's 10.0.2.15/24 with gateway
-    /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
-    /// interrupts.
+    /// `net=[poll-|irq-]static|dhcp`: how the virtio-net stack gets its
+    /// address (QEMU user networking's 10.0.2.15/24 with gateway
+    /// 10.0.2.2, or DHCP), and how the device is driven: adaptive polling
+    /// by default, always polled (`poll-`) or always on MSI-X interrupts
+    /// (`irq-`).
     pub net: NetMode,
+    /// `poll_above=PPS`: adaptive polling polls above this packet rate
+    /// (default: see `virtio::adaptive::Thresholds`, per accelerator).
+    pub poll_above: Option<u64>,
+    /// `poll_below=PPS`: and goes back to interrupts below this one (which
+    /// must be lower).
+    pub poll_below: Option<u64>,
+    /// `virtio_tx_queue=N`: at most N transmit queue entries (a power of
+    /// two, at least 2; tests fill small rings on purpose).
+    pub virtio_tx_queue: Option<u16>,
+    /// `virtio_reset_after=N`: reset and re-initialise the virtio-net
+    /// device once, after it received N frames (tests the reset path).
+    pub virtio_reset_after: Option<u64>,
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
@@ -196,20 +209,25 @@ pub struct NetMode {
     pub dhcp: bool,
     /// Poll the queues from an idle handler instead of taking interrupts.
     pub poll: bool,
+    /// Take interrupts always (no adaptive switch to polling).
+    pub irq: bool,
 }
 
 impl NetMode {
     fn parse(value: &str) -> Option<NetMode> {
-        let (poll, rest) = match value.strip_prefix("poll-") {
-            Some(rest) => (true, rest),
-            None => (false, value),
+        let (poll, irq, rest) = if let Some(rest) = value.strip_prefix("poll-") {
+            (true, false, rest)
+        } else if let Some(rest) = value.strip_prefix("irq-") {
+            (false, true, rest)
+        } else {
+            (false, false, value)
         };
         let dhcp = match rest {
             "static" => false,
             "dhcp" => true,
             _ => return None,
         };
-        Some(NetMode { dhcp, poll })
+        Some(NetMode { dhcp, poll, irq })
     }
 }
 
@@ -223,6 +241,10 @@ impl Default for PlatformOptions {
             verbose: false,
             log: None,
             net: NetMode::default(),
+            poll_above: None,
+            poll_below: None,
+            virtio_tx_queue: None,
+            virtio_reset_after: None,
             wall: None,
         }
     }
@@ -275,6 +297,17 @@ pub fn parse_cmdline<'a>(
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
             "net" => NetMode::parse(value).map(|net| options.net = net),
             "log" => LogLevel::parse(value).map(|level| options.log = Some(level)),
+            "poll_above" => value.parse().ok().map(|pps| options.poll_above = Some(pps)),
+            "poll_below" => value.parse().ok().map(|pps| options.poll_below = Some(pps)),
+            "virtio_tx_queue" => value
+                .parse::<u16>()
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n >= 2)
+                .map(|n| options.virtio_tx_queue = Some(n)),
+            "virtio_reset_after" => value
+                .parse()
+                .ok()
+                .map(|n| options.virtio_reset_after = Some(n)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -332,7 +365,8 @@ mod tests {
             options.net,
             NetMode {
                 dhcp: true,
-                poll: true
+                poll: true,
+                irq: false,
             }
         );
         assert_eq!(args, ["--x", "y"]);
@@ -374,5 +408,32 @@ mod tests {
         assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
         assert_eq!(Crash::parse("ist-overflow"), Some(Crash::IstOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
+    }
+
+    #[test]
+    fn virtio_options_and_thresholds() {
+        let (options, _, unknown) = parse(
+            "net=irq-dhcp poll_above=5000 poll_below=500 virtio_tx_queue=8 virtio_reset_after=40",
+        );
+        assert_eq!(
+            options.net,
+            NetMode {
+                dhcp: true,
+                poll: false,
+                irq: true,
+            }
+        );
+        assert_eq!(
+            (options.poll_above, options.poll_below),
+            (Some(5000), Some(500))
+        );
+        assert_eq!(options.virtio_tx_queue, Some(8));
+        assert_eq!(options.virtio_reset_after, Some(40));
+        assert!(unknown.is_empty());
+        assert_eq!(parse("").0.net, NetMode::default(), "adaptive by default");
+        let (options, _, unknown) = parse("poll_above=fast virtio_tx_queue=6");
+        assert_eq!(options.poll_above, None);
+        assert_eq!(options.virtio_tx_queue, None);
+        assert_eq!(unknown, ["poll_above=fast", "virtio_tx_queue=6"]);
     }
 }

@@ -13,8 +13,9 @@
 //!
 //! On hosted targets only the platform-neutral parts build: [`abi`] (the
 //! contract with the launcher), [`acpi`] and [`pci`] (table and
-//! configuration-space walks, host-tested) and [`layout`] (memory-map
-//! planning).
+//! configuration-space walks, host-tested), [`layout`] (memory-map
+//! planning) and the platform-neutral parts of [`virtio`] (split
+//! virtqueues, adaptive polling; host-tested).
 #![no_std]
 // This crate only targets x86_64 (usize is 64 bits), and it splits
 // addresses into hardware fields (descriptor halves, register values) on
@@ -69,7 +70,6 @@ mod runtime;
 mod smp;
 #[cfg(target_os = "none")]
 mod start_info;
-#[cfg(target_os = "none")]
 pub mod virtio;
 #[cfg(target_os = "none")]
 mod wall_clock;

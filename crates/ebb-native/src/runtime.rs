@@ -15,7 +15,7 @@ use spin::Once;
 use x86_64::instructions::port::Port;
 
 use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
-use crate::net::{self, InterruptHook};
+use crate::net::{self, InterruptHook, NetSlot};
 use crate::start_info::StartInfo;
 use crate::{apic, clock, console, cpu, memory, paging};
 
@@ -139,20 +139,34 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     }
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
+    let net_slot = NetSlot::default();
+    let slot = Rc::clone(&net_slot);
     let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(0, options.net, log::log_enabled!(log::Level::Debug), &hook);
+        net::install(
+            0,
+            options.net,
+            log::log_enabled!(log::Level::Debug),
+            &hook,
+            &slot,
+        );
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
         }
         main();
     });
-    run_core(
+    let code = run_core(
         CoreId(0),
         node,
         Box::new(NativeCore { on_interrupt }),
         Some(init),
     )
-    .map_err(NativeError::Event)
+    .map_err(NativeError::Event)?;
+    if options.verbose {
+        if let Some(net) = net_slot.borrow().as_ref() {
+            net::report(net);
+        }
+    }
+    Ok(code)
 }
 
 /// The rest of the life of core `core` (not 0), after its CPU setup:
@@ -174,6 +188,7 @@ pub fn run_other_core(core: usize) -> ! {
             options.net,
             log::log_enabled!(log::Level::Debug),
             &hook,
+            &NetSlot::default(),
         );
     });
     let driver = Box::new(NativeCore { on_interrupt });

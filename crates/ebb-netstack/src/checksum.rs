@@ -93,6 +93,56 @@ impl Checksum {
     }
 }
 
+/// The folded, uncomplemented sum of the IPv4 pseudo-header: what a
+/// partial TCP or UDP checksum field holds for a device that completes it
+/// ([`crate::device::ChecksumCapabilities::tx_partial`]).
+#[must_use]
+pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u16) -> u16 {
+    let mut sum = Checksum::new();
+    sum.add_pseudo_header(src, dst, protocol, len);
+    sum.sum()
+}
+
+/// Where the partial checksum of an Ethernet frame carrying IPv4 TCP or
+/// UDP is: the offset of the transport header in the frame and of the
+/// checksum field in that header — virtio-net's `csum_start` and
+/// `csum_offset` (virtio 1.2 §5.1.6.2). `None` for other frames, or if
+/// `headers` (the frame's first bytes) ends before the checksum field.
+#[must_use]
+pub fn partial_offsets(headers: &[u8]) -> Option<(usize, usize)> {
+    const ETHERNET: usize = 14;
+    let ip = headers.get(ETHERNET..)?;
+    if headers[12..14] != [0x08, 0x00] || ip.len() < 20 || ip[0] >> 4 != 4 {
+        return None;
+    }
+    let start = ETHERNET + usize::from(ip[0] & 0x0f) * 4;
+    let offset = match ip[9] {
+        6 => 16,
+        17 => 6,
+        _ => return None,
+    };
+    (start >= ETHERNET + 20 && headers.len() >= start + offset + 2).then_some((start, offset))
+}
+
+/// Completes the partial TCP or UDP checksum of `frame` in software, as a
+/// device with transmit checksum offload does: sums from the transport
+/// header to the end (the field holds the pseudo-header sum) and stores
+/// the complement. Returns whether the frame had one to complete.
+pub fn complete_partial(frame: &mut [u8]) -> bool {
+    let Some((start, offset)) = partial_offsets(frame) else {
+        return false;
+    };
+    let mut sum = Checksum::new();
+    sum.add(&frame[start..]);
+    let mut checksum = sum.finish();
+    // RFC 768: a UDP checksum that computes to zero is sent as all ones.
+    if checksum == 0 && offset == 6 {
+        checksum = 0xffff;
+    }
+    frame[start + offset..start + offset + 2].copy_from_slice(&checksum.to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use ebb_net::{
 use smoltcp::wire::{ArpRepr, EthernetAddress, EthernetProtocol, IpProtocol};
 
 use crate::arp::{self, ArpCache, ArpConfig, ArpStats, Enqueued};
-use crate::device::{Device, DeviceCapabilities};
+use crate::device::{Device, DeviceCapabilities, RxChecksum};
 use crate::dhcp::{self, DhcpClient, DhcpEvent, DhcpOutput, DhcpState, DhcpStats};
 use crate::icmp::{self, Message};
 pub use crate::ipv4::IpConfig;
@@ -211,11 +211,11 @@ impl<D: Device + 'static> Stack<D> {
         loop {
             let delivery = {
                 let mut inner = self.inner.borrow_mut();
-                let Some(frame) = inner.device.receive(now) else {
+                let Some((frame, checksum)) = inner.device.receive_checked(now) else {
                     break;
                 };
                 any = true;
-                inner.process(frame)
+                inner.process(frame, checksum)
             };
             if let Some(delivery) = delivery {
                 self.deliver(delivery);
@@ -383,9 +383,9 @@ impl<D: Device + 'static> Inner<D> {
         }
     }
 
-    fn process(&mut self, frame: IoBuf) -> Option<Deliver> {
+    fn process(&mut self, frame: IoBuf, checksum: RxChecksum) -> Option<Deliver> {
         self.stats.rx_frames += 1;
-        match self.process_frame(&frame) {
+        match self.process_frame(&frame, checksum) {
             Ok(delivery) => delivery,
             Err(error) => {
                 self.count(error);
@@ -394,7 +394,11 @@ impl<D: Device + 'static> Inner<D> {
         }
     }
 
-    fn process_frame(&mut self, frame: &IoBuf) -> Result<Option<Deliver>, RxError> {
+    fn process_frame(
+        &mut self,
+        frame: &IoBuf,
+        checksum: RxChecksum,
+    ) -> Result<Option<Deliver>, RxError> {
         let eth = ethernet::parse(frame, Some(self.hardware_addr))?;
         match eth.ethertype {
             EthernetProtocol::Arp => {
@@ -402,7 +406,7 @@ impl<D: Device + 'static> Inner<D> {
                 self.process_arp(&repr);
                 Ok(None)
             }
-            EthernetProtocol::Ipv4 => self.process_ipv4(frame, &eth.payload),
+            EthernetProtocol::Ipv4 => self.process_ipv4(frame, &eth.payload, checksum),
             _ => Err(RxError::Unsupported),
         }
     }
@@ -434,7 +438,15 @@ impl<D: Device + 'static> Inner<D> {
     }
 
     /// `frame` is the whole frame `payload` came in, for forwarding.
-    fn process_ipv4(&mut self, frame: &IoBuf, payload: &IoBuf) -> Result<Option<Deliver>, RxError> {
+    /// `checksum` concerns the transport checksum only: the IPv4 header's
+    /// is verified unless the device vouches for all of them (as Linux
+    /// does with `CHECKSUM_UNNECESSARY`).
+    fn process_ipv4(
+        &mut self,
+        frame: &IoBuf,
+        payload: &IoBuf,
+        checksum: RxChecksum,
+    ) -> Result<Option<Deliver>, RxError> {
         let ip = ipv4::parse(payload, !self.caps.checksum.ipv4)?;
         let for_us = match self.ip {
             Some(config) => config.accepts(ip.dst),
@@ -445,8 +457,8 @@ impl<D: Device + 'static> Inner<D> {
         }
         match ip.protocol {
             IpProtocol::Icmp => self.process_icmp(&ip),
-            IpProtocol::Udp => self.process_udp(&ip),
-            IpProtocol::Tcp => self.process_tcp(frame, &ip),
+            IpProtocol::Udp => self.process_udp(&ip, checksum),
+            IpProtocol::Tcp => self.process_tcp(frame, &ip, checksum),
             _ => Err(RxError::Unsupported),
         }
     }
@@ -471,8 +483,13 @@ impl<D: Device + 'static> Inner<D> {
         }
     }
 
-    fn process_udp(&mut self, ip: &ipv4::Parsed) -> Result<Option<Deliver>, RxError> {
-        let datagram = udp::parse(&ip.payload, ip.src, ip.dst, !self.caps.checksum.udp)?;
+    fn process_udp(
+        &mut self,
+        ip: &ipv4::Parsed,
+        checksum: RxChecksum,
+    ) -> Result<Option<Deliver>, RxError> {
+        let verify = !self.caps.checksum.udp && checksum == RxChecksum::Unverified;
+        let datagram = udp::parse(&ip.payload, ip.src, ip.dst, verify)?;
         if datagram.dst_port == dhcp::CLIENT_PORT && datagram.src_port == dhcp::SERVER_PORT {
             if let Some(client) = &mut self.dhcp {
                 let out = client.process(self.now, &datagram.payload);
@@ -494,11 +511,13 @@ impl<D: Device + 'static> Inner<D> {
         &mut self,
         frame: &IoBuf,
         ip: &ipv4::Parsed,
+        checksum: RxChecksum,
     ) -> Result<Option<Deliver>, RxError> {
         if self.ip.is_none_or(|c| c.addr != ip.dst) {
             return Err(RxError::NotForUs); // RFC 1122 §4.2.3.10: no broadcast TCP
         }
-        let segment = tcp_segment::parse(&ip.payload, ip.src, ip.dst, true)?;
+        let verify = checksum == RxChecksum::Unverified;
+        let segment = tcp_segment::parse(&ip.payload, ip.src, ip.dst, verify)?;
         if let Some(core) = self.tcp.input(self.now, ip.src, ip.dst, segment) {
             if let Some(steering) = &self.steering {
                 steering.forward(core, frame);
@@ -520,7 +539,7 @@ impl<D: Device + 'static> Inner<D> {
             let Ok(hop) = self.route(segment.dst.0, upper_len) else {
                 continue;
             };
-            let header = segment.emit_header(LOWER_HEADROOM);
+            let header = segment.emit_header(LOWER_HEADROOM, self.caps.checksum.tx_partial);
             self.send_ip(
                 hop,
                 segment.src.0,
@@ -617,7 +636,13 @@ impl<D: Device + 'static> Inner<D> {
             }
         };
         let mut header = IoBufMut::with_headroom(LOWER_HEADROOM, udp::HEADER_LEN);
-        udp::emit(header.extend_zeroed(udp::HEADER_LEN), src, dst, &payload);
+        udp::emit(
+            header.extend_zeroed(udp::HEADER_LEN),
+            src,
+            dst,
+            &payload,
+            self.caps.checksum.tx_partial,
+        );
         self.send_ip(hop, src.0, dst.0, IpProtocol::Udp, header, payload);
         Ok(())
     }

@@ -50,7 +50,7 @@ pub mod udp;
 
 pub use device::{
     ChecksumCapabilities, Device, DeviceCapabilities, Direction, FaultConfig, FaultInjector,
-    PcapSink, PcapWriter, Tracer,
+    PcapSink, PcapWriter, RxChecksum, Tracer,
 };
 pub use ebb_event::Instant;
 pub use error::RxError;

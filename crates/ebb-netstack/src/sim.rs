@@ -500,7 +500,7 @@ pub fn udp_frame(
             payload_len: u16::try_from(udp::HEADER_LEN + payload.len()).unwrap_or(u16::MAX),
         },
     );
-    udp::emit(udp_header, (src.1, src.2), (dst.1, dst.2), &chain);
+    udp::emit(udp_header, (src.1, src.2), (dst.1, dst.2), &chain, false);
     frame.extend_from_slice(payload);
     frame
 }

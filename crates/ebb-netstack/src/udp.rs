@@ -9,7 +9,7 @@ use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{UdpHandler, UdpSocket};
 use smoltcp::wire::UdpPacket;
 
-use crate::checksum::Checksum;
+use crate::checksum::{pseudo_header_sum, Checksum};
 use crate::RxError;
 
 /// Length of a UDP header.
@@ -68,14 +68,26 @@ pub fn parse(
 
 /// Writes a UDP header into `header` ([`HEADER_LEN`] bytes) for `payload`,
 /// which follows it in a chain, with the checksum computed across the
-/// pseudo-header, the header and every payload segment (no copy).
+/// pseudo-header, the header and every payload segment (no copy) — or,
+/// if `partial`, only the pseudo-header sum, for a device that completes
+/// it ([`crate::device::ChecksumCapabilities::tx_partial`]).
 /// `payload.len() + 8` must fit in 16 bits.
-pub fn emit(header: &mut [u8], src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &IoChain) {
+pub fn emit(
+    header: &mut [u8],
+    src: (Ipv4Addr, u16),
+    dst: (Ipv4Addr, u16),
+    payload: &IoChain,
+    partial: bool,
+) {
     let len = u16::try_from(HEADER_LEN + payload.len()).unwrap_or(u16::MAX);
     let mut view = UdpPacket::new_unchecked(&mut *header);
     view.set_src_port(src.1);
     view.set_dst_port(dst.1);
     view.set_len(len);
+    if partial {
+        view.set_checksum(pseudo_header_sum(src.0, dst.0, PROTOCOL, len));
+        return;
+    }
     view.set_checksum(0);
     let mut sum = Checksum::new();
     sum.add_pseudo_header(src.0, dst.0, PROTOCOL, len);
@@ -212,7 +224,7 @@ mod tests {
     fn datagram(payload: &[u8]) -> alloc::vec::Vec<u8> {
         let chain = IoChain::from(IoBuf::copy_from_slice(payload));
         let mut header = [0u8; HEADER_LEN];
-        emit(&mut header, (A, 1000), (B, 2000), &chain);
+        emit(&mut header, (A, 1000), (B, 2000), &chain, false);
         let mut bytes = header.to_vec();
         bytes.extend_from_slice(payload);
         bytes

@@ -6,28 +6,35 @@
 //!   received frame goes to the stack as an [`IoBuf`] whose owner is the
 //!   buffer itself; when the last view of it is dropped the buffer goes
 //!   back to a pool, and the next poll gives it to the device again.
-//! * **Transmit from the chain.** A frame's descriptors are one shared,
-//!   zeroed header (no offloads: the device reads all zeros) plus one per
-//!   `IoChain` segment; the chain is kept until the device reports the
+//! * **Transmit from the chain.** A frame's descriptors are its header
+//!   (one per ring slot, see `offload`) plus one per `IoChain` segment; the chain is kept until the device reports the
 //!   descriptors used, then dropped (its buffers released). Segments
 //!   outside the identity map (demand-paged regions, stacks) are copied.
 //! * **Features.** VERSION_1 (required), MAC (the address from the
 //!   device), STATUS (link state), MRG_RXBUF (buffers are large enough for
 //!   any frame without GSO, so a frame always arrives in one buffer; more
-//!   are dropped). No checksum offload: the stack checks and computes
-//!   checksums itself.
+//!   are dropped), CSUM and GUEST_CSUM (checksum offload both ways, see
+//!   `offload`: the stack leaves transmit checksums partial and skips
+//!   verifying what the device flags; only with a host backend that has
+//!   a virtio-net header — TAP, not QEMU's user networking).
+//! * **Reset.** [`VirtioNet::reset`] resets the device (status 0) and sets
+//!   it up again as at start: what was in flight is reclaimed (transmit
+//!   chains dropped, as a wire loses frames; receive buffers back to the
+//!   pool).
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
-use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAddress};
+use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAddress, RxChecksum};
 use spin::Mutex;
 
 use crate::pci::{ConfigSpace, Function};
+use crate::virtio::offload::{self, F_CSUM, F_GUEST_CSUM, HEADER};
 use crate::virtio::queue::{Segment, SplitQueue};
 use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR};
 
@@ -35,8 +42,8 @@ use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO
 const F_MAC: u64 = 1 << 5;
 const F_MRG_RXBUF: u64 = 1 << 15;
 const F_STATUS: u64 = 1 << 16;
-/// `virtio_net_hdr` with VERSION_1 (§5.1.6): 12 bytes, `num_buffers` last.
-const HEADER: usize = 12;
+/// The features the driver asks for.
+const WANTED: u64 = F_MAC | F_STATUS | F_MRG_RXBUF | F_CSUM | F_GUEST_CSUM;
 /// A receive buffer: header + the largest Ethernet frame (1514), rounded
 /// up so buffers pack two to a page.
 const RX_BUFFER: usize = 2048;
@@ -45,6 +52,11 @@ const QUEUE_SIZE: u16 = 256;
 /// Receive buffers alive at most (in the ring plus lent to the stack and
 /// the application); beyond that, frames wait in the device.
 const MAX_RX_BUFFERS: usize = 1024;
+/// Frames that wait for room in a full transmit ring at most; beyond, the
+/// device drops (as a NIC with a full ring does; TCP retransmits). Enough
+/// for a full TCP window of 1448-byte segments at the stack's default
+/// buffer sizes.
+const MAX_TX_BACKLOG: usize = 512;
 const RX_QUEUE: u16 = 0;
 const TX_QUEUE: u16 = 1;
 
@@ -67,7 +79,26 @@ pub struct QueueStats {
     /// Frames dropped (receive: too long, split across buffers; transmit:
     /// ring full).
     pub dropped: u64,
+    /// Switches between interrupts and polling (adaptive polling).
+    pub mode_switches: u64,
+    /// Transmit: frames that found the ring full and waited in the
+    /// backlog (back-pressure) instead of being dropped.
+    pub backlogged: u64,
+    /// Frames whose checksum the device handled: transmit, left partial
+    /// for it (NEEDS_CSUM); receive, flagged DATA_VALID or NEEDS_CSUM.
+    pub csum_offloaded: u64,
 }
+
+/// The names of the virtio-net feature bits the driver knows (§5.1.3,
+/// §6), for the feature dump.
+pub const FEATURE_NAMES: &[(u64, &str)] = &[
+    (F_CSUM, "CSUM"),
+    (F_GUEST_CSUM, "GUEST_CSUM"),
+    (F_MAC, "MAC"),
+    (F_MRG_RXBUF, "MRG_RXBUF"),
+    (F_STATUS, "STATUS"),
+    (F_VERSION_1, "VERSION_1"),
+];
 
 /// A receive buffer lent to the stack: the frame's bytes, and the buffer
 /// goes back to the pool when the last view of it is dropped.
@@ -97,7 +128,12 @@ impl Drop for RxFrame {
 pub struct VirtioNet {
     transport: Transport,
     features: u64,
+    offered: u64,
     mac: EthernetAddress,
+    rx_vector: u16,
+    /// The receive interrupt is masked (adaptive polling is polling).
+    rx_masked: bool,
+    resets: u64,
     rx: SplitQueue,
     rx_notify: Notifier,
     /// The buffer behind each receive descriptor id in the ring.
@@ -110,7 +146,10 @@ pub struct VirtioNet {
     tx_notify: Notifier,
     /// The chain behind each transmit head descriptor id.
     tx_in_flight: Vec<Option<IoChain>>,
-    tx_header: Box<[u8; HEADER]>,
+    /// Prepared frames waiting for room in the transmit ring.
+    tx_backlog: VecDeque<(IoChain, [u8; HEADER])>,
+    /// The `virtio_net_hdr` of the frame behind each transmit head id.
+    tx_headers: Box<[[u8; HEADER]]>,
     rx_stats: QueueStats,
     tx_stats: QueueStats,
     on_transmit: Option<Box<dyn FnMut()>>,
@@ -126,8 +165,20 @@ impl VirtioNet {
         config: &dyn ConfigSpace,
         rx_vector: Option<u16>,
     ) -> Result<Self, VirtioError> {
+        Self::with_tx_queue(function, config, rx_vector, QUEUE_SIZE)
+    }
+
+    /// As [`new`](Self::new), with a transmit queue of `tx_queue` entries
+    /// at most (a power of two; tests use small ones to fill the ring).
+    pub fn with_tx_queue(
+        function: &Function,
+        config: &dyn ConfigSpace,
+        rx_vector: Option<u16>,
+        tx_queue: u16,
+    ) -> Result<Self, VirtioError> {
         let transport = Transport::new(function, config)?;
-        let features = transport.negotiate(F_MAC | F_STATUS | F_MRG_RXBUF, F_VERSION_1)?;
+        let features = transport.negotiate(WANTED, F_VERSION_1)?;
+        let offered = transport.offered_features();
         let device = transport.device_config();
         let mac = if features & F_MAC != 0 {
             let mut mac = [0u8; 6];
@@ -139,7 +190,7 @@ impl VirtioNet {
             EthernetAddress([0x02, 0xeb, 0, 0, 0, 0x15])
         };
         let rx_size = QUEUE_SIZE.min(transport.max_queue_size(RX_QUEUE));
-        let tx_size = QUEUE_SIZE.min(transport.max_queue_size(TX_QUEUE));
+        let tx_size = tx_queue.min(transport.max_queue_size(TX_QUEUE));
         if !rx_size.is_power_of_two() || !tx_size.is_power_of_two() {
             return Err(VirtioError::NoQueue(RX_QUEUE));
         }
@@ -153,7 +204,11 @@ impl VirtioNet {
         let mut net = VirtioNet {
             transport,
             features,
+            offered,
             mac,
+            rx_vector: rx_vector.unwrap_or(NO_VECTOR),
+            rx_masked: false,
+            resets: 0,
             rx,
             rx_notify,
             rx_posted: (0..rx_size).map(|_| None).collect(),
@@ -163,7 +218,8 @@ impl VirtioNet {
             tx,
             tx_notify,
             tx_in_flight: (0..tx_size).map(|_| None).collect(),
-            tx_header: Box::new([0; HEADER]),
+            tx_backlog: VecDeque::new(),
+            tx_headers: vec![[0; HEADER]; usize::from(tx_size)].into_boxed_slice(),
             rx_stats: QueueStats::default(),
             tx_stats: QueueStats::default(),
             on_transmit: None,
@@ -180,6 +236,72 @@ impl VirtioNet {
     /// The accepted features.
     pub fn features(&self) -> u64 {
         self.features
+    }
+
+    /// The features the device offered.
+    pub fn offered(&self) -> u64 {
+        self.offered
+    }
+
+    /// Whether frames wait in the transmit backlog for room in the ring.
+    pub fn tx_waiting(&self) -> bool {
+        !self.tx_backlog.is_empty()
+    }
+
+    /// Device resets so far ([`reset`](Self::reset)).
+    pub fn resets(&self) -> u64 {
+        self.resets
+    }
+
+    /// Masks or unmasks the receive queue's interrupt (adaptive polling);
+    /// unmasking returns whether frames arrived meanwhile, which no
+    /// interrupt will announce: the caller polls once more.
+    pub fn set_rx_interrupts(&mut self, wanted: bool) -> bool {
+        self.rx_stats.mode_switches += 1;
+        self.rx_masked = !wanted;
+        if wanted {
+            self.rx.enable_interrupts()
+        } else {
+            self.rx.set_interrupts(false);
+            false
+        }
+    }
+
+    /// Resets the device (§2.1.2, status 0: it forgets the queues and
+    /// stops using their buffers) and initialises it again with the same
+    /// features and interrupt vector. Chains in flight are dropped (lost,
+    /// as on a wire; TCP retransmits them), receive buffers go back to the
+    /// pool and are given to the device again.
+    pub fn reset(&mut self) -> Result<(), VirtioError> {
+        // `negotiate` starts with the reset and waits for status 0; only
+        // then are the rings and buffers ours again.
+        let features = self.transport.negotiate(self.features, F_VERSION_1)?;
+        if features != self.features {
+            return Err(VirtioError::FeaturesRefused);
+        }
+        self.resets += 1;
+        for chain in &mut self.tx_in_flight {
+            if chain.take().is_some() {
+                self.tx_stats.dropped += 1;
+            }
+        }
+        {
+            let mut pool = self.rx_pool.lock();
+            pool.extend(self.rx_posted.iter_mut().filter_map(Option::take));
+        }
+        self.rx_skip = 0;
+        self.rx.reset();
+        self.tx.reset();
+        self.rx_notify = self
+            .transport
+            .setup_queue(RX_QUEUE, &self.rx, self.rx_vector)?;
+        self.tx_notify = self.transport.setup_queue(TX_QUEUE, &self.tx, NO_VECTOR)?;
+        self.rx
+            .set_interrupts(self.rx_vector != NO_VECTOR && !self.rx_masked);
+        self.tx.set_interrupts(false);
+        self.transport.driver_ok();
+        self.refill();
+        Ok(())
     }
 
     /// Whether the link is up (always, without the STATUS feature).
@@ -237,12 +359,89 @@ impl VirtioNet {
         }
     }
 
-    /// Drops the chains of frames the device has sent.
+    /// Drops the chains of frames the device has sent, then gives it the
+    /// frames that waited for room, in order.
     fn reclaim_tx(&mut self) {
         self.tx_stats.polls += 1;
         while let Some((head, _)) = self.tx.pop_used() {
             self.tx_in_flight[usize::from(head)] = None;
         }
+        while let Some((frame, header)) = self.tx_backlog.pop_front() {
+            if let Err(waiting) = self.push_tx(frame, header) {
+                self.tx_backlog.push_front(waiting);
+                break;
+            }
+        }
+    }
+
+    /// Makes `frame` sendable: in memory the device reaches, in few enough
+    /// segments, with its `virtio_net_hdr`.
+    fn prepare(&self, mut frame: IoChain) -> (IoChain, [u8; HEADER]) {
+        let reachable = frame
+            .segments()
+            .all(|segment| identity_mapped(segment.as_ptr() as u64, segment.len()));
+        let needed = frame.segment_count() + 1;
+        if !reachable || needed > usize::from(self.tx.size()) / 2 {
+            // Gather into one heap buffer the device can reach.
+            frame = IoChain::from(IoBuf::from_vec(frame.to_vec()));
+        }
+        let csum = self.features & F_CSUM != 0;
+        let first = frame.segments().next().map_or(&[][..], IoBuf::as_slice);
+        let mut header = offload::tx_header(csum, first);
+        if csum && header[0] == 0 && frame.segment_count() > 1 {
+            // The headers continue past the first segment: gather, so the
+            // partial checksum is found (rare: the stack writes all its
+            // headers into one buffer).
+            let gathered = frame.to_vec();
+            header = offload::tx_header(csum, &gathered);
+            frame = IoChain::from(IoBuf::from_vec(gathered));
+        }
+        (frame, header)
+    }
+
+    /// Puts a prepared frame in the transmit ring, or gives it back if the
+    /// ring is full (back-pressure: it waits in the backlog).
+    fn push_tx(
+        &mut self,
+        frame: IoChain,
+        header: [u8; HEADER],
+    ) -> Result<(), (IoChain, [u8; HEADER])> {
+        let segment_count = frame.segments().filter(|s| !s.is_empty()).count() + 1;
+        if usize::from(self.tx.free()) < segment_count {
+            return Err((frame, header));
+        }
+        // The header lives in the slot of the head descriptor the chain
+        // gets (free now, so no frame in flight uses it).
+        let slot = usize::from(self.tx.next_head() % self.tx.size());
+        self.tx_headers[slot] = header;
+        let mut segments = Vec::with_capacity(segment_count);
+        segments.push(Segment {
+            addr: self.tx_headers[slot].as_ptr() as u64,
+            len: HEADER as u32,
+            device_writes: false,
+        });
+        segments.extend(
+            frame
+                .segments()
+                .filter(|s| !s.is_empty())
+                .map(|segment| Segment {
+                    addr: segment.as_ptr() as u64,
+                    len: segment.len() as u32,
+                    device_writes: false,
+                }),
+        );
+        let len = frame.len();
+        let Some(head) = self.tx.push(&segments) else {
+            return Err((frame, header));
+        };
+        self.tx_in_flight[usize::from(head)] = Some(frame);
+        self.tx_notify.notify();
+        self.tx_stats.packets += 1;
+        self.tx_stats.bytes += len as u64;
+        if header[0] != 0 {
+            self.tx_stats.csum_offloaded += 1;
+        }
+        Ok(())
     }
 }
 
@@ -255,11 +454,19 @@ fn identity_mapped(addr: u64, len: usize) -> bool {
 }
 
 impl Device for VirtioNet {
-    fn receive(&mut self, _now: Instant) -> Option<IoBuf> {
+    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
+        self.receive_checked(now).map(|(frame, _)| frame)
+    }
+
+    fn receive_checked(&mut self, _now: Instant) -> Option<(IoBuf, RxChecksum)> {
         self.rx_stats.polls += 1;
         loop {
             let Some((head, written)) = self.rx.pop_used() else {
                 self.refill();
+                // Each poll also moves frames waiting for transmit room.
+                if !self.tx_backlog.is_empty() {
+                    self.reclaim_tx();
+                }
                 return None;
             };
             let buffer = self.rx_posted[usize::from(head)].take()?;
@@ -277,54 +484,37 @@ impl Device for VirtioNet {
                 continue;
             }
             let len = written - HEADER;
+            let checksum = offload::rx_checksum(self.features & F_GUEST_CSUM != 0, &buffer);
             self.rx_stats.packets += 1;
+            if checksum != RxChecksum::Unverified {
+                self.rx_stats.csum_offloaded += 1;
+            }
             self.rx_stats.bytes += len as u64;
             if self.rx.free() >= self.rx.size() / 2 {
                 self.refill();
             }
-            return Some(IoBuf::from_owner(RxFrame {
+            let frame = IoBuf::from_owner(RxFrame {
                 buffer: Some(buffer),
                 len,
                 pool: Arc::clone(&self.rx_pool),
-            }));
+            });
+            return Some((frame, checksum));
         }
     }
 
-    fn transmit(&mut self, _now: Instant, mut frame: IoChain) {
+    fn transmit(&mut self, _now: Instant, frame: IoChain) {
         self.reclaim_tx();
-        let reachable = frame
-            .segments()
-            .all(|segment| identity_mapped(segment.as_ptr() as u64, segment.len()));
-        let needed = frame.segment_count() + 1;
-        if !reachable || needed > usize::from(self.tx.size()) / 2 {
-            // Gather into one heap buffer the device can reach.
-            frame = IoChain::from(IoBuf::from_vec(frame.to_vec()));
-        }
-        let len = frame.len();
-        let mut segments = Vec::with_capacity(frame.segment_count() + 1);
-        segments.push(Segment {
-            addr: self.tx_header.as_ptr() as u64,
-            len: HEADER as u32,
-            device_writes: false,
-        });
-        segments.extend(
-            frame
-                .segments()
-                .filter(|s| !s.is_empty())
-                .map(|segment| Segment {
-                    addr: segment.as_ptr() as u64,
-                    len: segment.len() as u32,
-                    device_writes: false,
-                }),
-        );
-        match self.tx.push(&segments) {
-            Some(head) => {
-                self.tx_in_flight[usize::from(head)] = Some(frame);
-                self.tx_notify.notify();
-                self.tx_stats.packets += 1;
-                self.tx_stats.bytes += len as u64;
+        let (frame, header) = self.prepare(frame);
+        if self.tx_backlog.is_empty() {
+            if let Err(waiting) = self.push_tx(frame, header) {
+                self.tx_backlog.push_back(waiting);
+                self.tx_stats.backlogged += 1;
             }
-            None => self.tx_stats.dropped += 1,
+        } else if self.tx_backlog.len() < MAX_TX_BACKLOG {
+            self.tx_backlog.push_back((frame, header));
+            self.tx_stats.backlogged += 1;
+        } else {
+            self.tx_stats.dropped += 1;
         }
         if let Some(hook) = self.on_transmit.as_mut() {
             hook();
@@ -334,7 +524,10 @@ impl Device for VirtioNet {
     fn capabilities(&self) -> DeviceCapabilities {
         DeviceCapabilities {
             mtu: 1500,
-            checksum: ChecksumCapabilities::default(),
+            checksum: ChecksumCapabilities {
+                tx_partial: self.features & F_CSUM != 0,
+                ..ChecksumCapabilities::default()
+            },
         }
     }
 }

@@ -60,7 +60,8 @@ pub struct SplitQueue {
 impl SplitQueue {
     /// A zeroed queue of `size` entries (a power of two, at most 32768).
     /// `None` if there is no memory. The block is never freed: the device
-    /// may write it until reset, and the platform resets no device.
+    /// may write it until it is reset, and a reset reuses it
+    /// ([`reset`](Self::reset)).
     pub fn new(size: u16) -> Option<Self> {
         let n = usize::from(size);
         let desc = 16 * n;
@@ -220,5 +221,47 @@ impl SplitQueue {
     pub fn set_interrupts(&mut self, wanted: bool) {
         let flags = if wanted { 0 } else { AVAIL_NO_INTERRUPT };
         self.store(self.driver, flags);
+    }
+
+    /// Asks for interrupts again and says whether used buffers are already
+    /// waiting: the device may have used them while it was told not to
+    /// interrupt, and then no interrupt will come for them (§2.7.10), so
+    /// the caller polls once more — the lost-wakeup check of going back
+    /// from polling to interrupts.
+    pub fn enable_interrupts(&mut self) -> bool {
+        self.set_interrupts(true);
+        // The flag is visible before the index is read (a device that used
+        // a buffer after this store sees it and interrupts).
+        fence(Ordering::SeqCst);
+        self.has_used()
+    }
+
+    /// Whether the device has used buffers not yet popped.
+    pub fn has_used(&self) -> bool {
+        self.load::<u16>(self.device + 2) != self.last_used
+    }
+
+    /// The head descriptor id the next [`push`](Self::push) will use (if
+    /// enough descriptors are free), so that per-chain data indexed by it
+    /// can be ready before the device sees the chain.
+    pub fn next_head(&self) -> u16 {
+        self.free_head
+    }
+
+    /// Back to the state of a new queue, for a device reset (§2.4): every
+    /// descriptor free, both rings empty. Only once the device no longer
+    /// uses the queue (its status reads 0); what was in flight is the
+    /// caller's to reclaim.
+    pub fn reset(&mut self) {
+        for offset in 0..self.len {
+            self.store::<u8>(offset, 0);
+        }
+        for i in 0..self.size {
+            self.write_next(i, i.wrapping_add(1));
+        }
+        self.free_head = 0;
+        self.free = self.size;
+        self.avail_idx = 0;
+        self.last_used = 0;
     }
 }

@@ -217,6 +217,16 @@ impl Transport {
         Ok(accepted)
     }
 
+    /// The features the device offers (readable at any time, §4.1.4.3).
+    pub fn offered_features(&self) -> u64 {
+        let mut offered = 0u64;
+        for half in 0..2u32 {
+            self.common.write::<u32>(DEVICE_FEATURE_SELECT, half);
+            offered |= u64::from(self.common.read::<u32>(DEVICE_FEATURE)) << (32 * half);
+        }
+        offered
+    }
+
     fn fail(&self) {
         let status = self.common.read::<u8>(DEVICE_STATUS);
         self.common.write::<u8>(DEVICE_STATUS, status | FAILED);

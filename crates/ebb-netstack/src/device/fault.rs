@@ -220,9 +220,14 @@ impl<D: Device> Device for FaultInjector<D> {
 
     fn capabilities(&self) -> DeviceCapabilities {
         let mut caps = self.inner.capabilities();
-        // Corruption happens after the device checked: vouch for nothing.
+        // Corruption happens after the device checked: vouch for nothing
+        // received (the default `receive_checked` flags no frame either).
+        // Transmit offload is the inner device's business and stays.
         if self.rx.config.corrupt_pct > 0 {
-            caps.checksum = super::ChecksumCapabilities::default();
+            caps.checksum = super::ChecksumCapabilities {
+                tx_partial: caps.checksum.tx_partial,
+                ..super::ChecksumCapabilities::default()
+            };
         }
         caps
     }

@@ -28,6 +28,29 @@ pub struct ChecksumCapabilities {
     pub udp: bool,
     /// ICMPv4 checksums of received messages were verified.
     pub icmpv4: bool,
+    /// Transmit offload: the device completes TCP and UDP checksums
+    /// (virtio-net's `VIRTIO_NET_F_CSUM`, virtio 1.2 §5.1.6.2), so the
+    /// stack leaves them partial — the checksum field holds the folded,
+    /// uncomplemented pseudo-header sum, as Linux's `CHECKSUM_PARTIAL` —
+    /// and the device sums from the transport header to the end of the
+    /// frame ([`crate::checksum::partial_offsets`] says where).
+    pub tx_partial: bool,
+}
+
+/// What a device says about one received frame's TCP or UDP checksum
+/// (virtio-net's per-packet header flags, virtio 1.2 §5.1.6.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxChecksum {
+    /// Nothing: the stack verifies.
+    #[default]
+    Unverified,
+    /// The device verified it (`VIRTIO_NET_HDR_F_DATA_VALID`).
+    Verified,
+    /// The frame comes from a sender on the same host that left the
+    /// checksum partial and it was never computed
+    /// (`VIRTIO_NET_HDR_F_NEEDS_CSUM`): nothing on the way could corrupt
+    /// it, so it is accepted without verifying.
+    Partial,
 }
 
 /// What a device can do.
@@ -68,6 +91,14 @@ pub trait Device {
     /// The next received frame, if one is ready at `now`.
     fn receive(&mut self, now: Instant) -> Option<IoBuf>;
 
+    /// As [`receive`](Self::receive), with what the device knows of the
+    /// frame's transport checksum; the stack calls this one. Devices
+    /// without receive checksum offload keep the default.
+    fn receive_checked(&mut self, now: Instant) -> Option<(IoBuf, RxChecksum)> {
+        self.receive(now)
+            .map(|frame| (frame, RxChecksum::Unverified))
+    }
+
     /// Sends `frame` (a complete Ethernet frame, without FCS). A device with
     /// no room drops the frame, as a NIC with a full ring does.
     fn transmit(&mut self, now: Instant, frame: IoChain);
@@ -79,6 +110,10 @@ pub trait Device {
 impl<D: Device + ?Sized> Device for Box<D> {
     fn receive(&mut self, now: Instant) -> Option<IoBuf> {
         (**self).receive(now)
+    }
+
+    fn receive_checked(&mut self, now: Instant) -> Option<(IoBuf, RxChecksum)> {
+        (**self).receive_checked(now)
     }
 
     fn transmit(&mut self, now: Instant, frame: IoChain) {

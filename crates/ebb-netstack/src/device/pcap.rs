@@ -81,6 +81,12 @@ impl<D: Device, S: PcapSink> Device for PcapWriter<D, S> {
         Some(frame)
     }
 
+    fn receive_checked(&mut self, now: Instant) -> Option<(IoBuf, super::RxChecksum)> {
+        let (frame, checksum) = self.inner.receive_checked(now)?;
+        self.record(now, frame.len(), core::iter::once(frame.as_slice()));
+        Some((frame, checksum))
+    }
+
     fn transmit(&mut self, now: Instant, frame: IoChain) {
         self.record(now, frame.len(), frame.segments().map(IoBuf::as_slice));
         self.inner.transmit(now, frame);

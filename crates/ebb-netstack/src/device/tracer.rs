@@ -40,6 +40,12 @@ impl<D: Device, F: FnMut(Instant, Direction, &IoChain)> Device for Tracer<D, F> 
         Some(frame)
     }
 
+    fn receive_checked(&mut self, now: Instant) -> Option<(IoBuf, super::RxChecksum)> {
+        let (frame, checksum) = self.inner.receive_checked(now)?;
+        (self.trace)(now, Direction::Rx, &IoChain::from(frame.clone()));
+        Some((frame, checksum))
+    }
+
     fn transmit(&mut self, now: Instant, frame: IoChain) {
         (self.trace)(now, Direction::Tx, &frame);
         self.inner.transmit(now, frame);

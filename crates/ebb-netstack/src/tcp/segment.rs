@@ -14,7 +14,7 @@ use ebb_iobuf::{IoBuf, IoBufMut, IoChain};
 use smoltcp::wire::{TcpOption, TcpPacket, TcpSeqNumber};
 
 use super::seq::Seq;
-use crate::checksum::Checksum;
+use crate::checksum::{pseudo_header_sum, Checksum};
 use crate::RxError;
 
 /// IP protocol number of TCP.
@@ -207,9 +207,11 @@ impl OutSegment {
 
     /// Writes the header into a new buffer with `headroom` bytes in front
     /// for the lower layers, the checksum computed across the
-    /// pseudo-header, the header and every payload segment (no copy).
+    /// pseudo-header, the header and every payload segment (no copy) —
+    /// or, if `partial`, only the pseudo-header sum, for a device that
+    /// completes it ([`crate::device::ChecksumCapabilities::tx_partial`]).
     #[must_use]
-    pub fn emit_header(&self, headroom: usize) -> IoBufMut {
+    pub fn emit_header(&self, headroom: usize, partial: bool) -> IoBufMut {
         let header_len = self.header_len();
         let mut header = IoBufMut::with_headroom(headroom, header_len);
         let buf = header.extend_zeroed(header_len);
@@ -238,6 +240,11 @@ impl OutSegment {
             TcpOption::WindowScale(shift).emit(options);
         }
         let len = u16::try_from(header_len + self.payload.len()).unwrap_or(u16::MAX);
+        if partial {
+            let sum = pseudo_header_sum(self.src.0, self.dst.0, PROTOCOL, len);
+            TcpPacket::new_unchecked(&mut *buf).set_checksum(sum);
+            return header;
+        }
         let mut sum = Checksum::new();
         sum.add_pseudo_header(self.src.0, self.dst.0, PROTOCOL, len);
         sum.add(buf);
@@ -258,7 +265,7 @@ mod tests {
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
     fn gathered(segment: &OutSegment) -> IoBuf {
-        let mut bytes: Vec<u8> = segment.emit_header(0).as_slice().to_vec();
+        let mut bytes: Vec<u8> = segment.emit_header(0, false).as_slice().to_vec();
         bytes.extend_from_slice(&segment.payload.to_vec());
         IoBuf::from_vec(bytes)
     }
@@ -308,7 +315,7 @@ mod tests {
             window_scale: Some(3),
             ..OutSegment::default()
         };
-        let mut bytes = out.emit_header(0).as_slice().to_vec();
+        let mut bytes = out.emit_header(0, false).as_slice().to_vec();
         // Options: [2 4 hi lo] [1 3 3 s]; make the MSS option's length 0,
         // 1, 255 and 3 in turn, and a window scale of 200.
         for bogus_len in [0u8, 1, 255, 3] {

@@ -354,7 +354,7 @@ impl Node for Raw {
 
 /// A whole Ethernet/IPv4/TCP frame in one buffer.
 pub fn tcp_frame(src_mac: EthernetAddress, dst_mac: EthernetAddress, seg: &OutSegment) -> Vec<u8> {
-    let header = seg.emit_header(0);
+    let header = seg.emit_header(0, false);
     let tcp_len = header.len() + seg.payload.len();
     let mut frame = vec![0u8; ethernet::HEADER_LEN + ipv4::HEADER_LEN];
     ethernet::emit(
