@@ -6,8 +6,10 @@
 //! and the versions used), and small statistics and measurement helpers.
 //! [`linux_guest`] builds and boots the Linux guest that VM benchmarks
 //! compare against, and [`netns`] gives guests on TAP devices their own
-//! network namespace.
+//! network namespace. [`memcached`] starts ours and stock memcached and
+//! measures them under `ebb-loadgen` (in a namespace or not).
 
 pub mod linux_guest;
+pub mod memcached;
 pub mod netns;
 pub mod report;
