@@ -12,7 +12,7 @@
 //! process's own CPU time over the run (the generator's threads, from
 //! `getrusage`), so that a benchmark can also compare server + client.
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ebb_loadgen::{Config, ProtocolKind, Summary};
 
-use crate::netns::NetNamespace;
+use crate::netns::{NetNamespace, TapConfig};
 use crate::report::{median, workspace_root};
 
 /// Debian's memcached.
@@ -89,6 +89,40 @@ impl<'ns> Launch<'ns> {
             namespace: None,
             extra: Vec::new(),
             ready_within: Duration::from_secs(10),
+        }
+    }
+
+    /// `which` inside `namespace`, across the link `tap` describes (a TAP
+    /// device created in it): stock on the kernel's TCP at the kernel's
+    /// side (`tap.host`; the kernel reaches its own address over
+    /// loopback), ours on the user-space stack (`--tap`) at `tap.guest`
+    /// with `tap.guest_mac`; port 11211, pinned to `cpu`.
+    pub fn on_tap(which: Which, cpu: usize, namespace: &'ns NetNamespace, tap: &TapConfig) -> Self {
+        let (listen, connect, extra) = match which {
+            Which::Stock => (IpAddr::V4(tap.host), tap.host, Vec::new()),
+            Which::Ours => (
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                tap.guest,
+                vec![
+                    "--tap".to_owned(),
+                    tap.ifname.clone(),
+                    "--tap-ip".to_owned(),
+                    format!("{}/{}", tap.guest, tap.prefix_len),
+                    "--tap-mac".to_owned(),
+                    tap.guest_mac.clone(),
+                ],
+            ),
+        };
+        Launch {
+            which,
+            cpu,
+            listen,
+            connect: SocketAddr::new(IpAddr::V4(connect), 11211),
+            namespace: Some(namespace),
+            extra,
+            // Ours attaches to the TAP device and configures its address
+            // first.
+            ready_within: Duration::from_secs(20),
         }
     }
 
