@@ -16,8 +16,9 @@ const PLAN: Plan = Plan {
 };
 
 /// A short closed-loop run: replies came, none was an error, and both the
-/// server and the generator were seen using CPU.
-fn check(server: &Server<'_>) {
+/// server and the generator were seen using CPU; the kernel's
+/// retransmissions are counted exactly when the server has a namespace.
+fn check(server: &Server<'_>, in_namespace: bool) {
     server.preload(ProtocolKind::Text, 0).expect("preload");
     let measured = server
         .measure(&server.load(ProtocolKind::Text, &PLAN, 0))
@@ -32,6 +33,11 @@ fn check(server: &Server<'_>) {
         measured.generator_us_per_request > 0.0,
         "{name}: no generator CPU"
     );
+    assert_eq!(
+        measured.kernel_retransmits.is_some(),
+        in_namespace,
+        "{name}"
+    );
 }
 
 #[test]
@@ -40,7 +46,10 @@ fn both_memcacheds_serve_the_benchmark_load() {
         std::path::Path::new(STOCK).exists(),
         "{STOCK} is missing: ./ebb test installs Debian's memcached"
     );
-    check(&Server::start(&Launch::loopback(Which::Stock, 0)).expect("stock on loopback"));
+    check(
+        &Server::start(&Launch::loopback(Which::Stock, 0)).expect("stock on loopback"),
+        false,
+    );
 
     if !can_use_tap() {
         eprintln!("TAP part skipped: needs root and /dev/net/tun");
@@ -55,7 +64,7 @@ fn both_memcacheds_serve_the_benchmark_load() {
         for which in [Which::Stock, Which::Ours] {
             let server = Server::start(&Launch::on_tap(which, 0, &namespace, &config))
                 .unwrap_or_else(|e| panic!("{} on TAP: {e}", which.name()));
-            check(&server);
+            check(&server, true);
         }
     }
     drop(namespace);
