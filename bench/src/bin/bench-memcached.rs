@@ -55,7 +55,7 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
     let servers = [(Which::Stock, &stock), (Which::Ours, &ours)];
 
     println!("memcached/{name}: stock maximum (closed loop, c4 d4)...");
-    let (stock_max, _) = closed_loop_max(&stock, protocol, plan, GENERATOR_CPU)?;
+    let stock_max = closed_loop_max(&stock, protocol, plan, GENERATOR_CPU)?.median_qps;
     println!("  stock maximum {stock_max:.0} ops/s");
 
     let matched = matched_loads(
