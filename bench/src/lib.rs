@@ -6,8 +6,12 @@
 //! and the versions used), and small statistics and measurement helpers.
 //! [`linux_guest`] builds and boots the Linux guest that VM benchmarks
 //! compare against, and [`netns`] gives guests on TAP devices their own
-//! network namespace.
+//! network namespace. [`memcached`] starts ours and stock memcached and
+//! measures them under `ebb-loadgen` (in a namespace or not), and
+//! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 
 pub mod linux_guest;
+pub mod memcached;
 pub mod netns;
 pub mod report;
+pub mod tcp_sim;

@@ -18,177 +18,19 @@
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
 
 use std::fmt::Write as _;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
 
-use ebb_bench::report::{median, output_dir, workspace_root, Report};
-use ebb_loadgen::{Config, ProtocolKind, Summary};
+use ebb_bench::memcached::{
+    build_ours, closed_loop_max, matched_loads, Launch, MatchedLoad, Plan, Server, Which, STOCK,
+};
+use ebb_bench::report::{output_dir, Report};
+use ebb_loadgen::ProtocolKind;
 
-const STOCK: &str = "/usr/bin/memcached";
 const SERVER_CPU: usize = 1;
 const GENERATOR_CPU: usize = 0;
 const SLA_P99_US: f64 = 500.0;
-
-struct Plan {
-    runs: usize,
-    window: Duration,
-    warmup: Duration,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Which {
-    Stock,
-    Ours,
-}
-
-impl Which {
-    fn name(self) -> &'static str {
-        match self {
-            Which::Stock => "stock",
-            Which::Ours => "ours",
-        }
-    }
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
-        .unwrap_or(0)
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-fn ours_binary() -> PathBuf {
-    workspace_root().join("target/release/memcached")
-}
-
-fn start(which: Which) -> Result<Server, String> {
-    let port = free_port();
-    let port_text = port.to_string();
-    let cpu = SERVER_CPU.to_string();
-    let mut command = match which {
-        Which::Stock => {
-            let mut command = Command::new("taskset");
-            command.args(["-c", &cpu, STOCK, "-U", "0"]);
-            if is_root() {
-                // memcached refuses to run as root without naming a user.
-                command.args(["-u", "root"]);
-            }
-            command
-        }
-        Which::Ours => {
-            let mut command = Command::new(ours_binary());
-            command.args(["--cpus", &cpu]);
-            command
-        }
-    };
-    command
-        .args([
-            "-p",
-            &port_text,
-            "-l",
-            "127.0.0.1",
-            "-t",
-            "1",
-            "-m",
-            "64",
-            "-c",
-            "1024",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let child = command
-        .spawn()
-        .map_err(|e| format!("cannot start {} memcached: {e}", which.name()))?;
-    let server = Server { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "{} memcached did not listen on port {port}",
-                which.name()
-            ));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(server)
-}
-
-/// On-CPU nanoseconds of every thread of `pid`.
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|text| {
-            text.split_whitespace()
-                .next()
-                .and_then(|ns| ns.parse::<u64>().ok())
-        })
-        .sum()
-}
-
-fn base_config(server: &Server, protocol: ProtocolKind, plan: &Plan) -> Config {
-    let mut cfg = Config::new(format!("127.0.0.1:{}", server.port)).etc();
-    cfg.protocol = protocol;
-    cfg.cpus = vec![GENERATOR_CPU];
-    cfg.threads = 1;
-    cfg.connections = 4;
-    cfg.depth = 4;
-    cfg.duration = plan.window;
-    cfg.warmup = plan.warmup;
-    cfg.drain = Duration::from_millis(500);
-    cfg
-}
-
-/// One measured run: the generator's summary and the server's CPU time per
-/// reply (µs).
-fn measure(server: &Server, cfg: &Config) -> Result<(Summary, f64), String> {
-    let before = cpu_ns(server.child.id());
-    let summary = ebb_loadgen::run(cfg).map_err(|e| e.to_string())?;
-    let used = cpu_ns(server.child.id()).saturating_sub(before);
-    if summary.errors_total > 0 {
-        return Err(format!(
-            "{} error replies from the server",
-            summary.errors_total
-        ));
-    }
-    let per_request = used as f64 / 1e3 / summary.replies_total.max(1) as f64;
-    Ok((summary, per_request))
-}
-
-fn preload(server: &Server, protocol: ProtocolKind, plan: &Plan) -> Result<(), String> {
-    let mut cfg = base_config(server, protocol, plan);
-    cfg.preload = true;
-    cfg.duration = Duration::from_millis(200);
-    cfg.warmup = Duration::ZERO;
-    ebb_loadgen::run(&cfg)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
 
 struct Point {
     achieved: f64,
@@ -197,63 +39,33 @@ struct Point {
 
 struct ProtocolResult {
     stock_max: f64,
-    /// Per load (percent of the stock maximum): stock CPU µs per request,
-    /// ours, stock p99, ours p99.
-    matched: Vec<(u32, f64, f64, f64, f64)>,
+    /// Per load (percent of the stock maximum): stock's and our CPU per
+    /// request and p99.
+    matched: Vec<MatchedLoad>,
     sla: [f64; 2],
     curves: [Vec<Point>; 2],
 }
 
 fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, String> {
     let name = protocol.name();
-    let stock = start(Which::Stock)?;
-    let ours = start(Which::Ours)?;
-    preload(&stock, protocol, plan)?;
-    preload(&ours, protocol, plan)?;
+    let stock = Server::start(&Launch::loopback(Which::Stock, SERVER_CPU))?;
+    let ours = Server::start(&Launch::loopback(Which::Ours, SERVER_CPU))?;
+    stock.preload(protocol, GENERATOR_CPU)?;
+    ours.preload(protocol, GENERATOR_CPU)?;
     let servers = [(Which::Stock, &stock), (Which::Ours, &ours)];
 
     println!("memcached/{name}: stock maximum (closed loop, c4 d4)...");
-    let mut maxima = Vec::new();
-    for _ in 0..plan.runs {
-        let (summary, _) = measure(&stock, &base_config(&stock, protocol, plan))?;
-        maxima.push(summary.achieved_qps);
-    }
-    let stock_max = median(&mut maxima);
+    let stock_max = closed_loop_max(&stock, protocol, plan, GENERATOR_CPU)?.median_qps;
     println!("  stock maximum {stock_max:.0} ops/s");
 
-    let mut matched = Vec::new();
-    for percent in [25u32, 50, 75] {
-        let fraction = f64::from(percent) / 100.0;
-        let rate = stock_max * fraction;
-        let mut cpu = [Vec::new(), Vec::new()];
-        let mut p99 = [Vec::new(), Vec::new()];
-        for _ in 0..plan.runs {
-            for (index, (which, server)) in servers.iter().enumerate() {
-                let mut cfg = base_config(server, protocol, plan);
-                cfg.rate = Some(rate);
-                cfg.depth = 64;
-                let (summary, per_request) = measure(server, &cfg)?;
-                println!(
-                    "  {:>4.0}% of stock max, {:5}: achieved {:.0}/{:.0} ops/s, p99 {:.0} us, server {:.2} us CPU/request",
-                    fraction * 100.0,
-                    which.name(),
-                    summary.achieved_qps,
-                    summary.offered_qps,
-                    summary.p99_us,
-                    per_request
-                );
-                cpu[index].push(per_request);
-                p99[index].push(summary.p99_us);
-            }
-        }
-        matched.push((
-            percent,
-            median(&mut cpu[0]),
-            median(&mut cpu[1]),
-            median(&mut p99[0]),
-            median(&mut p99[1]),
-        ));
-    }
+    let matched = matched_loads(
+        [&stock, &ours],
+        stock_max,
+        &[25, 50, 75],
+        protocol,
+        plan,
+        GENERATOR_CPU,
+    )?;
 
     let mut sla = [0.0; 2];
     let mut curves = [Vec::new(), Vec::new()];
@@ -264,10 +76,10 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
             which.name()
         );
         for _ in 0..30 {
-            let mut cfg = base_config(server, protocol, plan);
+            let mut cfg = server.load(protocol, plan, GENERATOR_CPU);
             cfg.rate = Some(rate);
             cfg.depth = 64;
-            let (summary, _) = measure(server, &cfg)?;
+            let summary = server.measure(&cfg)?.summary;
             curves[index].push(Point {
                 achieved: summary.achieved_qps,
                 p99: summary.p99_us,
@@ -379,14 +191,7 @@ fn run(plan: Plan) -> Result<(), String> {
         ));
     }
     println!("memcached: building our server...");
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--quiet", "-p", "memcached"])
-        .current_dir(workspace_root())
-        .status()
-        .map_err(|e| format!("cargo: {e}"))?;
-    if !status.success() {
-        return Err("building apps/memcached failed".to_owned());
-    }
+    build_ours()?;
     let text = run_protocol(ProtocolKind::Text, &plan)?;
     let binary = run_protocol(ProtocolKind::Binary, &plan)?;
 
@@ -395,12 +200,12 @@ fn run(plan: Plan) -> Result<(), String> {
         let worst_cpu_ratio = result
             .matched
             .iter()
-            .map(|&(_, stock, ours, _, _)| stock / ours)
+            .map(|m| m.server_us[0] / m.server_us[1])
             .fold(f64::INFINITY, f64::min);
         let half = result
             .matched
             .iter()
-            .find(|m| m.0 == 50)
+            .find(|m| m.percent == 50)
             .ok_or("no 50% point")?;
         report.metric(
             format!("stock_max_qps_{name}"),
@@ -408,7 +213,10 @@ fn run(plan: Plan) -> Result<(), String> {
             "ops/s",
             "closed loop c4 d4, median of 3",
         );
-        for &(pct, stock_cpu, ours_cpu, stock_p99, ours_p99) in &result.matched {
+        for load in &result.matched {
+            let pct = load.percent;
+            let [stock_cpu, ours_cpu] = load.server_us;
+            let [stock_p99, ours_p99] = load.p99_us;
             report
                 .metric(
                     format!("stock_cpu_us_per_req_{name}_{pct}"),
@@ -444,7 +252,7 @@ fn run(plan: Plan) -> Result<(), String> {
             )
             .metric(
                 format!("p99_ratio_{name}"),
-                half.4 / half.3,
+                half.p99_us[1] / half.p99_us[0],
                 "x",
                 "ours/stock p99 at 50%; target <= 1.0",
             )
