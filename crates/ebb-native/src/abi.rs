@@ -187,6 +187,31 @@ pub struct PlatformOptions {
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
+    /// `ip=ADDR/PREFIX`: the static address of the virtio-net stack
+    /// instead of QEMU user networking's 10.0.2.15/24 (no gateway then:
+    /// for a TAP link). Ignored with `net=dhcp`.
+    pub ip: Option<StaticIp>,
+}
+
+/// A static IPv4 address and prefix length (`ip=ADDR/PREFIX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticIp {
+    /// The address.
+    pub addr: core::net::Ipv4Addr,
+    /// The prefix length, 0 to 32.
+    pub prefix_len: u8,
+}
+
+impl StaticIp {
+    /// Parses `ADDR/PREFIX`.
+    pub fn parse(value: &str) -> Option<StaticIp> {
+        let (addr, prefix) = value.split_once('/')?;
+        let prefix_len = prefix.parse().ok().filter(|&p: &u8| p <= 32)?;
+        Some(StaticIp {
+            addr: addr.parse().ok()?,
+            prefix_len,
+        })
+    }
 }
 
 /// How a virtio-net device is driven (`net=`).
@@ -224,6 +249,7 @@ impl Default for PlatformOptions {
             log: None,
             net: NetMode::default(),
             wall: None,
+            ip: None,
         }
     }
 }
@@ -275,6 +301,7 @@ pub fn parse_cmdline<'a>(
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
             "net" => NetMode::parse(value).map(|net| options.net = net),
             "log" => LogLevel::parse(value).map(|level| options.log = Some(level)),
+            "ip" => StaticIp::parse(value).map(|ip| options.ip = Some(ip)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -374,5 +401,18 @@ mod tests {
         assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
         assert_eq!(Crash::parse("ist-overflow"), Some(Crash::IstOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
+    }
+
+    #[test]
+    fn a_static_address_with_its_prefix() {
+        let (options, _, unknown) = parse("ip=10.77.9.2/24 ip=10.1.2.3 ip=1.2.3.4/33 ip=x/8");
+        assert_eq!(
+            options.ip,
+            Some(StaticIp {
+                addr: core::net::Ipv4Addr::new(10, 77, 9, 2),
+                prefix_len: 24
+            })
+        );
+        assert_eq!(unknown, ["ip=10.1.2.3", "ip=1.2.3.4/33", "ip=x/8"]);
     }
 }

@@ -1,57 +1,184 @@
-//! The network on native cores: `ebb-netstack`'s [`Stack`] over the
-//! virtio-net device, installed as core 0's `NetStack` (the `NETWORK`
-//! Ebb) when the node starts, so applications written against `ebb-net`
-//! run unchanged. The same shape as `ebb-userstack`'s driver: frames are
-//! processed run-to-completion when the device interrupts (or from an idle
-//! handler with `net=poll-…`), and one core timer follows the stack's
-//! `poll_at`. Other cores get a stack that refuses (one queue pair, one
-//! core).
+//! The network on native cores: `ebb-netstack`'s [`Stack`] over one
+//! virtio-net queue pair per core, installed as that core's `NetStack`
+//! (the `NETWORK` Ebb), so applications written against `ebb-net` run
+//! unchanged. The same shape as `ebb-userstack`'s driver: frames are
+//! processed run-to-completion on the core whose queue they reached, when
+//! the device interrupts it (or from an idle handler with `net=poll-…`),
+//! and one core timer per stack follows the stack's `poll_at`. How the
+//! queue pairs are set up and shared out, and what the stacks tell each
+//! other, is in `net_cores.rs`.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::rc::{Rc, Weak};
-use core::cell::{Cell, RefCell};
+use alloc::vec::Vec;
+use core::cell::Cell;
 use core::net::{Ipv4Addr, SocketAddr};
 
-use ebb_event::now;
-use ebb_net::{
-    AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket, NETWORK,
-};
+use ebb_event::{now, Instant};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket};
 use ebb_netstack::poll_timer::PollTimer;
-use ebb_netstack::{Config, IpConfig, Stack};
+use ebb_netstack::{Device, DeviceCapabilities, EthernetAddress, IpConfig, Stack};
 
-use crate::abi::NetMode;
-use crate::virtio::net::{QueueStats, VirtioNet, DEVICE, VENDOR};
-use crate::{apic, msix, pci_ecam};
+use crate::frame_kind::{classify, FrameKind};
+use crate::net_cores;
+use crate::virtio::net::{QueueStats, VirtioNet};
 
-/// QEMU user networking's addresses (its built-in DHCP server hands out
-/// the same): the guest, its prefix, the gateway.
-const GUEST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
-const PREFIX: u8 = 24;
-const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+pub use crate::net_cores::{install, report_queues, InterruptHook};
 
-/// Core 0's stack over the device.
+/// One core's queue pair as the stack's device: the virtio-net pair, plus
+/// what concerns the other cores' stacks when several share the device.
+pub struct CoreDevice {
+    nic: VirtioNet,
+    /// Look at received frames for ARP and DHCP (more than one stack).
+    shared: bool,
+    /// Hand DHCP messages from a server to core 0 (not core 0, `net=dhcp`).
+    forward_dhcp: bool,
+    /// Frames other cores handed to this one (DHCP, for core 0), received
+    /// before the device's.
+    injected: VecDeque<IoBuf>,
+    /// Senders of the ARP packets received since the last poll.
+    arp_senders: Vec<(Ipv4Addr, EthernetAddress)>,
+    /// DHCP messages from a server that reached this core: for core 0.
+    for_dhcp: Vec<IoBuf>,
+    /// Called after each frame handed to the device (the driver re-arms
+    /// its timer: a send from outside a poll may start one).
+    on_transmit: Option<Box<dyn FnMut()>>,
+}
+
+impl CoreDevice {
+    pub(crate) fn new(nic: VirtioNet, shared: bool, forward_dhcp: bool) -> Self {
+        CoreDevice {
+            nic,
+            shared,
+            forward_dhcp,
+            injected: VecDeque::new(),
+            arp_senders: Vec::new(),
+            for_dhcp: Vec::new(),
+            on_transmit: None,
+        }
+    }
+
+    /// Queues a frame another core received for this core's stack.
+    pub(crate) fn inject(&mut self, frame: IoBuf) {
+        self.injected.push_back(frame);
+    }
+
+    /// The ARP senders and DHCP messages seen since the last call.
+    pub(crate) fn take_shared(&mut self) -> (Vec<(Ipv4Addr, EthernetAddress)>, Vec<IoBuf>) {
+        (
+            core::mem::take(&mut self.arp_senders),
+            core::mem::take(&mut self.for_dhcp),
+        )
+    }
+}
+
+impl Device for CoreDevice {
+    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
+        if let Some(frame) = self.injected.pop_front() {
+            return Some(frame);
+        }
+        loop {
+            let frame = self.nic.receive(now)?;
+            if !self.shared {
+                return Some(frame);
+            }
+            match classify(frame.as_slice()) {
+                FrameKind::Arp {
+                    sender_ip,
+                    sender_mac,
+                } => {
+                    self.arp_senders
+                        .push((sender_ip, EthernetAddress(sender_mac)));
+                    return Some(frame);
+                }
+                FrameKind::DhcpToClient if self.forward_dhcp => {
+                    // A copy: the receive buffer stays with this core's pool.
+                    self.for_dhcp.push(IoBuf::from_vec(frame.to_vec()));
+                }
+                _ => return Some(frame),
+            }
+        }
+    }
+
+    fn transmit(&mut self, now: Instant, frame: IoChain) {
+        self.nic.transmit(now, frame);
+        if let Some(hook) = self.on_transmit.as_mut() {
+            hook();
+        }
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        self.nic.capabilities()
+    }
+}
+
+/// One core's stack over its queue pair.
 pub struct NativeNet {
-    stack: Stack<VirtioNet>,
-    dhcp: bool,
+    pub(crate) stack: Stack<CoreDevice>,
+    /// The queue pair (= the core).
+    pub(crate) queue: u16,
+    /// This stack says when the address changes (core 0), and, with
+    /// DHCP, tells the other cores.
+    pub(crate) owns_address: bool,
+    pub(crate) dhcp: bool,
     timer: PollTimer,
     reschedule_queued: Cell<bool>,
     reported: Cell<Option<IpConfig>>,
 }
 
 impl NativeNet {
-    /// Processes received frames and due timers, then re-arms the timer.
+    pub(crate) fn new(
+        stack: Stack<CoreDevice>,
+        queue: u16,
+        owns_address: bool,
+        dhcp: bool,
+    ) -> Rc<Self> {
+        let net = Rc::new(NativeNet {
+            stack,
+            queue,
+            owns_address,
+            dhcp,
+            timer: PollTimer::new(),
+            reschedule_queued: Cell::new(false),
+            reported: Cell::new(None),
+        });
+        let weak = Rc::downgrade(&net);
+        net.stack.with_device(|device| {
+            device.on_transmit = Some(Box::new(move || queue_reschedule(&weak)));
+        });
+        net
+    }
+
+    /// Processes received frames and due timers, tells the other cores
+    /// what concerns them, then re-arms the timer.
     pub fn poll(self: &Rc<Self>) {
         self.stack.poll(now());
-        self.report_address();
+        self.after_poll();
+    }
+
+    pub(crate) fn after_poll(self: &Rc<Self>) {
+        net_cores::share(self);
+        if self.owns_address {
+            self.report_address();
+        }
+        net_cores::publish(self.queue, self.stats());
         self.schedule();
     }
 
-    /// The device's receive and transmit counters.
+    /// The queue pair's receive and transmit counters.
     pub fn stats(&self) -> (QueueStats, QueueStats) {
-        self.stack.with_device(|device| device.stats())
+        self.stack.with_device(|device| device.nic.stats())
     }
 
-    fn schedule(self: &Rc<Self>) {
+    /// Counts an interrupt that led to a poll.
+    pub(crate) fn count_interrupt(&self) {
+        self.stack
+            .with_device(|device| device.nic.count_interrupt());
+    }
+
+    pub(crate) fn schedule(self: &Rc<Self>) {
         let weak = Rc::downgrade(self);
         self.timer.follow(self.stack.poll_at(), move || {
             if let Some(net) = weak.upgrade() {
@@ -67,113 +194,26 @@ impl NativeNet {
             return;
         }
         self.reported.set(ip);
+        if self.dhcp {
+            net_cores::lease_changed(ip);
+        }
         let how = if self.dhcp { "DHCP" } else { "static" };
         match ip {
-            Some(ip) => crate::println!(
-                "ebbflow native: virtio-net has address {}/{}{}{} ({how})",
-                ip.addr,
-                ip.prefix_len,
-                if ip.gateway.is_some() {
-                    ", gateway "
-                } else {
-                    ""
-                },
-                ip.gateway.map_or(Ipv4Addr::UNSPECIFIED, |g| g)
+            Some(IpConfig {
+                addr,
+                prefix_len,
+                gateway: Some(gateway),
+            }) => crate::println!(
+                "ebbflow native: virtio-net has address {addr}/{prefix_len}, gateway {gateway} ({how})"
+            ),
+            Some(IpConfig {
+                addr, prefix_len, ..
+            }) => crate::println!(
+                "ebbflow native: virtio-net has address {addr}/{prefix_len} ({how})"
             ),
             None => crate::println!("ebbflow native: virtio-net lost its address ({how})"),
         }
     }
-}
-
-/// Where core 0's driver hands device interrupts.
-pub type InterruptHook = Rc<RefCell<Option<Box<dyn FnMut()>>>>;
-
-/// Installs this core's `NetStack`: on core 0 the stack over the first
-/// modern virtio-net function, if there is one (its interrupt handler goes
-/// into `on_interrupt`); elsewhere, or without a device, a stack that
-/// refuses with the reason.
-pub fn install(core: usize, mode: NetMode, verbose: bool, on_interrupt: &InterruptHook) {
-    let stack: Box<dyn NetStack> = if core == 0 {
-        match start(mode, verbose, on_interrupt) {
-            Ok(net) => Box::new(net.stack.clone()),
-            Err(why) => Box::new(NoNet(why)),
-        }
-    } else {
-        Box::new(NoNet(
-            "the virtio-net stack runs on core 0 only (one queue pair)",
-        ))
-    };
-    if let Err(error) = NETWORK.install(Box::leak(Box::new(stack))) {
-        crate::println!("ebbflow native: cannot install the network stack on core {core}: {error}");
-    }
-}
-
-fn start(
-    mode: NetMode,
-    verbose: bool,
-    on_interrupt: &InterruptHook,
-) -> Result<Rc<NativeNet>, &'static str> {
-    let function = pci_ecam::functions()
-        .iter()
-        .find(|f| f.vendor == VENDOR && f.device == DEVICE)
-        .ok_or("no virtio-net device (modern, disable-legacy=on) on PCI")?;
-    let config = pci_ecam::config_space().ok_or("no PCI")?;
-    let interrupts =
-        !mode.poll && msix::route(function, config, 0, apic::DEVICE_VECTOR as u8, apic::id());
-    let device = VirtioNet::new(function, config, interrupts.then_some(0)).map_err(|error| {
-        crate::println!("ebbflow native: virtio-net at {}: {error}", function.bdf);
-        "the virtio-net device could not be set up"
-    })?;
-    let mac = device.mac();
-    if verbose {
-        crate::println!(
-            "ebbflow native: virtio-net at {}: MAC {mac}, features {:#x}, link {}, {}",
-            function.bdf,
-            device.features(),
-            if device.link_up() { "up" } else { "down" },
-            if interrupts {
-                "MSI-X interrupts"
-            } else {
-                "polled"
-            }
-        );
-    }
-    let config = if mode.dhcp {
-        Config::new_dhcp(mac, crate::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15)
-    } else {
-        Config::new_static(
-            mac,
-            IpConfig {
-                addr: GUEST,
-                prefix_len: PREFIX,
-                gateway: Some(GATEWAY),
-            },
-        )
-    };
-    let net = Rc::new(NativeNet {
-        stack: Stack::new(device, config, now()),
-        dhcp: mode.dhcp,
-        timer: PollTimer::new(),
-        reschedule_queued: Cell::new(false),
-        reported: Cell::new(None),
-    });
-    let weak = Rc::downgrade(&net);
-    net.stack.with_device(|device| {
-        device.set_on_transmit(Box::new(move || queue_reschedule(&weak)));
-    });
-    // The interrupt hook (or idle handler) keeps the driver alive for the
-    // node's life; timers and the transmit hook hold weak references.
-    let driver = Rc::clone(&net);
-    if interrupts {
-        *on_interrupt.borrow_mut() = Some(Box::new(move || {
-            driver.stack.with_device(VirtioNet::count_interrupt);
-            driver.poll();
-        }));
-    } else {
-        ebb_event::add_idle_handler(move || driver.poll());
-    }
-    net.poll();
-    Ok(net)
 }
 
 /// After a send from outside `poll` (an application's event), the stack
@@ -193,8 +233,8 @@ fn queue_reschedule(weak: &Weak<NativeNet>) {
     });
 }
 
-/// The `NetStack` of cores without the device.
-struct NoNet(&'static str);
+/// The `NetStack` of cores when there is no usable device.
+pub(crate) struct NoNet(pub(crate) &'static str);
 
 impl NetStack for NoNet {
     fn listen(&self, _: SocketAddr, _: AcceptFn) -> Result<SocketAddr, NetError> {
@@ -207,5 +247,29 @@ impl NetStack for NoNet {
 
     fn udp_bind(&self, _: SocketAddr, _: Box<dyn UdpHandler>) -> Result<UdpSocket, NetError> {
         Err(NetError::Unsupported(self.0))
+    }
+}
+
+/// The `NetStack` of cores beyond the device's queue pairs: the device
+/// never steers a flow here, so a listener here would accept nothing, and
+/// `listen` says yes to keep `listen_on_all_cores` working on any number
+/// of cores (the cores with queues accept the connections); what would
+/// need this core's own traffic (connect, UDP) is refused.
+pub(crate) struct NoQueue;
+
+const NO_QUEUE: &str =
+    "this core has no virtio-net queue pair (the device has fewer than the cores)";
+
+impl NetStack for NoQueue {
+    fn listen(&self, addr: SocketAddr, _: AcceptFn) -> Result<SocketAddr, NetError> {
+        Ok(addr)
+    }
+
+    fn connect(&self, _: SocketAddr, _: Box<dyn TcpHandler>) -> Result<TcpConnection, NetError> {
+        Err(NetError::Unsupported(NO_QUEUE))
+    }
+
+    fn udp_bind(&self, _: SocketAddr, _: Box<dyn UdpHandler>) -> Result<UdpSocket, NetError> {
+        Err(NetError::Unsupported(NO_QUEUE))
     }
 }

@@ -31,6 +31,14 @@ pub fn options() -> PlatformOptions {
     OPTIONS.get().copied().unwrap_or_default()
 }
 
+/// The LAPIC id of core `core`, if it runs.
+pub fn apic_id(core: usize) -> Option<u32> {
+    match CORES.get() {
+        Some(cores) => cores.get(core).copied(),
+        None => (core == 0).then(apic::id),
+    }
+}
+
 /// Records which cores run (boot, after `smp::start_cores`).
 pub fn set_cores(apic_ids: Box<[u32]>) {
     CORES.call_once(|| apic_ids);
@@ -80,9 +88,11 @@ impl Platform for NativePlatform {
 /// One core's half: device interrupts, halting until an interrupt or the
 /// next deadline.
 struct NativeCore {
-    /// The driver that takes device interrupts on this core (core 0's
-    /// virtio-net), set by `net::install`.
+    /// The driver that takes device interrupts on this core (its
+    /// virtio-net queue pair's), set by `net::install`.
     on_interrupt: InterruptHook,
+    /// This core's LAPIC id (which device-interrupt flag is its own).
+    apic_id: u32,
 }
 
 impl CoreDriver for NativeCore {
@@ -90,7 +100,7 @@ impl CoreDriver for NativeCore {
         // The timer and wake-up IPIs only end a halt; a device interrupt
         // (MSI-X, `apic::DEVICE_VECTOR`) was recorded by its handler, and
         // its driver runs here, in the loop, with interrupts off.
-        if apic::take_device_interrupt() {
+        if apic::take_device_interrupt(self.apic_id) {
             if let Some(hook) = self.on_interrupt.borrow_mut().as_mut() {
                 hook();
             }
@@ -140,19 +150,24 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
     let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(0, options.net, log::log_enabled!(log::Level::Debug), &hook);
+        net::install(0, &options, &hook);
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
         }
         main();
     });
-    run_core(
+    let code = run_core(
         CoreId(0),
         node,
-        Box::new(NativeCore { on_interrupt }),
+        Box::new(NativeCore {
+            on_interrupt,
+            apic_id: apic::id(),
+        }),
         Some(init),
     )
-    .map_err(NativeError::Event)
+    .map_err(NativeError::Event)?;
+    net::report_queues();
+    Ok(code)
 }
 
 /// The rest of the life of core `core` (not 0), after its CPU setup:
@@ -168,15 +183,11 @@ pub fn run_other_core(core: usize) -> ! {
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
     let options = options();
-    let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(
-            core,
-            options.net,
-            log::log_enabled!(log::Level::Debug),
-            &hook,
-        );
+    let init: Box<dyn FnOnce()> = Box::new(move || net::install(core, &options, &hook));
+    let driver = Box::new(NativeCore {
+        on_interrupt,
+        apic_id: apic::id(),
     });
-    let driver = Box::new(NativeCore { on_interrupt });
     if let Err(error) = run_core(CoreId(core), node, driver, Some(init)) {
         log::error!("core {core} cannot run its event loop: {error}");
     }

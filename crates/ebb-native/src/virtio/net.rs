@@ -1,5 +1,13 @@
-//! virtio-net (virtio 1.2 §5.1) over the modern PCI transport: one
-//! receive and one transmit queue, as an `ebb-netstack` [`Device`].
+//! virtio-net (virtio 1.2 §5.1) over the modern PCI transport: each
+//! receive/transmit queue pair is an `ebb-netstack` [`Device`].
+//!
+//! * **Multiqueue** (§5.1.6.5.5). Asked for more than one pair,
+//!   [`VirtioNet::open`] negotiates MQ and CTRL_VQ (only together), reads
+//!   `max_virtqueue_pairs`, sets up min(asked, max) pairs (pair `i` is
+//!   queues `2i` and `2i + 1`) and the control queue (`2 × max`), and
+//!   after DRIVER_OK sends VQ_PAIRS_SET. Each pair is then used by one
+//!   core only; the device steers a flow's received packets to the pair
+//!   that last sent it.
 //!
 //! * **Receive without copies.** Each receive buffer is a 2 KiB heap
 //!   block the device writes (12-byte `virtio_net_hdr`, then the frame). A
@@ -28,6 +36,7 @@ use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAdd
 use spin::Mutex;
 
 use crate::pci::{ConfigSpace, Function};
+use crate::virtio::ctrl::ControlQueue;
 use crate::virtio::queue::{Segment, SplitQueue};
 use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR};
 
@@ -35,6 +44,12 @@ use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO
 const F_MAC: u64 = 1 << 5;
 const F_MRG_RXBUF: u64 = 1 << 15;
 const F_STATUS: u64 = 1 << 16;
+const F_CTRL_VQ: u64 = 1 << 17;
+const F_MQ: u64 = 1 << 22;
+/// `max_virtqueue_pairs` in the device configuration (§5.1.4), and the
+/// largest value it may hold.
+const MAX_PAIRS_OFFSET: usize = 8;
+const MAX_PAIRS_LIMIT: u16 = 0x8000;
 /// `virtio_net_hdr` with VERSION_1 (§5.1.6): 12 bytes, `num_buffers` last.
 const HEADER: usize = 12;
 /// A receive buffer: header + the largest Ethernet frame (1514), rounded
@@ -45,8 +60,6 @@ const QUEUE_SIZE: u16 = 256;
 /// Receive buffers alive at most (in the ring plus lent to the stack and
 /// the application); beyond that, frames wait in the device.
 const MAX_RX_BUFFERS: usize = 1024;
-const RX_QUEUE: u16 = 0;
-const TX_QUEUE: u16 = 1;
 
 /// The PCI ids of a modern virtio-net function (§4.1.2: 0x1040 + 1).
 pub const VENDOR: u16 = 0x1af4;
@@ -93,9 +106,13 @@ impl Drop for RxFrame {
     }
 }
 
-/// A virtio-net device: the stack's [`Device`].
+/// One receive/transmit queue pair of a virtio-net device: the stack's
+/// [`Device`]. `Send`, so that core 0 can set every pair up and hand each
+/// to its core.
 pub struct VirtioNet {
     transport: Transport,
+    /// Which pair of the device this is.
+    pair: u16,
     features: u64,
     mac: EthernetAddress,
     rx: SplitQueue,
@@ -113,21 +130,45 @@ pub struct VirtioNet {
     tx_header: Box<[u8; HEADER]>,
     rx_stats: QueueStats,
     tx_stats: QueueStats,
-    on_transmit: Option<Box<dyn FnMut()>>,
 }
 
 impl VirtioNet {
-    /// Sets up `function` (a modern virtio-net): features, the two
-    /// queues, receive buffers; interrupts for received frames go to MSI-X
-    /// table entry 0 if `rx_vector` is `Some(0)`, else the queues are
-    /// polled.
+    /// Sets up `function` (a modern virtio-net) with one queue pair:
+    /// interrupts for received frames go to MSI-X table entry 0 if
+    /// `rx_vector` is `Some(0)`, else the queues are polled.
     pub fn new(
         function: &Function,
         config: &dyn ConfigSpace,
         rx_vector: Option<u16>,
     ) -> Result<Self, VirtioError> {
+        let mut pairs = Self::open(function, config, 1, |_| rx_vector)?;
+        pairs.pop().ok_or(VirtioError::NoQueue(0))
+    }
+
+    /// Sets up `function` with up to `wanted` queue pairs (as many as the
+    /// device has, at least one): features, queues, receive buffers. Pair
+    /// `i`'s receive interrupts go to MSI-X table entry `rx_vector(i)`
+    /// (`None`: polled). Returns the pairs, pair 0 first.
+    pub fn open(
+        function: &Function,
+        config: &dyn ConfigSpace,
+        wanted: u16,
+        rx_vector: impl Fn(u16) -> Option<u16>,
+    ) -> Result<Vec<Self>, VirtioError> {
         let transport = Transport::new(function, config)?;
-        let features = transport.negotiate(F_MAC | F_STATUS | F_MRG_RXBUF, F_VERSION_1)?;
+        let base = F_MAC | F_STATUS | F_MRG_RXBUF;
+        let multi = F_MQ | F_CTRL_VQ;
+        // The control queue is only worth its setup with more than one pair.
+        let features = transport.negotiate_with(
+            |offered| {
+                if wanted > 1 && offered & multi == multi {
+                    base | multi
+                } else {
+                    base
+                }
+            },
+            F_VERSION_1,
+        )?;
         let device = transport.device_config();
         let mac = if features & F_MAC != 0 {
             let mut mac = [0u8; 6];
@@ -138,20 +179,68 @@ impl VirtioNet {
         } else {
             EthernetAddress([0x02, 0xeb, 0, 0, 0, 0x15])
         };
-        let rx_size = QUEUE_SIZE.min(transport.max_queue_size(RX_QUEUE));
-        let tx_size = QUEUE_SIZE.min(transport.max_queue_size(TX_QUEUE));
+        let max_pairs = if features & F_MQ != 0 {
+            device
+                .read::<u16>(MAX_PAIRS_OFFSET)
+                .clamp(1, MAX_PAIRS_LIMIT)
+        } else {
+            1
+        };
+        let count = wanted.clamp(1, max_pairs);
+        let mut pairs = Vec::with_capacity(usize::from(count));
+        for pair in 0..count {
+            pairs.push(Self::pair(
+                &transport,
+                features,
+                mac,
+                pair,
+                rx_vector(pair),
+            )?);
+        }
+        let mut control = if count > 1 {
+            Some(ControlQueue::new(&transport, 2 * max_pairs)?)
+        } else {
+            None
+        };
+        transport.driver_ok();
+        if let Some(control) = control.as_mut() {
+            // Until this command the device uses pair 0 only (§5.1.6.5.5);
+            // if it refuses, pair 0 alone carries the traffic.
+            if let Err(error) = control.set_queue_pairs(count) {
+                log::warn!("virtio-net: {error}: one queue pair");
+                pairs.truncate(1);
+            }
+        }
+        for pair in &mut pairs {
+            pair.refill();
+        }
+        Ok(pairs)
+    }
+
+    /// Sets up queue pair `pair` (receive queue `2 × pair`, transmit
+    /// queue `2 × pair + 1`); before DRIVER_OK.
+    fn pair(
+        transport: &Transport,
+        features: u64,
+        mac: EthernetAddress,
+        pair: u16,
+        rx_vector: Option<u16>,
+    ) -> Result<Self, VirtioError> {
+        let (rx_index, tx_index) = (2 * pair, 2 * pair + 1);
+        let rx_size = QUEUE_SIZE.min(transport.max_queue_size(rx_index));
+        let tx_size = QUEUE_SIZE.min(transport.max_queue_size(tx_index));
         if !rx_size.is_power_of_two() || !tx_size.is_power_of_two() {
-            return Err(VirtioError::NoQueue(RX_QUEUE));
+            return Err(VirtioError::NoQueue(rx_index));
         }
         let mut rx = SplitQueue::new(rx_size).ok_or(VirtioError::NoMemory)?;
         let mut tx = SplitQueue::new(tx_size).ok_or(VirtioError::NoMemory)?;
-        let rx_notify = transport.setup_queue(RX_QUEUE, &rx, rx_vector.unwrap_or(NO_VECTOR))?;
-        let tx_notify = transport.setup_queue(TX_QUEUE, &tx, NO_VECTOR)?;
+        let rx_notify = transport.setup_queue(rx_index, &rx, rx_vector.unwrap_or(NO_VECTOR))?;
+        let tx_notify = transport.setup_queue(tx_index, &tx, NO_VECTOR)?;
         rx.set_interrupts(rx_vector.is_some());
         tx.set_interrupts(false);
-        transport.driver_ok();
-        let mut net = VirtioNet {
-            transport,
+        Ok(VirtioNet {
+            transport: transport.clone(),
+            pair,
             features,
             mac,
             rx,
@@ -166,10 +255,12 @@ impl VirtioNet {
             tx_header: Box::new([0; HEADER]),
             rx_stats: QueueStats::default(),
             tx_stats: QueueStats::default(),
-            on_transmit: None,
-        };
-        net.refill();
-        Ok(net)
+        })
+    }
+
+    /// Which queue pair of the device this is (0 first).
+    pub fn pair_index(&self) -> u16 {
+        self.pair
     }
 
     /// The device's MAC address.
@@ -195,12 +286,6 @@ impl VirtioNet {
     /// Counts an interrupt that led to a poll.
     pub fn count_interrupt(&mut self) {
         self.rx_stats.interrupts += 1;
-    }
-
-    /// Calls `hook` after each frame handed to the device (the driver
-    /// re-arms its timers: a send from outside a poll may start one).
-    pub fn set_on_transmit(&mut self, hook: Box<dyn FnMut()>) {
-        self.on_transmit = Some(hook);
     }
 
     /// Gives the device every receive buffer the pool has (and new ones up
@@ -325,9 +410,6 @@ impl Device for VirtioNet {
                 self.tx_stats.bytes += len as u64;
             }
             None => self.tx_stats.dropped += 1,
-        }
-        if let Some(hook) = self.on_transmit.as_mut() {
-            hook();
         }
     }
 
