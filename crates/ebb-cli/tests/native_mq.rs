@@ -6,9 +6,11 @@
 //! flow hash spreads them over the TAP queues) each ask `version`; then
 //! `shutdown` (memcached `-A`) ends the guest, which prints each queue's
 //! counters, and every queue must have received, sent and been
-//! interrupted.
+//! interrupted. And with fewer queues than cores (QEMU user networking,
+//! one queue, 2 cores), memcached still listens on every core and serves
+//! from core 0's queue.
 //!
-//! Needs root and `/dev/net/tun`; without them the test says why and
+//! The TAP test needs root and `/dev/net/tun`; without them the test says why and
 //! passes. With them nothing is skipped: a missing `ip`, `qemu-system-x86_64`
 //! or `memccapable` (which `./ebb test` installs) fails it. The namespace
 //! is deleted on drop, also when the test fails (QEMU-NOTES: TAP devices
@@ -289,4 +291,93 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
             "queue {queue} carried no traffic (rx {rx}, tx {tx}, interrupts {interrupts}):\n{console}"
         );
     }
+}
+
+/// A single-queue device (QEMU user networking) with more cores than
+/// queues: one stack on core 0, the other core's stack accepts `listen`
+/// (so `listen_on_all_cores` works) and the device carries everything on
+/// queue 0. Needs no root.
+#[test]
+fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+
+    let found = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    assert!(
+        found,
+        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(EBB)
+        .args(["run", "memcached", "--native", "--accel", "tcg", "-v"])
+        .args(["--cores", "2", "--timeout", "300"])
+        .args(["--forward", &format!("{port}:11211")])
+        .args(["--", "-A"])
+        .env("EBB_ROOT", root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("run ebb-cli");
+    let mut guest = Guest(child);
+    let stdout = guest.0.stdout.take().expect("stdout");
+    let (lines, console) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line.replace('\r', "")).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while let Ok(line) = console.recv_timeout(Duration::from_secs(600)) {
+        let done = line.starts_with("memcached: listening");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let boot = seen.join("\n");
+    assert!(
+        boot.contains("virtio-net: 1 queue pair for 2 cores"),
+        "{boot}"
+    );
+    assert!(
+        boot.contains("listening on 0.0.0.0:11211 on 2 cores"),
+        "{boot}"
+    );
+
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    stream.write_all(b"version\r\n").expect("send version");
+    let mut reply = String::new();
+    BufReader::new(stream.try_clone().expect("clone"))
+        .read_line(&mut reply)
+        .expect("read the version");
+    assert!(reply.starts_with("VERSION "), "{reply}");
+    stream.write_all(b"shutdown\r\n").expect("send shutdown");
+
+    let mut exit = Vec::new();
+    while let Ok(line) = console.recv_timeout(Duration::from_secs(120)) {
+        exit.push(line);
+    }
+    let status = guest.0.wait().expect("wait for the launcher");
+    let console = exit.join("\n");
+    assert!(status.success(), "exit {status}:\n{console}");
+    let (rx, tx, interrupts) = counters(&console, 0)
+        .unwrap_or_else(|| panic!("no counters for queue 0 at exit:\n{console}"));
+    assert!(rx > 0 && tx > 0 && interrupts > 0, "{console}");
+    assert!(
+        counters(&console, 1).is_none(),
+        "one queue only:\n{console}"
+    );
 }
