@@ -6,7 +6,8 @@
 //! flow hash spreads them over the TAP queues) each ask `version`; then
 //! `shutdown` (memcached `-A`) ends the guest, which prints each queue's
 //! counters, and every queue must have received, sent and been
-//! interrupted. And with fewer queues than cores (QEMU user networking,
+//! interrupted. The same with `net=dhcp` (dnsmasq in the namespace; core
+//! 0's lease must reach every stack). And with fewer queues than cores (QEMU user networking,
 //! one queue, 2 cores), memcached still listens on every core and serves
 //! from core 0's queue.
 //!
@@ -21,13 +22,15 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
+
+/// One guest at a time: 4 TCG vCPUs each on a shared 2-CPU machine.
+static BOOT: Mutex<()> = Mutex::new(());
 
 const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 const TAP: &str = "mqtap0";
-const KERNEL_ADDR: &str = "10.77.29.1/24";
-const GUEST_IP: &str = "10.77.29.2";
 const GUEST_MAC: &str = "52:54:00:eb:00:29";
 const QUEUES: usize = 4;
 const CONNECTIONS: usize = 64;
@@ -62,17 +65,23 @@ fn ip(args: &[&str]) {
     );
 }
 
-/// A namespace with a multi-queue TAP device, deleted on drop.
-struct Namespace(String);
+/// A namespace with a multi-queue TAP device whose kernel side is
+/// `subnet.1/24`, deleted on drop (with the DHCP server, if any).
+struct Namespace(String, Option<Child>);
 
 impl Namespace {
-    fn new() -> Self {
-        let name = format!("ebbmq-{}", std::process::id());
+    fn new(subnet: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "ebbmq-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
         ip(&["netns", "add", &name]);
-        let ns = Namespace(name);
+        let ns = Namespace(name, None);
         let n = ns.0.as_str();
         ip(&["-n", n, "link", "set", "lo", "up"]);
-        ip(&[
+        let tap = [
             "-n",
             n,
             "tuntap",
@@ -82,24 +91,55 @@ impl Namespace {
             "mode",
             "tap",
             "multi_queue",
-        ]);
-        ip(&["-n", n, "addr", "add", KERNEL_ADDR, "dev", TAP]);
-        ip(&["-n", n, "link", "set", TAP, "up"]);
-        // The kernel never asks ARP for the guest (QEMU-NOTES).
+        ];
+        ip(&tap);
         ip(&[
             "-n",
             n,
-            "neigh",
-            "replace",
-            GUEST_IP,
-            "lladdr",
-            GUEST_MAC,
+            "addr",
+            "add",
+            &format!("{subnet}.1/24"),
             "dev",
             TAP,
-            "nud",
-            "permanent",
         ]);
+        ip(&["-n", n, "link", "set", TAP, "up"]);
+        // The kernel never asks ARP for the guest (QEMU-NOTES).
+        let guest = format!("{subnet}.2");
+        let neigh = ["-n", n, "neigh", "replace", &guest, "lladdr", GUEST_MAC];
+        ip(&[&neigh[..], &["dev", TAP, "nud", "permanent"]].concat());
         ns
+    }
+
+    /// Starts dnsmasq in the namespace, handing the guest `subnet.2`.
+    fn serve_dhcp(&mut self, subnet: &str) {
+        let leases = std::env::temp_dir().join(format!("{}.leases", self.0));
+        let mut dnsmasq = Command::new("ip")
+            .args(["netns", "exec", &self.0, "dnsmasq", "--no-daemon"])
+            .args(["--conf-file=/dev/null", "--port=0", "--bind-interfaces"])
+            .arg(format!("--interface={TAP}"))
+            .arg(format!(
+                "--dhcp-range={subnet}.2,{subnet}.2,255.255.255.0,2m"
+            ))
+            .arg(format!("--dhcp-host={GUEST_MAC},{subnet}.2"))
+            .arg(format!("--dhcp-leasefile={}", leases.display()))
+            .args(["--pid-file=", "--user=root", "--log-facility=-"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("starting dnsmasq (./ebb test installs it): {error}"));
+        let stderr = dnsmasq.stderr.take().expect("piped stderr");
+        self.1 = Some(dnsmasq);
+        let (bound, wait) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("DHCP, sockets bound") {
+                    let _ = bound.send(());
+                }
+            }
+        });
+        wait.recv_timeout(Duration::from_secs(20))
+            .expect("dnsmasq did not bind its DHCP socket within 20 s");
     }
 
     /// Runs `bash -c script` (bash: for `/dev/tcp`) inside the namespace with a time limit; returns
@@ -122,6 +162,12 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
+        if let Some(dnsmasq) = &mut self.1 {
+            let _ = dnsmasq.kill();
+            let _ = dnsmasq.wait();
+            let leases = std::env::temp_dir().join(format!("{}.leases", self.0));
+            let _ = std::fs::remove_file(leases);
+        }
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
 }
@@ -165,6 +211,26 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
         eprintln!("SKIPPED: the multi-queue TAP test needs root and /dev/net/tun ({reason})");
         return;
     }
+    four_queues("10.77.29", false);
+}
+
+/// The same with the address from DHCP (dnsmasq in the namespace): core
+/// 0's client gets the lease, server messages reaching other queues are
+/// handed to it, and the other cores' stacks take the address (else the
+/// connections steered to them would go unanswered).
+#[test]
+fn four_queues_share_core_0s_dhcp_lease() {
+    if let Some(reason) = unable() {
+        eprintln!("SKIPPED: the multi-queue TAP test needs root and /dev/net/tun ({reason})");
+        return;
+    }
+    four_queues("10.77.39", true);
+}
+
+fn four_queues(subnet: &str, dhcp: bool) {
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let guest_ip = format!("{subnet}.2");
+    let guest_ip = guest_ip.as_str();
     let found = Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
@@ -173,7 +239,13 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
         found,
         "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
     );
-    let ns = Namespace::new();
+    let mut ns = Namespace::new(subnet);
+    let address = if dhcp {
+        ns.serve_dhcp(subnet);
+        "net=dhcp".to_owned()
+    } else {
+        format!("ip={guest_ip}/24")
+    };
     let netdev =
         format!("tap,id=mq0,ifname={TAP},script=no,downscript=no,queues={QUEUES},vhost=off");
     let device = format!(
@@ -184,7 +256,7 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
         .args(["netns", "exec", &ns.0, EBB])
         .args(["run", "memcached", "--native", "--accel", "tcg", "-v"])
         .args(["--cores", &QUEUES.to_string(), "--timeout", "400"])
-        .arg(format!("--boot-arg=ip={GUEST_IP}/24"))
+        .arg(format!("--boot-arg={address}"))
         .args(["--qemu-arg=-netdev", &format!("--qemu-arg={netdev}")])
         .args(["--qemu-arg=-device", &format!("--qemu-arg={device}")])
         .args(["--", "-A"])
@@ -216,9 +288,10 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
     loop {
         match console.recv_timeout(Duration::from_secs(600)) {
             Ok(line) => {
-                let done = line.starts_with("memcached: listening");
                 seen.push(line);
-                if done {
+                // The listener and the address (a DHCP lease comes later).
+                let listening = seen.iter().any(|l| l.starts_with("memcached: listening"));
+                if listening && seen.iter().any(|l| l.contains("virtio-net has address")) {
                     break;
                 }
             }
@@ -234,10 +307,12 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
         boot.contains("virtio-net: 4 queue pairs for 4 cores (MSI-X entry i to core i)"),
         "{boot}"
     );
-    assert!(
-        boot.contains(&format!("virtio-net has address {GUEST_IP}/24 (static)")),
-        "{boot}"
-    );
+    let address = if dhcp {
+        format!("virtio-net has address {guest_ip}/24, gateway {subnet}.1 (DHCP)")
+    } else {
+        format!("virtio-net has address {guest_ip}/24 (static)")
+    };
+    assert!(boot.contains(&address), "{boot}");
     assert!(
         boot.contains("listening on 0.0.0.0:11211 on 4 cores"),
         "{boot}"
@@ -245,7 +320,7 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
 
     let (passed, output) = ns.sh(
         "memccapable -h \"$1\" -p 11211 -t 5 -a && memccapable -h \"$1\" -p 11211 -t 5 -b",
-        &[GUEST_IP],
+        &[guest_ip],
     );
     assert!(
         passed && output.matches("All tests passed").count() == 2,
@@ -260,7 +335,7 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
            case \"$line\" in VERSION*) n=$((n + 1));; esac; \
            exec 3<&-; \
          done; echo \"answered $n\"",
-        &[GUEST_IP, &CONNECTIONS.to_string()],
+        &[guest_ip, &CONNECTIONS.to_string()],
     );
     assert!(
         answered && output.contains(&format!("answered {CONNECTIONS}")),
@@ -269,7 +344,7 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
 
     let _ = ns.sh(
         "exec 3<>/dev/tcp/\"$1\"/11211 && printf 'shutdown\\r\\n' >&3 && sleep 1",
-        &[GUEST_IP],
+        &[guest_ip],
     );
     let mut exit = Vec::new();
     while let Ok(line) = console.recv_timeout(Duration::from_secs(120)) {
@@ -282,6 +357,12 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
         "the guest did not exit 0 after shutdown ({status}):\n{console}\n{}",
         launcher.join().unwrap_or_default()
     );
+    for line in console
+        .lines()
+        .filter(|l| l.starts_with("virtio-net queue"))
+    {
+        eprintln!("  | {line}");
+    }
     for queue in 0..QUEUES {
         let Some((rx, tx, interrupts)) = counters(&console, queue) else {
             panic!("no counters for queue {queue} at exit:\n{console}");
@@ -302,6 +383,7 @@ fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
 
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let found = Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
