@@ -35,8 +35,8 @@ pub struct CoreDevice {
     shared: bool,
     /// Hand DHCP messages from a server to core 0 (not core 0, `net=dhcp`).
     forward_dhcp: bool,
-    /// Frames other cores handed to this one (DHCP, for core 0), received
-    /// before the device's.
+    /// Frames other cores handed to this one (DHCP for core 0, TCP
+    /// segments of this core's connections), received before the device's.
     injected: VecDeque<IoBuf>,
     /// Senders of the ARP packets received since the last poll.
     arp_senders: Vec<(Ipv4Addr, EthernetAddress)>,

@@ -9,7 +9,12 @@
 //!   and address), `NETWORK` representative, timer and interrupt handler.
 //!   The device steers each flow to the pair that last sent it, so a
 //!   connection stays on the core that accepted it, run to completion
-//!   there with nothing shared.
+//!   there with nothing shared. Steering is not a promise (a host's tun
+//!   device forgets idle flows and falls back to hashing): each stack
+//!   claims its connections in one shared `FlowDirectory`
+//!   (`ebb_netstack::steering`), and a segment that reaches a core without
+//!   its connection is handed to the owner (a view of the receive buffer,
+//!   no copy) instead of being answered with a reset.
 //! * **ARP.** A reply can reach another core's queue than the one whose
 //!   stack asked. After each poll a stack looks at the ARP packets it
 //!   received; each sender it took into its cache (RFC 826's rules, applied
@@ -40,7 +45,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext};
 use ebb_event::{core_count, now, spawn_on};
+use ebb_iobuf::IoBuf;
 use ebb_net::{NetStack, NETWORK};
+use ebb_netstack::steering::{FlowDirectory, Steering};
 use ebb_netstack::{Config, IpConfig, Stack};
 use spin::{Mutex, Once};
 
@@ -87,6 +94,11 @@ const CORE_NET: EbbRef<CoreNetEbb> = unsafe { EbbRef::reserved(EbbId::reserved(8
 static STACKS: AtomicUsize = AtomicUsize::new(0);
 /// The address core 0's DHCP client holds (`net=dhcp`).
 static LEASE: Mutex<Option<IpConfig>> = Mutex::new(None);
+/// Which core owns each TCP connection, shared by the stacks (more than
+/// one stack only).
+static DIRECTORY: Once<FlowDirectory> = Once::new();
+/// Connections the directory has room for (it rounds up, twice over).
+const DIRECTORY_FLOWS: usize = 4096;
 /// Each queue pair's counters, as its core last published them.
 static PUBLISHED: Once<Box<[Published]>> = Once::new();
 
@@ -141,6 +153,10 @@ fn start(options: &PlatformOptions) {
     };
     let count = pairs.len();
     STACKS.store(count, Ordering::Relaxed);
+    if count > 1 {
+        let seed = crate::clock::nanos() ^ 0x2545_f491_4f6c_dd1d;
+        DIRECTORY.call_once(|| FlowDirectory::new(DIRECTORY_FLOWS, seed));
+    }
     PUBLISHED.call_once(|| (0..count).map(|_| Published::default()).collect());
     let ip = match options.ip {
         Some(ip) => IpConfig {
@@ -240,13 +256,17 @@ fn start_pair(nic: VirtioNet, setup: Setup) {
     let core0 = queue == 0;
     let mac = nic.mac();
     let runs_dhcp = setup.dhcp && core0;
-    let config = if runs_dhcp {
+    let mut config = if runs_dhcp {
         Config::new_dhcp(mac, crate::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15)
     } else {
         Config::new_static(mac, setup.ip)
     };
+    config.tcp.core = CoreId(usize::from(queue));
     let device = CoreDevice::new(nic, setup.shared, setup.dhcp && !core0);
     let stack = Stack::new(device, config, now());
+    if let Some(directory) = DIRECTORY.get().filter(|_| setup.shared) {
+        stack.set_steering(Rc::new(Forwarder(directory)));
+    }
     if setup.dhcp && !core0 {
         // Core 0's lease, whenever it comes (`lease_changed`).
         stack.set_ip_config(*LEASE.lock());
@@ -286,6 +306,27 @@ fn install_stack(stack: Box<dyn NetStack>) {
 fn send(core: usize, f: impl FnOnce() + Send + 'static) {
     if let Err(error) = spawn_on(CoreId(core), f) {
         log::error!("cannot reach core {core} for the network: {error}");
+    }
+}
+
+/// Hands segments for another core's connection to that core.
+struct Forwarder(&'static FlowDirectory);
+
+impl Steering for Forwarder {
+    fn directory(&self) -> &FlowDirectory {
+        self.0
+    }
+
+    fn forward(&self, core: CoreId, frame: &IoBuf) {
+        // A view of the receive buffer, which goes back to this core's
+        // pool when the owner is done with it.
+        let frame = frame.clone();
+        send(core.0, move || {
+            with_net(|owner| {
+                owner.stack.with_device(|device| device.inject(frame));
+                owner.poll();
+            });
+        });
     }
 }
 
