@@ -32,6 +32,7 @@ memcached 1.6-compatible server on Ebbflow (text, binary and meta protocols).
   -t, --threads=NUM           cores to run on (default: every CPU; 1 with
                               --tap, whose stack serves core 0 only)
   -C, --disable-cas           do not use CAS
+  -A, --enable-shutdown       the text `shutdown` command stops the server
   -U, --udp-port=PORT         accepted for compatibility; only 0 (off)
   -v                          verbose
   -h, --help                  this text
@@ -139,6 +140,7 @@ fn parse(args: Vec<String>, userstack: bool) -> Result<Options, String> {
                 }
             }
             "-C" | "--disable-cas" => options.settings.cas_disabled = true,
+            "-A" | "--enable-shutdown" => options.settings.shutdown_enabled = true,
             "-v" | "-vv" | "-vvv" => options.settings.verbosity += 1,
             other => return Err(format!("unknown option '{other}'")),
         }

@@ -13,11 +13,12 @@ use memcached::stats::Counters;
 use memcached::{accept_fn, Server, Settings, Store};
 
 const USAGE: &str = "\
-usage: memcached [-p PORT] [-m MB] [-v]
+usage: memcached [-p PORT] [-m MB] [-A] [-v]
 
 memcached 1.6-compatible server on Ebbflow, native (virtio-net, core 0).
   -p PORT   TCP port to listen on (default 11211), on 0.0.0.0
   -m MB     item memory in megabytes (default 64)
+  -A        enable the text `shutdown` command (stops the guest)
   -v        verbose
 ";
 
@@ -34,6 +35,7 @@ fn main(args: &[&str]) -> i32 {
                 return 0;
             }
             "-v" => settings.verbosity += 1,
+            "-A" => settings.shutdown_enabled = true,
             "-p" | "-m" => {
                 let Some(value) = args.next().and_then(|text| text.parse::<u32>().ok()) else {
                     ebb_native::println!("memcached: {arg} takes a number\n\n{USAGE}");

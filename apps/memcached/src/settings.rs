@@ -13,6 +13,9 @@ pub struct Settings {
     pub cas_disabled: bool,
     /// `-v`: verbosity level.
     pub verbosity: u32,
+    /// `-A`: the text `shutdown` command stops the server (memcached's
+    /// `--enable-shutdown`; tests use it to end a native guest).
+    pub shutdown_enabled: bool,
     /// What `version` answers (memcached 1.6 clients parse it).
     pub version: &'static str,
 }
@@ -25,6 +28,7 @@ impl Default for Settings {
             max_connections: 1024,
             cas_disabled: false,
             verbosity: 0,
+            shutdown_enabled: false,
             version: "1.6.18",
         }
     }

@@ -96,7 +96,9 @@ pub struct NativeArgs {
     #[arg(long, value_name = "[HOST:]GUEST", requires = "native")]
     pub forward: Vec<String>,
     /// With --native: one more QEMU argument (repeatable; `--qemu-arg=-device`
-    /// for values starting with '-'), e.g. extra devices in tests.
+    /// for values starting with '-'), e.g. extra devices in tests. A `-netdev`
+    /// among them replaces the default user networking (bring its virtio-net
+    /// device too).
     #[arg(
         long,
         value_name = "ARG",

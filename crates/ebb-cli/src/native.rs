@@ -107,8 +107,17 @@ impl Forward {
 
 /// QEMU's network arguments for `settings`: on q35 a modern virtio-net
 /// (`disable-legacy=on`) on user networking with the forwards; none on
-/// microvm (no PCI).
+/// microvm (no PCI), nor when the extra QEMU arguments bring their own
+/// `-netdev` (a multi-queue TAP device in a test's namespace, say).
 pub fn network_args(settings: &Settings) -> Result<Vec<String>, String> {
+    if settings.qemu_args.iter().any(|arg| arg == "-netdev") {
+        if !settings.forwards.is_empty() {
+            return Err(
+                "--forward needs the default user networking, not a --qemu-arg -netdev".to_owned(),
+            );
+        }
+        return Ok(Vec::new());
+    }
     if settings.machine != Machine::Q35 {
         if !settings.forwards.is_empty() {
             return Err("--forward needs --machine q35 (virtio-net on PCI)".to_owned());
@@ -615,6 +624,16 @@ mod tests {
             ..microvm
         };
         assert!(network_args(&forwarded).is_err());
+        let own = Settings {
+            qemu_args: vec!["-netdev".to_owned(), "tap,id=n".to_owned()],
+            ..Settings::default()
+        };
+        assert_eq!(network_args(&own), Ok(vec![]));
+        let both = Settings {
+            forwards: vec!["7007".to_owned()],
+            ..own
+        };
+        assert!(network_args(&both).is_err());
     }
 
     #[test]

@@ -200,6 +200,31 @@ pub struct PlatformOptions {
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
+    /// `ip=ADDR/PREFIX`: the static address of the virtio-net stack
+    /// instead of QEMU user networking's 10.0.2.15/24 (no gateway then:
+    /// for a TAP link). Ignored with `net=dhcp`.
+    pub ip: Option<StaticIp>,
+}
+
+/// A static IPv4 address and prefix length (`ip=ADDR/PREFIX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticIp {
+    /// The address.
+    pub addr: core::net::Ipv4Addr,
+    /// The prefix length, 0 to 32.
+    pub prefix_len: u8,
+}
+
+impl StaticIp {
+    /// Parses `ADDR/PREFIX`.
+    pub fn parse(value: &str) -> Option<StaticIp> {
+        let (addr, prefix) = value.split_once('/')?;
+        let prefix_len = prefix.parse().ok().filter(|&p: &u8| p <= 32)?;
+        Some(StaticIp {
+            addr: addr.parse().ok()?,
+            prefix_len,
+        })
+    }
 }
 
 /// How a virtio-net device is driven (`net=`).
@@ -246,6 +271,7 @@ impl Default for PlatformOptions {
             virtio_tx_queue: None,
             virtio_reset_after: None,
             wall: None,
+            ip: None,
         }
     }
 }
@@ -308,6 +334,7 @@ pub fn parse_cmdline<'a>(
                 .parse()
                 .ok()
                 .map(|n| options.virtio_reset_after = Some(n)),
+            "ip" => StaticIp::parse(value).map(|ip| options.ip = Some(ip)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -435,5 +462,18 @@ mod tests {
         assert_eq!(options.poll_above, None);
         assert_eq!(options.virtio_tx_queue, None);
         assert_eq!(unknown, ["poll_above=fast", "virtio_tx_queue=6"]);
+    }
+
+    #[test]
+    fn a_static_address_with_its_prefix() {
+        let (options, _, unknown) = parse("ip=10.77.9.2/24 ip=10.1.2.3 ip=1.2.3.4/33 ip=x/8");
+        assert_eq!(
+            options.ip,
+            Some(StaticIp {
+                addr: core::net::Ipv4Addr::new(10, 77, 9, 2),
+                prefix_len: 24
+            })
+        );
+        assert_eq!(unknown, ["ip=10.1.2.3", "ip=1.2.3.4/33", "ip=x/8"]);
     }
 }

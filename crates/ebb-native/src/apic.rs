@@ -5,7 +5,7 @@
 //! The legacy 8259 PICs are masked: device interrupts will come through the
 //! IOAPIC and MSI.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use x86_64::instructions::port::Port;
 
@@ -162,19 +162,22 @@ pub fn ticks_per_ms() -> u64 {
     TICKS_PER_MS.load(Ordering::Relaxed)
 }
 
-/// Whether a device interrupt arrived since the last call.
-static DEVICE_INTERRUPT: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
+/// Per LAPIC id (low 8 bits): whether a device interrupt arrived at that
+/// core since its loop last looked. One flag per core, because with
+/// multi-queue virtio-net each core takes its own queue's interrupts.
+static DEVICE_INTERRUPT: [AtomicBool; 256] = [const { AtomicBool::new(false) }; 256];
 
-/// The device interrupt handler: records it and acknowledges.
+/// The device interrupt handler: records it for this core and acknowledges.
 pub fn device_interrupt() {
-    DEVICE_INTERRUPT.store(true, core::sync::atomic::Ordering::Release);
+    DEVICE_INTERRUPT[(id() & 0xff) as usize].store(true, Ordering::Release);
     eoi();
 }
 
-/// Whether a device interrupt arrived since the last call (and forgets it).
-pub fn take_device_interrupt() -> bool {
-    DEVICE_INTERRUPT.swap(false, core::sync::atomic::Ordering::Acquire)
+/// Whether a device interrupt arrived at the core with LAPIC id `apic_id`
+/// (the caller's, known without reading the LAPIC) since the last call, and
+/// forgets it.
+pub fn take_device_interrupt(apic_id: u32) -> bool {
+    DEVICE_INTERRUPT[(apic_id & 0xff) as usize].swap(false, Ordering::Acquire)
 }
 
 /// An I/O APIC's register window (identity mapped, uncached).

@@ -9,12 +9,14 @@
 //! enumerated first (`pci`, `pci_ecam`), then the application's entry
 //! ([`entry!`]), which runs the node with [`run`], as on hosted; `run`
 //! installs each core's network stack (`net`: `ebb-netstack` over the
-//! virtio-net driver in `virtio`, MSI-X through `msix`).
+//! virtio-net driver in `virtio`, MSI-X through `msix`; one queue pair
+//! and one stack per core, `net_cores`).
 //!
 //! On hosted targets only the platform-neutral parts build: [`abi`] (the
 //! contract with the launcher), [`acpi`] and [`pci`] (table and
 //! configuration-space walks, host-tested), [`layout`] (memory-map
-//! planning) and the platform-neutral parts of [`virtio`] (split
+//! planning), [`frame_kind`] (which received frames other cores'
+//! stacks need) and the platform-neutral parts of [`virtio`] (split
 //! virtqueues, adaptive polling; host-tested).
 #![no_std]
 // This crate only targets x86_64 (usize is 64 bits), and it splits
@@ -27,6 +29,7 @@ extern crate alloc;
 pub mod abi;
 pub mod acpi;
 pub mod cpu_features;
+pub mod frame_kind;
 pub mod ioapic;
 pub mod lapic_msr;
 pub mod layout;
@@ -58,6 +61,8 @@ mod memory;
 mod msix;
 #[cfg(target_os = "none")]
 pub mod net;
+#[cfg(target_os = "none")]
+mod net_cores;
 #[cfg(target_os = "none")]
 mod paging;
 #[cfg(target_os = "none")]

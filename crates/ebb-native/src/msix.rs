@@ -1,6 +1,6 @@
 //! MSI-X (PCI 3.0 §6.8.2): a function's interrupts as messages to a
-//! LAPIC. Only what a driver with one vector needs: entry `n` of the
-//! table aimed at one core with one vector, then MSI-X enabled.
+//! LAPIC: entry `n` of the table aimed at one core with one vector, then
+//! MSI-X enabled (multi-queue virtio-net aims entry `i` at core `i`).
 
 use crate::pci::{ConfigSpace, Function};
 

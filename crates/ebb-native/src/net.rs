@@ -1,81 +1,223 @@
-//! The network on native cores: `ebb-netstack`'s [`Stack`] over the
-//! virtio-net device, installed as core 0's `NetStack` (the `NETWORK`
-//! Ebb) when the node starts, so applications written against `ebb-net`
-//! run unchanged. The same shape as `ebb-userstack`'s driver: frames are
-//! processed run-to-completion when the device interrupts (or from an idle
-//! handler with `net=poll-…`), and one core timer follows the stack's
-//! `poll_at`. By default polling is adaptive (`virtio::adaptive`): above
-//! `poll_above` packets/s the receive interrupt is masked and an idle
-//! handler polls, below `poll_below` interrupts come back (`net=irq-…`
-//! keeps interrupts). Other cores get a stack that refuses (one queue
-//! pair, one core). With `verbose`, [`report`] prints the negotiated
-//! features and the per-queue counters when the node ends.
+//! The network on native cores: `ebb-netstack`'s [`Stack`] over one
+//! virtio-net queue pair per core, installed as that core's `NetStack`
+//! (the `NETWORK` Ebb), so applications written against `ebb-net` run
+//! unchanged. The same shape as `ebb-userstack`'s driver: frames are
+//! processed run-to-completion on the core whose queue they reached, when
+//! the device interrupts it (or from an idle handler with `net=poll-…`),
+//! and one core timer per stack follows the stack's `poll_at`. By default
+//! polling is adaptive (`virtio::adaptive`), each core for its own queue:
+//! above `poll_above` packets/s its receive interrupt is masked and an
+//! idle handler polls, below `poll_below` interrupts come back (`net=irq-…`
+//! keeps interrupts). How the queue pairs are set up and shared out, what
+//! the stacks tell each other, and the feature and counter dump at exit
+//! are in `net_cores.rs`.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::rc::{Rc, Weak};
+use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
 
-use ebb_event::{now, IdleId};
-use ebb_net::{
-    AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket, NETWORK,
-};
+use ebb_event::{now, IdleId, Instant};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket};
 use ebb_netstack::poll_timer::PollTimer;
-use ebb_netstack::{Config, IpConfig, Stack};
+use ebb_netstack::{Device, DeviceCapabilities, EthernetAddress, IpConfig, RxChecksum, Stack};
 
-use crate::abi::NetMode;
-use crate::cpu_features::{CpuFeatures, HardwareCpuid};
-use crate::virtio::adaptive::{Adaptive, Mode, Thresholds};
-use crate::virtio::net::{QueueStats, VirtioNet, DEVICE, FEATURE_NAMES, VENDOR};
-use crate::{apic, msix, pci_ecam};
+use crate::frame_kind::{classify, FrameKind};
+use crate::net_cores;
+use crate::virtio::adaptive::{Adaptive, Mode};
+use crate::virtio::net::{QueueStats, VirtioNet};
 
-/// QEMU user networking's addresses (its built-in DHCP server hands out
-/// the same): the guest, its prefix, the gateway.
-const GUEST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
-const PREFIX: u8 = 24;
-const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+pub use crate::net_cores::{install, report, report_queues, InterruptHook};
+
+/// A received frame and what the device knew of its checksum.
+pub(crate) type Checked = (IoBuf, RxChecksum);
+
 /// How soon to poll again while frames wait for transmit room: a few
 /// full-size frames' time on a 1 Gb/s wire (12 µs each).
 const TX_RETRY: Duration = Duration::from_micros(50);
 
-/// Core 0's stack over the device.
+/// One core's queue pair as the stack's device: the virtio-net pair, plus
+/// what concerns the other cores' stacks when several share the device.
+pub struct CoreDevice {
+    nic: VirtioNet,
+    /// Look at received frames for ARP and DHCP (more than one stack).
+    shared: bool,
+    /// Hand DHCP messages from a server to core 0 (not core 0, `net=dhcp`).
+    forward_dhcp: bool,
+    /// Frames other cores handed to this one (DHCP for core 0, TCP
+    /// segments of this core's connections), received before the device's,
+    /// with what the receiving core knew of their checksum.
+    injected: VecDeque<Checked>,
+    /// Senders of the ARP packets received since the last poll.
+    arp_senders: Vec<(Ipv4Addr, EthernetAddress)>,
+    /// DHCP messages from a server that reached this core: for core 0.
+    for_dhcp: Vec<Checked>,
+    /// Called after each frame handed to the device (the driver re-arms
+    /// its timer: a send from outside a poll may start one).
+    on_transmit: Option<Box<dyn FnMut()>>,
+}
+
+impl CoreDevice {
+    pub(crate) fn new(nic: VirtioNet, shared: bool, forward_dhcp: bool) -> Self {
+        CoreDevice {
+            nic,
+            shared,
+            forward_dhcp,
+            injected: VecDeque::new(),
+            arp_senders: Vec::new(),
+            for_dhcp: Vec::new(),
+            on_transmit: None,
+        }
+    }
+
+    /// Queues a frame another core received for this core's stack, with
+    /// what that core's device (or stack) knew of its checksum.
+    pub(crate) fn inject(&mut self, frame: IoBuf, checksum: RxChecksum) {
+        self.injected.push_back((frame, checksum));
+    }
+
+    /// The queue pair.
+    pub(crate) fn nic(&mut self) -> &mut VirtioNet {
+        &mut self.nic
+    }
+
+    /// The ARP senders and DHCP messages seen since the last call.
+    pub(crate) fn take_shared(&mut self) -> (Vec<(Ipv4Addr, EthernetAddress)>, Vec<Checked>) {
+        (
+            core::mem::take(&mut self.arp_senders),
+            core::mem::take(&mut self.for_dhcp),
+        )
+    }
+}
+
+impl Device for CoreDevice {
+    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
+        self.receive_checked(now).map(|(frame, _)| frame)
+    }
+
+    fn receive_checked(&mut self, now: Instant) -> Option<(IoBuf, RxChecksum)> {
+        if let Some(injected) = self.injected.pop_front() {
+            return Some(injected);
+        }
+        loop {
+            let (frame, checksum) = self.nic.receive_checked(now)?;
+            if !self.shared {
+                return Some((frame, checksum));
+            }
+            match classify(frame.as_slice()) {
+                FrameKind::Arp {
+                    sender_ip,
+                    sender_mac,
+                } => {
+                    self.arp_senders
+                        .push((sender_ip, EthernetAddress(sender_mac)));
+                    return Some((frame, checksum));
+                }
+                FrameKind::DhcpToClient if self.forward_dhcp => {
+                    // A copy: the receive buffer stays with this core's pool.
+                    self.for_dhcp
+                        .push((IoBuf::from_vec(frame.to_vec()), checksum));
+                }
+                _ => return Some((frame, checksum)),
+            }
+        }
+    }
+
+    fn transmit(&mut self, now: Instant, frame: IoChain) {
+        self.nic.transmit(now, frame);
+        if let Some(hook) = self.on_transmit.as_mut() {
+            hook();
+        }
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        self.nic.capabilities()
+    }
+}
+
+/// One core's stack over its queue pair.
 pub struct NativeNet {
-    stack: Stack<VirtioNet>,
-    dhcp: bool,
+    pub(crate) stack: Stack<CoreDevice>,
+    /// The queue pair (= the core).
+    pub(crate) queue: u16,
+    /// This stack says when the address changes (core 0), and, with
+    /// DHCP, tells the other cores.
+    pub(crate) owns_address: bool,
+    pub(crate) dhcp: bool,
     timer: PollTimer,
     reschedule_queued: Cell<bool>,
     reported: Cell<Option<IpConfig>>,
-    /// Adaptive polling's state; `None` with a forced mode.
+    /// Adaptive polling's state for this core's queue; `None` with a
+    /// forced mode.
     adaptive: Option<RefCell<Adaptive>>,
-    /// The idle handler that polls while in polling mode.
-    idle: Cell<Option<IdleId>>,
+    /// The idle handler that polls (polling mode, or `net=poll-…`).
+    pub(crate) idle: Cell<Option<IdleId>>,
     /// Frames after which to reset the device once (`virtio_reset_after`).
     reset_after: Cell<Option<u64>>,
 }
 
 impl NativeNet {
-    /// Processes received frames and due timers, then re-arms the timer.
+    pub(crate) fn new(
+        stack: Stack<CoreDevice>,
+        queue: u16,
+        owns_address: bool,
+        dhcp: bool,
+        adaptive: Option<Adaptive>,
+        reset_after: Option<u64>,
+    ) -> Rc<Self> {
+        let net = Rc::new(NativeNet {
+            stack,
+            queue,
+            owns_address,
+            dhcp,
+            timer: PollTimer::new(),
+            reschedule_queued: Cell::new(false),
+            reported: Cell::new(None),
+            adaptive: adaptive.map(RefCell::new),
+            idle: Cell::new(None),
+            reset_after: Cell::new(reset_after),
+        });
+        let weak = Rc::downgrade(&net);
+        net.stack.with_device(|device| {
+            device.on_transmit = Some(Box::new(move || queue_reschedule(&weak)));
+        });
+        net
+    }
+
+    /// Processes received frames and due timers, tells the other cores
+    /// what concerns them, then re-arms the timer.
     pub fn poll(self: &Rc<Self>) {
         self.stack.poll(now());
-        self.report_address();
+        self.after_poll();
+    }
+
+    pub(crate) fn after_poll(self: &Rc<Self>) {
+        net_cores::share(self);
+        if self.owns_address {
+            self.report_address();
+        }
         self.reset_if_asked();
+        net_cores::publish(self);
         self.schedule();
     }
 
     /// Polls after an interrupt (or from the idle handler), then lets
-    /// adaptive polling look at the rate.
-    fn poll_and_adapt(self: &Rc<Self>) {
+    /// adaptive polling look at this queue's rate.
+    pub(crate) fn poll_and_adapt(self: &Rc<Self>) {
         self.poll();
         let Some(adaptive) = &self.adaptive else {
             return;
         };
-        let packets = self.stack.with_device(|device| device.stats().0.packets);
+        let packets = self.stats().0.packets;
         let change = adaptive.borrow_mut().observe(now().0, packets);
         match change {
             Some(Mode::Polling) => {
                 self.stack
-                    .with_device(|device| device.set_rx_interrupts(false));
+                    .with_device(|device| device.nic.set_rx_interrupts(false));
                 let weak = Rc::downgrade(self);
                 let id = ebb_event::add_idle_handler(move || {
                     if let Some(net) = weak.upgrade() {
@@ -92,7 +234,7 @@ impl NativeNet {
                 // for them now (the lost-wakeup check).
                 if self
                     .stack
-                    .with_device(|device| device.set_rx_interrupts(true))
+                    .with_device(|device| device.nic.set_rx_interrupts(true))
                 {
                     let weak = Rc::downgrade(self);
                     ebb_event::spawn(move || {
@@ -102,12 +244,23 @@ impl NativeNet {
                     });
                 }
             }
-            None => {}
+            None => return,
         }
+        // The switch is counted now; publish it, not after the next poll.
+        net_cores::publish(self);
+    }
+
+    /// Adaptive polling's current mode for this queue (`None`: forced).
+    pub(crate) fn adaptive_mode(&self) -> Option<Mode> {
+        self.adaptive
+            .as_ref()
+            .map(|adaptive| adaptive.borrow().mode())
     }
 
     /// The test hook `virtio_reset_after=N`: resets the device once after
-    /// N received frames, in the middle of whatever traffic there is.
+    /// N frames received on this queue, in the middle of whatever traffic
+    /// there is (single-queue devices; a pair of a multi-queue device
+    /// refuses and says so).
     fn reset_if_asked(&self) {
         let Some(after) = self.reset_after.get() else {
             return;
@@ -117,7 +270,7 @@ impl NativeNet {
             return;
         }
         self.reset_after.set(None);
-        match self.stack.with_device(VirtioNet::reset) {
+        match self.stack.with_device(|device| device.nic.reset()) {
             Ok(()) => crate::println!(
                 "ebbflow native: virtio-net reset after {} frames received",
                 rx.packets
@@ -126,15 +279,21 @@ impl NativeNet {
         }
     }
 
-    /// The device's receive and transmit counters.
+    /// The queue pair's receive and transmit counters.
     pub fn stats(&self) -> (QueueStats, QueueStats) {
-        self.stack.with_device(|device| device.stats())
+        self.stack.with_device(|device| device.nic.stats())
     }
 
-    fn schedule(self: &Rc<Self>) {
+    /// Counts an interrupt that led to a poll.
+    pub(crate) fn count_interrupt(&self) {
+        self.stack
+            .with_device(|device| device.nic.count_interrupt());
+    }
+
+    pub(crate) fn schedule(self: &Rc<Self>) {
         let weak = Rc::downgrade(self);
         let mut at = self.stack.poll_at();
-        if self.stack.with_device(|device| device.tx_waiting()) {
+        if self.stack.with_device(|device| device.nic.tx_waiting()) {
             // Frames wait for transmit room, and the transmit queue raises
             // no interrupt when the device frees it: look again soon, even
             // if nothing is received meanwhile.
@@ -155,186 +314,26 @@ impl NativeNet {
             return;
         }
         self.reported.set(ip);
+        if self.dhcp {
+            net_cores::lease_changed(ip);
+        }
         let how = if self.dhcp { "DHCP" } else { "static" };
         match ip {
-            Some(ip) => crate::println!(
-                "ebbflow native: virtio-net has address {}/{}{}{} ({how})",
-                ip.addr,
-                ip.prefix_len,
-                if ip.gateway.is_some() {
-                    ", gateway "
-                } else {
-                    ""
-                },
-                ip.gateway.map_or(Ipv4Addr::UNSPECIFIED, |g| g)
+            Some(IpConfig {
+                addr,
+                prefix_len,
+                gateway: Some(gateway),
+            }) => crate::println!(
+                "ebbflow native: virtio-net has address {addr}/{prefix_len}, gateway {gateway} ({how})"
+            ),
+            Some(IpConfig {
+                addr, prefix_len, ..
+            }) => crate::println!(
+                "ebbflow native: virtio-net has address {addr}/{prefix_len} ({how})"
             ),
             None => crate::println!("ebbflow native: virtio-net lost its address ({how})"),
         }
     }
-}
-
-/// Where core 0's driver hands device interrupts.
-pub type InterruptHook = Rc<RefCell<Option<Box<dyn FnMut()>>>>;
-
-/// Core 0's driver, kept for [`report`] once the node has ended.
-pub type NetSlot = Rc<RefCell<Option<Rc<NativeNet>>>>;
-
-/// Prints the device's negotiated features and its per-queue counters (the
-/// feature and counter dump tests read; `verbose`, at exit).
-pub fn report(net: &NativeNet) {
-    let (offered, accepted, resets) = net
-        .stack
-        .with_device(|device| (device.offered(), device.features(), device.resets()));
-    crate::print!(
-        "ebbflow native: virtio-net features offered={offered:#x} accepted={accepted:#x}:"
-    );
-    for (bit, name) in FEATURE_NAMES {
-        if accepted & bit != 0 {
-            crate::print!(" {name}");
-        }
-    }
-    crate::println!();
-    let mode = match &net.adaptive {
-        Some(adaptive) => match adaptive.borrow().mode() {
-            Mode::Interrupts => "adaptive (now interrupts)",
-            Mode::Polling => "adaptive (now polling)",
-        },
-        None if net.idle.get().is_some() => "polled",
-        None => "interrupts",
-    };
-    crate::println!("ebbflow native: virtio-net mode {mode}, resets={resets}");
-    let (rx, tx) = net.stats();
-    for (name, q) in [("rx0", rx), ("tx0", tx)] {
-        crate::println!(
-            "ebbflow native: virtio-net queue {name}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={}",
-            q.packets, q.bytes, q.interrupts, q.polls, q.mode_switches, q.dropped, q.backlogged, q.csum_offloaded
-        );
-    }
-}
-
-/// Installs this core's `NetStack`: on core 0 the stack over the first
-/// modern virtio-net function, if there is one (its interrupt handler goes
-/// into `on_interrupt`); elsewhere, or without a device, a stack that
-/// refuses with the reason.
-pub fn install(
-    core: usize,
-    mode: NetMode,
-    verbose: bool,
-    on_interrupt: &InterruptHook,
-    slot: &NetSlot,
-) {
-    let stack: Box<dyn NetStack> = if core == 0 {
-        match start(mode, verbose, on_interrupt) {
-            Ok(net) => {
-                let stack = Box::new(net.stack.clone());
-                *slot.borrow_mut() = Some(net);
-                stack
-            }
-            Err(why) => Box::new(NoNet(why)),
-        }
-    } else {
-        Box::new(NoNet(
-            "the virtio-net stack runs on core 0 only (one queue pair)",
-        ))
-    };
-    if let Err(error) = NETWORK.install(Box::leak(Box::new(stack))) {
-        crate::println!("ebbflow native: cannot install the network stack on core {core}: {error}");
-    }
-}
-
-fn start(
-    mode: NetMode,
-    verbose: bool,
-    on_interrupt: &InterruptHook,
-) -> Result<Rc<NativeNet>, &'static str> {
-    let function = pci_ecam::functions()
-        .iter()
-        .find(|f| f.vendor == VENDOR && f.device == DEVICE)
-        .ok_or("no virtio-net device (modern, disable-legacy=on) on PCI")?;
-    let config = pci_ecam::config_space().ok_or("no PCI")?;
-    let interrupts =
-        !mode.poll && msix::route(function, config, 0, apic::DEVICE_VECTOR as u8, apic::id());
-    let options = crate::runtime::options();
-    let tx_queue = options.virtio_tx_queue.unwrap_or(256);
-    // KVM's paravirtual clock stands for KVM (every KVM offers it).
-    let kvm = CpuFeatures::detect(&HardwareCpuid).kvmclock;
-    let mut thresholds = Thresholds::choose(kvm, options.poll_above, options.poll_below);
-    if !thresholds.valid() {
-        // The wrong way round, the mode would flap at every window.
-        crate::println!(
-            "ebbflow native: poll_below={} is not below poll_above={}: using the defaults",
-            thresholds.poll_below,
-            thresholds.poll_above
-        );
-        thresholds = Thresholds::choose(kvm, None, None);
-    }
-    let device = VirtioNet::with_tx_queue(function, config, interrupts.then_some(0), tx_queue)
-        .map_err(|error| {
-            crate::println!("ebbflow native: virtio-net at {}: {error}", function.bdf);
-            "the virtio-net device could not be set up"
-        })?;
-    let mac = device.mac();
-    if verbose {
-        crate::println!(
-            "ebbflow native: virtio-net at {}: MAC {mac}, features {:#x}, link {}, {}",
-            function.bdf,
-            device.features(),
-            if device.link_up() { "up" } else { "down" },
-            if interrupts {
-                "MSI-X interrupts"
-            } else {
-                "polled"
-            }
-        );
-        if interrupts && !mode.irq {
-            crate::println!(
-                "ebbflow native: virtio-net adaptive polling above {} packets/s, interrupts below {}",
-                thresholds.poll_above,
-                thresholds.poll_below
-            );
-        }
-    }
-    let config = if mode.dhcp {
-        Config::new_dhcp(mac, crate::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15)
-    } else {
-        Config::new_static(
-            mac,
-            IpConfig {
-                addr: GUEST,
-                prefix_len: PREFIX,
-                gateway: Some(GATEWAY),
-            },
-        )
-    };
-    let net = Rc::new(NativeNet {
-        stack: Stack::new(device, config, now()),
-        dhcp: mode.dhcp,
-        timer: PollTimer::new(),
-        reschedule_queued: Cell::new(false),
-        reported: Cell::new(None),
-        adaptive: (interrupts && !mode.irq)
-            .then(|| RefCell::new(Adaptive::new(thresholds, now().0, 0))),
-        idle: Cell::new(None),
-        reset_after: Cell::new(options.virtio_reset_after),
-    });
-    let weak = Rc::downgrade(&net);
-    net.stack.with_device(|device| {
-        device.set_on_transmit(Box::new(move || queue_reschedule(&weak)));
-    });
-    // The interrupt hook (or idle handler) keeps the driver alive for the
-    // node's life; timers and the transmit hook hold weak references.
-    let driver = Rc::clone(&net);
-    if interrupts {
-        *on_interrupt.borrow_mut() = Some(Box::new(move || {
-            driver.stack.with_device(VirtioNet::count_interrupt);
-            driver.poll_and_adapt();
-        }));
-    } else {
-        let id = ebb_event::add_idle_handler(move || driver.poll());
-        net.idle.set(Some(id));
-    }
-    net.poll();
-    Ok(net)
 }
 
 /// After a send from outside `poll` (an application's event), the stack
@@ -354,8 +353,8 @@ fn queue_reschedule(weak: &Weak<NativeNet>) {
     });
 }
 
-/// The `NetStack` of cores without the device.
-struct NoNet(&'static str);
+/// The `NetStack` of cores when there is no usable device.
+pub(crate) struct NoNet(pub(crate) &'static str);
 
 impl NetStack for NoNet {
     fn listen(&self, _: SocketAddr, _: AcceptFn) -> Result<SocketAddr, NetError> {
@@ -368,5 +367,29 @@ impl NetStack for NoNet {
 
     fn udp_bind(&self, _: SocketAddr, _: Box<dyn UdpHandler>) -> Result<UdpSocket, NetError> {
         Err(NetError::Unsupported(self.0))
+    }
+}
+
+/// The `NetStack` of cores beyond the device's queue pairs: the device
+/// never steers a flow here, so a listener here would accept nothing, and
+/// `listen` says yes to keep `listen_on_all_cores` working on any number
+/// of cores (the cores with queues accept the connections); what would
+/// need this core's own traffic (connect, UDP) is refused.
+pub(crate) struct NoQueue;
+
+const NO_QUEUE: &str =
+    "this core has no virtio-net queue pair (the device has fewer than the cores)";
+
+impl NetStack for NoQueue {
+    fn listen(&self, addr: SocketAddr, _: AcceptFn) -> Result<SocketAddr, NetError> {
+        Ok(addr)
+    }
+
+    fn connect(&self, _: SocketAddr, _: Box<dyn TcpHandler>) -> Result<TcpConnection, NetError> {
+        Err(NetError::Unsupported(NO_QUEUE))
+    }
+
+    fn udp_bind(&self, _: SocketAddr, _: Box<dyn UdpHandler>) -> Result<UdpSocket, NetError> {
+        Err(NetError::Unsupported(NO_QUEUE))
     }
 }

@@ -15,7 +15,7 @@ use spin::Once;
 use x86_64::instructions::port::Port;
 
 use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
-use crate::net::{self, InterruptHook, NetSlot};
+use crate::net::{self, InterruptHook};
 use crate::start_info::StartInfo;
 use crate::{apic, clock, console, cpu, memory, paging};
 
@@ -29,6 +29,14 @@ static NODE: Once<&'static Node> = Once::new();
 /// The platform options from the command line.
 pub fn options() -> PlatformOptions {
     OPTIONS.get().copied().unwrap_or_default()
+}
+
+/// The LAPIC id of core `core`, if it runs.
+pub fn apic_id(core: usize) -> Option<u32> {
+    match CORES.get() {
+        Some(cores) => cores.get(core).copied(),
+        None => (core == 0).then(apic::id),
+    }
 }
 
 /// Records which cores run (boot, after `smp::start_cores`).
@@ -80,9 +88,11 @@ impl Platform for NativePlatform {
 /// One core's half: device interrupts, halting until an interrupt or the
 /// next deadline.
 struct NativeCore {
-    /// The driver that takes device interrupts on this core (core 0's
-    /// virtio-net), set by `net::install`.
+    /// The driver that takes device interrupts on this core (its
+    /// virtio-net queue pair's), set by `net::install`.
     on_interrupt: InterruptHook,
+    /// This core's LAPIC id (which device-interrupt flag is its own).
+    apic_id: u32,
 }
 
 impl CoreDriver for NativeCore {
@@ -90,7 +100,7 @@ impl CoreDriver for NativeCore {
         // The timer and wake-up IPIs only end a halt; a device interrupt
         // (MSI-X, `apic::DEVICE_VECTOR`) was recorded by its handler, and
         // its driver runs here, in the loop, with interrupts off.
-        if apic::take_device_interrupt() {
+        if apic::take_device_interrupt(self.apic_id) {
             if let Some(hook) = self.on_interrupt.borrow_mut().as_mut() {
                 hook();
             }
@@ -139,16 +149,8 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     }
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
-    let net_slot = NetSlot::default();
-    let slot = Rc::clone(&net_slot);
     let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(
-            0,
-            options.net,
-            log::log_enabled!(log::Level::Debug),
-            &hook,
-            &slot,
-        );
+        net::install(0, &options, &hook);
         if let Some(crash) = options.crash {
             ebb_event::spawn(move || crash_now(crash));
         }
@@ -157,15 +159,17 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     let code = run_core(
         CoreId(0),
         node,
-        Box::new(NativeCore { on_interrupt }),
+        Box::new(NativeCore {
+            on_interrupt,
+            apic_id: apic::id(),
+        }),
         Some(init),
     )
     .map_err(NativeError::Event)?;
     if options.verbose {
-        if let Some(net) = net_slot.borrow().as_ref() {
-            net::report(net);
-        }
+        net::report();
     }
+    net::report_queues();
     Ok(code)
 }
 
@@ -182,16 +186,11 @@ pub fn run_other_core(core: usize) -> ! {
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
     let options = options();
-    let init: Box<dyn FnOnce()> = Box::new(move || {
-        net::install(
-            core,
-            options.net,
-            log::log_enabled!(log::Level::Debug),
-            &hook,
-            &NetSlot::default(),
-        );
+    let init: Box<dyn FnOnce()> = Box::new(move || net::install(core, &options, &hook));
+    let driver = Box::new(NativeCore {
+        on_interrupt,
+        apic_id: apic::id(),
     });
-    let driver = Box::new(NativeCore { on_interrupt });
     if let Err(error) = run_core(CoreId(core), node, driver, Some(init)) {
         log::error!("core {core} cannot run its event loop: {error}");
     }

@@ -339,6 +339,32 @@ impl<D: Device + 'static> Stack<D> {
             .map(|d| (d.state(), d.stats()))
     }
 
+    /// Sets (or removes) our IPv4 configuration from outside: for stacks
+    /// that share one link and one address with a stack that owns it (one
+    /// stack per core over a multi-queue device, where core 0's stack runs
+    /// DHCP and the others take its lease).
+    pub fn set_ip_config(&self, ip: Option<IpConfig>) {
+        self.inner.borrow_mut().ip = ip;
+    }
+
+    /// Adds or refreshes the neighbour `ip` → `hardware_addr` as if an ARP
+    /// packet from it had arrived for us (RFC 826), and sends the packets
+    /// that waited for it. For stacks sharing one link: what one stack
+    /// learned from an ARP packet that reached it, the others are told
+    /// (the device may deliver the reply to another stack than the one
+    /// that asked).
+    pub fn learn_neighbour(&self, ip: Ipv4Addr, hardware_addr: EthernetAddress, now: Instant) {
+        let mut inner = self.inner.borrow_mut();
+        inner.now = now;
+        if hardware_addr.is_multicast() || ip.is_unspecified() {
+            return;
+        }
+        inner.arp.fill(ip, hardware_addr, now);
+        for packet in inner.arp.release(ip) {
+            inner.transmit(packet, hardware_addr);
+        }
+    }
+
     /// Runs `f` on the device (to read a capture or fault counters).
     pub fn with_device<R>(&self, f: impl FnOnce(&mut D) -> R) -> R {
         f(&mut self.inner.borrow_mut().device)

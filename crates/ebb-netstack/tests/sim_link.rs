@@ -680,3 +680,42 @@ fn a_leased_address_is_announced_once() {
         "one broadcast announcement, none at renewals"
     );
 }
+
+/// Stacks sharing one link (one per core over a multi-queue device): a
+/// neighbour another stack learned releases the packets waiting here, and
+/// the address can be given from outside (another stack's DHCP lease).
+#[test]
+fn a_neighbour_learned_elsewhere_releases_waiting_packets() {
+    let mut sim = Sim::new(LinkConfig::default());
+    let a = Stack::new(sim.wire().port(), static_config(MAC_A, IP_A), sim.now());
+    sim.add(Box::new(a.clone()));
+    let socket = a
+        .udp_bind(
+            sock(Ipv4Addr::UNSPECIFIED, 5000),
+            Box::new(Recorder(Log::default())),
+        )
+        .unwrap();
+    socket.send_to(sock(IP_B, 7), payload(1)).unwrap();
+    assert_eq!(a.arp_sizes(), (0, 1));
+    assert_eq!(sim.wire().sent(0), 1, "the ARP request");
+    a.learn_neighbour(IP_B, MAC_B, sim.now());
+    assert_eq!(a.arp_sizes(), (1, 0), "learned, and the datagram went out");
+    assert_eq!(sim.wire().sent(0), 2);
+    assert_eq!(a.arp_lookup(IP_B), Some(MAC_B));
+    a.learn_neighbour(IP_B, EthernetAddress([0xff; 6]), sim.now());
+    assert_eq!(a.arp_lookup(IP_B), Some(MAC_B), "broadcast is no neighbour");
+
+    a.set_ip_config(None);
+    assert_eq!(a.ip_config(), None);
+    let refused = socket.send_to(sock(IP_B, 7), payload(2)).unwrap_err();
+    assert_eq!(refused.error, ebb_net::NetError::AddrNotAvailable);
+    let lease = IpConfig {
+        addr: Ipv4Addr::new(10, 0, 0, 3),
+        prefix_len: 24,
+        gateway: None,
+    };
+    a.set_ip_config(Some(lease));
+    assert_eq!(a.ip_config(), Some(lease));
+    socket.send_to(sock(IP_B, 7), payload(3)).unwrap();
+    assert_eq!(sim.wire().sent(0), 3);
+}

@@ -165,7 +165,10 @@ pub fn settings(ctx: &Context<'_>) -> Vec<Stat> {
     put("evictions", "on".to_string());
     put("domain_socket", "NULL".to_string());
     put("umask", "700".to_string());
-    put("shutdown_command", "no".to_string());
+    put(
+        "shutdown_command",
+        if s.shutdown_enabled { "yes" } else { "no" }.to_string(),
+    );
     put("growth_factor", "1.25".to_string());
     put("chunk_size", "48".to_string());
     put("num_threads", threads(ctx).to_string());

@@ -109,6 +109,11 @@ fn dispatch(
         b"stats" => stats::stats(tokens, ctx, reply, done),
         b"version" => commands::version(ctx, reply, done),
         b"quit" => Outcome::Close,
+        b"shutdown" if ctx.settings.shutdown_enabled => {
+            // memcached 1.6 with -A: the server exits without answering.
+            let _ = ebb_event::shutdown(0);
+            Outcome::Close
+        }
         b"shutdown" => {
             reply.string(b"ERROR: shutdown not enabled");
             done

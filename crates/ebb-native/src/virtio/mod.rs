@@ -1,11 +1,14 @@
 //! virtio 1.x devices on PCI (virtio 1.2, OASIS): the modern PCI transport
 //! (`transport`), split virtqueues (`queue`), the network device (`net`)
-//! with its checksum offload (`offload`) and adaptive polling
-//! (`adaptive`). `queue` and `adaptive` are platform-neutral and tested on
-//! the host (the queue against a device model, `queue_tests`); so is
-//! `offload`, with `ebb-netstack` as a host dev-dependency.
+//! with its control queue (`ctrl`, multiqueue), checksum offload
+//! (`offload`) and adaptive polling (`adaptive`). `queue` and `adaptive`
+//! are platform-neutral and tested on the host (the queue against a device
+//! model, `queue_tests`); so is `offload`, with `ebb-netstack` as a host
+//! dev-dependency.
 
 pub mod adaptive;
+#[cfg(target_os = "none")]
+pub mod ctrl;
 #[cfg(target_os = "none")]
 pub mod net;
 #[cfg(any(target_os = "none", test))]

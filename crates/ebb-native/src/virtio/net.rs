@@ -1,6 +1,14 @@
-//! virtio-net (virtio 1.2 §5.1) over the modern PCI transport: one
-//! receive and one transmit queue, as an `ebb-netstack` [`Device`].
+//! virtio-net (virtio 1.2 §5.1) over the modern PCI transport: each
+//! receive/transmit queue pair is an `ebb-netstack` [`Device`].
 //!
+//! * **Multiqueue** (§5.1.6.5.5). Asked for more than one pair,
+//!   [`VirtioNet::open`] negotiates MQ and CTRL_VQ (only together), reads
+//!   `max_virtqueue_pairs`, sets up min(asked, max) pairs (pair `i` is
+//!   queues `2i` and `2i + 1`) and the control queue (`2 × max`), and
+//!   after DRIVER_OK sends VQ_PAIRS_SET. Each pair is then used by one
+//!   core only; the device steers a flow's received packets to the pair
+//!   that last sent it. Every pair has its own transmit headers, backlog
+//!   and counters.
 //! * **Receive without copies.** Each receive buffer is a 2 KiB heap
 //!   block the device writes (12-byte `virtio_net_hdr`, then the frame). A
 //!   received frame goes to the stack as an [`IoBuf`] whose owner is the
@@ -20,7 +28,10 @@
 //! * **Reset.** [`VirtioNet::reset`] resets the device (status 0) and sets
 //!   it up again as at start: what was in flight is reclaimed (transmit
 //!   chains dropped, as a wire loses frames; receive buffers back to the
-//!   pool).
+//!   pool). Single-queue devices only: a reset stops every queue of the
+//!   device, and with several pairs the others belong to other cores (and
+//!   the control queue and VQ_PAIRS_SET would have to be redone), so a
+//!   pair of a multi-queue device refuses ([`VirtioError::MultiQueueReset`]).
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -34,6 +45,7 @@ use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAdd
 use spin::Mutex;
 
 use crate::pci::{ConfigSpace, Function};
+use crate::virtio::ctrl::ControlQueue;
 use crate::virtio::offload::{self, F_CSUM, F_GUEST_CSUM, HEADER};
 use crate::virtio::queue::{Segment, SplitQueue};
 use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR};
@@ -42,8 +54,15 @@ use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO
 const F_MAC: u64 = 1 << 5;
 const F_MRG_RXBUF: u64 = 1 << 15;
 const F_STATUS: u64 = 1 << 16;
-/// The features the driver asks for.
+const F_CTRL_VQ: u64 = 1 << 17;
+const F_MQ: u64 = 1 << 22;
+/// The features the driver asks for (and MQ with CTRL_VQ, for more than
+/// one pair).
 const WANTED: u64 = F_MAC | F_STATUS | F_MRG_RXBUF | F_CSUM | F_GUEST_CSUM;
+/// `max_virtqueue_pairs` in the device configuration (§5.1.4), and the
+/// largest value it may hold.
+const MAX_PAIRS_OFFSET: usize = 8;
+const MAX_PAIRS_LIMIT: u16 = 0x8000;
 /// A receive buffer: header + the largest Ethernet frame (1514), rounded
 /// up so buffers pack two to a page.
 const RX_BUFFER: usize = 2048;
@@ -57,8 +76,6 @@ const MAX_RX_BUFFERS: usize = 1024;
 /// for a full TCP window of 1448-byte segments at the stack's default
 /// buffer sizes.
 const MAX_TX_BACKLOG: usize = 512;
-const RX_QUEUE: u16 = 0;
-const TX_QUEUE: u16 = 1;
 
 /// The PCI ids of a modern virtio-net function (§4.1.2: 0x1040 + 1).
 pub const VENDOR: u16 = 0x1af4;
@@ -97,6 +114,8 @@ pub const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_MAC, "MAC"),
     (F_MRG_RXBUF, "MRG_RXBUF"),
     (F_STATUS, "STATUS"),
+    (F_CTRL_VQ, "CTRL_VQ"),
+    (F_MQ, "MQ"),
     (F_VERSION_1, "VERSION_1"),
 ];
 
@@ -124,9 +143,14 @@ impl Drop for RxFrame {
     }
 }
 
-/// A virtio-net device: the stack's [`Device`].
+/// One receive/transmit queue pair of a virtio-net device: the stack's
+/// [`Device`]. `Send`, so that core 0 can set every pair up and hand each
+/// to its core.
 pub struct VirtioNet {
     transport: Transport,
+    /// Which pair of the device this is, and how many the device uses.
+    pair: u16,
+    pairs: u16,
     features: u64,
     offered: u64,
     mac: EthernetAddress,
@@ -152,32 +176,47 @@ pub struct VirtioNet {
     tx_headers: Box<[[u8; HEADER]]>,
     rx_stats: QueueStats,
     tx_stats: QueueStats,
-    on_transmit: Option<Box<dyn FnMut()>>,
 }
 
 impl VirtioNet {
-    /// Sets up `function` (a modern virtio-net): features, the two
-    /// queues, receive buffers; interrupts for received frames go to MSI-X
-    /// table entry 0 if `rx_vector` is `Some(0)`, else the queues are
-    /// polled.
+    /// Sets up `function` (a modern virtio-net) with one queue pair:
+    /// interrupts for received frames go to MSI-X table entry 0 if
+    /// `rx_vector` is `Some(0)`, else the queues are polled.
     pub fn new(
         function: &Function,
         config: &dyn ConfigSpace,
         rx_vector: Option<u16>,
     ) -> Result<Self, VirtioError> {
-        Self::with_tx_queue(function, config, rx_vector, QUEUE_SIZE)
+        let mut pairs = Self::open(function, config, 1, |_| rx_vector, QUEUE_SIZE)?;
+        pairs.pop().ok_or(VirtioError::NoQueue(0))
     }
 
-    /// As [`new`](Self::new), with a transmit queue of `tx_queue` entries
-    /// at most (a power of two; tests use small ones to fill the ring).
-    pub fn with_tx_queue(
+    /// Sets up `function` with up to `wanted` queue pairs (as many as the
+    /// device has, at least one): features, queues, receive buffers. Pair
+    /// `i`'s receive interrupts go to MSI-X table entry `rx_vector(i)`
+    /// (`None`: polled). Transmit queues have `tx_queue` entries at most
+    /// (a power of two; tests use small ones to fill the ring). Returns
+    /// the pairs, pair 0 first.
+    pub fn open(
         function: &Function,
         config: &dyn ConfigSpace,
-        rx_vector: Option<u16>,
+        wanted: u16,
+        rx_vector: impl Fn(u16) -> Option<u16>,
         tx_queue: u16,
-    ) -> Result<Self, VirtioError> {
+    ) -> Result<Vec<Self>, VirtioError> {
         let transport = Transport::new(function, config)?;
-        let features = transport.negotiate(WANTED, F_VERSION_1)?;
+        let multi = F_MQ | F_CTRL_VQ;
+        // The control queue is only worth its setup with more than one pair.
+        let features = transport.negotiate_with(
+            |offered| {
+                if wanted > 1 && offered & multi == multi {
+                    WANTED | multi
+                } else {
+                    WANTED
+                }
+            },
+            F_VERSION_1,
+        )?;
         let offered = transport.offered_features();
         let device = transport.device_config();
         let mac = if features & F_MAC != 0 {
@@ -189,20 +228,73 @@ impl VirtioNet {
         } else {
             EthernetAddress([0x02, 0xeb, 0, 0, 0, 0x15])
         };
-        let rx_size = QUEUE_SIZE.min(transport.max_queue_size(RX_QUEUE));
-        let tx_size = tx_queue.min(transport.max_queue_size(TX_QUEUE));
+        let max_pairs = if features & F_MQ != 0 {
+            device
+                .read::<u16>(MAX_PAIRS_OFFSET)
+                .clamp(1, MAX_PAIRS_LIMIT)
+        } else {
+            1
+        };
+        let count = wanted.clamp(1, max_pairs);
+        let mut pairs = Vec::with_capacity(usize::from(count));
+        for pair in 0..count {
+            pairs.push(Self::pair(
+                &transport,
+                (features, offered),
+                mac,
+                pair,
+                rx_vector(pair),
+                tx_queue,
+            )?);
+        }
+        let mut control = if count > 1 {
+            Some(ControlQueue::new(&transport, 2 * max_pairs)?)
+        } else {
+            None
+        };
+        transport.driver_ok();
+        if let Some(control) = control.as_mut() {
+            // Until this command the device uses pair 0 only (§5.1.6.5.5);
+            // if it refuses, pair 0 alone carries the traffic.
+            if let Err(error) = control.set_queue_pairs(count) {
+                log::warn!("virtio-net: {error}: one queue pair");
+                pairs.truncate(1);
+            }
+        }
+        let used = u16::try_from(pairs.len()).unwrap_or(1);
+        for pair in &mut pairs {
+            pair.pairs = used;
+            pair.refill();
+        }
+        Ok(pairs)
+    }
+
+    /// Sets up queue pair `pair` (receive queue `2 × pair`, transmit
+    /// queue `2 × pair + 1`); before DRIVER_OK.
+    fn pair(
+        transport: &Transport,
+        (features, offered): (u64, u64),
+        mac: EthernetAddress,
+        pair: u16,
+        rx_vector: Option<u16>,
+        tx_queue: u16,
+    ) -> Result<Self, VirtioError> {
+        let (rx_index, tx_index) = (2 * pair, 2 * pair + 1);
+        let rx_size = QUEUE_SIZE.min(transport.max_queue_size(rx_index));
+        let tx_size = tx_queue.min(transport.max_queue_size(tx_index));
         if !rx_size.is_power_of_two() || !tx_size.is_power_of_two() {
-            return Err(VirtioError::NoQueue(RX_QUEUE));
+            return Err(VirtioError::NoQueue(rx_index));
         }
         let mut rx = SplitQueue::new(rx_size).ok_or(VirtioError::NoMemory)?;
         let mut tx = SplitQueue::new(tx_size).ok_or(VirtioError::NoMemory)?;
-        let rx_notify = transport.setup_queue(RX_QUEUE, &rx, rx_vector.unwrap_or(NO_VECTOR))?;
-        let tx_notify = transport.setup_queue(TX_QUEUE, &tx, NO_VECTOR)?;
+        let rx_notify = transport.setup_queue(rx_index, &rx, rx_vector.unwrap_or(NO_VECTOR))?;
+        let tx_notify = transport.setup_queue(tx_index, &tx, NO_VECTOR)?;
         rx.set_interrupts(rx_vector.is_some());
         tx.set_interrupts(false);
-        transport.driver_ok();
-        let mut net = VirtioNet {
-            transport,
+        Ok(VirtioNet {
+            transport: transport.clone(),
+            pair,
+            pairs: 1,
             features,
             offered,
             mac,
@@ -222,10 +314,12 @@ impl VirtioNet {
             tx_headers: vec![[0; HEADER]; usize::from(tx_size)].into_boxed_slice(),
             rx_stats: QueueStats::default(),
             tx_stats: QueueStats::default(),
-            on_transmit: None,
-        };
-        net.refill();
-        Ok(net)
+        })
+    }
+
+    /// Which queue pair of the device this is (0 first).
+    pub fn pair_index(&self) -> u16 {
+        self.pair
     }
 
     /// The device's MAC address.
@@ -273,6 +367,9 @@ impl VirtioNet {
     /// as on a wire; TCP retransmits them), receive buffers go back to the
     /// pool and are given to the device again.
     pub fn reset(&mut self) -> Result<(), VirtioError> {
+        if self.pairs > 1 {
+            return Err(VirtioError::MultiQueueReset);
+        }
         // `negotiate` starts with the reset and waits for status 0; only
         // then are the rings and buffers ours again.
         let features = self.transport.negotiate(self.features, F_VERSION_1)?;
@@ -292,10 +389,11 @@ impl VirtioNet {
         self.rx_skip = 0;
         self.rx.reset();
         self.tx.reset();
+        let (rx_index, tx_index) = (2 * self.pair, 2 * self.pair + 1);
         self.rx_notify = self
             .transport
-            .setup_queue(RX_QUEUE, &self.rx, self.rx_vector)?;
-        self.tx_notify = self.transport.setup_queue(TX_QUEUE, &self.tx, NO_VECTOR)?;
+            .setup_queue(rx_index, &self.rx, self.rx_vector)?;
+        self.tx_notify = self.transport.setup_queue(tx_index, &self.tx, NO_VECTOR)?;
         self.rx
             .set_interrupts(self.rx_vector != NO_VECTOR && !self.rx_masked);
         self.tx.set_interrupts(false);
@@ -317,12 +415,6 @@ impl VirtioNet {
     /// Counts an interrupt that led to a poll.
     pub fn count_interrupt(&mut self) {
         self.rx_stats.interrupts += 1;
-    }
-
-    /// Calls `hook` after each frame handed to the device (the driver
-    /// re-arms its timers: a send from outside a poll may start one).
-    pub fn set_on_transmit(&mut self, hook: Box<dyn FnMut()>) {
-        self.on_transmit = Some(hook);
     }
 
     /// Gives the device every receive buffer the pool has (and new ones up
@@ -515,9 +607,6 @@ impl Device for VirtioNet {
             self.tx_stats.backlogged += 1;
         } else {
             self.tx_stats.dropped += 1;
-        }
-        if let Some(hook) = self.on_transmit.as_mut() {
-            hook();
         }
     }
 

@@ -57,6 +57,13 @@ pub struct SplitQueue {
     last_used: u16,
 }
 
+// SAFETY: a `SplitQueue` is the only owner of its block (nothing else
+// holds `base`), so moving it to another core moves that ownership; it is
+// not `Sync` (no shared access). Multi-queue virtio-net sets every queue
+// up on core 0 (before DRIVER_OK, §3.1.1) and hands each pair to the core
+// that uses it.
+unsafe impl Send for SplitQueue {}
+
 impl SplitQueue {
     /// A zeroed queue of `size` entries (a power of two, at most 32768).
     /// `None` if there is no memory. The block is never freed: the device

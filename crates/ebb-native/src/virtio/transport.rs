@@ -61,6 +61,11 @@ pub enum VirtioError {
     NoMemory,
     /// The device did not take the MSI-X vector.
     VectorRefused,
+    /// The device did not acknowledge a control-queue command (§5.1.6.5).
+    CommandFailed(&'static str),
+    /// A reset was asked of one pair of a multi-queue device (a reset
+    /// stops every queue; only single-queue devices are reset).
+    MultiQueueReset,
 }
 
 impl core::fmt::Display for VirtioError {
@@ -72,6 +77,10 @@ impl core::fmt::Display for VirtioError {
             VirtioError::NoQueue(index) => write!(f, "the device has no queue {index}"),
             VirtioError::NoMemory => write!(f, "no memory for the queues"),
             VirtioError::VectorRefused => write!(f, "the device refused the MSI-X vector"),
+            VirtioError::CommandFailed(what) => write!(f, "the device refused {what}"),
+            VirtioError::MultiQueueReset => {
+                write!(f, "a multi-queue device is not reset (single-queue only)")
+            }
         }
     }
 }
@@ -108,7 +117,10 @@ impl Registers {
     }
 }
 
-/// A virtio device on PCI, through its modern registers.
+/// A virtio device on PCI, through its modern registers. Cloning copies
+/// the register windows (each queue pair of a multi-queue device keeps
+/// one, to read the device configuration).
+#[derive(Clone)]
 pub struct Transport {
     common: Registers,
     notify: Registers,
@@ -182,6 +194,17 @@ impl Transport {
     /// driver accepts `wanted & offered`; `required` must all be offered.
     /// Returns the accepted features.
     pub fn negotiate(&self, wanted: u64, required: u64) -> Result<u64, VirtioError> {
+        self.negotiate_with(|_| wanted, required)
+    }
+
+    /// As [`negotiate`](Self::negotiate), with the wanted features chosen
+    /// from the offered ones (features that are only useful together, such
+    /// as multiqueue and the control queue).
+    pub fn negotiate_with(
+        &self,
+        choose: impl FnOnce(u64) -> u64,
+        required: u64,
+    ) -> Result<u64, VirtioError> {
         self.common.write::<u8>(DEVICE_STATUS, 0);
         while self.common.read::<u8>(DEVICE_STATUS) != 0 {
             core::hint::spin_loop();
@@ -201,7 +224,7 @@ impl Transport {
                 "a required feature"
             }));
         }
-        let accepted = offered & (wanted | required);
+        let accepted = offered & (choose(offered) | required);
         for half in 0..2u32 {
             self.common.write::<u32>(DRIVER_FEATURE_SELECT, half);
             self.common
