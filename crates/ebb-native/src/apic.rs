@@ -80,7 +80,7 @@ pub fn init() {
 /// error interrupt masked, timer stopped, dividing by 1. Other cores use
 /// core 0's timer calibration (same clock under QEMU).
 pub fn enable() {
-    crate::lapic_msr::enable(&mut lapic_modes::HardwareMsrs, x2apic());
+    lapic_modes::enable_lapic(x2apic());
     write(TPR, 0);
     write(SVR, 0x100 | SPURIOUS_VECTOR as u32);
     write(LVT_ERROR, MASKED);

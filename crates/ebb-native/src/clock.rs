@@ -81,7 +81,11 @@ impl TimeInfoSource for Hardware {
 /// it, makes it the clock. The image is identity mapped, so the static's
 /// address is its physical address.
 fn start_kvmclock() -> bool {
-    pvclock::enable(&mut HardwareMsrs, KVMCLOCK_INFO.0.get() as u64);
+    // SAFETY: `pvclock::enable` writes only MSR_KVM_SYSTEM_TIME_NEW, with
+    // the address of `KVMCLOCK_INFO`, a static: it lives as long as the
+    // node, and only the hypervisor writes it.
+    let mut msrs = unsafe { HardwareMsrs::new() };
+    pvclock::enable(&mut msrs, KVMCLOCK_INFO.0.get() as u64);
     let snapshot = pvclock::read(&Hardware);
     if snapshot.mul == 0 {
         log::warn!("kvmclock is offered but its structure stays empty: using the TSC");

@@ -14,20 +14,48 @@ use crate::clock;
 use crate::cpu_features::{InterruptControllerMode, PlatformChoice, TimerMode};
 use crate::lapic_msr::{self, Msrs};
 
-/// The CPU's own MSRs.
-pub struct HardwareMsrs;
+/// The CPU's own MSRs. Made only by this module (LAPIC and TSC-deadline
+/// registers) and `clock.rs` (kvmclock), through the unsafe constructor:
+/// `wrmsr` of an arbitrary MSR (EFER, LSTAR, an address the hypervisor
+/// will write to) could break memory safety, so safe code cannot hold one.
+pub(crate) struct HardwareMsrs(());
+
+impl HardwareMsrs {
+    /// The CPU's MSRs.
+    ///
+    /// # Safety
+    ///
+    /// The holder reads and writes only IA32_APIC_BASE, IA32_TSC_DEADLINE,
+    /// the x2APIC range (0x800–0x8ff) and MSR_KVM_SYSTEM_TIME_NEW, with
+    /// values valid for them (Intel SDM vol. 3A §11.12, §11.5.4.1; KVM's
+    /// `msr.rst`), and a kvmclock address names a structure that lives for
+    /// the rest of the node.
+    pub(crate) const unsafe fn new() -> Self {
+        HardwareMsrs(())
+    }
+
+    /// This core's LAPIC and timer MSRs, as `lapic_msr` writes them.
+    fn lapic() -> Self {
+        // SAFETY: every caller in this module goes through `lapic_msr`,
+        // which writes only IA32_APIC_BASE (enable bits on the current
+        // base), x2APIC registers and IA32_TSC_DEADLINE.
+        unsafe { HardwareMsrs::new() }
+    }
+}
 
 impl Msrs for HardwareMsrs {
     fn read(&mut self, msr: u32) -> u64 {
-        // SAFETY: callers name architectural MSRs of modes CPUID offers
-        // (LAPIC, TSC-deadline, kvmclock); reading them has no side effect.
+        // SAFETY: `HardwareMsrs::new`'s contract limits `msr` to the
+        // LAPIC, TSC-deadline and kvmclock MSRs of modes CPUID offers;
+        // reading them has no side effect.
         unsafe { Msr::new(msr).read() }
     }
 
     fn write(&mut self, msr: u32, value: u64) {
-        // SAFETY: as in `read`; the writes (LAPIC registers, this core's
-        // timer, the kvmclock page's address) affect this core's interrupt
-        // delivery and time, which `apic.rs` and `clock.rs` own.
+        // SAFETY: `HardwareMsrs::new`'s contract limits the writes to
+        // LAPIC registers, this core's timer and the kvmclock structure's
+        // (live) address: they affect this core's interrupt delivery and
+        // time, which `apic.rs` and `clock.rs` own, not memory safety.
         unsafe { Msr::new(msr).write(value) }
     }
 }
@@ -58,17 +86,22 @@ pub fn tsc_deadline() -> bool {
 
 /// Reads the x2APIC register at MMIO offset `register`.
 pub fn read_msr(register: usize) -> u32 {
-    lapic_msr::read_register(&mut HardwareMsrs, register)
+    lapic_msr::read_register(&mut HardwareMsrs::lapic(), register)
 }
 
 /// Writes the x2APIC register at MMIO offset `register`.
 pub fn write_msr(register: usize, value: u32) {
-    lapic_msr::write_register(&mut HardwareMsrs, register, value);
+    lapic_msr::write_register(&mut HardwareMsrs::lapic(), register, value);
+}
+
+/// Enables this core's LAPIC (in x2APIC mode if `x2apic`).
+pub fn enable_lapic(x2apic: bool) {
+    lapic_msr::enable(&mut HardwareMsrs::lapic(), x2apic);
 }
 
 /// Sends an IPI in x2APIC mode: one write, no busy bit to wait on.
 pub fn send_ipi(apic_id: u32, command: u32) {
-    lapic_msr::send_ipi(&mut HardwareMsrs, apic_id, command);
+    lapic_msr::send_ipi(&mut HardwareMsrs::lapic(), apic_id, command);
 }
 
 /// The LVT timer value for a deadline-mode timer on `vector`.
@@ -85,10 +118,10 @@ pub fn arm_deadline(ns: u64) {
     // registers is not serializing either.
     // SAFETY: a fence only orders memory accesses.
     unsafe { core::arch::asm!("mfence", options(nostack, preserves_flags)) };
-    lapic_msr::arm_deadline(&mut HardwareMsrs, deadline);
+    lapic_msr::arm_deadline(&mut HardwareMsrs::lapic(), deadline);
 }
 
 /// Disarms the deadline timer.
 pub fn disarm_deadline() {
-    lapic_msr::disarm_deadline(&mut HardwareMsrs);
+    lapic_msr::disarm_deadline(&mut HardwareMsrs::lapic());
 }

@@ -56,8 +56,10 @@ fn order_for(len: usize) -> usize {
 
 // SAFETY: blocks come from the page allocator, which hands each out once
 // (and `large::reserve` maps fresh frames at never reused addresses);
-// they are identity-mapped RAM, readable and writable, naturally aligned to
-// their size, which is at least `len` and so at least `align` (`align` is a
+// they are RAM, readable and writable — identity-mapped, except those from
+// `large::reserve`, which are mapped in their own window (so anything that
+// hands a heap address to a device must translate it or copy, as
+// virtio-net's transmit path does) — naturally aligned to their size, which is at least `len` and so at least `align` (`align` is a
 // power of two no larger than `len` in `VMemAllocator::reserve`, which
 // reserves `align + len` bytes).
 unsafe impl AddressSpace for BlockSpace {

@@ -91,10 +91,16 @@ pub fn read(source: &impl TimeInfoSource) -> Snapshot {
 
 /// Scales a TSC delta to nanoseconds.
 pub fn scale_delta(delta: u64, mul: u32, shift: i8) -> u64 {
+    // The hypervisor chooses `shift` (KVM keeps it within ±32); a value
+    // that would shift every bit out gives 0 rather than a panic.
     let delta = if shift >= 0 {
-        delta << shift
+        delta
+            .checked_shl(u32::from(shift.unsigned_abs()))
+            .unwrap_or(0)
     } else {
-        delta >> -i32::from(shift)
+        delta
+            .checked_shr(u32::from(shift.unsigned_abs()))
+            .unwrap_or(0)
     };
     ((u128::from(delta) * u128::from(mul)) >> 32) as u64
 }
@@ -113,10 +119,11 @@ impl Snapshot {
         // ns per tick = mul · 2^shift / 2^32, so ticks per ms =
         // 10^6 · 2^32 / (mul · 2^shift).
         let per_ms = (1_000_000u128 << 32) / u128::from(self.mul.max(1));
+        let amount = u32::from(self.shift.unsigned_abs());
         let per_ms = if self.shift >= 0 {
-            per_ms >> self.shift
+            per_ms.checked_shr(amount).unwrap_or(0)
         } else {
-            per_ms << -i32::from(self.shift)
+            per_ms.checked_shl(amount).unwrap_or(u128::MAX)
         };
         per_ms.min(u128::from(u64::MAX)) as u64
     }

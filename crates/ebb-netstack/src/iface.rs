@@ -542,6 +542,12 @@ impl<D: Device + 'static> Inner<D> {
         if self.ip.is_none_or(|c| c.addr != ip.dst) {
             return Err(RxError::NotForUs); // RFC 1122 §4.2.3.10: no broadcast TCP
         }
+        // RFC 1122 §3.2.1.3 and §4.2.3.10: a segment from an unspecified,
+        // broadcast or multicast source is discarded (no connection, no
+        // RST). The flow directory's slot markers rely on this too.
+        if ip.src.is_unspecified() || ip.src.is_broadcast() || ip.src.is_multicast() {
+            return Err(RxError::Malformed);
+        }
         let verify = checksum == RxChecksum::Unverified;
         let segment = tcp_segment::parse(&ip.payload, ip.src, ip.dst, verify)?;
         if let Some(core) = self.tcp.input(self.now, ip.src, ip.dst, segment) {

@@ -13,7 +13,8 @@
 //! kill a live connection.
 //!
 //! The directory is shared by all cores and read without locks: each
-//! slot is a pair of atomics written only by the core that owns the key,
+//! slot is a pair of atomics written by the core that claims the key (a
+//! claim refuses a flow another core owns, see [`FlowDirectory::claim`]),
 //! so a reader never waits, and nothing is ever freed under it (the slots
 //! are inline), which is why no grace period (RCU's reclamation step) is
 //! needed. Probing is bounded, so a lookup for a flow nobody owns (a
@@ -23,7 +24,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::hash::BuildHasher;
 use core::net::Ipv4Addr;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use ebb_core::CoreId;
 use ebb_iobuf::IoBuf;
@@ -97,57 +98,52 @@ impl FlowDirectory {
         (0..MAX_PROBES.min(self.slots.len())).map(move |i| &self.slots[(home + i) & mask])
     }
 
-    /// Records that `core` owns `flow`. Only the owning core calls this
-    /// (and [`remove`](Self::remove)) for a given flow. Returns false if
-    /// every slot within [`MAX_PROBES`] is taken: the connection still
-    /// works on its own core, but a segment steered elsewhere is refused.
-    pub fn insert(&self, flow: FlowKey, core: CoreId) -> bool {
+    /// Records that `core` owns `flow`, unless another core does.
+    ///
+    /// Two cores may claim one flow at once (both got a SYN for it, or
+    /// both picked the same ephemeral port): each publishes its slot, then
+    /// looks for the other's. Sequentially consistent ordering means at
+    /// least one of them sees the other and backs off (both may; then the
+    /// flow is free again and the segment that started it is handled
+    /// afresh), so a flow never ends up with two owners.
+    pub fn claim(&self, flow: FlowKey, core: CoreId) -> Claim {
         let key = flow.packed();
-        let mut free = None;
         for slot in self.probe(key) {
-            match slot.key.load(Ordering::Acquire) {
-                k if k == key => {
-                    slot.core.store(core_word(core), Ordering::Release);
-                    return true;
-                }
-                EMPTY => {
-                    free.get_or_insert(slot);
-                    break;
-                }
-                REMOVED => {
-                    free.get_or_insert(slot);
-                }
+            match settled_key(slot) {
+                k if k == key => return owned_by(slot, core),
+                EMPTY => break,
                 _ => {}
             }
         }
-        // Claim a free slot; another core may claim it first, then try
-        // the next one along.
-        let mut candidates = free.into_iter().chain(self.probe(key));
-        candidates.any(|slot| {
-            let seen = slot.key.load(Ordering::Acquire);
-            if seen != EMPTY && seen != REMOVED {
-                return false;
+        let Some(mine) = self.probe(key).find(|slot| take_free(slot)) else {
+            return Claim::Full;
+        };
+        mine.core.store(core_word(core), Ordering::Relaxed);
+        mine.key.store(key, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        for slot in self.probe(key) {
+            if core::ptr::eq(slot, mine) {
+                continue;
             }
-            if slot
-                .key
-                .compare_exchange(seen, FILLING, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                return false;
+            match settled_key(slot) {
+                k if k == key => {
+                    let owner = slot.core.load(Ordering::Acquire);
+                    mine.key.store(REMOVED, Ordering::Release);
+                    return Claim::Taken(CoreId(owner as usize));
+                }
+                EMPTY => break,
+                _ => {}
             }
-            slot.core.store(core_word(core), Ordering::Relaxed);
-            // Release: a reader that sees the key sees the core.
-            slot.key.store(key, Ordering::Release);
-            true
-        })
+        }
+        Claim::Claimed
     }
 
-    /// Forgets `flow` (its connection is gone).
-    pub fn remove(&self, flow: FlowKey) {
+    /// Forgets `flow` if `core` owns it (its connection is gone).
+    pub fn remove(&self, flow: FlowKey, core: CoreId) {
         let key = flow.packed();
         for slot in self.probe(key) {
-            match slot.key.load(Ordering::Acquire) {
-                k if k == key => {
+            match settled_key(slot) {
+                k if k == key && slot.core.load(Ordering::Acquire) == core_word(core) => {
                     slot.key.store(REMOVED, Ordering::Release);
                     return;
                 }
@@ -200,6 +196,59 @@ impl FlowDirectory {
     }
 }
 
+/// What [`FlowDirectory::claim`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The flow is this core's (now, or already).
+    Claimed,
+    /// Another core owns the flow: hand its segments there.
+    Taken(CoreId),
+    /// No free slot within [`MAX_PROBES`]: the connection works on its own
+    /// core, but segments steered elsewhere will not find it.
+    Full,
+}
+
+/// A slot's key once any fill in progress is done. A fill is a few
+/// instructions on a core that is not preempted (native) or a thread the
+/// scheduler will run again (hosted); past a bound, the slot counts as
+/// another flow's.
+fn settled_key(slot: &Slot) -> u64 {
+    for _ in 0..1 << 20 {
+        let key = slot.key.load(Ordering::SeqCst);
+        if key != FILLING {
+            return key;
+        }
+        core::hint::spin_loop();
+    }
+    FILLING
+}
+
+fn owned_by(slot: &Slot, core: CoreId) -> Claim {
+    let owner = slot.core.load(Ordering::Acquire);
+    if owner == core_word(core) {
+        Claim::Claimed
+    } else {
+        Claim::Taken(CoreId(owner as usize))
+    }
+}
+
+/// Takes `slot` for filling if it is free.
+fn take_free(slot: &Slot) -> bool {
+    loop {
+        let seen = slot.key.load(Ordering::Acquire);
+        if seen != EMPTY && seen != REMOVED {
+            return false;
+        }
+        if slot
+            .key
+            .compare_exchange(seen, FILLING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return true;
+        }
+    }
+}
+
 fn core_word(core: CoreId) -> u32 {
     u32::try_from(core.0).unwrap_or(u32::MAX)
 }
@@ -226,21 +275,29 @@ mod tests {
         }
     }
 
+    fn claimed(dir: &FlowDirectory, port: u16, core: usize) -> bool {
+        dir.claim(flow(port), CoreId(core)) == Claim::Claimed
+    }
+
     #[test]
-    fn inserted_flows_are_found_and_removed_ones_are_not() {
+    fn claimed_flows_are_found_and_removed_ones_are_not() {
         let dir = FlowDirectory::new(16, 1);
         for port in 1000..1020 {
-            assert!(dir.insert(flow(port), CoreId(usize::from(port % 4))));
+            assert!(claimed(&dir, port, usize::from(port % 4)));
         }
         for port in 1000..1020 {
             assert_eq!(dir.lookup(flow(port)), Some(CoreId(usize::from(port % 4))));
         }
-        dir.remove(flow(1005));
+        dir.remove(flow(1005), CoreId(1));
         assert_eq!(dir.lookup(flow(1005)), None);
         assert_eq!(dir.lookup(flow(1006)), Some(CoreId(2)));
-        // Moving a flow to another core updates it in place.
-        assert!(dir.insert(flow(1006), CoreId(3)));
-        assert_eq!(dir.lookup(flow(1006)), Some(CoreId(3)));
+        // Claiming again on the owner is a no-op; another core is refused,
+        // and cannot remove it either.
+        assert!(claimed(&dir, 1006, 2));
+        assert_eq!(dir.claim(flow(1006), CoreId(3)), Claim::Taken(CoreId(2)));
+        dir.remove(flow(1006), CoreId(3));
+        assert_eq!(dir.lookup(flow(1006)), Some(CoreId(2)));
+        assert_eq!(dir.len(), 19);
     }
 
     #[test]
@@ -248,19 +305,15 @@ mod tests {
         let dir = FlowDirectory::new(32, 2);
         for round in 0..100u16 {
             for port in 0..32 {
-                assert!(
-                    dir.insert(flow(round * 32 + port), CoreId(1)),
-                    "round {round}"
-                );
+                assert!(claimed(&dir, round * 32 + port, 1), "round {round}");
             }
             for port in 0..32 {
-                dir.remove(flow(round * 32 + port));
+                dir.remove(flow(round * 32 + port), CoreId(1));
             }
         }
-        let taken = (0..10_000)
-            .filter(|&p| dir.insert(flow(p), CoreId(0)))
-            .count();
+        let taken = (0..10_000).filter(|&p| claimed(&dir, p, 0)).count();
         assert!((32..=64).contains(&taken), "{taken} of 64 slots");
+        assert_eq!(dir.claim(flow(60_000), CoreId(0)), Claim::Full);
         assert_eq!(dir.lookup(flow(60_000)), None);
     }
 
@@ -270,19 +323,18 @@ mod tests {
         extern crate std;
         use std::sync::Arc;
         let dir = Arc::new(FlowDirectory::new(1024, 3));
-        // Stable flows owned by core 1; another thread churns core 2's.
         for port in 0..200 {
-            assert!(dir.insert(flow(port), CoreId(1)));
+            assert!(claimed(&dir, port, 1));
         }
         let writer = {
             let dir = Arc::clone(&dir);
             std::thread::spawn(move || {
                 for round in 0..200u16 {
                     for port in 0..100 {
-                        dir.insert(flow(1000 + (round % 7) * 100 + port), CoreId(2));
+                        claimed(&dir, 1000 + (round % 7) * 100 + port, 2);
                     }
                     for port in 0..100 {
-                        dir.remove(flow(1000 + (round % 7) * 100 + port));
+                        dir.remove(flow(1000 + (round % 7) * 100 + port), CoreId(2));
                     }
                 }
             })
@@ -293,5 +345,34 @@ mod tests {
             }
         }
         writer.join().unwrap();
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn cores_racing_for_one_flow_never_both_own_it() {
+        extern crate std;
+        use std::sync::{Arc, Barrier};
+        let dir = Arc::new(FlowDirectory::new(64, 4));
+        for round in 0..2000u16 {
+            let barrier = Arc::new(Barrier::new(2));
+            let racers: std::vec::Vec<_> = (0..2)
+                .map(|core| {
+                    let (dir, barrier) = (Arc::clone(&dir), Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        dir.claim(flow(round), CoreId(core))
+                    })
+                })
+                .collect();
+            let results: std::vec::Vec<Claim> =
+                racers.into_iter().map(|r| r.join().unwrap()).collect();
+            let winners = results.iter().filter(|c| **c == Claim::Claimed).count();
+            assert!(winners <= 1, "round {round}: {results:?}");
+            let owner = dir.lookup(flow(round));
+            assert_eq!(owner.is_some(), winners == 1, "round {round}: {results:?}");
+            if let Some(owner) = owner {
+                dir.remove(flow(round), owner);
+            }
+        }
     }
 }

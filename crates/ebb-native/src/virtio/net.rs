@@ -60,9 +60,10 @@ const F_MQ: u64 = 1 << 22;
 /// one pair).
 const WANTED: u64 = F_MAC | F_STATUS | F_MRG_RXBUF | F_CSUM | F_GUEST_CSUM;
 /// `max_virtqueue_pairs` in the device configuration (§5.1.4), and the
-/// largest value it may hold.
+/// largest value we take from it: the spec allows 0x8000, but then the
+/// control queue's index (2 · 0x8000) does not fit the 16-bit queue select.
 const MAX_PAIRS_OFFSET: usize = 8;
-const MAX_PAIRS_LIMIT: u16 = 0x8000;
+const MAX_PAIRS_LIMIT: u16 = 0x7fff;
 /// A receive buffer: header + the largest Ethernet frame (1514), rounded
 /// up so buffers pack two to a page.
 const RX_BUFFER: usize = 2048;

@@ -31,7 +31,7 @@ use super::seq::Seq;
 use super::trace::{Trace, TraceEvent};
 use super::TcpConfig;
 use crate::rng::Rng;
-use crate::steering::{FlowKey, Steering};
+use crate::steering::{Claim, FlowKey, Steering};
 use crate::udp::EPHEMERAL_FIRST;
 
 /// What the TCP layer counted.
@@ -134,6 +134,12 @@ fn next_free_port(next: &mut u16, mut free: impl FnMut(u16) -> bool) -> Option<u
     None
 }
 
+fn first_ephemeral(core: CoreId) -> u16 {
+    let span = usize::from(u16::MAX - EPHEMERAL_FIRST) + 1;
+    let offset = core.0.wrapping_mul(4093) % span;
+    EPHEMERAL_FIRST + u16::try_from(offset).unwrap_or(0)
+}
+
 fn flow_key(tuple: Tuple) -> FlowKey {
     FlowKey {
         remote: tuple.2,
@@ -165,7 +171,10 @@ impl TcpLayer {
             out: Vec::new(),
             draining: false,
             next_id: 1,
-            next_ephemeral: EPHEMERAL_FIRST,
+            // Cores sharing an address start far apart in the range, so
+            // their connects rarely meet on one port (the directory's
+            // claim settles it when they do).
+            next_ephemeral: first_ephemeral(config.core),
             secret: rng.next_u64(),
             trace: Trace {
                 events: Vec::new(),
@@ -181,11 +190,15 @@ impl TcpLayer {
         self.steering = Some(steering);
     }
 
-    fn claim(&self, tuple: Tuple) {
-        if let Some(steering) = &self.steering {
-            steering
-                .directory()
-                .insert(flow_key(tuple), self.config.core);
+    /// Claims `tuple` for this core; `Some(owner)` if another core has it.
+    fn claim(&self, tuple: Tuple) -> Option<CoreId> {
+        let steering = self.steering.as_ref()?;
+        match steering
+            .directory()
+            .claim(flow_key(tuple), self.config.core)
+        {
+            Claim::Taken(owner) => Some(owner),
+            Claim::Claimed | Claim::Full => None,
         }
     }
 
@@ -302,7 +315,9 @@ impl TcpLayer {
             let tuple = (ends.local.0, ends.local.1, ends.remote.0, ends.remote.1);
             self.tuples.remove(&tuple);
             if let Some(steering) = &self.steering {
-                steering.directory().remove(flow_key(tuple));
+                steering
+                    .directory()
+                    .remove(flow_key(tuple), self.config.core);
             }
             if !entry.released {
                 self.events.push_back(Event::Release(id));
@@ -334,8 +349,7 @@ impl TcpLayer {
                 return Some(core);
             }
         }
-        self.input_unknown(now, src, dst, seg, tuple);
-        None
+        self.input_unknown(now, src, dst, seg, tuple)
     }
 
     /// A segment for no connection of any core: LISTEN or CLOSED.
@@ -346,37 +360,42 @@ impl TcpLayer {
         dst: Ipv4Addr,
         seg: Segment,
         tuple: Tuple,
-    ) {
+    ) -> Option<CoreId> {
         let listening = self
             .listeners
             .get(&seg.dst_port)
             .is_some_and(|l| l.accepts(dst));
         if !listening {
             self.reset_closed(&seg, src, dst);
-            return;
+            return None;
         }
         // RFC 9293 §3.10.7.2, LISTEN.
         if seg.flags.rst {
-            return;
+            return None;
         }
         if seg.flags.ack {
             self.send_reset(dst, src, &seg, seg.ack, None);
-            return;
+            return None;
         }
         if !seg.flags.syn {
-            return;
+            return None;
         }
-        let Some(listener) = self.listeners.get_mut(&seg.dst_port) else {
-            return;
-        };
+        let listener = self.listeners.get_mut(&seg.dst_port)?;
         if !listener.has_room() {
             self.stats.syn_backlog_full += 1;
-            return;
+            return None;
         }
         if self.conns.len() >= self.config.max_connections {
             self.stats.table_full += 1;
-            return;
+            return None;
         }
+        // Another core may have taken this flow since the lookup (its
+        // own copy of this SYN): then the SYN is that core's.
+        if let Some(owner) = self.claim(tuple) {
+            self.stats.forwarded += 1;
+            return Some(owner);
+        }
+        let listener = self.listeners.get_mut(&seg.dst_port)?;
         listener.half_open += 1;
         let id = self.next_id;
         self.next_id += 1;
@@ -404,7 +423,6 @@ impl TcpLayer {
             },
         );
         self.tuples.insert(tuple, id);
-        self.claim(tuple);
         self.apps.insert(
             id,
             App {
@@ -413,6 +431,7 @@ impl TcpLayer {
                 handler: None,
             },
         );
+        None
     }
 
     /// RFC 9293 §3.10.7.1, CLOSED: every segment but a RST gets a RST.
@@ -495,14 +514,16 @@ impl TcpLayer {
             return Err(NetError::AddrInUse);
         }
         let (listeners, tuples, steering) = (&self.listeners, &self.tuples, &self.steering);
+        let core = self.config.core;
         let port = next_free_port(&mut self.next_ephemeral, |p| {
             let tuple = (local, p, *remote.ip(), remote.port());
-            // Other cores' stacks share the address: their flows too.
+            // Other cores' stacks share the address: the port must be free
+            // of their flows too, and claiming it settles a race for it.
             !listeners.contains_key(&p)
                 && !tuples.contains_key(&tuple)
-                && steering
-                    .as_ref()
-                    .is_none_or(|s| s.directory().lookup(flow_key(tuple)).is_none())
+                && steering.as_ref().is_none_or(|s| {
+                    !matches!(s.directory().claim(flow_key(tuple), core), Claim::Taken(_))
+                })
         })
         .ok_or(NetError::AddrInUse)?;
         let tuple = (local, port, *remote.ip(), remote.port());
@@ -532,7 +553,6 @@ impl TcpLayer {
             },
         );
         self.tuples.insert(tuple, id);
-        self.claim(tuple);
         let local = v4(ends.local);
         self.apps.insert(
             id,
