@@ -23,6 +23,8 @@
 //! ([`PlatformOptions`]); words after it are the application's arguments.
 //! Words are separated by spaces; there is no quoting yet.
 
+use core::net::Ipv4Addr;
+
 /// The I/O port of QEMU's `isa-debug-exit` device as the launcher sets it up.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
@@ -136,9 +138,10 @@ pub struct PlatformOptions {
     /// `verbose`: print what the platform found at boot.
     pub verbose: bool,
     /// `net=static|dhcp|poll-static|poll-dhcp`: how the virtio-net stack
-    /// gets its address (QEMU user networking's 10.0.2.15/24 with gateway
-    /// 10.0.2.2, or DHCP), and whether it polls instead of taking MSI-X
-    /// interrupts.
+    /// gets its address (static: QEMU user networking's 10.0.2.15/24 with
+    /// gateway 10.0.2.2 unless `ip=` says otherwise, or DHCP), and whether
+    /// it polls instead of taking MSI-X interrupts; `ip=` sets
+    /// [`NetMode::ip`].
     pub net: NetMode,
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
@@ -152,6 +155,57 @@ pub struct NetMode {
     pub dhcp: bool,
     /// Poll the queues from an idle handler instead of taking interrupts.
     pub poll: bool,
+    /// `ip=ADDR/PREFIX[,gw=GATEWAY]`: the static address (e.g. on a TAP
+    /// device, `./ebb run APP --native --net tap`) instead of user
+    /// networking's; `None` keeps that default.
+    pub ip: Option<StaticIp>,
+}
+
+/// A static IPv4 configuration, from `ip=ADDR/PREFIX[,gw=GATEWAY]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticIp {
+    /// The guest's address.
+    pub addr: Ipv4Addr,
+    /// The subnet's prefix length (0..=32).
+    pub prefix_len: u8,
+    /// The default gateway, if any.
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl StaticIp {
+    /// Parses `ADDR/PREFIX[,gw=GATEWAY]` (a prefix of 1 to 32; an
+    /// unspecified, broadcast or multicast address is refused, and so is
+    /// a gateway outside the subnet, which could never be reached).
+    pub fn parse(value: &str) -> Option<StaticIp> {
+        let (address, gateway) = match value.split_once(',') {
+            Some((address, rest)) => (address, Some(rest.strip_prefix("gw=")?)),
+            None => (value, None),
+        };
+        let (addr, prefix) = address.split_once('/')?;
+        let addr: Ipv4Addr = addr.parse().ok()?;
+        let prefix_len: u8 = prefix.parse().ok().filter(|p| (1..=32).contains(p))?;
+        let usable = |a: Ipv4Addr| !(a.is_unspecified() || a.is_broadcast() || a.is_multicast());
+        if !usable(addr) {
+            return None;
+        }
+        let gateway = match gateway {
+            Some(text) => {
+                let gateway: Ipv4Addr = text.parse().ok()?;
+                let mask = u32::MAX << (32 - u32::from(prefix_len));
+                let same_subnet = u32::from(gateway) & mask == u32::from(addr) & mask;
+                if !usable(gateway) || gateway == addr || !same_subnet {
+                    return None;
+                }
+                Some(gateway)
+            }
+            None => None,
+        };
+        Some(StaticIp {
+            addr,
+            prefix_len,
+            gateway,
+        })
+    }
 }
 
 impl NetMode {
@@ -165,7 +219,11 @@ impl NetMode {
             "dhcp" => true,
             _ => return None,
         };
-        Some(NetMode { dhcp, poll })
+        Some(NetMode {
+            dhcp,
+            poll,
+            ip: None,
+        })
     }
 }
 
@@ -216,7 +274,14 @@ pub fn parse_cmdline<'a>(
             }
             .map(|machine| options.machine = machine),
             "crash" => Crash::parse(value).map(|crash| options.crash = Some(crash)),
-            "net" => NetMode::parse(value).map(|net| options.net = net),
+            // `net=` and `ip=` set different parts, in any order.
+            "net" => NetMode::parse(value).map(|net| {
+                options.net = NetMode {
+                    ip: options.net.ip,
+                    ..net
+                };
+            }),
+            "ip" => StaticIp::parse(value).map(|ip| options.net.ip = Some(ip)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -274,7 +339,8 @@ mod tests {
             options.net,
             NetMode {
                 dhcp: true,
-                poll: true
+                poll: true,
+                ip: None,
             }
         );
         assert_eq!(args, ["--x", "y"]);
@@ -295,5 +361,65 @@ mod tests {
         assert_eq!(Crash::parse("guard-page"), Some(Crash::GuardPage));
         assert_eq!(Crash::parse("stack-overflow"), Some(Crash::StackOverflow));
         assert_eq!(unknown, ["cores=0", "crash=nope"]);
+    }
+
+    #[test]
+    fn static_addresses_parse_with_and_without_gateway() {
+        assert_eq!(
+            StaticIp::parse("10.98.0.2/24"),
+            Some(StaticIp {
+                addr: Ipv4Addr::new(10, 98, 0, 2),
+                prefix_len: 24,
+                gateway: None,
+            })
+        );
+        assert_eq!(
+            StaticIp::parse("10.98.0.2/24,gw=10.98.0.1"),
+            Some(StaticIp {
+                addr: Ipv4Addr::new(10, 98, 0, 2),
+                prefix_len: 24,
+                gateway: Some(Ipv4Addr::new(10, 98, 0, 1)),
+            })
+        );
+        assert!(StaticIp::parse("192.168.1.9/32").is_some());
+        for bad in [
+            "",
+            "10.98.0.2",
+            "10.98.0.2/",
+            "10.98.0.2/0",
+            "10.98.0.2/33",
+            "10.98.0/24",
+            "0.0.0.0/24",
+            "255.255.255.255/24",
+            "224.0.0.1/24",
+            "10.98.0.2/24,",
+            "10.98.0.2/24,gw=",
+            "10.98.0.2/24,via=10.98.0.1",
+            "10.98.0.2/24,gw=10.98.1.1",
+            "10.98.0.2/24,gw=10.98.0.2",
+            "10.98.0.2/24,gw=10.98.0.1,x",
+        ] {
+            assert_eq!(StaticIp::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ip_and_net_words_combine_in_any_order() {
+        let expected = NetMode {
+            dhcp: false,
+            poll: true,
+            ip: StaticIp::parse("10.98.0.2/24,gw=10.98.0.1"),
+        };
+        for line in [
+            "ip=10.98.0.2/24,gw=10.98.0.1 net=poll-static",
+            "net=poll-static ip=10.98.0.2/24,gw=10.98.0.1",
+        ] {
+            let (options, _, unknown) = parse(line);
+            assert_eq!(options.net, expected, "{line}");
+            assert!(unknown.is_empty(), "{line}");
+        }
+        let (options, _, unknown) = parse("ip=10.98.0.2 -- x");
+        assert_eq!(options.net.ip, None);
+        assert_eq!(unknown, ["ip=10.98.0.2"]);
     }
 }

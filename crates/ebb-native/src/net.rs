@@ -141,14 +141,20 @@ fn start(
     let config = if mode.dhcp {
         Config::new_dhcp(mac, crate::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15)
     } else {
-        Config::new_static(
-            mac,
+        // `ip=` (a TAP link) or QEMU user networking's fixed address.
+        let ip = mode.ip.map_or(
             IpConfig {
                 addr: GUEST,
                 prefix_len: PREFIX,
                 gateway: Some(GATEWAY),
             },
-        )
+            |ip| IpConfig {
+                addr: ip.addr,
+                prefix_len: ip.prefix_len,
+                gateway: ip.gateway,
+            },
+        );
+        Config::new_static(mac, ip)
     };
     let net = Rc::new(NativeNet {
         stack: Stack::new(device, config, now()),
