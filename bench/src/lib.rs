@@ -6,8 +6,12 @@
 //! and the versions used), and small statistics and measurement helpers.
 //! [`linux_guest`] builds and boots the Linux guest that VM benchmarks
 //! compare against, and [`netns`] gives guests on TAP devices their own
-//! network namespace.
+//! network namespace. [`vm`] is what the VM benchmarks (netpipe,
+//! memcached-vm) share: both guests on one TAP device, pinned QEMU and
+//! client, QEMU's CPU time; [`plot`] draws throughput–p99 curves.
 
 pub mod linux_guest;
 pub mod netns;
+pub mod plot;
 pub mod report;
+pub mod vm;

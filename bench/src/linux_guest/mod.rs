@@ -46,6 +46,10 @@ pub struct GuestSettings {
     pub timeout_secs: u64,
     /// How long to wait for the service to answer after QEMU starts.
     pub ready_limit: Duration,
+    /// Pin QEMU to these host CPUs (`taskset -c LIST`), if set.
+    pub pin_cpus: Option<String>,
+    /// QEMU's accelerator: `tcg` (QEMU-NOTES: no usable KVM here) or `kvm`.
+    pub accel: String,
 }
 
 impl Default for GuestSettings {
@@ -59,6 +63,8 @@ impl Default for GuestSettings {
             service: GuestService::Memcached(MemcachedSettings::default()),
             timeout_secs: 600,
             ready_limit: Duration::from_secs(90),
+            pin_cpus: None,
+            accel: "tcg".to_owned(),
         }
     }
 }
@@ -181,6 +187,8 @@ fn boot_settings(
     boot.cpus = settings.cpus;
     boot.timeout_secs = settings.timeout_secs;
     boot.namespace = namespace;
+    boot.pin_cpus.clone_from(&settings.pin_cpus);
+    boot.accel.clone_from(&settings.accel);
     boot
 }
 

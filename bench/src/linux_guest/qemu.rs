@@ -53,6 +53,8 @@ pub struct BootSettings {
     pub accel: String,
     /// Run QEMU inside this network namespace (`ip netns exec NAME`).
     pub namespace: Option<String>,
+    /// Pin QEMU (all its threads) to these host CPUs (`taskset -c LIST`).
+    pub pin_cpus: Option<String>,
 }
 
 impl BootSettings {
@@ -66,16 +68,20 @@ impl BootSettings {
             timeout_secs: 120,
             accel: "tcg".to_owned(),
             namespace: None,
+            pin_cpus: None,
         }
     }
 }
 
 /// The command that boots `image` with `settings`: `[ip netns exec NS]
-/// timeout SECS qemu-system-x86_64 ...`.
+/// [taskset -c CPUS] timeout SECS qemu-system-x86_64 ...`.
 pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     let mut words: Vec<String> = Vec::new();
     if let Some(namespace) = &settings.namespace {
         words.extend(["ip", "netns", "exec", namespace].map(str::to_owned));
+    }
+    if let Some(cpus) = &settings.pin_cpus {
+        words.extend(["taskset", "-c", cpus].map(str::to_owned));
     }
     words.extend(
         [
@@ -218,18 +224,25 @@ impl RunningGuest {
     /// since QEMU started; fails on the failure marker, QEMU's exit, or
     /// after `limit`.
     pub fn wait_ready(&mut self, limit: Duration) -> Result<Duration, String> {
+        self.wait_for(READY_MARKER, limit)
+    }
+
+    /// Waits until a serial line contains `marker` (a native image's
+    /// application prints its own) and returns the time since QEMU
+    /// started; fails like [`wait_ready`](Self::wait_ready).
+    pub fn wait_for(&mut self, marker: &str, limit: Duration) -> Result<Duration, String> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(READY_MARKER) => return Ok(self.started.elapsed()),
+                Ok(line) if line.contains(marker) => return Ok(self.started.elapsed()),
                 Ok(line) if line.contains(FAILURE_MARKER) => {
                     return Err(self.failure(&format!("the guest failed: {line}")))
                 }
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(self.failure(&format!(
-                        "the guest did not print {READY_MARKER} within {} s",
+                        "the guest did not print {marker} within {} s",
                         limit.as_secs()
                     )))
                 }
@@ -336,6 +349,12 @@ mod tests {
         settings.cpus = 4;
         let line = shell_line(&qemu_command(&image(), &settings));
         assert!(line.starts_with("ip netns exec ebb-1-x timeout "), "{line}");
+        settings.pin_cpus = Some("1".into());
+        let pinned = shell_line(&qemu_command(&image(), &settings));
+        assert!(
+            pinned.starts_with("ip netns exec ebb-1-x taskset -c 1 timeout "),
+            "{pinned}"
+        );
         assert!(line.contains(" -smp 4 "), "{line}");
         assert!(line.contains(" -append 'a b' "), "{line}");
         assert!(
