@@ -25,6 +25,60 @@ use crate::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
 pub const QEMU_CPU: usize = 1;
 /// The host CPU the client (ping-pong, load generator) runs on.
 pub const CLIENT_CPU: usize = 0;
+/// The nice level of QEMU and the client by default: the same for both
+/// guests, ahead of other users' work within this session's share.
+pub const NICE: i32 = -10;
+
+/// How QEMU and the client are scheduled on the host (the same for both
+/// guests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// `nice -n` [`NICE`]: polite on a shared machine, but other users'
+    /// work (in other cgroups, where nice does not reach) still delays
+    /// both guests' replies by milliseconds at p99.
+    Nice,
+    /// SCHED_FIFO priority 1 (`chrt -f 1`): no delays from other users'
+    /// work, which gets only what RT throttling leaves it (5 %) while a
+    /// guest is saturated. For quiet or dedicated machines (`--realtime`).
+    Realtime,
+}
+
+impl Priority {
+    /// The words before QEMU's `timeout`.
+    pub fn command_words(self) -> Vec<String> {
+        let words: &[&str] = match self {
+            Priority::Nice => &["nice", "-n", "-10"],
+            Priority::Realtime => &["chrt", "-f", "1"],
+        };
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    /// Applies this priority to the calling thread (threads it starts
+    /// inherit it); best effort.
+    pub fn apply_to_current_thread(self) {
+        match self {
+            // SAFETY: setpriority(2) with who = 0 changes only the calling
+            // thread's nice level (per thread on Linux).
+            Priority::Nice => unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, 0, NICE);
+            },
+            Priority::Realtime => {
+                let param = libc::sched_param { sched_priority: 1 };
+                // SAFETY: `param` is a valid sched_param; pid 0 is the
+                // calling thread.
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+            }
+        }
+    }
+
+    /// For reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Nice => "nice -10",
+            Priority::Realtime => "SCHED_FIFO 1",
+        }
+    }
+}
 
 /// The network both guests share: a namespace and a TAP device in it,
 /// owned by the benchmark's `main` (so that they are deleted however it
@@ -32,6 +86,7 @@ pub const CLIENT_CPU: usize = 0;
 pub struct VmBench<'a> {
     namespace: &'a NetNamespace,
     tap: &'a TapDevice<'a>,
+    priority: Priority,
 }
 
 /// Creates the namespace `ebb-PID-TAG`; needs root.
@@ -53,9 +108,19 @@ pub fn tap(namespace: &NetNamespace) -> Result<TapDevice<'_>, String> {
 }
 
 impl<'a> VmBench<'a> {
-    /// The bench network over `tap` in `namespace`.
-    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>) -> Self {
-        VmBench { namespace, tap }
+    /// The bench network over `tap` in `namespace`; QEMU and the client
+    /// run at `priority`.
+    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>, priority: Priority) -> Self {
+        VmBench {
+            namespace,
+            tap,
+            priority,
+        }
+    }
+
+    /// How QEMU and the client are scheduled.
+    pub fn priority(&self) -> Priority {
+        self.priority
     }
 
     /// The namespace.
@@ -69,10 +134,13 @@ impl<'a> VmBench<'a> {
     }
 
     /// Runs `work` inside the namespace on a thread pinned to
-    /// [`CLIENT_CPU`].
+    /// [`CLIENT_CPU`] at the bench's priority (threads it starts inherit
+    /// all three).
     pub fn client<R: Send>(&self, work: impl FnOnce() -> R + Send) -> Result<R, String> {
-        self.namespace.run_inside(|| {
+        let priority = self.priority;
+        self.namespace.run_inside(move || {
             pin_current_thread(CLIENT_CPU);
+            priority.apply_to_current_thread();
             work()
         })
     }
@@ -161,7 +229,7 @@ impl Default for GuestShape {
 }
 
 /// Boots the native `image` on the bench's TAP device with the guest's
-/// address (`ip=`), QEMU pinned to [`QEMU_CPU`], `args` for the
+/// address (`ip=`), QEMU pinned to [`QEMU_CPU`] at the bench's priority, `args` for the
 /// application, and waits for a serial line containing `ready`.
 pub fn boot_native(
     bench: &VmBench<'_>,
@@ -190,18 +258,11 @@ pub fn boot_native(
     );
     let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm");
     let cpu = QEMU_CPU.to_string();
-    let command = wrap(
-        &[
-            "ip",
-            "netns",
-            "exec",
-            bench.namespace().name(),
-            "taskset",
-            "-c",
-            &cpu,
-        ],
-        &qemu,
-    );
+    let mut prefix = vec!["ip", "netns", "exec", bench.namespace().name()];
+    prefix.extend(["taskset", "-c", &cpu]);
+    let priority = bench.priority().command_words();
+    prefix.extend(priority.iter().map(String::as_str));
+    let command = wrap(&prefix, &qemu);
     let shown = shell_line(&command);
     let mut qemu = RunningGuest::spawn(command)?;
     let boot_to_ready = qemu.wait_for(ready, Duration::from_secs(120))?;
@@ -213,7 +274,7 @@ pub fn boot_native(
 }
 
 /// Boots the Linux guest `image` serving `settings.service` on the bench's
-/// TAP device, QEMU pinned to [`QEMU_CPU`].
+/// TAP device, QEMU pinned to [`QEMU_CPU`] at the bench's priority.
 pub fn boot_linux(
     bench: &VmBench<'_>,
     image: &GuestImage,
@@ -224,7 +285,17 @@ pub fn boot_linux(
     settings.cpus = shape.cpus;
     settings.accel.clone_from(&shape.accel);
     settings.pin_cpus = Some(QEMU_CPU.to_string());
+    settings.priority = bench.priority().command_words();
     linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
+}
+
+/// The host's 1-minute load average (`/proc/loadavg`), reported with the
+/// figures: this machine is shared, and its load moves the results.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// `prefix... PROGRAM ARGS...` of `command`.

@@ -11,19 +11,21 @@
 //!
 //! Per run, each guest is booted, preloaded, and swept with the Facebook
 //! ETC workload, text then binary protocol: offered load from 500 ops/s
-//! up by ×1.4 until two steps in a row have p99 above the SLA (5 ms under
-//! TCG, 500 µs under KVM) or achieved below 95 % of offered, then one step
-//! halfway (geometrically) between the highest good step and the next. The two
+//! up by ×1.4 until two steps in a row fall below 95 % of offered, then
+//! one step halfway (geometrically) between the highest step within the
+//! SLA (p99 ≤ 5 ms under TCG, 500 µs under KVM, sustained) and the next. The two
 //! guests alternate, 3 runs each. At every point, QEMU's CPU time (user +
 //! system from `/proc/PID/stat`, all threads) over the run is divided by
 //! the replies: host CPU seconds per request.
 //!
 //! Keys: `ratio` = ours / Linux throughput at the SLA (text, medians of
 //! runs), `ratio_binary`; `cpu_ratio` = Linux / ours host CPU per request
-//! at the highest offered load both sustained within the SLA in every run
-//! (text), `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
+//! at the highest offered load both sustained (achieved ≥ 95 % of
+//! offered) in every run (text), `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
 //! `cpu_ratio` ≥ 2. A throughput–p99 plot goes to
-//! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`.
+//! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`, `--realtime`
+//! (QEMU and the client at SCHED_FIFO instead of nice -10, see
+//! `vm::Priority`: for quiet or dedicated machines).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -37,7 +39,7 @@ use ebb_bench::linux_guest::{
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{median, output_dir, workspace_root, Report};
 use ebb_bench::vm::{
-    self, qemu_cpu_seconds, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU,
+    self, qemu_cpu_seconds, GuestShape, NativeGuest, Priority, VmBench, CLIENT_CPU, QEMU_CPU,
 };
 use ebb_loadgen::{Config, ProtocolKind};
 
@@ -53,6 +55,7 @@ const CONNECTIONS: u32 = 1024;
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
 struct Plan {
+    priority: Priority,
     runs: usize,
     window: Duration,
     warmup: Duration,
@@ -82,10 +85,13 @@ struct Point {
     step: Option<usize>,
     offered: f64,
     achieved: f64,
+    p50_us: f64,
     p99_us: f64,
     /// QEMU's host CPU per reply, µs.
     cpu_us: f64,
-    /// Within the SLA and sustained (achieved ≥ 95 % of offered, no errors).
+    /// Sustained: achieved ≥ 95 % of offered, no errors.
+    sustained: bool,
+    /// Sustained and within the SLA.
     ok: bool,
 }
 
@@ -147,23 +153,26 @@ impl Target<'_> {
             .bench
             .client(|| ebb_loadgen::run(&cfg).map_err(|e| e.to_string()))??;
         let used = qemu_cpu_seconds(self.qemu)? - before;
-        let ok = summary.p99_us <= self.sla_us
-            && summary.achieved_qps >= 0.95 * summary.offered_qps
-            && summary.errors_total == 0;
+        let sustained =
+            summary.achieved_qps >= 0.95 * summary.offered_qps && summary.errors_total == 0;
+        let ok = sustained && summary.p99_us <= self.sla_us;
         let point = Point {
             step,
             offered: summary.offered_qps,
             achieved: summary.achieved_qps,
+            p50_us: summary.p50_us,
             p99_us: summary.p99_us,
             cpu_us: used * 1e6 / summary.replies_total.max(1) as f64,
+            sustained,
             ok,
         };
         println!(
-            "    {:5} {:6}: offered {:7.0} achieved {:7.0} ops/s, p99 {:8.0} us, QEMU {:6.1} us CPU/request{}",
+            "    {:5} {:6}: offered {:7.0} achieved {:7.0} ops/s, p50 {:6.0} p99 {:8.0} us, QEMU {:6.1} us CPU/request{}",
             self.guest.name(),
             self.protocol.name(),
             point.offered,
             point.achieved,
+            point.p50_us,
             point.p99_us,
             point.cpu_us,
             if point.ok { "" } else { "  (past the SLA)" }
@@ -171,17 +180,19 @@ impl Target<'_> {
         Ok(point)
     }
 
-    /// Sweeps the schedule upward until two steps in a row break the SLA
-    /// (one bad step can be another user's burst on this shared machine),
-    /// then measures once between the highest good step and the next.
+    /// Sweeps the schedule upward until two steps in a row are not
+    /// sustained (achieved < 95 % of offered): past the SLA too, so that
+    /// CPU per request is compared at loads both guests carry even when
+    /// the host's noise puts p99 above the SLA early. Then measures once
+    /// between the highest step within the SLA and the next.
     fn sweep(&self) -> Result<Sweep, String> {
         let mut result = Sweep::default();
-        let mut failures = 0;
+        let mut unsustained = 0;
         for step in 0..MAX_STEPS {
             let point = self.measure(rate_of(step), Some(step))?;
-            failures = if point.ok { 0 } else { failures + 1 };
+            unsustained = if point.sustained { 0 } else { unsustained + 1 };
             result.points.push(point);
-            if failures == 2 {
+            if unsustained == 2 {
                 break;
             }
         }
@@ -234,6 +245,7 @@ type Sweeps = [[Vec<Sweep>; 2]; 2];
 
 fn run(plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
+    let load_start = vm::load_average();
     let root = workspace_root();
     let shape = GuestShape::default();
     let sla_us = if shape.accel == "kvm" { 500.0 } else { 5000.0 };
@@ -246,7 +258,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 
     let namespace = vm::namespace("memcached-vm")?;
     let tap = vm::tap(&namespace)?;
-    let bench = VmBench::new(&namespace, &tap);
+    let bench = VmBench::new(&namespace, &tap, plan.priority);
     let server = SocketAddr::from((tap.guest(), MEMCACHED_PORT));
     let native_args: Vec<String> = ["-m", &MEMORY_MB.to_string(), "-c", &CONNECTIONS.to_string()]
         .map(str::to_owned)
@@ -331,6 +343,20 @@ fn run(plan: &Plan) -> Result<(), String> {
     }
     let mut report = Report::new("memcached-vm");
     report.label("accel", shape.accel.clone());
+    report
+        .metric(
+            "host_load_1m_start",
+            load_start,
+            "",
+            "the shared host's load average when the benchmark started",
+        )
+        .metric(
+            "host_load_1m_end",
+            vm::load_average(),
+            "",
+            "the shared host's load average at the end",
+        )
+        .label("priority", plan.priority.name());
     report.metric(
         "sla_p99_us",
         sla_us,
@@ -380,12 +406,13 @@ fn run(plan: &Plan) -> Result<(), String> {
                 "ours / Linux throughput at the SLA; target >= 2",
             );
         // CPU per request at the offered loads both guests sustained
-        // within the SLA in every run; the ratio at the highest of them.
+        // (achieved ≥ 95 % of offered) in every run; the ratio at the
+        // highest of them.
         let cpu_at = |g: usize, step: usize| -> Option<f64> {
             let mut values = Vec::new();
             for sweep in &sweeps[g][p] {
                 let point = sweep.points.iter().find(|pt| pt.step == Some(step))?;
-                if !point.ok {
+                if !point.sustained {
                     return None;
                 }
                 values.push(point.cpu_us);
@@ -424,7 +451,7 @@ fn run(plan: &Plan) -> Result<(), String> {
             ratio,
             "x",
             format!(
-                "Linux / ours host CPU per request at {rate:.0} ops/s offered, the highest load both sustained; target >= 2"
+                "Linux / ours host CPU per request at {rate:.0} ops/s offered, the highest load both sustained in every run; target >= 2"
             ),
         );
         // The plot: per guest, the median achieved rate and p99 of every
@@ -484,6 +511,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan {
+        priority: Priority::Nice,
         runs: 3,
         window: Duration::from_secs(2),
         warmup: Duration::from_millis(500),
@@ -491,6 +519,7 @@ fn main() -> ExitCode {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--realtime" => plan.priority = Priority::Realtime,
             "--quick" => {
                 plan.runs = 1;
                 plan.window = Duration::from_millis(800);
@@ -505,7 +534,7 @@ fn main() -> ExitCode {
             },
             other => {
                 eprintln!(
-                    "memcached-vm: unknown option {other}\nusage: memcached-vm [--quick] [--runs N]"
+                    "memcached-vm: unknown option {other}\nusage: memcached-vm [--quick] [--runs N] [--realtime]"
                 );
                 return ExitCode::from(2);
             }

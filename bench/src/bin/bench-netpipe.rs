@@ -16,7 +16,8 @@
 //!
 //! Key: `latency_ratio_64b` = ours / Linux one-way latency at 64 B
 //! (target ≤ 0.7). Options (after `--`): `--runs N`, `--quick` (1 run,
-//! shorter sweeps).
+//! shorter sweeps), `--realtime` (QEMU and the client at SCHED_FIFO
+//! instead of nice -10, see `vm::Priority`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -24,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestService, GuestSettings};
 use ebb_bench::report::{median, workspace_root, Report};
-use ebb_bench::vm::{self, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_bench::vm::{self, GuestShape, Priority, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
 
 struct Plan {
+    priority: Priority,
     runs: usize,
     latency_trips: u32,
     time_per_size: Duration,
@@ -101,6 +103,7 @@ fn measure(
 
 fn run(plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
+    let load_start = vm::load_average();
     let root = workspace_root();
     let shape = GuestShape::default();
     println!(
@@ -114,7 +117,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 
     let namespace = vm::namespace("netpipe")?;
     let tap = vm::tap(&namespace)?;
-    let bench = VmBench::new(&namespace, &tap);
+    let bench = VmBench::new(&namespace, &tap, plan.priority);
     let ping = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[0]));
     let sink = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[1]));
 
@@ -199,6 +202,20 @@ fn run(plan: &Plan) -> Result<(), String> {
     let [ours, linux] = &results;
     let mut report = Report::new("netpipe");
     report.label("accel", shape.accel.clone());
+    report
+        .metric(
+            "host_load_1m_start",
+            load_start,
+            "",
+            "the shared host's load average when the benchmark started",
+        )
+        .metric(
+            "host_load_1m_end",
+            vm::load_average(),
+            "",
+            "the shared host's load average at the end",
+        )
+        .label("priority", plan.priority.name());
     let latency = [
         med(ours, &|f: &Figures| f.latency_us),
         med(linux, &|f: &Figures| f.latency_us),
@@ -302,6 +319,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan {
+        priority: Priority::Nice,
         runs: 3,
         latency_trips: 3000,
         time_per_size: Duration::from_millis(200),
@@ -310,6 +328,7 @@ fn main() -> ExitCode {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--realtime" => plan.priority = Priority::Realtime,
             "--quick" => {
                 plan.runs = 1;
                 plan.latency_trips = 500;
@@ -324,7 +343,7 @@ fn main() -> ExitCode {
                 }
             },
             other => {
-                eprintln!("netpipe: unknown option {other}\nusage: netpipe [--quick] [--runs N]");
+                eprintln!("netpipe: unknown option {other}\nusage: netpipe [--quick] [--runs N] [--realtime]");
                 return ExitCode::from(2);
             }
         }

@@ -48,6 +48,8 @@ pub struct GuestSettings {
     pub ready_limit: Duration,
     /// Pin QEMU to these host CPUs (`taskset -c LIST`), if set.
     pub pin_cpus: Option<String>,
+    /// Words before QEMU's `timeout` that set its priority (`nice -n -10`).
+    pub priority: Vec<String>,
     /// QEMU's accelerator: `tcg` (QEMU-NOTES: no usable KVM here) or `kvm`.
     pub accel: String,
 }
@@ -64,6 +66,7 @@ impl Default for GuestSettings {
             timeout_secs: 600,
             ready_limit: Duration::from_secs(90),
             pin_cpus: None,
+            priority: Vec::new(),
             accel: "tcg".to_owned(),
         }
     }
@@ -188,6 +191,7 @@ fn boot_settings(
     boot.timeout_secs = settings.timeout_secs;
     boot.namespace = namespace;
     boot.pin_cpus.clone_from(&settings.pin_cpus);
+    boot.priority.clone_from(&settings.priority);
     boot.accel.clone_from(&settings.accel);
     boot
 }

@@ -55,6 +55,9 @@ pub struct BootSettings {
     pub namespace: Option<String>,
     /// Pin QEMU (all its threads) to these host CPUs (`taskset -c LIST`).
     pub pin_cpus: Option<String>,
+    /// Words run before `timeout`, e.g. `nice -n -10` or `chrt -f 1`
+    /// (QEMU's scheduling priority).
+    pub priority: Vec<String>,
 }
 
 impl BootSettings {
@@ -69,12 +72,13 @@ impl BootSettings {
             accel: "tcg".to_owned(),
             namespace: None,
             pin_cpus: None,
+            priority: Vec::new(),
         }
     }
 }
 
 /// The command that boots `image` with `settings`: `[ip netns exec NS]
-/// [taskset -c CPUS] timeout SECS qemu-system-x86_64 ...`.
+/// [taskset -c CPUS] [PRIORITY...] timeout SECS qemu-system-x86_64 ...`.
 pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     let mut words: Vec<String> = Vec::new();
     if let Some(namespace) = &settings.namespace {
@@ -83,6 +87,7 @@ pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     if let Some(cpus) = &settings.pin_cpus {
         words.extend(["taskset", "-c", cpus].map(str::to_owned));
     }
+    words.extend(settings.priority.iter().cloned());
     words.extend(
         [
             "timeout",
@@ -350,9 +355,10 @@ mod tests {
         let line = shell_line(&qemu_command(&image(), &settings));
         assert!(line.starts_with("ip netns exec ebb-1-x timeout "), "{line}");
         settings.pin_cpus = Some("1".into());
+        settings.priority = ["nice", "-n", "-10"].map(String::from).to_vec();
         let pinned = shell_line(&qemu_command(&image(), &settings));
         assert!(
-            pinned.starts_with("ip netns exec ebb-1-x taskset -c 1 timeout "),
+            pinned.starts_with("ip netns exec ebb-1-x taskset -c 1 nice -n -10 timeout "),
             "{pinned}"
         );
         assert!(line.contains(" -smp 4 "), "{line}");
