@@ -21,7 +21,9 @@
 //! Keys: `ratio` = ours / Linux throughput at the SLA (text, medians of
 //! runs), `ratio_binary`; `cpu_ratio` = Linux / ours host CPU per request
 //! at the highest offered load both sustained (achieved ≥ 95 % of
-//! offered) in every run (text), `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
+//! offered) in every run with QEMU below 80 % of a core (not saturated:
+//! there CPU per request is one core / rate for both) (text),
+//! `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
 //! `cpu_ratio` ≥ 2. A throughput–p99 plot goes to
 //! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`, `--realtime`
 //! (QEMU and the client at SCHED_FIFO instead of nice -10, see
@@ -51,6 +53,9 @@ const MAX_STEPS: usize = 24;
 /// `-m` and `-c` of both servers (memcached's defaults).
 const MEMORY_MB: u32 = 64;
 const CONNECTIONS: u32 = 1024;
+/// QEMU's CPU use (cores) above which a guest counts as saturated: its
+/// CPU per request is then only the core divided by the rate.
+const MAX_BUSY: f64 = 0.8;
 /// Past this, no new run starts (the whole benchmark stays near 10 min).
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
@@ -406,13 +411,14 @@ fn run(plan: &Plan) -> Result<(), String> {
                 "ours / Linux throughput at the SLA; target >= 2",
             );
         // CPU per request at the offered loads both guests sustained
-        // (achieved ≥ 95 % of offered) in every run; the ratio at the
-        // highest of them.
+        // (achieved ≥ 95 % of offered) in every run with QEMU below
+        // [`MAX_BUSY`] of a core: at saturation CPU per request is only
+        // one core / rate for both. The ratio at the highest such load.
         let cpu_at = |g: usize, step: usize| -> Option<f64> {
             let mut values = Vec::new();
             for sweep in &sweeps[g][p] {
                 let point = sweep.points.iter().find(|pt| pt.step == Some(step))?;
-                if !point.sustained {
+                if !point.sustained || point.cpu_us * 1e-6 * point.achieved > MAX_BUSY {
                     return None;
                 }
                 values.push(point.cpu_us);
@@ -451,7 +457,7 @@ fn run(plan: &Plan) -> Result<(), String> {
             ratio,
             "x",
             format!(
-                "Linux / ours host CPU per request at {rate:.0} ops/s offered, the highest load both sustained in every run; target >= 2"
+                "Linux / ours host CPU per request at {rate:.0} ops/s offered, the highest load both sustained in every run with QEMU below 80 % of a core; target >= 2"
             ),
         );
         // The plot: per guest, the median achieved rate and p99 of every
