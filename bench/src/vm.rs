@@ -25,60 +25,13 @@ use crate::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
 pub const QEMU_CPU: usize = 1;
 /// The host CPU the client (ping-pong, load generator) runs on.
 pub const CLIENT_CPU: usize = 0;
-/// The nice level of QEMU and the client by default: the same for both
-/// guests, ahead of other users' work within this session's share.
+/// The nice level of QEMU and the client, the same for both guests. On a
+/// busy shared host this does not remove other users' delays (their work
+/// runs in other cgroups, where nice does not reach). SCHED_FIFO does not
+/// work either: a TCG QEMU at FIFO on one CPU starves its own main-loop
+/// thread whenever the vCPU thread is busy (a Linux guest fails its
+/// IO-APIC timer check at boot, or stalls under load).
 pub const NICE: i32 = -10;
-
-/// How QEMU and the client are scheduled on the host (the same for both
-/// guests).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Priority {
-    /// `nice -n` [`NICE`]: polite on a shared machine, but other users'
-    /// work (in other cgroups, where nice does not reach) still delays
-    /// both guests' replies by milliseconds at p99.
-    Nice,
-    /// SCHED_FIFO priority 1 (`chrt -f 1`): no delays from other users'
-    /// work, which gets only what RT throttling leaves it (5 %) while a
-    /// guest is saturated. For quiet or dedicated machines (`--realtime`).
-    Realtime,
-}
-
-impl Priority {
-    /// The words before QEMU's `timeout`.
-    pub fn command_words(self) -> Vec<String> {
-        let words: &[&str] = match self {
-            Priority::Nice => &["nice", "-n", "-10"],
-            Priority::Realtime => &["chrt", "-f", "1"],
-        };
-        words.iter().map(|w| (*w).to_owned()).collect()
-    }
-
-    /// Applies this priority to the calling thread (threads it starts
-    /// inherit it); best effort.
-    pub fn apply_to_current_thread(self) {
-        match self {
-            // SAFETY: setpriority(2) with who = 0 changes only the calling
-            // thread's nice level (per thread on Linux).
-            Priority::Nice => unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, 0, NICE);
-            },
-            Priority::Realtime => {
-                let param = libc::sched_param { sched_priority: 1 };
-                // SAFETY: `param` is a valid sched_param; pid 0 is the
-                // calling thread.
-                unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-            }
-        }
-    }
-
-    /// For reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Priority::Nice => "nice -10",
-            Priority::Realtime => "SCHED_FIFO 1",
-        }
-    }
-}
 
 /// The network both guests share: a namespace and a TAP device in it,
 /// owned by the benchmark's `main` (so that they are deleted however it
@@ -86,7 +39,6 @@ impl Priority {
 pub struct VmBench<'a> {
     namespace: &'a NetNamespace,
     tap: &'a TapDevice<'a>,
-    priority: Priority,
 }
 
 /// Creates the namespace `ebb-PID-TAG`; needs root.
@@ -108,19 +60,9 @@ pub fn tap(namespace: &NetNamespace) -> Result<TapDevice<'_>, String> {
 }
 
 impl<'a> VmBench<'a> {
-    /// The bench network over `tap` in `namespace`; QEMU and the client
-    /// run at `priority`.
-    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>, priority: Priority) -> Self {
-        VmBench {
-            namespace,
-            tap,
-            priority,
-        }
-    }
-
-    /// How QEMU and the client are scheduled.
-    pub fn priority(&self) -> Priority {
-        self.priority
+    /// The bench network over `tap` in `namespace`.
+    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>) -> Self {
+        VmBench { namespace, tap }
     }
 
     /// The namespace.
@@ -134,13 +76,14 @@ impl<'a> VmBench<'a> {
     }
 
     /// Runs `work` inside the namespace on a thread pinned to
-    /// [`CLIENT_CPU`] at the bench's priority (threads it starts inherit
-    /// all three).
+    /// [`CLIENT_CPU`] at nice [`NICE`] (threads it starts inherit all
+    /// three).
     pub fn client<R: Send>(&self, work: impl FnOnce() -> R + Send) -> Result<R, String> {
-        let priority = self.priority;
-        self.namespace.run_inside(move || {
+        self.namespace.run_inside(|| {
             pin_current_thread(CLIENT_CPU);
-            priority.apply_to_current_thread();
+            // SAFETY: setpriority(2) with who = 0 changes only the calling
+            // thread's nice level (per thread on Linux); failure is harmless.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
             work()
         })
     }
@@ -229,7 +172,7 @@ impl Default for GuestShape {
 }
 
 /// Boots the native `image` on the bench's TAP device with the guest's
-/// address (`ip=`), QEMU pinned to [`QEMU_CPU`] at the bench's priority, `args` for the
+/// address (`ip=`), QEMU pinned to [`QEMU_CPU`] at nice [`NICE`], `args` for the
 /// application, and waits for a serial line containing `ready`.
 pub fn boot_native(
     bench: &VmBench<'_>,
@@ -260,8 +203,8 @@ pub fn boot_native(
     let cpu = QEMU_CPU.to_string();
     let mut prefix = vec!["ip", "netns", "exec", bench.namespace().name()];
     prefix.extend(["taskset", "-c", &cpu]);
-    let priority = bench.priority().command_words();
-    prefix.extend(priority.iter().map(String::as_str));
+    let nice = NICE.to_string();
+    prefix.extend(["nice", "-n", &nice]);
     let command = wrap(&prefix, &qemu);
     let shown = shell_line(&command);
     let mut qemu = RunningGuest::spawn(command)?;
@@ -274,7 +217,7 @@ pub fn boot_native(
 }
 
 /// Boots the Linux guest `image` serving `settings.service` on the bench's
-/// TAP device, QEMU pinned to [`QEMU_CPU`] at the bench's priority.
+/// TAP device, QEMU pinned to [`QEMU_CPU`] at nice [`NICE`].
 pub fn boot_linux(
     bench: &VmBench<'_>,
     image: &GuestImage,
@@ -285,7 +228,9 @@ pub fn boot_linux(
     settings.cpus = shape.cpus;
     settings.accel.clone_from(&shape.accel);
     settings.pin_cpus = Some(QEMU_CPU.to_string());
-    settings.priority = bench.priority().command_words();
+    settings.priority = ["nice", "-n", &NICE.to_string()]
+        .map(str::to_owned)
+        .to_vec();
     linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
 }
 

@@ -25,9 +25,8 @@
 //! there CPU per request is one core / rate for both) (text),
 //! `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
 //! `cpu_ratio` ≥ 2. A throughput–p99 plot goes to
-//! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`, `--realtime`
-//! (QEMU and the client at SCHED_FIFO instead of nice -10, see
-//! `vm::Priority`: for quiet or dedicated machines).
+//! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`. QEMU and the load
+//! generator run at nice -10 (see `vm::NICE`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -41,7 +40,7 @@ use ebb_bench::linux_guest::{
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{median, output_dir, workspace_root, Report};
 use ebb_bench::vm::{
-    self, qemu_cpu_seconds, GuestShape, NativeGuest, Priority, VmBench, CLIENT_CPU, QEMU_CPU,
+    self, qemu_cpu_seconds, GuestShape, NativeGuest, VmBench, CLIENT_CPU, NICE, QEMU_CPU,
 };
 use ebb_loadgen::{Config, ProtocolKind};
 
@@ -60,7 +59,6 @@ const MAX_BUSY: f64 = 0.8;
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
 struct Plan {
-    priority: Priority,
     runs: usize,
     window: Duration,
     warmup: Duration,
@@ -263,7 +261,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 
     let namespace = vm::namespace("memcached-vm")?;
     let tap = vm::tap(&namespace)?;
-    let bench = VmBench::new(&namespace, &tap, plan.priority);
+    let bench = VmBench::new(&namespace, &tap);
     let server = SocketAddr::from((tap.guest(), MEMCACHED_PORT));
     let native_args: Vec<String> = ["-m", &MEMORY_MB.to_string(), "-c", &CONNECTIONS.to_string()]
         .map(str::to_owned)
@@ -361,7 +359,12 @@ fn run(plan: &Plan) -> Result<(), String> {
             "",
             "the shared host's load average at the end",
         )
-        .label("priority", plan.priority.name());
+        .metric(
+            "nice",
+            f64::from(NICE),
+            "",
+            "QEMU and the load generator, both guests",
+        );
     report.metric(
         "sla_p99_us",
         sla_us,
@@ -517,7 +520,6 @@ fn run(plan: &Plan) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan {
-        priority: Priority::Nice,
         runs: 3,
         window: Duration::from_secs(2),
         warmup: Duration::from_millis(500),
@@ -525,7 +527,6 @@ fn main() -> ExitCode {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--realtime" => plan.priority = Priority::Realtime,
             "--quick" => {
                 plan.runs = 1;
                 plan.window = Duration::from_millis(800);
@@ -540,7 +541,7 @@ fn main() -> ExitCode {
             },
             other => {
                 eprintln!(
-                    "memcached-vm: unknown option {other}\nusage: memcached-vm [--quick] [--runs N] [--realtime]"
+                    "memcached-vm: unknown option {other}\nusage: memcached-vm [--quick] [--runs N]"
                 );
                 return ExitCode::from(2);
             }

@@ -16,8 +16,7 @@
 //!
 //! Key: `latency_ratio_64b` = ours / Linux one-way latency at 64 B
 //! (target ≤ 0.7). Options (after `--`): `--runs N`, `--quick` (1 run,
-//! shorter sweeps), `--realtime` (QEMU and the client at SCHED_FIFO
-//! instead of nice -10, see `vm::Priority`).
+//! shorter sweeps). QEMU and the client run at nice -10 (`vm::NICE`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -25,11 +24,10 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestService, GuestSettings};
 use ebb_bench::report::{median, workspace_root, Report};
-use ebb_bench::vm::{self, GuestShape, Priority, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_bench::vm::{self, GuestShape, VmBench, CLIENT_CPU, NICE, QEMU_CPU};
 use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
 
 struct Plan {
-    priority: Priority,
     runs: usize,
     latency_trips: u32,
     time_per_size: Duration,
@@ -117,7 +115,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 
     let namespace = vm::namespace("netpipe")?;
     let tap = vm::tap(&namespace)?;
-    let bench = VmBench::new(&namespace, &tap, plan.priority);
+    let bench = VmBench::new(&namespace, &tap);
     let ping = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[0]));
     let sink = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[1]));
 
@@ -215,7 +213,12 @@ fn run(plan: &Plan) -> Result<(), String> {
             "",
             "the shared host's load average at the end",
         )
-        .label("priority", plan.priority.name());
+        .metric(
+            "nice",
+            f64::from(NICE),
+            "",
+            "QEMU and the client, both guests",
+        );
     let latency = [
         med(ours, &|f: &Figures| f.latency_us),
         med(linux, &|f: &Figures| f.latency_us),
@@ -319,7 +322,6 @@ fn run(plan: &Plan) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut plan = Plan {
-        priority: Priority::Nice,
         runs: 3,
         latency_trips: 3000,
         time_per_size: Duration::from_millis(200),
@@ -328,7 +330,6 @@ fn main() -> ExitCode {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--realtime" => plan.priority = Priority::Realtime,
             "--quick" => {
                 plan.runs = 1;
                 plan.latency_trips = 500;
@@ -343,7 +344,7 @@ fn main() -> ExitCode {
                 }
             },
             other => {
-                eprintln!("netpipe: unknown option {other}\nusage: netpipe [--quick] [--runs N] [--realtime]");
+                eprintln!("netpipe: unknown option {other}\nusage: netpipe [--quick] [--runs N]");
                 return ExitCode::from(2);
             }
         }
