@@ -278,7 +278,9 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-fn find_qemu(pid: u32, depth: u32) -> Option<u32> {
+/// The QEMU process among `pid` and its descendants (up to `depth`
+/// levels down), if any.
+pub fn find_qemu(pid: u32, depth: u32) -> Option<u32> {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     if comm.trim().starts_with("qemu-system") {
         return Some(pid);

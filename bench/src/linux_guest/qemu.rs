@@ -290,6 +290,11 @@ impl RunningGuest {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
+        // QEMU itself, under the wrappers (`ip netns exec`, `taskset`,
+        // `nice` exec; `timeout` forks): killing only `timeout` would
+        // leave QEMU running.
+        let qemu = crate::vm::find_qemu(self.child.id(), 4)
+            .and_then(|pid| libc::pid_t::try_from(pid).ok());
         if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
             // SAFETY: kill(2) with a pid of our own child that has not been
             // reaped yet (checked above), so it cannot name another process.
@@ -301,6 +306,14 @@ impl RunningGuest {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(qemu) = qemu {
+            // SAFETY: kill(2) on the QEMU found under our own child a
+            // moment ago; its parent (`timeout`, our child) has not been
+            // reaped, so QEMU's pid cannot have been reused by an
+            // unrelated process unless QEMU already exited, and then
+            // `timeout` would have exited too (checked in the loop above).
+            unsafe { libc::kill(qemu, libc::SIGKILL) };
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
