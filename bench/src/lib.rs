@@ -9,9 +9,14 @@
 //! network namespace. [`memcached`] starts ours and stock memcached and
 //! measures them under `ebb-loadgen` (in a namespace or not), and
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
+//! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
+//! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
+//! [`plot`] draws throughput–p99 curves.
 
 pub mod linux_guest;
 pub mod memcached;
 pub mod netns;
+pub mod plot;
 pub mod report;
 pub mod tcp_sim;
+pub mod vm;

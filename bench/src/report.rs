@@ -49,6 +49,7 @@ struct Metric {
 pub struct Report {
     name: String,
     metrics: Vec<Metric>,
+    labels: Vec<(String, String)>,
     commands: Vec<String>,
 }
 
@@ -143,6 +144,14 @@ impl Report {
         self
     }
 
+    /// Adds a top-level string, e.g. `"accel": "tcg"`: a setting the
+    /// figures depend on that is not a number. Keys share the metrics'
+    /// rules (unique, not reserved).
+    pub fn label(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
     /// Records an exact command line used to produce the figures.
     pub fn command(&mut self, line: impl Into<String>) -> &mut Self {
         self.commands.push(line.into());
@@ -170,22 +179,26 @@ impl Report {
             ));
         }
         let mut seen = HashSet::new();
-        for m in &self.metrics {
-            if m.key.is_empty() {
+        let keys = self
+            .metrics
+            .iter()
+            .map(|m| &m.key)
+            .chain(self.labels.iter().map(|(key, _)| key));
+        for key in keys {
+            if key.is_empty() {
                 return Err(format!(
                     "benchmark '{}' has a metric with an empty key",
                     self.name
                 ));
             }
-            if RESERVED_KEYS.contains(&m.key.as_str()) {
+            if RESERVED_KEYS.contains(&key.as_str()) {
                 return Err(format!(
-                    "metric key '{}' is reserved (reserved: {})",
-                    m.key,
+                    "metric key '{key}' is reserved (reserved: {})",
                     RESERVED_KEYS.join(", ")
                 ));
             }
-            if !seen.insert(m.key.as_str()) {
-                return Err(format!("metric key '{}' is used twice", m.key));
+            if !seen.insert(key.as_str()) {
+                return Err(format!("metric key '{key}' is used twice"));
             }
         }
         Ok(())
@@ -208,6 +221,9 @@ impl Report {
                 "git": versions.git,
             }),
         );
+        for (key, value) in &self.labels {
+            doc.insert(key.clone(), json!(value));
+        }
         let mut units = Map::new();
         let mut notes = Map::new();
         for m in &self.metrics {
@@ -247,6 +263,9 @@ impl Report {
         }
         let [wk, wv, wu, _] = widths;
         let mut out = format!("bench {}\n", self.name);
+        for (key, value) in &self.labels {
+            let _ = writeln!(out, "  {key}: {value}");
+        }
         for row in std::iter::once(&header).chain(&rows) {
             let line = format!(
                 "  {:<wk$}  {:>wv$}  {:<wu$}  {}",
@@ -680,5 +699,26 @@ mod tests {
                     .starts_with(&format!("ebb-callgrind-{}-", std::process::id()))
             });
         assert!(!leftover);
+    }
+
+    #[test]
+    fn labels_are_top_level_strings_and_share_the_key_rules() {
+        let mut report = Report::new("vm");
+        report.metric("ratio", 2.5, "x", "").label("accel", "tcg");
+        let versions = Versions {
+            rustc: "r".into(),
+            kernel: "k".into(),
+            cpu: "c".into(),
+            git: "g".into(),
+        };
+        let doc = report.to_json(&versions, "d").expect("valid");
+        assert_eq!(doc["accel"], "tcg");
+        assert_eq!(doc["ratio"], 2.5);
+        assert!(report.table().contains("  accel: tcg\n"));
+        report.label("ratio", "x");
+        assert!(report.to_json(&versions, "d").is_err(), "duplicate key");
+        let mut reserved = Report::new("vm");
+        reserved.label("date", "x");
+        assert!(reserved.to_json(&versions, "d").is_err());
     }
 }

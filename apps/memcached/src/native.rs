@@ -13,11 +13,12 @@ use memcached::stats::Counters;
 use memcached::{accept_fn, Server, Settings, Store};
 
 const USAGE: &str = "\
-usage: memcached [-p PORT] [-m MB] [-A] [-v]
+usage: memcached [-p PORT] [-m MB] [-c N] [-A] [-v]
 
 memcached 1.6-compatible server on Ebbflow, native (virtio-net, core 0).
   -p PORT   TCP port to listen on (default 11211), on 0.0.0.0
   -m MB     item memory in megabytes (default 64)
+  -c N      most simultaneous connections (default 1024)
   -A        enable the text `shutdown` command (stops the guest)
   -v        verbose
 ";
@@ -36,7 +37,7 @@ fn main(args: &[&str]) -> i32 {
             }
             "-v" => settings.verbosity += 1,
             "-A" => settings.shutdown_enabled = true,
-            "-p" | "-m" => {
+            "-p" | "-m" | "-c" => {
                 let Some(value) = args.next().and_then(|text| text.parse::<u32>().ok()) else {
                     ebb_native::println!("memcached: {arg} takes a number\n\n{USAGE}");
                     return 2;
@@ -47,8 +48,10 @@ fn main(args: &[&str]) -> i32 {
                         return 2;
                     };
                     port = value;
-                } else {
+                } else if arg == "-m" {
                     settings.memory_limit = usize::try_from(value).unwrap_or(usize::MAX) << 20;
+                } else {
+                    settings.max_connections = usize::try_from(value).unwrap_or(usize::MAX);
                 }
             }
             other => {

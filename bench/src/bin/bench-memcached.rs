@@ -17,7 +17,6 @@
 //! at 50 %; `sla_qps_{ours,stock}_{text,binary}`. Targets: CPU ratios ≥ 1.25,
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,6 +24,7 @@ use std::time::Duration;
 use ebb_bench::memcached::{
     build_ours, closed_loop_max, matched_loads, Launch, MatchedLoad, Plan, Server, Which, STOCK,
 };
+use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{output_dir, Report};
 use ebb_loadgen::ProtocolKind;
 
@@ -110,78 +110,22 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
 }
 
 fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> {
-    let (width, height, margin) = (900.0, 420.0, 60.0);
-    let panel = (width - margin) / results.len() as f64;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
-    for (index, (name, result)) in results.iter().enumerate() {
-        let x0 = margin + index as f64 * panel;
-        let max_x = result
-            .curves
-            .iter()
-            .flatten()
-            .map(|p| p.achieved)
-            .fold(1.0, f64::max)
-            * 1.05;
-        let max_y = result
-            .curves
-            .iter()
-            .flatten()
-            .map(|p| p.p99.min(5000.0))
-            .fold(SLA_P99_US, f64::max)
-            * 1.1;
-        let sx = |v: f64| x0 + (v / max_x) * (panel - 40.0);
-        let sy = |v: f64| height - margin - (v.min(max_y) / max_y) * (height - 2.0 * margin);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"20\">{name}: p99 (us) against achieved ops/s</text>",
-            x0
-        );
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>",
-            height - margin,
-            x0 + panel - 40.0,
-            height - margin
-        );
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{x0}\" y2=\"{}\" stroke=\"black\"/>",
-            height - margin,
-            margin
-        );
-        let _ = writeln!(svg, "<line x1=\"{x0}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"grey\" stroke-dasharray=\"4\"/><text x=\"{2}\" y=\"{3}\">p99 SLA {SLA_P99_US} us</text>", sy(SLA_P99_US), x0 + panel - 40.0, x0 + 4.0, sy(SLA_P99_US) - 4.0);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{x0}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\">{max_x:.0}</text>",
-            height - margin + 16.0,
-            x0 + panel - 90.0,
-            height - margin + 16.0
-        );
-        for (curve, color, label) in [
-            (&result.curves[0], "#d62728", "stock"),
-            (&result.curves[1], "#1f77b4", "ebbflow"),
-        ] {
-            let points: Vec<String> = curve
-                .iter()
-                .map(|p| format!("{:.1},{:.1}", sx(p.achieved), sy(p.p99)))
-                .collect();
-            let _ = writeln!(
-                svg,
-                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-                points.join(" ")
-            );
-            let legend_y = if label == "stock" { 40.0 } else { 56.0 };
-            let _ = writeln!(
-                svg,
-                "<text x=\"{}\" y=\"{legend_y}\" fill=\"{color}\">{label}</text>",
-                x0 + 10.0
-            );
-        }
-    }
-    svg.push_str("</svg>\n");
-    std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))
+    let curve = |label: &str, color: &str, points: &[Point]| Curve {
+        label: label.to_owned(),
+        color: color.to_owned(),
+        points: points.iter().map(|p| (p.achieved, p.p99)).collect(),
+    };
+    let panels: Vec<Panel> = results
+        .iter()
+        .map(|(name, result)| Panel {
+            title: (*name).to_owned(),
+            curves: vec![
+                curve("stock", "#d62728", &result.curves[0]),
+                curve("ebbflow", "#1f77b4", &result.curves[1]),
+            ],
+        })
+        .collect();
+    write_p99_svg(&panels, SLA_P99_US, path)
 }
 
 fn run(plan: Plan) -> Result<(), String> {

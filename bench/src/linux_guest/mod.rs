@@ -46,6 +46,12 @@ pub struct GuestSettings {
     pub timeout_secs: u64,
     /// How long to wait for the service to answer after QEMU starts.
     pub ready_limit: Duration,
+    /// Pin QEMU to these host CPUs (`taskset -c LIST`), if set.
+    pub pin_cpus: Option<String>,
+    /// Words before QEMU's `timeout` that set its priority (`nice -n -10`).
+    pub priority: Vec<String>,
+    /// QEMU's accelerator: `tcg` (QEMU-NOTES: no usable KVM here) or `kvm`.
+    pub accel: String,
 }
 
 impl Default for GuestSettings {
@@ -59,6 +65,9 @@ impl Default for GuestSettings {
             service: GuestService::Memcached(MemcachedSettings::default()),
             timeout_secs: 600,
             ready_limit: Duration::from_secs(90),
+            pin_cpus: None,
+            priority: Vec::new(),
+            accel: "tcg".to_owned(),
         }
     }
 }
@@ -181,6 +190,9 @@ fn boot_settings(
     boot.cpus = settings.cpus;
     boot.timeout_secs = settings.timeout_secs;
     boot.namespace = namespace;
+    boot.pin_cpus.clone_from(&settings.pin_cpus);
+    boot.priority.clone_from(&settings.priority);
+    boot.accel.clone_from(&settings.accel);
     boot
 }
 

@@ -53,6 +53,11 @@ pub struct BootSettings {
     pub accel: String,
     /// Run QEMU inside this network namespace (`ip netns exec NAME`).
     pub namespace: Option<String>,
+    /// Pin QEMU (all its threads) to these host CPUs (`taskset -c LIST`).
+    pub pin_cpus: Option<String>,
+    /// Words run before `timeout`, e.g. `nice -n -10` or `chrt -f 1`
+    /// (QEMU's scheduling priority).
+    pub priority: Vec<String>,
 }
 
 impl BootSettings {
@@ -66,17 +71,23 @@ impl BootSettings {
             timeout_secs: 120,
             accel: "tcg".to_owned(),
             namespace: None,
+            pin_cpus: None,
+            priority: Vec::new(),
         }
     }
 }
 
 /// The command that boots `image` with `settings`: `[ip netns exec NS]
-/// timeout SECS qemu-system-x86_64 ...`.
+/// [taskset -c CPUS] [PRIORITY...] timeout SECS qemu-system-x86_64 ...`.
 pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     let mut words: Vec<String> = Vec::new();
     if let Some(namespace) = &settings.namespace {
         words.extend(["ip", "netns", "exec", namespace].map(str::to_owned));
     }
+    if let Some(cpus) = &settings.pin_cpus {
+        words.extend(["taskset", "-c", cpus].map(str::to_owned));
+    }
+    words.extend(settings.priority.iter().cloned());
     words.extend(
         [
             "timeout",
@@ -218,18 +229,25 @@ impl RunningGuest {
     /// since QEMU started; fails on the failure marker, QEMU's exit, or
     /// after `limit`.
     pub fn wait_ready(&mut self, limit: Duration) -> Result<Duration, String> {
+        self.wait_for(READY_MARKER, limit)
+    }
+
+    /// Waits until a serial line contains `marker` (a native image's
+    /// application prints its own) and returns the time since QEMU
+    /// started; fails like [`wait_ready`](Self::wait_ready).
+    pub fn wait_for(&mut self, marker: &str, limit: Duration) -> Result<Duration, String> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(READY_MARKER) => return Ok(self.started.elapsed()),
+                Ok(line) if line.contains(marker) => return Ok(self.started.elapsed()),
                 Ok(line) if line.contains(FAILURE_MARKER) => {
                     return Err(self.failure(&format!("the guest failed: {line}")))
                 }
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(self.failure(&format!(
-                        "the guest did not print {READY_MARKER} within {} s",
+                        "the guest did not print {marker} within {} s",
                         limit.as_secs()
                     )))
                 }
@@ -272,6 +290,11 @@ impl RunningGuest {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
+        // QEMU itself, under the wrappers (`ip netns exec`, `taskset`,
+        // `nice` exec; `timeout` forks): killing only `timeout` would
+        // leave QEMU running.
+        let qemu = crate::vm::find_qemu(self.child.id(), 4)
+            .and_then(|pid| libc::pid_t::try_from(pid).ok());
         if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
             // SAFETY: kill(2) with a pid of our own child that has not been
             // reaped yet (checked above), so it cannot name another process.
@@ -283,6 +306,14 @@ impl RunningGuest {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(qemu) = qemu {
+            // SAFETY: kill(2) on the QEMU found under our own child a
+            // moment ago; its parent (`timeout`, our child) has not been
+            // reaped, so QEMU's pid cannot have been reused by an
+            // unrelated process unless QEMU already exited, and then
+            // `timeout` would have exited too (checked in the loop above).
+            unsafe { libc::kill(qemu, libc::SIGKILL) };
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -336,6 +367,13 @@ mod tests {
         settings.cpus = 4;
         let line = shell_line(&qemu_command(&image(), &settings));
         assert!(line.starts_with("ip netns exec ebb-1-x timeout "), "{line}");
+        settings.pin_cpus = Some("1".into());
+        settings.priority = ["nice", "-n", "-10"].map(String::from).to_vec();
+        let pinned = shell_line(&qemu_command(&image(), &settings));
+        assert!(
+            pinned.starts_with("ip netns exec ebb-1-x taskset -c 1 nice -n -10 timeout "),
+            "{pinned}"
+        );
         assert!(line.contains(" -smp 4 "), "{line}");
         assert!(line.contains(" -append 'a b' "), "{line}");
         assert!(

@@ -58,6 +58,17 @@ pub enum Command {
     },
 }
 
+/// How a native guest's virtio-net reaches the host (`--net`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetKind {
+    /// QEMU user networking: no root, one queue; `--forward` ports to 127.0.0.1.
+    #[default]
+    User,
+    /// A TAP device in a new network namespace (root), one queue pair per vCPU;
+    /// the guest is 10.98.0.2, the host side 10.98.0.1.
+    Tap,
+}
+
 /// `./ebb run APP --native [--cores N] [--mem SIZE] [--machine M] [--accel A] [-v]`.
 #[derive(Debug, Default, PartialEq, Eq, Args)]
 pub struct NativeArgs {
@@ -95,6 +106,12 @@ pub struct NativeArgs {
     /// QEMU user networking (`PORT` alone: the same number on both sides); repeatable.
     #[arg(long, value_name = "[HOST:]GUEST", requires = "native")]
     pub forward: Vec<String>,
+    /// With --native: how the guest's virtio-net reaches the host [default: user]. `tap`
+    /// creates a network namespace `ebb-APP-PID` with a TAP device (multi-queue with
+    /// --cores N > 1), runs QEMU inside it, gives the guest 10.98.0.2/24, prints how to
+    /// reach it (`ip netns exec NS ...`) and deletes the namespace on exit (needs root).
+    #[arg(long, value_enum, value_name = "user|tap", requires = "native")]
+    pub net: Option<NetKind>,
     /// With --native: one more QEMU argument (repeatable; `--qemu-arg=-device`
     /// for values starting with '-'), e.g. extra devices in tests. A `-netdev`
     /// among them replaces the default user networking (bring its virtio-net
@@ -200,6 +217,7 @@ mod tests {
                     verbose: true,
                     boot_arg: vec!["crash=ud2".into()],
                     forward: vec![],
+                    net: None,
                     qemu_arg: vec![],
                 },
                 args: strings(&["--x"]),
@@ -219,6 +237,31 @@ mod tests {
                 },
                 args: vec![],
             }))
+        );
+    }
+
+    #[test]
+    fn run_native_net_is_user_or_tap() {
+        let Ok(Some(Command::Run { native, .. })) = parse(&[
+            "run",
+            "memcached",
+            "--native",
+            "--net",
+            "tap",
+            "--cores",
+            "2",
+        ]) else {
+            panic!("--net tap parses");
+        };
+        assert_eq!(native.net, Some(NetKind::Tap));
+        assert_eq!(native.cores, Some(2));
+        assert_eq!(
+            parse(&["run", "memcached", "--net", "tap"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            parse(&["run", "memcached", "--native", "--net", "bridge"]),
+            Err(ErrorKind::InvalidValue)
         );
     }
 

@@ -4,9 +4,7 @@
 //! `EBB_ROOT` set to the repository root. Subcommands: `run APP`, `test`,
 //! `bench NAME`, `list`, `loadgen` (see `./ebb --help`).
 
-mod child;
 mod cli;
-mod native;
 mod root;
 mod steps;
 mod userstack;
@@ -17,6 +15,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
+use ebb_cli::{child, native, tap};
 
 /// Exit code for a name that is not an application or benchmark.
 const EXIT_UNKNOWN_NAME: u8 = 2;
@@ -75,8 +74,12 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             }
             child::guard_sigint();
             if options.native {
-                return native::run(root, &app, &native_settings(&options), &args)
-                    .map_err(|e| (EXIT_ERROR, e));
+                let settings = native_settings(&options);
+                return match options.net.unwrap_or_default() {
+                    cli::NetKind::User => native::run(root, &app, &settings, &args),
+                    cli::NetKind::Tap => tap::run(root, &app, &settings, &args),
+                }
+                .map_err(|e| (EXIT_ERROR, e));
             }
             if let Some(cores) = options.cores {
                 // Hosted applications take the core count themselves.
@@ -152,6 +155,7 @@ fn native_settings(options: &cli::NativeArgs) -> native::Settings {
         boot_args: options.boot_arg.clone(),
         forwards: options.forward.clone(),
         qemu_args: options.qemu_arg.clone(),
+        ..defaults
     }
 }
 

@@ -6,6 +6,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ebb_native::abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
@@ -75,6 +77,52 @@ pub struct Settings {
     pub forwards: Vec<String>,
     /// More QEMU arguments, appended before `-kernel` (extra devices).
     pub qemu_args: Vec<String>,
+    /// A TAP device for the virtio-net instead of user networking
+    /// (`--net tap`, see [`crate::tap`]).
+    pub tap: Option<TapNic>,
+    /// Run QEMU inside this network namespace (`ip netns exec NS ...`),
+    /// where the TAP device is.
+    pub namespace: Option<String>,
+}
+
+/// The guest NIC's TAP back end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapNic {
+    /// The TAP interface, which exists already (created `multi_queue`
+    /// when `queues` > 1).
+    pub ifname: String,
+    /// Queue pairs: one per vCPU for a multi-queue device, 1 for one.
+    pub queues: u16,
+    /// The NIC's MAC address (the host's permanent neighbour entry names it).
+    pub mac: String,
+}
+
+impl TapNic {
+    /// QEMU's `-netdev` and `-device` for this TAP device: a modern
+    /// virtio-net (`disable-legacy=on`); with more than one queue pair,
+    /// `queues=N` on the back end and `mq=on` on the device with one MSI-X
+    /// vector per queue plus the configuration and control queues
+    /// (virtio 1.2 §5.1.6.5.5: 2N + 2). No vhost (there is no
+    /// `/dev/vhost-net` here, and the user-space back end is what both
+    /// guests of the VM benchmarks get).
+    pub fn args(&self) -> Vec<String> {
+        let mut netdev = format!(
+            "tap,id=net0,ifname={},script=no,downscript=no,vhost=off",
+            self.ifname
+        );
+        let mut device = format!(
+            "virtio-net-pci,netdev=net0,disable-legacy=on,mac={}",
+            self.mac
+        );
+        if self.queues > 1 {
+            netdev.push_str(&format!(",queues={}", self.queues));
+            device.push_str(&format!(
+                ",mq=on,vectors={}",
+                2 * u32::from(self.queues) + 2
+            ));
+        }
+        vec!["-netdev".to_owned(), netdev, "-device".to_owned(), device]
+    }
 }
 
 /// A TCP port forwarded from the host's loopback to the guest.
@@ -106,9 +154,10 @@ impl Forward {
 }
 
 /// QEMU's network arguments for `settings`: on q35 a modern virtio-net
-/// (`disable-legacy=on`) on user networking with the forwards; none on
-/// microvm (no PCI), nor when the extra QEMU arguments bring their own
-/// `-netdev` (a multi-queue TAP device in a test's namespace, say).
+/// (`disable-legacy=on`) on user networking with the forwards, or on the
+/// TAP device ([`TapNic::args`]); none on microvm (no PCI), nor when the
+/// extra QEMU arguments bring their own `-netdev` (a multi-queue TAP
+/// device in a test's namespace, say).
 pub fn network_args(settings: &Settings) -> Result<Vec<String>, String> {
     if settings.qemu_args.iter().any(|arg| arg == "-netdev") {
         if !settings.forwards.is_empty() {
@@ -116,13 +165,29 @@ pub fn network_args(settings: &Settings) -> Result<Vec<String>, String> {
                 "--forward needs the default user networking, not a --qemu-arg -netdev".to_owned(),
             );
         }
+        if settings.tap.is_some() {
+            return Err("--net tap brings its own -netdev: drop the --qemu-arg -netdev".to_owned());
+        }
         return Ok(Vec::new());
     }
     if settings.machine != Machine::Q35 {
         if !settings.forwards.is_empty() {
             return Err("--forward needs --machine q35 (virtio-net on PCI)".to_owned());
         }
+        if settings.tap.is_some() {
+            return Err("--net tap needs --machine q35 (virtio-net on PCI)".to_owned());
+        }
         return Ok(Vec::new());
+    }
+    if let Some(tap) = &settings.tap {
+        if !settings.forwards.is_empty() {
+            return Err(
+                "--forward is for --net user: on a TAP device, reach the guest's ports \
+                 at its address inside the namespace"
+                    .to_owned(),
+            );
+        }
+        return Ok(tap.args());
     }
     let mut netdev = "user,id=net0".to_owned();
     for forward in &settings.forwards {
@@ -152,6 +217,8 @@ impl Default for Settings {
             boot_args: Vec::new(),
             forwards: Vec::new(),
             qemu_args: Vec::new(),
+            tap: None,
+            namespace: None,
         }
     }
 }
@@ -237,7 +304,7 @@ pub fn measure_tsc_khz() -> Option<u64> {
 
 /// Whether KVM can be used here: hardware virtualization in the CPU flags
 /// and /dev/kvm (a software-only /dev/kvm is far slower than TCG).
-fn kvm_usable() -> bool {
+pub fn kvm_usable() -> bool {
     let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let hardware = flags
         .lines()
@@ -290,18 +357,26 @@ pub fn kernel_cmdline(
     Ok(words.join(" "))
 }
 
-/// `timeout --foreground SECS qemu-system-x86_64 ...` booting `image`.
+/// `[ip netns exec NS] timeout --foreground SECS qemu-system-x86_64 ...`
+/// booting `image`.
 pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool) -> Command {
-    let mut c = if settings.timeout > 0 {
-        let mut c = Command::new("timeout");
-        c.args([
-            "--foreground",
-            &settings.timeout.to_string(),
-            "qemu-system-x86_64",
-        ]);
-        c
-    } else {
-        Command::new("qemu-system-x86_64")
+    let mut prefix: Vec<String> = Vec::new();
+    if let Some(namespace) = &settings.namespace {
+        // `ip netns exec` execs its command: signals to this process
+        // reach `timeout`, which passes them on to QEMU.
+        prefix.extend(["ip", "netns", "exec", namespace].map(str::to_owned));
+    }
+    if settings.timeout > 0 {
+        prefix
+            .extend(["timeout", "--foreground", &settings.timeout.to_string()].map(str::to_owned));
+    }
+    let mut c = match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg("qemu-system-x86_64");
+            c
+        }
+        None => Command::new("qemu-system-x86_64"),
     };
     c.args(["-machine", settings.machine.name()]);
     if kvm {
@@ -465,6 +540,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             )
         })?;
 
+    let sigterm = SigtermForwarder::start(process.id());
     let stderr = process.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -496,6 +572,10 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     }
     let elapsed = started.elapsed();
     let code = child::exit_code(status);
+    if sigterm.stop() {
+        eprintln!("ebb: stopped QEMU on SIGTERM");
+        return Ok(128 + 15);
+    }
     if settings.verbose {
         eprintln!(
             "ebb: QEMU exited with status {code} after {:.3} s",
@@ -522,6 +602,57 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             Ok(124)
         }
         QemuExit::Other(status) => Ok(u8::try_from(status).unwrap_or(1)),
+    }
+}
+
+/// Passes a SIGTERM this process gets on to QEMU, so that QEMU stops and
+/// this process lives on to clean up after it (`--net tap` deletes its
+/// namespace); Ctrl-C needs no help, it reaches QEMU directly.
+struct SigtermForwarder {
+    terminated: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SigtermForwarder {
+    /// Starts watching for SIGTERM on behalf of process `pid` (QEMU, or
+    /// `timeout`, which passes the signal on to QEMU).
+    fn start(pid: u32) -> SigtermForwarder {
+        let terminated = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        if let Err(e) =
+            signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
+        {
+            eprintln!("warning: cannot handle SIGTERM ({e}): QEMU would outlive ./ebb");
+        }
+        let watcher = {
+            let (terminated, done) = (Arc::clone(&terminated), Arc::clone(&done));
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if terminated.load(Ordering::Relaxed) {
+                        let _ = Command::new("kill")
+                            .args(["-TERM", &pid.to_string()])
+                            .status();
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        SigtermForwarder {
+            terminated,
+            done,
+            watcher: Some(watcher),
+        }
+    }
+
+    /// Stops watching (QEMU has exited); returns whether a SIGTERM came.
+    fn stop(mut self) -> bool {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+        }
+        self.terminated.load(Ordering::Relaxed)
     }
 }
 

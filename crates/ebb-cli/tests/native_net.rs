@@ -4,8 +4,9 @@
 //! 127.0.0.1 and come back intact (the guest's PCI enumeration, the
 //! virtio-net driver with MSI-X, ebb-netstack's TCP, echo's zero-copy
 //! replies). memcached: libmemcached's `memccapable` passes through the
-//! forwarded port. Needs `qemu-system-x86_64` and `memccapable`, which
-//! `./ebb test` installs.
+//! forwarded port. netpipe: ping-pongs of 1 B to 1 MiB come back intact
+//! and a bulk transfer reaches the sink whole (count and Adler-32). Needs
+//! `qemu-system-x86_64` and `memccapable`, which `./ebb test` installs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -235,4 +236,36 @@ fn virtio_net_works_with_its_registers_above_4_gib() {
     stream.read_exact(&mut received).expect("read the echo");
     sender.join().expect("sender").expect("send");
     assert!(received == data, "echoed bytes differ");
+}
+
+#[test]
+fn netpipe_ping_pongs_and_sinks_through_the_forwarded_ports() {
+    use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let sink_port = free_port();
+    let (_guest, port, _) = boot(
+        "netpipe",
+        5002,
+        "netpipe: ping-pong",
+        &["--forward", &format!("{sink_port}:5003")],
+    );
+    let mut config = PingPongConfig::new(([127, 0, 0, 1], port).into());
+    config.sizes = vec![1, 64, 1500, 65_536, 1 << 20];
+    config.warmup = 1;
+    config.min_repetitions = 3;
+    config.max_repetitions = 3;
+    config.io_timeout = Duration::from_secs(120);
+    let points = ping_pong(&config).expect("every ping-pong comes back intact");
+    assert_eq!(
+        points.iter().map(|p| p.size).collect::<Vec<_>>(),
+        config.sizes
+    );
+    let sent = bulk(
+        ([127, 0, 0, 1], sink_port).into(),
+        4 << 20,
+        64 << 10,
+        Duration::from_secs(120),
+    )
+    .expect("the sink confirms the count and Adler-32");
+    assert_eq!(sent.bytes, 4 << 20);
 }

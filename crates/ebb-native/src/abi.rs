@@ -23,6 +23,8 @@
 //! ([`PlatformOptions`]); words after it are the application's arguments.
 //! Words are separated by spaces; there is no quoting yet.
 
+use core::net::Ipv4Addr;
+
 /// The I/O port of QEMU's `isa-debug-exit` device as the launcher sets it up.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
@@ -200,31 +202,11 @@ pub struct PlatformOptions {
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
-    /// `ip=ADDR/PREFIX`: the static address of the virtio-net stack
-    /// instead of QEMU user networking's 10.0.2.15/24 (no gateway then:
-    /// for a TAP link). Ignored with `net=dhcp`.
+    /// `ip=ADDR/PREFIX[,gw=GATEWAY]`: the static address of the virtio-net
+    /// stack instead of QEMU user networking's 10.0.2.15/24 (e.g. on a TAP
+    /// device, `./ebb run APP --native --net tap`). Ignored with
+    /// `net=dhcp`.
     pub ip: Option<StaticIp>,
-}
-
-/// A static IPv4 address and prefix length (`ip=ADDR/PREFIX`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StaticIp {
-    /// The address.
-    pub addr: core::net::Ipv4Addr,
-    /// The prefix length, 0 to 32.
-    pub prefix_len: u8,
-}
-
-impl StaticIp {
-    /// Parses `ADDR/PREFIX`.
-    pub fn parse(value: &str) -> Option<StaticIp> {
-        let (addr, prefix) = value.split_once('/')?;
-        let prefix_len = prefix.parse().ok().filter(|&p: &u8| p <= 32)?;
-        Some(StaticIp {
-            addr: addr.parse().ok()?,
-            prefix_len,
-        })
-    }
 }
 
 /// How a virtio-net device is driven (`net=`).
@@ -236,6 +218,53 @@ pub struct NetMode {
     pub poll: bool,
     /// Take interrupts always (no adaptive switch to polling).
     pub irq: bool,
+}
+
+/// A static IPv4 configuration, from `ip=ADDR/PREFIX[,gw=GATEWAY]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticIp {
+    /// The guest's address.
+    pub addr: Ipv4Addr,
+    /// The subnet's prefix length (0..=32).
+    pub prefix_len: u8,
+    /// The default gateway, if any.
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl StaticIp {
+    /// Parses `ADDR/PREFIX[,gw=GATEWAY]` (a prefix of 1 to 32; an
+    /// unspecified, broadcast or multicast address is refused, and so is
+    /// a gateway outside the subnet, which could never be reached).
+    pub fn parse(value: &str) -> Option<StaticIp> {
+        let (address, gateway) = match value.split_once(',') {
+            Some((address, rest)) => (address, Some(rest.strip_prefix("gw=")?)),
+            None => (value, None),
+        };
+        let (addr, prefix) = address.split_once('/')?;
+        let addr: Ipv4Addr = addr.parse().ok()?;
+        let prefix_len: u8 = prefix.parse().ok().filter(|p| (1..=32).contains(p))?;
+        let usable = |a: Ipv4Addr| !(a.is_unspecified() || a.is_broadcast() || a.is_multicast());
+        if !usable(addr) {
+            return None;
+        }
+        let gateway = match gateway {
+            Some(text) => {
+                let gateway: Ipv4Addr = text.parse().ok()?;
+                let mask = u32::MAX << (32 - u32::from(prefix_len));
+                let same_subnet = u32::from(gateway) & mask == u32::from(addr) & mask;
+                if !usable(gateway) || gateway == addr || !same_subnet {
+                    return None;
+                }
+                Some(gateway)
+            }
+            None => None,
+        };
+        Some(StaticIp {
+            addr,
+            prefix_len,
+            gateway,
+        })
+    }
 }
 
 impl NetMode {
@@ -465,15 +494,62 @@ mod tests {
     }
 
     #[test]
-    fn a_static_address_with_its_prefix() {
-        let (options, _, unknown) = parse("ip=10.77.9.2/24 ip=10.1.2.3 ip=1.2.3.4/33 ip=x/8");
+    fn static_addresses_parse_with_and_without_gateway() {
         assert_eq!(
-            options.ip,
+            StaticIp::parse("10.98.0.2/24"),
             Some(StaticIp {
-                addr: core::net::Ipv4Addr::new(10, 77, 9, 2),
-                prefix_len: 24
+                addr: Ipv4Addr::new(10, 98, 0, 2),
+                prefix_len: 24,
+                gateway: None,
             })
         );
-        assert_eq!(unknown, ["ip=10.1.2.3", "ip=1.2.3.4/33", "ip=x/8"]);
+        assert_eq!(
+            StaticIp::parse("10.98.0.2/24,gw=10.98.0.1"),
+            Some(StaticIp {
+                addr: Ipv4Addr::new(10, 98, 0, 2),
+                prefix_len: 24,
+                gateway: Some(Ipv4Addr::new(10, 98, 0, 1)),
+            })
+        );
+        assert!(StaticIp::parse("192.168.1.9/32").is_some());
+        for bad in [
+            "",
+            "10.98.0.2",
+            "10.98.0.2/",
+            "10.98.0.2/0",
+            "10.98.0.2/33",
+            "10.98.0/24",
+            "0.0.0.0/24",
+            "255.255.255.255/24",
+            "224.0.0.1/24",
+            "10.98.0.2/24,",
+            "10.98.0.2/24,gw=",
+            "10.98.0.2/24,via=10.98.0.1",
+            "10.98.0.2/24,gw=10.98.1.1",
+            "10.98.0.2/24,gw=10.98.0.2",
+            "10.98.0.2/24,gw=10.98.0.1,x",
+        ] {
+            assert_eq!(StaticIp::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ip_and_net_words_combine_in_any_order() {
+        for line in [
+            "ip=10.98.0.2/24,gw=10.98.0.1 net=poll-static",
+            "net=poll-static ip=10.98.0.2/24,gw=10.98.0.1",
+        ] {
+            let (options, _, unknown) = parse(line);
+            assert!(options.net.poll && !options.net.dhcp, "{line}");
+            assert_eq!(
+                options.ip,
+                StaticIp::parse("10.98.0.2/24,gw=10.98.0.1"),
+                "{line}"
+            );
+            assert!(unknown.is_empty(), "{line}");
+        }
+        let (options, _, unknown) = parse("ip=10.98.0.2 -- x");
+        assert_eq!(options.ip, None);
+        assert_eq!(unknown, ["ip=10.98.0.2"]);
     }
 }

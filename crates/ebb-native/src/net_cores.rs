@@ -182,7 +182,7 @@ fn start(options: &PlatformOptions) {
         Some(ip) => IpConfig {
             addr: ip.addr,
             prefix_len: ip.prefix_len,
-            gateway: None,
+            gateway: ip.gateway,
         },
         None => IpConfig {
             addr: GUEST,

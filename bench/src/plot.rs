@@ -1,0 +1,135 @@
+//! Throughput–p99 plots as SVG: one panel per workload (e.g. text and
+//! binary), one polyline per server, a dashed line at the p99 SLA. Written
+//! by hand (a few lines of SVG) rather than with a plotting crate.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One server's curve: `(achieved ops/s, p99 µs)` points in load order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend.
+    pub label: String,
+    /// An SVG colour.
+    pub color: String,
+    /// `(achieved ops/s, p99 µs)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One panel: a title and its curves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// Shown above the panel, e.g. `text`.
+    pub title: String,
+    /// The curves.
+    pub curves: Vec<Curve>,
+}
+
+/// The SVG document: panels side by side, p99 (µs, clipped at 10 × the
+/// SLA) against achieved ops/s.
+pub fn p99_svg(panels: &[Panel], sla_us: f64) -> String {
+    let (width, height, margin) = (900.0, 420.0, 60.0);
+    let panel_width = (width - margin) / panels.len().max(1) as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    for (index, panel) in panels.iter().enumerate() {
+        let x0 = margin + index as f64 * panel_width;
+        let points = || panel.curves.iter().flat_map(|c| c.points.iter());
+        let max_x = points().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+        let max_y = points()
+            .map(|p| p.1.min(10.0 * sla_us))
+            .fold(sla_us, f64::max)
+            * 1.1;
+        let sx = |v: f64| x0 + (v / max_x) * (panel_width - 40.0);
+        let sy = |v: f64| height - margin - (v.min(max_y) / max_y) * (height - 2.0 * margin);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x0}\" y=\"20\">{}: p99 (us) against achieved ops/s</text>",
+            panel.title
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>",
+            height - margin,
+            x0 + panel_width - 40.0
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{x0}\" y2=\"{margin}\" stroke=\"black\"/>",
+            height - margin
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x0}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"grey\" stroke-dasharray=\"4\"/><text x=\"{2}\" y=\"{3}\">p99 SLA {sla_us} us</text>",
+            sy(sla_us),
+            x0 + panel_width - 40.0,
+            x0 + 4.0,
+            sy(sla_us) - 4.0
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x0}\" y=\"{0}\">0</text><text x=\"{1}\" y=\"{0}\">{max_x:.0}</text>",
+            height - margin + 16.0,
+            x0 + panel_width - 90.0
+        );
+        for (n, curve) in panel.curves.iter().enumerate() {
+            let points: Vec<String> = curve
+                .points
+                .iter()
+                .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
+                .collect();
+            let _ = writeln!(
+                svg,
+                "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>",
+                curve.color,
+                points.join(" ")
+            );
+            let _ = writeln!(
+                svg,
+                "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
+                x0 + 10.0,
+                40.0 + 16.0 * n as f64,
+                curve.color,
+                curve.label
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Writes [`p99_svg`] to `path`.
+pub fn write_p99_svg(panels: &[Panel], sla_us: f64, path: &Path) -> Result<(), String> {
+    std::fs::write(path, p99_svg(panels, sla_us))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_have_their_curves_legends_and_the_sla_line() {
+        let panel = |title: &str| Panel {
+            title: title.to_owned(),
+            curves: vec![
+                Curve {
+                    label: "linux".to_owned(),
+                    color: "#d62728".to_owned(),
+                    points: vec![(1000.0, 300.0), (2000.0, 900.0)],
+                },
+                Curve {
+                    label: "ebbflow".to_owned(),
+                    color: "#1f77b4".to_owned(),
+                    points: vec![(1000.0, 200.0)],
+                },
+            ],
+        };
+        let svg = p99_svg(&[panel("text"), panel("binary")], 500.0);
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        assert_eq!(svg.matches("p99 SLA 500 us").count(), 2);
+        assert!(svg.contains(">binary: p99") && svg.contains(">ebbflow</text>"));
+    }
+}

@@ -1,0 +1,324 @@
+//! What the VM benchmarks (`netpipe`, `memcached-vm`) share: both guests
+//! on one TAP device in a namespace the benchmark creates, QEMU pinned to
+//! one host CPU and the client to the other, and QEMU's CPU time.
+//!
+//! - [`VmBench`] holds the namespace and the TAP device; both guests get the
+//!   same address and MAC (the permanent neighbour entry names it), so one
+//!   guest at a time uses the device and the clients need no changes.
+//! - [`boot_native`] boots an Ebbflow image there with the launcher's own
+//!   QEMU command line (`ebb_cli::native`, as `./ebb run APP --native --net
+//!   tap` does), and [`boot_linux`] the Linux comparison guest.
+//! - [`qemu_cpu_seconds`] reads QEMU's user + system time from
+//!   `/proc/PID/stat` (all its threads: vCPU and I/O).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ebb_cli::native::{self as launcher, TapNic};
+
+use crate::linux_guest::qemu::{shell_line, RunningGuest, GUEST_MAC};
+use crate::linux_guest::{self, GuestImage, GuestSettings, ReadyGuest};
+use crate::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
+
+/// The host CPU QEMU runs on.
+pub const QEMU_CPU: usize = 1;
+/// The host CPU the client (ping-pong, load generator) runs on.
+pub const CLIENT_CPU: usize = 0;
+/// The nice level of QEMU and the client, the same for both guests. On a
+/// busy shared host this does not remove other users' delays (their work
+/// runs in other cgroups, where nice does not reach). SCHED_FIFO does not
+/// work either: a TCG QEMU at FIFO on one CPU starves its own main-loop
+/// thread whenever the vCPU thread is busy (a Linux guest fails its
+/// IO-APIC timer check at boot, or stalls under load).
+pub const NICE: i32 = -10;
+
+/// The network both guests share: a namespace and a TAP device in it,
+/// owned by the benchmark's `main` (so that they are deleted however it
+/// ends): `let ns = vm::namespace("tag")?; let tap = vm::tap(&ns)?;`.
+pub struct VmBench<'a> {
+    namespace: &'a NetNamespace,
+    tap: &'a TapDevice<'a>,
+}
+
+/// Creates the namespace `ebb-PID-TAG`; needs root.
+pub fn namespace(tag: &str) -> Result<NetNamespace, String> {
+    if !can_use_tap() {
+        return Err(
+            "this benchmark puts both guests on a TAP device in a network namespace: \
+             run it as root (with /dev/net/tun)"
+                .to_owned(),
+        );
+    }
+    NetNamespace::create(tag)
+}
+
+/// A single-queue TAP device in `namespace` (host 192.168.77.1/24, guest
+/// 192.168.77.2, the guests' MAC).
+pub fn tap(namespace: &NetNamespace) -> Result<TapDevice<'_>, String> {
+    TapDevice::create(namespace, &TapConfig::new(GUEST_MAC))
+}
+
+impl<'a> VmBench<'a> {
+    /// The bench network over `tap` in `namespace`.
+    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>) -> Self {
+        VmBench { namespace, tap }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &NetNamespace {
+        self.namespace
+    }
+
+    /// The TAP device.
+    pub fn tap(&self) -> &TapDevice<'a> {
+        self.tap
+    }
+
+    /// Runs `work` inside the namespace on a thread pinned to
+    /// [`CLIENT_CPU`] at nice [`NICE`] (threads it starts inherit all
+    /// three).
+    pub fn client<R: Send>(&self, work: impl FnOnce() -> R + Send) -> Result<R, String> {
+        self.namespace.run_inside(|| {
+            pin_current_thread(CLIENT_CPU);
+            // SAFETY: setpriority(2) with who = 0 changes only the calling
+            // thread's nice level (per thread on Linux); failure is harmless.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
+            work()
+        })
+    }
+}
+
+/// Pins the calling thread to host CPU `cpu` (best effort: a machine with
+/// one CPU runs everything on it).
+pub fn pin_current_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit inside `set`; `cpu` is far below
+    // CPU_SETSIZE (1024) on any machine here.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given; pid 0 changes
+    // only the calling thread's affinity.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// The accelerator both guests use: KVM where the CPU has hardware
+/// virtualization, TCG otherwise (QEMU-NOTES: /dev/kvm here is a slow
+/// software hypervisor).
+pub fn accel() -> &'static str {
+    if launcher::kvm_usable() {
+        "kvm"
+    } else {
+        "tcg"
+    }
+}
+
+/// Builds `app`'s native image (as `./ebb run APP --native` does) and
+/// returns its path.
+pub fn build_native(root: &Path, app: &str) -> Result<PathBuf, String> {
+    let status = launcher::build_command(root, app)
+        .arg("--quiet")
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building the native image of {app} failed"));
+    }
+    Ok(launcher::image_path(root, app))
+}
+
+/// Builds a hosted application (release) and returns its binary.
+pub fn build_hosted(root: &Path, app: &str) -> Result<PathBuf, String> {
+    let status = Command::new("cargo")
+        .args(["build", "--release", "--quiet", "-p", app])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building apps/{app} failed"));
+    }
+    Ok(root.join("target/release").join(app))
+}
+
+/// A booted native guest whose application printed its ready line.
+pub struct NativeGuest {
+    /// The QEMU process (stopped on drop).
+    pub qemu: RunningGuest,
+    /// From QEMU's start to the ready line.
+    pub boot_to_ready: Duration,
+    /// The QEMU command line.
+    pub command: String,
+}
+
+/// How both guests are sized: the headline setup of BENCH-NOTES.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestShape {
+    /// Guest memory, QEMU's `-m`.
+    pub memory: String,
+    /// vCPUs.
+    pub cpus: u16,
+    /// `tcg` or `kvm`.
+    pub accel: String,
+}
+
+impl Default for GuestShape {
+    /// One vCPU, 512 MiB, the accelerator of [`accel`].
+    fn default() -> Self {
+        GuestShape {
+            memory: "512M".to_owned(),
+            cpus: 1,
+            accel: accel().to_owned(),
+        }
+    }
+}
+
+/// Boots the native `image` on the bench's TAP device with the guest's
+/// address (`ip=`), QEMU pinned to [`QEMU_CPU`] at nice [`NICE`], `args` for the
+/// application, and waits for a serial line containing `ready`.
+pub fn boot_native(
+    bench: &VmBench<'_>,
+    image: &Path,
+    shape: &GuestShape,
+    args: &[String],
+    ready: &str,
+) -> Result<NativeGuest, String> {
+    let tap = bench.tap();
+    let settings = launcher::Settings {
+        cores: usize::from(shape.cpus),
+        mem: shape.memory.clone(),
+        timeout: 900,
+        boot_args: vec![format!("ip={}/24,gw={}", tap.guest(), tap.host())],
+        tap: Some(TapNic {
+            ifname: tap.ifname().to_owned(),
+            queues: shape.cpus,
+            mac: GUEST_MAC.to_owned(),
+        }),
+        ..launcher::Settings::default()
+    };
+    let cmdline = format!(
+        "wall={} {}",
+        launcher::host_unix_seconds(),
+        launcher::kernel_cmdline(&settings, launcher::measure_tsc_khz(), args)?
+    );
+    let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm");
+    let cpu = QEMU_CPU.to_string();
+    let mut prefix = vec!["ip", "netns", "exec", bench.namespace().name()];
+    prefix.extend(["taskset", "-c", &cpu]);
+    let nice = NICE.to_string();
+    prefix.extend(["nice", "-n", &nice]);
+    let command = wrap(&prefix, &qemu);
+    let shown = shell_line(&command);
+    let mut qemu = RunningGuest::spawn(command)?;
+    let boot_to_ready = qemu.wait_for(ready, Duration::from_secs(120))?;
+    Ok(NativeGuest {
+        qemu,
+        boot_to_ready,
+        command: shown,
+    })
+}
+
+/// Boots the Linux guest `image` serving `settings.service` on the bench's
+/// TAP device, QEMU pinned to [`QEMU_CPU`] at nice [`NICE`].
+pub fn boot_linux(
+    bench: &VmBench<'_>,
+    image: &GuestImage,
+    shape: &GuestShape,
+    mut settings: GuestSettings,
+) -> Result<ReadyGuest, String> {
+    settings.memory.clone_from(&shape.memory);
+    settings.cpus = shape.cpus;
+    settings.accel.clone_from(&shape.accel);
+    settings.pin_cpus = Some(QEMU_CPU.to_string());
+    settings.priority = ["nice", "-n", &NICE.to_string()]
+        .map(str::to_owned)
+        .to_vec();
+    linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
+}
+
+/// The host's 1-minute load average (`/proc/loadavg`), reported with the
+/// figures: this machine is shared, and its load moves the results.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// `prefix... PROGRAM ARGS...` of `command`.
+fn wrap(prefix: &[&str], command: &Command) -> Command {
+    let mut wrapped = Command::new(prefix[0]);
+    wrapped
+        .args(&prefix[1..])
+        .arg(command.get_program())
+        .args(command.get_args());
+    wrapped
+}
+
+/// User + system CPU seconds of QEMU started as (or under) process `pid`
+/// (`ip netns exec` execs `taskset`, which execs `timeout`, whose child is
+/// QEMU): the first process named `qemu-system-*` among `pid` and its
+/// descendants, all threads, from `/proc/PID/stat`.
+pub fn qemu_cpu_seconds(pid: u32) -> Result<f64, String> {
+    let qemu = find_qemu(pid, 4).ok_or_else(|| format!("no QEMU process under pid {pid}"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{qemu}/stat"))
+        .map_err(|e| format!("/proc/{qemu}/stat: {e}"))?;
+    let ticks = stat_cpu_ticks(&stat).ok_or_else(|| format!("cannot parse /proc/{qemu}/stat"))?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Ok(ticks as f64 / hz.max(1) as f64)
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line; the
+/// command name in parentheses may contain spaces.
+pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name, field 3 (state) is index 0: utime (14) is index 11.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// The QEMU process among `pid` and its descendants (up to `depth`
+/// levels down), if any.
+pub fn find_qemu(pid: u32, depth: u32) -> Option<u32> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim().starts_with("qemu-system") {
+        return Some(pid);
+    }
+    if depth == 0 {
+        return None;
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|child| child.parse().ok())
+        .find_map(|child| find_qemu(child, depth - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_fields_14_and_15_even_with_spaces_in_the_name() {
+        let stat = "4242 (qemu-system x) S 1 2 3 4 5 6 7 8 9 10 250 40 0 0 20 0 3 0";
+        assert_eq!(stat_cpu_ticks(stat), Some(290));
+        assert_eq!(stat_cpu_ticks("1 (x) S 1"), None);
+    }
+
+    #[test]
+    fn this_process_is_not_qemu() {
+        assert_eq!(find_qemu(std::process::id(), 0), None);
+    }
+
+    #[test]
+    fn wrapping_keeps_the_program_and_arguments() {
+        let mut inner = Command::new("timeout");
+        inner.args(["5", "qemu-system-x86_64", "-m", "512M"]);
+        let wrapped = wrap(&["taskset", "-c", "1"], &inner);
+        assert_eq!(
+            shell_line(&wrapped),
+            "taskset -c 1 timeout 5 qemu-system-x86_64 -m 512M"
+        );
+    }
+}
