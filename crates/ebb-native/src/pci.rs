@@ -112,8 +112,17 @@ impl Function {
 /// (header type 1, secondary bus at 0x19) up to `end_bus`, as the firmware
 /// numbered them. Following bridges rather than probing all 256 buses
 /// keeps the boot fast: each configuration read is a trap under
-/// emulation. Bridges are listed, their BARs not decoded.
-pub fn enumerate(config: &dyn ConfigSpace, start_bus: u8, end_bus: u8) -> Vec<Function> {
+/// emulation. Bridges are listed, their BARs not decoded. BARs are sized
+/// only for functions `has_driver` accepts (vendor, device): sizing turns
+/// decoding off and on, and under QEMU each such write makes the emulator
+/// rebuild its memory map (about a millisecond a function under TCG), for
+/// BARs nobody would use.
+pub fn enumerate(
+    config: &dyn ConfigSpace,
+    start_bus: u8,
+    end_bus: u8,
+    has_driver: impl Fn(u16, u16) -> bool,
+) -> Vec<Function> {
     let mut found = Vec::new();
     let mut buses = alloc::vec![start_bus];
     let mut scanned = [false; 256];
@@ -148,7 +157,7 @@ pub fn enumerate(config: &dyn ConfigSpace, start_bus: u8, end_bus: u8) -> Vec<Fu
                 if config.read8(bdf, 0x0e) & 0x7f == 1 {
                     buses.push(config.read8(bdf, 0x19));
                 }
-                found.push(probe(config, bdf));
+                found.push(probe(config, bdf, &has_driver));
             }
         }
     }
@@ -156,16 +165,17 @@ pub fn enumerate(config: &dyn ConfigSpace, start_bus: u8, end_bus: u8) -> Vec<Fu
     found
 }
 
-fn probe(config: &dyn ConfigSpace, bdf: Bdf) -> Function {
+fn probe(config: &dyn ConfigSpace, bdf: Bdf, has_driver: &impl Fn(u16, u16) -> bool) -> Function {
     let id = config.read32(bdf, 0);
     let class = config.read32(bdf, 8);
     let header_type = config.read8(bdf, 0x0e) & 0x7f;
+    let size_bars = header_type == 0 && has_driver(id as u16, (id >> 16) as u16);
     Function {
         bdf,
         vendor: id as u16,
         device: (id >> 16) as u16,
         class: ((class >> 24) as u8, (class >> 16) as u8, (class >> 8) as u8),
-        bars: if header_type == 0 {
+        bars: if size_bars {
             bars(config, bdf)
         } else {
             [None; 6]
@@ -332,7 +342,7 @@ mod tests {
         host.dwords.insert(8, 0x0600_0000);
         fake.functions.borrow_mut().insert(bdf(0, 0, 0), host);
 
-        let found = enumerate(&fake, 0, 0);
+        let found = enumerate(&fake, 0, 0, |_, _| true);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].vendor, 0x8086);
         assert_eq!(found[0].class, (6, 0, 0));
@@ -391,7 +401,7 @@ mod tests {
         let mut hidden = FakeFunction::default();
         hidden.dwords.insert(0, 0x0004_1234);
         fake.functions.borrow_mut().insert(bdf(2, 0, 0), hidden);
-        let found = enumerate(&fake, 0, 2);
+        let found = enumerate(&fake, 0, 2, |_, _| true);
         let bdfs: Vec<Bdf> = found.iter().map(|f| f.bdf).collect();
         assert_eq!(bdfs, [bdf(0, 1, 0), bdf(1, 3, 0), bdf(1, 3, 5)]);
         assert_eq!(found[1].capabilities.len(), MAX_CAPABILITIES);

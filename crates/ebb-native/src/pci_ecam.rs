@@ -68,7 +68,10 @@ pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
     paging::map_device(ecam.base, ecam.base + ecam.len())
         .map_err(|_| "no memory to map the PCI ECAM window")?;
     let space = EcamSpace { ecam };
-    let functions = enumerate(&space, ecam.start_bus, ecam.end_bus);
+    // Only virtio functions have a driver here.
+    let functions = enumerate(&space, ecam.start_bus, ecam.end_bus, |vendor, _| {
+        vendor == crate::virtio::net::VENDOR
+    });
     for function in &functions {
         for bar in function.bars.iter().flatten() {
             if let Bar::Memory { addr, size, .. } = *bar {
