@@ -18,27 +18,21 @@
 //! is deleted on drop, also when the test fails (QEMU-NOTES: TAP devices
 //! and private addresses only inside a namespace the test creates).
 
-use std::io::{BufRead, BufReader, Read};
+mod native_support;
+
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
 use std::time::Duration;
 
-/// One guest at a time: 4 TCG vCPUs each on a shared 2-CPU machine.
-static BOOT: Mutex<()> = Mutex::new(());
+use native_support::{free_port, require_qemu, Guest, BOOT, EBB};
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 const TAP: &str = "mqtap0";
 const GUEST_MAC: &str = "52:54:00:eb:00:29";
 const QUEUES: usize = 4;
 const CONNECTIONS: usize = 64;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Why the test cannot run here, if it cannot.
 fn unable() -> Option<&'static str> {
@@ -173,22 +167,6 @@ impl Drop for Namespace {
     }
 }
 
-/// The launcher and QEMU in their own process group, stopped as a whole
-/// when the test ends (also on failure).
-struct Guest(Child);
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
-        // Quietly: after a clean exit the group is already gone.
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
 /// `(rx_packets, tx_packets, interrupts)` of queue `queue` from the
 /// guest's exit report.
 fn counters(console: &str, queue: usize) -> Option<(u64, u64, u64)> {
@@ -242,14 +220,7 @@ fn four_queues(subnet: &str, dhcp: bool) {
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let guest_ip = format!("{subnet}.2");
     let guest_ip = guest_ip.as_str();
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
-    );
+    require_qemu();
     let mut ns = Namespace::new(subnet);
     let address = if dhcp {
         ns.serve_dhcp(subnet);
@@ -263,57 +234,22 @@ fn four_queues(subnet: &str, dhcp: bool) {
         "virtio-net-pci,netdev=mq0,mq=on,vectors={},disable-legacy=on,mac={GUEST_MAC}",
         2 * QUEUES + 2
     );
-    let child = Command::new("ip")
+    let mut command = Command::new("ip");
+    command
         .args(["netns", "exec", &ns.0, EBB])
         .args(["run", "memcached", "--native", "--accel", "tcg", "-v"])
         .args(["--cores", &QUEUES.to_string(), "--timeout", "400"])
         .arg(format!("--boot-arg={address}"))
         .args(["--qemu-arg=-netdev", &format!("--qemu-arg={netdev}")])
         .args(["--qemu-arg=-device", &format!("--qemu-arg={device}")])
-        .args(["--", "-A"])
-        .env("EBB_ROOT", root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("run ebb-cli");
-    let mut guest = Guest(child);
-
-    let (lines, console) = mpsc::channel();
-    let stdout = guest.0.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line.replace('\r', "")).is_err() {
-                break;
-            }
-        }
+        .args(["--", "-A"]);
+    let mut guest = Guest::spawn(command);
+    // The listener and the address (a DHCP lease comes later).
+    guest.wait_until("memcached listening with an address", |seen| {
+        seen.iter().any(|l| l.starts_with("memcached: listening"))
+            && seen.iter().any(|l| l.contains("virtio-net has address"))
     });
-    let stderr = guest.0.stderr.take().expect("stderr");
-    let launcher = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = BufReader::new(stderr).read_to_string(&mut text);
-        text
-    });
-    let mut seen = Vec::new();
-    loop {
-        match console.recv_timeout(Duration::from_secs(600)) {
-            Ok(line) => {
-                seen.push(line);
-                // The listener and the address (a DHCP lease comes later).
-                let listening = seen.iter().any(|l| l.starts_with("memcached: listening"));
-                if listening && seen.iter().any(|l| l.contains("virtio-net has address")) {
-                    break;
-                }
-            }
-            Err(_) => panic!(
-                "memcached did not start:\n{}\n{}",
-                seen.join("\n"),
-                launcher.join().unwrap_or_default()
-            ),
-        }
-    }
-    let boot = seen.join("\n");
+    let boot = guest.console();
     assert!(
         boot.contains("virtio-net: 4 queue pairs for 4 cores (MSI-X entry i to core i)"),
         "{boot}"
@@ -357,20 +293,8 @@ fn four_queues(subnet: &str, dhcp: bool) {
         "exec 3<>/dev/tcp/\"$1\"/11211 && printf 'shutdown\\r\\n' >&3 && sleep 1",
         &[guest_ip],
     );
-    let mut exit = Vec::new();
-    while let Ok(line) = console.recv_timeout(Duration::from_secs(120)) {
-        exit.push(line);
-    }
-    let status = guest.0.wait().expect("wait for the launcher");
-    let console = exit.join("\n");
-    assert!(
-        status.success(),
-        "the guest did not exit 0 after shutdown ({status}):\n{console}\n{}",
-        launcher.join().unwrap_or_default()
-    );
-    for line in console.lines().filter(|l| l.contains("virtio-net")) {
-        eprintln!("  | {line}");
-    }
+    // Exits 0 after shutdown; prints the virtio-net lines.
+    let console = guest.finish();
     for queue in 0..QUEUES {
         let Some((rx, tx, interrupts)) = counters(&console, queue) else {
             panic!("no counters for queue {queue} at exit:\n{console}");
@@ -421,52 +345,20 @@ fn four_queues(subnet: &str, dhcp: bool) {
 #[test]
 fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
     use std::io::Write;
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
 
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(EBB)
+    require_qemu();
+    let port = free_port();
+    let mut command = Command::new(EBB);
+    command
         .args(["run", "memcached", "--native", "--accel", "tcg", "-v"])
         .args(["--cores", "2", "--timeout", "300"])
         .args(["--forward", &format!("{port}:11211")])
-        .args(["--", "-A"])
-        .env("EBB_ROOT", root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("run ebb-cli");
-    let mut guest = Guest(child);
-    let stdout = guest.0.stdout.take().expect("stdout");
-    let (lines, console) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line.replace('\r', "")).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    while let Ok(line) = console.recv_timeout(Duration::from_secs(600)) {
-        let done = line.starts_with("memcached: listening");
-        seen.push(line);
-        if done {
-            break;
-        }
-    }
-    let boot = seen.join("\n");
+        .args(["--", "-A"]);
+    let mut guest = Guest::spawn(command);
+    guest.wait_for("memcached: listening");
+    let boot = guest.console();
     assert!(
         boot.contains("virtio-net: 1 queue pair for 2 cores"),
         "{boot}"
@@ -488,13 +380,7 @@ fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
     assert!(reply.starts_with("VERSION "), "{reply}");
     stream.write_all(b"shutdown\r\n").expect("send shutdown");
 
-    let mut exit = Vec::new();
-    while let Ok(line) = console.recv_timeout(Duration::from_secs(120)) {
-        exit.push(line);
-    }
-    let status = guest.0.wait().expect("wait for the launcher");
-    let console = exit.join("\n");
-    assert!(status.success(), "exit {status}:\n{console}");
+    let console = guest.finish();
     let (rx, tx, interrupts) = counters(&console, 0)
         .unwrap_or_else(|| panic!("no counters for queue 0 at exit:\n{console}"));
     assert!(rx > 0 && tx > 0 && interrupts > 0, "{console}");

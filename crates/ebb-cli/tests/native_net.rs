@@ -8,43 +8,17 @@
 //! and a bulk transfer reaches the sink whole (count and Adler-32). Needs
 //! `qemu-system-x86_64` and `memccapable`, which `./ebb test` installs.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+mod native_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::Mutex;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+use native_support::{free_port, require_qemu, Guest, BOOT, EBB};
+
 const BYTES: usize = 16 << 20;
-
-/// One boot at a time: the images build in one target directory, and two
-/// TCG guests at once on a shared machine only slow each other.
-static BOOT: Mutex<()> = Mutex::new(());
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A port on 127.0.0.1 free a moment ago.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
-}
-
-/// The launcher and QEMU in their own process group, stopped as a whole
-/// when the test ends (also on failure).
-struct Guest(Child);
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let _ = self.0.wait();
-    }
-}
 
 /// Deterministic test data (xorshift), so a failure is reproducible.
 fn pattern(len: usize) -> Vec<u8> {
@@ -63,62 +37,16 @@ fn pattern(len: usize) -> Vec<u8> {
 /// guest, the forwarded port, and the console up to the first line starting
 /// with `ready`.
 fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16, String) {
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
-    );
+    require_qemu();
     let port = free_port();
-    let child = Command::new(EBB)
+    let mut command = Command::new(EBB);
+    command
         .args(["run", app, "--native", "--timeout", "300", "-v"])
         .args(["--forward", &format!("{port}:{guest_port}")])
-        .args(extra)
-        .env("EBB_ROOT", root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("run ebb-cli");
-    let mut guest = Guest(child);
-
-    // The console, line by line, until the application says it is ready.
-    let (lines, console) = mpsc::channel();
-    let stdout = guest.0.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line.replace('\r', "")).is_err() {
-                break;
-            }
-        }
-    });
-    let stderr = guest.0.stderr.take().expect("stderr");
-    let launcher = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = BufReader::new(stderr).read_to_string(&mut text);
-        text
-    });
-    let mut seen = Vec::new();
-    loop {
-        match console.recv_timeout(Duration::from_secs(600)) {
-            Ok(line) => {
-                let done = line.starts_with(ready);
-                seen.push(line);
-                if done {
-                    break;
-                }
-            }
-            Err(_) => panic!(
-                "{app} did not start:\n{}\n{}",
-                seen.join("\n"),
-                launcher.join().unwrap_or_default()
-            ),
-        }
-    }
-    let boot = seen.join("\n");
+        .args(extra);
+    let mut guest = Guest::spawn(command);
+    guest.wait_for(ready);
+    let boot = guest.console();
     assert!(boot.contains("pci 00:01.0 1af4:1041 class 02.00"), "{boot}");
     assert!(boot.contains("PCI ECAM at 0xb0000000"), "{boot}");
     assert!(boot.contains("MSI-X interrupts"), "{boot}");

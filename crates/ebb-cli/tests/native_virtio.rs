@@ -10,122 +10,14 @@
 //! transfer. Needs `qemu-system-x86_64` (and `ip`, `python3` for the TAP
 //! test), which `./ebb test` installs.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+mod native_support;
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-/// One boot at a time (one target directory, two cores shared).
-static BOOT: Mutex<()> = Mutex::new(());
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
-}
-
-/// A process group stopped as a whole when the test ends.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
-        // Usually gone already (the guest exited): that is fine.
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-/// A running guest: its console, line by line.
-struct Guest {
-    process: Group,
-    console: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Guest {
-    /// Spawns `command` (the launcher) in its own process group.
-    fn spawn(mut command: Command) -> Guest {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .expect("start the guest");
-        let stdout = child.stdout.take().expect("stdout");
-        let (lines, console) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines.send(line.replace('\r', "")).is_err() {
-                    break;
-                }
-            }
-        });
-        Guest {
-            process: Group(child),
-            console,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads the console until a line starts with `prefix`.
-    fn wait_for(&mut self, prefix: &str) {
-        loop {
-            match self.console.recv_timeout(Duration::from_secs(600)) {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    self.seen.push(line);
-                    if done {
-                        return;
-                    }
-                }
-                Err(_) => panic!("no '{prefix}' on the console:\n{}", self.seen.join("\n")),
-            }
-        }
-    }
-
-    /// Waits for the guest to exit; returns the whole console.
-    fn finish(mut self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            match self.console.recv_timeout(Duration::from_secs(1)) {
-                Ok(line) => self.seen.push(line),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the guest did not exit:\n{}",
-                self.seen.join("\n")
-            );
-        }
-        let status = self.process.0.wait().expect("wait for the launcher");
-        let console = self.seen.join("\n");
-        // The launcher exits with the guest's code; QEMU run directly
-        // exits with 3 for a guest exit code of 0 (ebb-native's abi).
-        assert!(
-            status.success() || status.code() == Some(3),
-            "{status}:\n{console}"
-        );
-        for line in console.lines().filter(|line| line.contains("virtio-net")) {
-            eprintln!("{line}");
-        }
-        console
-    }
-}
+use native_support::{free_port, root, Guest, BOOT, EBB};
 
 /// Boots `echo` natively (verbose, exiting after `connections` TCP
 /// connections) with platform options `boot_args`; returns the guest, once
@@ -135,8 +27,7 @@ fn boot_echo(boot_args: &[&str], connections: u32) -> (Guest, u16) {
     let mut command = Command::new(EBB);
     command
         .args(["run", "echo", "--native", "--timeout", "300", "-v"])
-        .args(["--forward", &format!("{port}:7007")])
-        .env("EBB_ROOT", root());
+        .args(["--forward", &format!("{port}:7007")]);
     for arg in boot_args {
         command.arg(format!("--boot-arg={arg}"));
     }
