@@ -20,6 +20,7 @@ use ebb_cli::native::{self as launcher, TapNic};
 use crate::linux_guest::qemu::{shell_line, RunningGuest, GUEST_MAC};
 use crate::linux_guest::{self, GuestImage, GuestSettings, ReadyGuest};
 use crate::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
+use crate::report::Report;
 
 /// The host CPU QEMU runs on.
 pub const QEMU_CPU: usize = 1;
@@ -232,6 +233,35 @@ pub fn boot_linux(
         .map(str::to_owned)
         .to_vec();
     linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
+}
+
+/// A VM benchmark's report, opened with the conditions it ran under: the
+/// accelerator, the host's load average at the start (`load_start`) and
+/// now, and the priority of QEMU and `client` (the load generator or
+/// ping-pong client).
+pub fn new_report(name: &str, accel: &str, load_start: f64, client: &str) -> Report {
+    let mut report = Report::new(name);
+    report.label("accel", accel.to_owned());
+    report
+        .metric(
+            "host_load_1m_start",
+            load_start,
+            "",
+            "the shared host's load average when the benchmark started",
+        )
+        .metric(
+            "host_load_1m_end",
+            load_average(),
+            "",
+            "the shared host's load average at the end",
+        )
+        .metric(
+            "nice",
+            f64::from(NICE),
+            "",
+            format!("QEMU and {client}, both guests"),
+        );
+    report
 }
 
 /// The host's 1-minute load average (`/proc/loadavg`), reported with the

@@ -38,9 +38,9 @@ use ebb_bench::linux_guest::{
     MEMCACHED_PORT,
 };
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
-use ebb_bench::report::{median, output_dir, workspace_root, Report};
+use ebb_bench::report::{median, output_dir, workspace_root};
 use ebb_bench::vm::{
-    self, qemu_cpu_seconds, GuestShape, NativeGuest, VmBench, CLIENT_CPU, NICE, QEMU_CPU,
+    self, qemu_cpu_seconds, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU,
 };
 use ebb_loadgen::{Config, ProtocolKind};
 
@@ -344,27 +344,12 @@ fn run(plan: &Plan) -> Result<(), String> {
     if runs_done == 0 {
         return Err("no run completed".to_owned());
     }
-    let mut report = Report::new("memcached-vm");
-    report.label("accel", shape.accel.clone());
-    report
-        .metric(
-            "host_load_1m_start",
-            load_start,
-            "",
-            "the shared host's load average when the benchmark started",
-        )
-        .metric(
-            "host_load_1m_end",
-            vm::load_average(),
-            "",
-            "the shared host's load average at the end",
-        )
-        .metric(
-            "nice",
-            f64::from(NICE),
-            "",
-            "QEMU and the load generator, both guests",
-        );
+    let mut report = vm::new_report(
+        "memcached-vm",
+        &shape.accel,
+        load_start,
+        "the load generator",
+    );
     report.metric(
         "sla_p99_us",
         sla_us,

@@ -23,8 +23,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestService, GuestSettings};
-use ebb_bench::report::{median, workspace_root, Report};
-use ebb_bench::vm::{self, GuestShape, VmBench, CLIENT_CPU, NICE, QEMU_CPU};
+use ebb_bench::report::{median, workspace_root};
+use ebb_bench::vm::{self, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
 
 struct Plan {
@@ -198,27 +198,7 @@ fn run(plan: &Plan) -> Result<(), String> {
         })
     };
     let [ours, linux] = &results;
-    let mut report = Report::new("netpipe");
-    report.label("accel", shape.accel.clone());
-    report
-        .metric(
-            "host_load_1m_start",
-            load_start,
-            "",
-            "the shared host's load average when the benchmark started",
-        )
-        .metric(
-            "host_load_1m_end",
-            vm::load_average(),
-            "",
-            "the shared host's load average at the end",
-        )
-        .metric(
-            "nice",
-            f64::from(NICE),
-            "",
-            "QEMU and the client, both guests",
-        );
+    let mut report = vm::new_report("netpipe", &shape.accel, load_start, "the client");
     let latency = [
         med(ours, &|f: &Figures| f.latency_us),
         med(linux, &|f: &Figures| f.latency_us),
