@@ -308,11 +308,10 @@ impl RunningGuest {
             std::thread::sleep(Duration::from_millis(20));
         }
         if let Some(qemu) = qemu {
-            // SAFETY: kill(2) on the QEMU found under our own child a
-            // moment ago; its parent (`timeout`, our child) has not been
-            // reaped, so QEMU's pid cannot have been reused by an
-            // unrelated process unless QEMU already exited, and then
-            // `timeout` would have exited too (checked in the loop above).
+            // Its parent (`timeout`, our child) has not been reaped, and it
+            // would have exited had QEMU exited (checked in the loop above).
+            // SAFETY: kill(2) on the QEMU found under our own child a moment
+            // ago, whose pid cannot have been reused (see above).
             unsafe { libc::kill(qemu, libc::SIGKILL) };
         }
         let _ = self.child.kill();

@@ -322,11 +322,10 @@ pub fn guard_core0_stacks() -> Result<(), paging::PagingError> {
     let tss = CORE0_TSS.0.get();
     for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
         let top = paging::map_stack(IST_STACK_SIZE as u64)?;
-        // SAFETY: one aligned 8-byte store, so the CPU reads the old or
-        // the new entry, never a torn one; maskable interrupts are off at
-        // boot, and an NMI or machine check taken meanwhile would run on
-        // either stack, both mapped. The CPU reads IST entries from memory
-        // at each interrupt, so the loaded TSS needs no reload.
+        // The CPU reads IST entries from memory at each interrupt, so the
+        // loaded TSS needs no reload. Maskable interrupts are off at boot.
+        // SAFETY: one aligned 8-byte store (never torn); an NMI or machine
+        // check taken meanwhile runs on the old or new stack, both mapped.
         unsafe { (*tss).interrupt_stack_table[slot] = VirtAddr::new(top) };
         IST_TOPS[0][slot].store(top, Ordering::Relaxed);
     }

@@ -52,10 +52,10 @@ impl Msrs for HardwareMsrs {
     }
 
     fn write(&mut self, msr: u32, value: u64) {
-        // SAFETY: `HardwareMsrs::new`'s contract limits the writes to
-        // LAPIC registers, this core's timer and the kvmclock structure's
-        // (live) address: they affect this core's interrupt delivery and
-        // time, which `apic.rs` and `clock.rs` own, not memory safety.
+        // The writes affect this core's interrupt delivery and time, which
+        // `apic.rs` and `clock.rs` own, not memory safety.
+        // SAFETY: `HardwareMsrs::new`'s contract limits them to LAPIC
+        // registers, this core's timer and kvmclock's (live) structure.
         unsafe { Msr::new(msr).write(value) }
     }
 }

@@ -97,11 +97,10 @@ impl ControlQueue {
             }
             core::hint::spin_loop();
         }
-        // SAFETY: `ack` is a live one-byte heap block; the device wrote it
-        // before it published the used entry, which `pop_used` read with
-        // acquire ordering. Volatile: the write came from outside the
-        // program, so the compiler must not assume the byte still holds
-        // what was stored above.
+        // Volatile: the device's write came from outside the program, so
+        // the compiler must not assume the byte still holds what we stored.
+        // SAFETY: `ack` is a live one-byte heap block, written by the device
+        // before the used entry `pop_used` read with acquire ordering.
         let answer = unsafe { ack.as_ptr().read_volatile() };
         if answer == CTRL_OK {
             Ok(())
