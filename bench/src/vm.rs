@@ -235,6 +235,25 @@ pub fn boot_linux(
     linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
 }
 
+/// The two guests a VM benchmark compares.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Guest {
+    /// Ebbflow's native image.
+    Ours,
+    /// The Linux guest with the stock service.
+    Linux,
+}
+
+impl Guest {
+    /// The name used in report keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Guest::Ours => "ours",
+            Guest::Linux => "linux",
+        }
+    }
+}
+
 /// A VM benchmark's report, opened with the conditions it ran under: the
 /// accelerator, the host's load average at the start (`load_start`) and
 /// now, and the priority of QEMU and `client` (the load generator or

@@ -40,7 +40,7 @@ use ebb_bench::linux_guest::{
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{median, output_dir, workspace_root};
 use ebb_bench::vm::{
-    self, qemu_cpu_seconds, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU,
+    self, qemu_cpu_seconds, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU,
 };
 use ebb_loadgen::{Config, ProtocolKind};
 
@@ -62,21 +62,6 @@ struct Plan {
     runs: usize,
     window: Duration,
     warmup: Duration,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Guest {
-    Ours,
-    Linux,
-}
-
-impl Guest {
-    fn name(self) -> &'static str {
-        match self {
-            Guest::Ours => "ours",
-            Guest::Linux => "linux",
-        }
-    }
 }
 
 const PROTOCOLS: [ProtocolKind; 2] = [ProtocolKind::Text, ProtocolKind::Binary];

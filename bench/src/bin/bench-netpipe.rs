@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestService, GuestSettings};
 use ebb_bench::report::{median, workspace_root};
-use ebb_bench::vm::{self, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_bench::vm::{self, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
 
 struct Plan {
@@ -32,21 +32,6 @@ struct Plan {
     latency_trips: u32,
     time_per_size: Duration,
     bulk_bytes: u64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Guest {
-    Ours,
-    Linux,
-}
-
-impl Guest {
-    fn name(self) -> &'static str {
-        match self {
-            Guest::Ours => "ours",
-            Guest::Linux => "linux",
-        }
-    }
 }
 
 /// One run's figures for one guest.
