@@ -251,8 +251,11 @@ proptest! {
         let mut t = transfer(link, tcp, tcp, &up, &down, Duration::from_secs(900));
         assert_intact(&t, &up, &down);
         // Give the last ACKs time to get through (or their FINs to be
-        // retransmitted and acknowledged).
-        t.sim.run_for(Duration::from_secs(30));
+        // retransmitted and acknowledged). Under heavy loss a FIN's
+        // retransmission timer backs off (RFC 6298 §5.5): three losses in a
+        // row already put the next try ~25 s out, so allow several
+        // back-offs (simulated time; costs nothing).
+        t.sim.run_for(Duration::from_secs(240));
         for stack in [&t.a, &t.b] {
             for state in stack.tcp(|x| x.ids().iter().filter_map(|id| x.state(*id)).collect::<Vec<_>>()) {
                 prop_assert_eq!(state, State::TimeWait);
