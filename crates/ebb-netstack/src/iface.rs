@@ -202,10 +202,17 @@ impl<D: Device + 'static> Stack<D> {
         }
     }
 
-    /// Runs timers and processes every frame the device has at `now`, each
-    /// run to completion into its handler. Returns whether any frame came in.
+    /// Processes every frame the device has at `now`, each run to
+    /// completion into its handler, then runs the timers that are due.
+    /// Returns whether any frame came in.
+    ///
+    /// Frames go first because after a stall (a descheduled process, a busy
+    /// core) the ACK that answers an outstanding segment is often already
+    /// waiting: taking it before the retransmission timer avoids a spurious
+    /// retransmission, and for a FIN the RST our closed connection would
+    /// then send to the peer's TIME-WAIT (the hazard of RFC 1337).
     pub fn poll(&self, now: Instant) -> bool {
-        self.inner.borrow_mut().on_timers(now);
+        self.inner.borrow_mut().now = now;
         tcp_ops::drain(&self.inner);
         let mut any = false;
         loop {
@@ -222,6 +229,8 @@ impl<D: Device + 'static> Stack<D> {
             }
             tcp_ops::drain(&self.inner);
         }
+        self.inner.borrow_mut().on_timers(now);
+        tcp_ops::drain(&self.inner);
         any
     }
 

@@ -187,3 +187,38 @@ fn retransmissions_resend_the_same_buffers() {
     }
     assert_eq!(only_state(&a), Some(State::Established));
 }
+
+#[test]
+fn a_timed_out_fin_is_resent_with_the_data_before_it() {
+    let (mut sim, a, _b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    let raw = Raw::new(&mut sim);
+    let log = Log::default();
+    let (port, a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
+    let conn = log.borrow().conn.clone().unwrap();
+    conn.send(IoChain::from(IoBuf::from_vec(pattern(300, 4))))
+        .unwrap();
+    conn.close();
+    run_ms(&mut sim, 1);
+    let first = raw.take();
+    let sent: usize = first.iter().map(|s| s.payload.len()).sum();
+    assert_eq!(sent, 300);
+    assert!(first.last().unwrap().flags.fin);
+    // X's ACK is lost: the timeout resends both as one segment, so that X
+    // answers once (two answers to a peer in LAST-ACK would make the
+    // second find the connection gone and draw an RST).
+    run_ms(&mut sim, 3000);
+    let again = raw.take();
+    assert!(!again.is_empty(), "a retransmission");
+    for segment in &again {
+        assert_eq!(segment.seq.0, a_nxt);
+        assert!(segment.flags.fin, "the FIN goes with the data");
+        assert_eq!(segment.payload.len(), 300);
+    }
+    raw.send(
+        MAC_A,
+        &from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 301), NONE),
+    );
+    run_ms(&mut sim, 1);
+    assert_eq!(only_state(&a), Some(State::FinWait2));
+    assert!(raw.take().iter().all(|s| !s.flags.rst));
+}

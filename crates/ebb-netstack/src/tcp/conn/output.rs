@@ -212,15 +212,22 @@ impl Tcb {
     }
 
     /// Resends the first unacknowledged segment (fast retransmit, partial
-    /// ACK): the same buffers, at SND.UNA.
-    pub(super) fn retransmit_first(&mut self, ctx: &mut Ctx<'_>) {
+    /// ACK, timeout): the same buffers, at SND.UNA. Returns the sequence
+    /// space it covers.
+    ///
+    /// A FIN already sent right after that data goes in the same segment,
+    /// as it first went: sent apart, the data and the FIN would draw two
+    /// ACKs, and if the first closed our side (LAST-ACK), the second would
+    /// find no connection and draw an RST that ends the peer's TIME-WAIT.
+    pub(super) fn retransmit_first(&mut self, ctx: &mut Ctx<'_>) -> usize {
         self.rtt_timed = None;
         let start = self.data_start();
         let offset = self.snd_una.since(start);
         let len = self.send_queue.len().saturating_sub(offset).min(self.smss);
-        let fin = len == 0 && self.fin_seq() == Some(self.snd_una);
+        let end = self.snd_una.wrapping_add(len);
+        let fin = self.fin_seq() == Some(end) && self.snd_max.gt(end);
         if len == 0 && !fin {
-            return;
+            return 0;
         }
         let mut segment = self.segment(
             self.snd_una,
@@ -232,6 +239,7 @@ impl Tcb {
         segment.payload = chain_range(&self.send_queue, offset, len);
         self.transmit(segment, true, ctx);
         self.rexmit_at = Some(ctx.now + self.rtt.rto());
+        len + usize::from(fin)
     }
 }
 

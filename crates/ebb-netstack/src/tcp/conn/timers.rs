@@ -89,14 +89,8 @@ impl Tcb {
         // restarts the timer with the backed-off RTO.
         self.snd_nxt = self.snd_una;
         if self.state.synchronized() {
-            self.retransmit_first(ctx);
-            let len = self
-                .send_queue
-                .len()
-                .saturating_sub(self.snd_una.since(self.data_start()))
-                .min(self.smss);
-            let fin = len == 0 && self.fin_seq() == Some(self.snd_una);
-            self.snd_nxt = self.snd_una.wrapping_add(len + usize::from(fin));
+            let covered = self.retransmit_first(ctx);
+            self.snd_nxt = self.snd_una.wrapping_add(covered);
         }
     }
 
