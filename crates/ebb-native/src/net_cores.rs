@@ -547,7 +547,7 @@ pub fn report() {
         let q = q.lock();
         for (direction, stats) in [("rx", q.rx), ("tx", q.tx)] {
             crate::println!(
-                "ebbflow native: virtio-net queue {direction}{pair}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={}",
+                "ebbflow native: virtio-net queue {direction}{pair}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={} notifications={} suppressed={}",
                 stats.packets,
                 stats.bytes,
                 stats.interrupts,
@@ -555,7 +555,9 @@ pub fn report() {
                 stats.mode_switches,
                 stats.dropped,
                 stats.backlogged,
-                stats.csum_offloaded
+                stats.csum_offloaded,
+                stats.notifications,
+                stats.notifications_suppressed
             );
         }
     }

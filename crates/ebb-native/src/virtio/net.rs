@@ -105,6 +105,11 @@ pub struct QueueStats {
     /// Frames whose checksum the device handled: transmit, left partial
     /// for it (NEEDS_CSUM); receive, flagged DATA_VALID or NEEDS_CSUM.
     pub csum_offloaded: u64,
+    /// Notifications sent to the device (each a VM exit).
+    pub notifications: u64,
+    /// Notifications left out because the device said it needs none
+    /// (`VIRTQ_USED_F_NO_NOTIFY`, §2.7.10).
+    pub notifications_suppressed: u64,
 }
 
 /// The names of the virtio-net feature bits the driver knows (§5.1.3,
@@ -448,7 +453,12 @@ impl VirtioNet {
             }
         }
         if added {
-            self.rx_notify.notify();
+            if self.rx.device_wants_notification() {
+                self.rx_notify.notify();
+                self.rx_stats.notifications += 1;
+            } else {
+                self.rx_stats.notifications_suppressed += 1;
+            }
         }
     }
 
@@ -528,7 +538,12 @@ impl VirtioNet {
             return Err((frame, header));
         };
         self.tx_in_flight[usize::from(head)] = Some(frame);
-        self.tx_notify.notify();
+        if self.tx.device_wants_notification() {
+            self.tx_notify.notify();
+            self.tx_stats.notifications += 1;
+        } else {
+            self.tx_stats.notifications_suppressed += 1;
+        }
         self.tx_stats.packets += 1;
         self.tx_stats.bytes += len as u64;
         if header[0] != 0 {

@@ -13,6 +13,10 @@ const DESC_WRITE: u16 = 2;
 /// Driver-ring flag (§2.7.7): the device need not interrupt on used
 /// buffers (a hint).
 const AVAIL_NO_INTERRUPT: u16 = 1;
+/// Device-ring flag (§2.7.10): the device need not be notified of new
+/// available buffers (it is already processing the queue, or has buffers
+/// enough).
+const USED_NO_NOTIFY: u16 = 1;
 
 /// One buffer of a chain: physical address, length, whether the device
 /// writes it.
@@ -241,6 +245,18 @@ impl SplitQueue {
         // a buffer after this store sees it and interrupts).
         fence(Ordering::SeqCst);
         self.has_used()
+    }
+
+    /// Whether the device asks to be notified of the buffers just made
+    /// available (§2.7.10). QEMU's virtio-net clears the wish while a
+    /// transmit flush is pending and while the receive ring has buffers,
+    /// so a burst of frames costs one notification (a VM exit) rather than
+    /// one each. The full fence orders the driver ring's index before the
+    /// flag is read (§2.7.13.4): a device that turned notifications back on
+    /// after our index was visible has seen the new buffers.
+    pub fn device_wants_notification(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.load::<u16>(self.device) & USED_NO_NOTIFY == 0
     }
 
     /// Whether the device has used buffers not yet popped.
