@@ -290,7 +290,12 @@ impl NativeNet {
             .with_device(|device| device.nic.count_interrupt());
     }
 
+    /// Hands the frames of this batch to the device (one notification for
+    /// all of them), then re-arms the timer. Runs at the end of each poll
+    /// and, through the transmit hook's queued event, after sends from
+    /// outside one.
     pub(crate) fn schedule(self: &Rc<Self>) {
+        self.stack.with_device(|device| device.nic.kick_tx());
         let weak = Rc::downgrade(self);
         let mut at = self.stack.poll_at();
         if self.stack.with_device(|device| device.nic.tx_waiting()) {
