@@ -185,6 +185,7 @@ pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) ->
         unsafe { entry.write_volatile([pml4, stack, core]) };
         planned.push((core, id));
     }
+    crate::phases::mark("core setup");
     let all: u64 = planned.iter().map(|&(core, _)| 1 << core).sum();
     for &(_, id) in &planned {
         apic::send_init(id);
@@ -201,6 +202,7 @@ pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) ->
         }
         wait_started(all, 200_000_000);
     }
+    crate::phases::mark("cores start");
     let started = STARTED.load(Ordering::Acquire);
     for &(core, id) in &planned {
         if started & (1 << core) == 0 {
