@@ -266,13 +266,17 @@ extern "C" fn start_core0() -> ! {
     phases::mark("acpi");
     apic::mask_ioapics(&madt);
     phases::mark("ioapic");
-    // PCI before the other cores: BARs above 512 GiB need new PML4
-    // entries, which cores copy when they start.
+    // The other cores set themselves up while core 0 enumerates PCI (whose
+    // BARs above 512 GiB need new PML4 entries: `finish` gives them to
+    // the other cores before the application runs).
+    let starting = smp::start_cores(options.cores, &madt);
+    phases::mark("cores sent");
     if let Err(error) = pci_ecam::init(info.rsdp) {
         log::warn!("PCI: {error}");
     }
     phases::mark("pci");
-    runtime::set_cores(smp::start_cores(options.cores, &madt).into_boxed_slice());
+    runtime::set_cores(starting.finish().into_boxed_slice());
+    phases::mark("cores wait");
     apic::finish_calibration();
     phases::mark("lapic timer");
     let boot_ns = since_entry_ns();

@@ -10,7 +10,7 @@
 //! below each ([`map_stack`]).
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use spin::{Mutex, Once};
 use x86_64::registers::control::{Cr3, Cr3Flags};
@@ -374,6 +374,33 @@ pub fn new_core_pml4() -> Result<u64, PagingError> {
     Ok(pml4)
 }
 
+/// Copies into `pml4` (another core's, from [`new_core_pml4`]) the
+/// entries 0..511 of core 0's PML4 that it lacks: identity-map entries
+/// core 0 added after the copy (`map_device`, for PCI windows above
+/// 512 GiB). Each goes from absent to present in one aligned store, so the
+/// core, running or not, needs no TLB flush (absent entries are not
+/// cached).
+pub fn share_new_entries(pml4: u64) {
+    if !PML4_GREW.load(Ordering::Relaxed) {
+        return;
+    }
+    let core0 = CORE0_PML4.load(Ordering::Relaxed);
+    for entry in 0..511 {
+        // SAFETY: both are page-table frames of 512 entries; entry < 511.
+        let ours = unsafe { entries(core0).wrapping_add(entry).read() };
+        // SAFETY: as above.
+        let theirs = unsafe { entries(pml4).wrapping_add(entry).read() };
+        if ours & PRESENT != 0 && theirs & PRESENT == 0 {
+            // SAFETY: as above; an aligned 8-byte store is never torn.
+            unsafe { entries(pml4).wrapping_add(entry).write_volatile(ours) };
+        }
+    }
+}
+
+/// Whether `map_device` added an entry to core 0's PML4 (rare: a window
+/// above 512 GiB), so that [`share_new_entries`] has something to do.
+static PML4_GREW: AtomicBool = AtomicBool::new(false);
+
 /// Core 0's PML4 (physical, below 4 GiB): the tables other cores start on.
 pub fn core0_pml4() -> u64 {
     CORE0_PML4.load(Ordering::Relaxed)
@@ -381,14 +408,19 @@ pub fn core0_pml4() -> u64 {
 
 /// Identity-maps the device window `[start, end)` (rounded out to 2 MiB)
 /// uncached in core 0's tables: PCI ECAM and BARs, which can sit above
-/// 4 GiB. Parts already mapped stay as they are. Call before the other
-/// cores copy core 0's PML4 (a new PML4 entry would not reach them).
-/// Needs the page allocator.
+/// 4 GiB. Parts already mapped stay as they are. Call at boot, before the
+/// other cores run the application: a new PML4 entry reaches them through
+/// [`share_new_entries`] (`smp::Starting::finish`). Needs the page
+/// allocator.
 pub fn map_device(start: u64, end: u64) -> Result<(), PagingError> {
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
     let flags = flags_for(Kind::Device);
     let mut addr = start & !(MIB2 - 1);
     while addr < end {
+        // SAFETY: `pml4` is core 0's PML4; index < 512.
+        if unsafe { entries(pml4).wrapping_add(index(addr, 3) as usize).read() } & PRESENT == 0 {
+            PML4_GREW.store(true, Ordering::Relaxed);
+        }
         let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
         // SAFETY: `pdpt` is one of our page-table frames; index < 512.
         let giant = unsafe { entries(pdpt).wrapping_add(index(addr, 2) as usize).read() };
