@@ -97,7 +97,8 @@ mod imp {
         // `store`), so the address stays inside the table.
         let entry = unsafe { table.add(slot) };
         // The platform maps this core's zeroed table pages at TABLE_VADDR
-        // before running code on it and never unmaps them.
+        // before running code on it (ebb-native: each on its first touch,
+        // from the page-fault handler) and never unmaps them.
         // SAFETY: so `entry` is valid; only this core uses it (`Cell` is
         // not `Sync`).
         unsafe { &*entry }

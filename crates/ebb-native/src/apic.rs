@@ -59,7 +59,15 @@ fn write(register: usize, value: u32) {
     unsafe { ((LAPIC_BASE as usize + register) as *mut u32).write_volatile(value) }
 }
 
-/// Enables this core's LAPIC, masks the 8259s, and calibrates the timer.
+/// The TSC when the calibration count started ([`init`]); 0 once
+/// [`finish_calibration`] ran.
+static CALIBRATION_START: AtomicU64 = AtomicU64::new(0);
+
+/// Enables this core's LAPIC, masks the 8259s, and starts the timer's
+/// calibration: the timer counts down from its largest value while the
+/// boot goes on, and [`finish_calibration`] compares the count with the
+/// TSC before the application runs (nothing arms the timer before then),
+/// instead of spinning 1 ms here.
 pub fn init() {
     let mut pic1: Port<u8> = Port::new(0x21);
     let mut pic2: Port<u8> = Port::new(0xa1);
@@ -70,10 +78,46 @@ pub fn init() {
     unsafe { pic2.write(0xff) };
     enable();
     write(TIMER_INITIAL, u32::MAX);
-    clock::spin_for(1_000_000);
-    let ticks = u64::from(u32::MAX - read(TIMER_CURRENT));
+    CALIBRATION_START.store(clock::rdtsc().max(1), Ordering::Relaxed);
+}
+
+/// Ends the timer's calibration that [`init`] started (core 0, before
+/// the application's `main`): ticks per millisecond over the time since,
+/// at least 1 ms (it spins for the rest if the boot was quicker), as the
+/// old fixed 1 ms spin measured.
+pub fn finish_calibration() {
+    let start = CALIBRATION_START.swap(0, Ordering::Relaxed);
+    if start == 0 {
+        return;
+    }
+    let per_ms = ticks_per_ms_since(start).or_else(|| {
+        // The count ran out (a boot slower than 2^32 ticks): 1 ms afresh.
+        write(TIMER_INITIAL, u32::MAX);
+        ticks_per_ms_since(clock::rdtsc())
+    });
     write(TIMER_INITIAL, 0);
-    TICKS_PER_MS.store(ticks.max(1), Ordering::Relaxed);
+    if let Some(per_ms) = per_ms {
+        TICKS_PER_MS.store(per_ms.max(1), Ordering::Relaxed);
+    }
+}
+
+/// The timer's rate since it started counting down from `u32::MAX` at
+/// TSC `start`, once at least 1 ms passed; `None` if the count ran out.
+/// The count is read between two TSC reads and set against their midpoint.
+fn ticks_per_ms_since(start: u64) -> Option<u64> {
+    let khz = clock::tsc_khz().max(1);
+    while clock::rdtsc() < start + khz {
+        core::hint::spin_loop();
+    }
+    let before = clock::rdtsc();
+    let count = read(TIMER_CURRENT);
+    let after = clock::rdtsc();
+    if count == 0 {
+        return None;
+    }
+    let ticks = u128::from(u32::MAX - count);
+    let elapsed = u128::from((before / 2 + after / 2).saturating_sub(start).max(1));
+    Some((ticks * u128::from(khz) / elapsed) as u64)
 }
 
 /// Enables this core's LAPIC: accepts every priority, spurious vector,
@@ -229,9 +273,26 @@ pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
             continue;
         }
         let (pins, newly) = crate::ioapic::mask_all(&mut MmioIoApic(base));
+        let mut masked = MASKED_IOAPICS.lock();
+        if let Some(slot) = masked.iter_mut().find(|slot| slot.is_none()) {
+            *slot = Some((*ioapic, pins, newly));
+        }
+    }
+}
+
+/// The I/O APICs [`mask_ioapics`] masked (the first 8), with their pin
+/// counts and how many pins it had to mask, for [`describe_ioapics`].
+type MaskedIoApic = (crate::acpi::IoApic, u32, u32);
+static MASKED_IOAPICS: spin::Mutex<[Option<MaskedIoApic>; 8]> = spin::Mutex::new([None; 8]);
+
+/// Prints the I/O APICs masked at boot (in the debug boot summary, after
+/// the boot, rather than in the middle of it, where printing cost ~1 ms).
+pub fn describe_ioapics() {
+    for (ioapic, pins, newly) in MASKED_IOAPICS.lock().iter().flatten() {
         log::debug!(
-            "I/O APIC id {} at {base:#x}: GSIs {}..{}, all {pins} pins masked ({newly} by us)",
+            "I/O APIC id {} at {:#x}: GSIs {}..{}, all {pins} pins masked ({newly} by us)",
             ioapic.id,
+            ioapic.address,
             ioapic.gsi_base,
             ioapic.gsi_base + pins
         );

@@ -187,11 +187,3 @@ pub fn nanos() -> u64 {
     let ticks = rdtsc().saturating_sub(ORIGIN.load(Ordering::Relaxed));
     ((u128::from(ticks) * u128::from(NS_PER_TICK.load(Ordering::Relaxed))) >> 32) as u64
 }
-
-/// Busy-waits `ns` nanoseconds.
-pub fn spin_for(ns: u64) {
-    let end = nanos() + ns;
-    while nanos() < end {
-        core::hint::spin_loop();
-    }
-}

@@ -383,11 +383,20 @@ extern "C" fn interrupt(frame: *mut Frame) {
     }
 }
 
-/// A page fault: resolved if it is a first touch in a demand-zero region,
-/// else reported with what the address is.
+/// A page fault: resolved if it is a first touch of this core's EbbRef
+/// table or of a demand-zero region, else reported with what the address
+/// is.
 fn page_fault(frame: &Frame) {
     let address = Cr2::read_raw();
     let write = frame.error & 2 != 0;
+    match paging::map_table_page(address) {
+        paging::TablePage::Mapped => return,
+        paging::TablePage::NoMemory => exception(
+            frame,
+            Some("in the EbbRef table, with no memory left for its page"),
+        ),
+        paging::TablePage::NotTable => {}
+    }
     let note = match regions::page_fault(address, write) {
         PageFault::Resolved => return,
         PageFault::Fatal(FaultError::GuardPage) => "in the guard page of a virtual region",

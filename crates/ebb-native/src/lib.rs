@@ -68,6 +68,8 @@ mod paging;
 #[cfg(target_os = "none")]
 pub mod pci_ecam;
 #[cfg(target_os = "none")]
+mod phases;
+#[cfg(target_os = "none")]
 pub mod regions;
 #[cfg(target_os = "none")]
 mod runtime;

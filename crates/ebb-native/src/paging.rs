@@ -10,7 +10,7 @@
 //! below each ([`map_stack`]).
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use spin::{Mutex, Once};
 use x86_64::registers::control::{Cr3, Cr3Flags};
@@ -285,24 +285,77 @@ pub fn init(info: &StartInfo) -> Result<&'static MemoryPlan, PagingError> {
     Ok(plan)
 }
 
-/// Maps a core's own EbbRef table and context page (zeroed 4 KiB pages)
-/// at [`TABLE_VADDR`] through entry 511 of `pml4`.
+/// Maps a core's context page (zeroed) at the end of its EbbRef table at
+/// [`TABLE_VADDR`], through entry 511 of `pml4`, with the table's page
+/// table. The table's own 128 pages stay unmapped: [`map_table_page`]
+/// maps each on its first touch (DESIGN §1), so a core pays only for the
+/// pages of the ids it uses instead of zeroing 512 KiB at boot (about
+/// 1 ms per core under TCG).
 fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), PagingError> {
     let pdpt = next_table(pml4, index(TABLE_VADDR, 3), frames)?;
     let pd = next_table(pdpt, index(TABLE_VADDR, 2), frames)?;
     let pt = next_table(pd, index(TABLE_VADDR, 1), frames)?;
-    for page in 0..TABLE_PAGES {
-        let frame = frames.zeroed()?;
-        if page == TABLE_PAGES - 1 {
-            crate::memory::prepare_core_page(frame);
-        }
-        set(
-            pt,
-            index(TABLE_VADDR, 0) + page,
-            frame | PRESENT | WRITABLE | NO_EXECUTE,
-        );
-    }
+    let frame = frames.zeroed()?;
+    crate::memory::prepare_core_page(frame);
+    set(
+        pt,
+        index(TABLE_VADDR, 0) + TABLE_PAGES - 1,
+        frame | PRESENT | WRITABLE | NO_EXECUTE,
+    );
     Ok(())
+}
+
+/// What [`map_table_page`] did with a faulting address.
+pub enum TablePage {
+    /// It was a first touch of this core's EbbRef table: a zeroed page is
+    /// mapped there now.
+    Mapped,
+    /// It was in the table, but there is no memory for the page.
+    NoMemory,
+    /// It is not an unmapped page of the table.
+    NotTable,
+}
+
+/// Maps a zeroed page at `addr` if it lies in this core's EbbRef table
+/// and is not mapped yet (from the page-fault handler). Only this core
+/// uses its table's page table, so no lock is needed; the entry was not
+/// present, so no TLB entry needs flushing.
+pub fn map_table_page(addr: u64) -> TablePage {
+    let table_end = TABLE_VADDR + (TABLE_PAGES - 1) * PAGE;
+    if !(TABLE_VADDR..table_end).contains(&addr) {
+        return TablePage::NotTable;
+    }
+    let mut table = Cr3::read_raw().0.start_address().as_u64();
+    for level in (1..4).rev() {
+        // SAFETY: `table` is one of this core's page-table frames (identity
+        // mapped); `map_core_table` made every level down to the table's
+        // page table; index < 512.
+        let value = unsafe {
+            entries(table)
+                .wrapping_add(index(addr, level) as usize)
+                .read()
+        };
+        if value & PRESENT == 0 || value & LARGE != 0 {
+            return TablePage::NotTable;
+        }
+        table = value & ADDRESS;
+    }
+    // SAFETY: as above, the table's page table.
+    let entry = unsafe { entries(table).wrapping_add(index(addr, 0) as usize).read() };
+    if entry & PRESENT != 0 {
+        return TablePage::NotTable;
+    }
+    match crate::memory::zeroed_frame() {
+        Some(frame) => {
+            set(
+                table,
+                index(addr, 0),
+                frame | PRESENT | WRITABLE | NO_EXECUTE,
+            );
+            TablePage::Mapped
+        }
+        None => TablePage::NoMemory,
+    }
 }
 
 /// A PML4 for another core (physical address, below 4 GiB so that the
@@ -321,6 +374,33 @@ pub fn new_core_pml4() -> Result<u64, PagingError> {
     Ok(pml4)
 }
 
+/// Copies into `pml4` (another core's, from [`new_core_pml4`]) the
+/// entries 0..511 of core 0's PML4 that it lacks: identity-map entries
+/// core 0 added after the copy (`map_device`, for PCI windows above
+/// 512 GiB). Each goes from absent to present in one aligned store, so the
+/// core, running or not, needs no TLB flush (absent entries are not
+/// cached).
+pub fn share_new_entries(pml4: u64) {
+    if !PML4_GREW.load(Ordering::Relaxed) {
+        return;
+    }
+    let core0 = CORE0_PML4.load(Ordering::Relaxed);
+    for entry in 0..511 {
+        // SAFETY: both are page-table frames of 512 entries; entry < 511.
+        let ours = unsafe { entries(core0).wrapping_add(entry).read() };
+        // SAFETY: as above.
+        let theirs = unsafe { entries(pml4).wrapping_add(entry).read() };
+        if ours & PRESENT != 0 && theirs & PRESENT == 0 {
+            // SAFETY: as above; an aligned 8-byte store is never torn.
+            unsafe { entries(pml4).wrapping_add(entry).write_volatile(ours) };
+        }
+    }
+}
+
+/// Whether `map_device` added an entry to core 0's PML4 (rare: a window
+/// above 512 GiB), so that [`share_new_entries`] has something to do.
+static PML4_GREW: AtomicBool = AtomicBool::new(false);
+
 /// Core 0's PML4 (physical, below 4 GiB): the tables other cores start on.
 pub fn core0_pml4() -> u64 {
     CORE0_PML4.load(Ordering::Relaxed)
@@ -328,14 +408,19 @@ pub fn core0_pml4() -> u64 {
 
 /// Identity-maps the device window `[start, end)` (rounded out to 2 MiB)
 /// uncached in core 0's tables: PCI ECAM and BARs, which can sit above
-/// 4 GiB. Parts already mapped stay as they are. Call before the other
-/// cores copy core 0's PML4 (a new PML4 entry would not reach them).
-/// Needs the page allocator.
+/// 4 GiB. Parts already mapped stay as they are. Call at boot, before the
+/// other cores run the application: a new PML4 entry reaches them through
+/// [`share_new_entries`] (`smp::Starting::finish`). Needs the page
+/// allocator.
 pub fn map_device(start: u64, end: u64) -> Result<(), PagingError> {
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
     let flags = flags_for(Kind::Device);
     let mut addr = start & !(MIB2 - 1);
     while addr < end {
+        // SAFETY: `pml4` is core 0's PML4; index < 512.
+        if unsafe { entries(pml4).wrapping_add(index(addr, 3) as usize).read() } & PRESENT == 0 {
+            PML4_GREW.store(true, Ordering::Relaxed);
+        }
         let pdpt = next_table(pml4, index(addr, 3), &mut PageAllocatorFrames)?;
         // SAFETY: `pdpt` is one of our page-table frames; index < 512.
         let giant = unsafe { entries(pdpt).wrapping_add(index(addr, 2) as usize).read() };

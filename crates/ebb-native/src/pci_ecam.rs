@@ -1,7 +1,8 @@
 //! PCI on the machine: the ECAM window from the ACPI MCFG table, the
-//! functions on its buses (enumerated once at boot, before the other cores
-//! start), their memory BARs identity-mapped uncached as the firmware
-//! assigned them (64-bit BARs above 4 GiB included).
+//! functions on its buses (enumerated once at boot, on core 0 while the
+//! other cores set themselves up, before the application runs), their
+//! memory BARs identity-mapped uncached as the firmware assigned them
+//! (64-bit BARs above 4 GiB included).
 
 use alloc::vec::Vec;
 use spin::Once;

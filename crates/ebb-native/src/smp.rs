@@ -7,10 +7,12 @@
 //! switches to its own PML4 and its own stack (guard page below).
 //!
 //! All cores start at once: core 0 fills every core's entry, sends all the
-//! INITs, then all the SIPIs, and waits until every core says it runs. The
-//! legacy 10 ms wait after INIT and the 200 µs between the two SIPIs are for
-//! old hardware; QEMU needs neither, so a second SIPI is only sent to cores
-//! that have not answered the first after 1 ms.
+//! INITs, then all the SIPIs, and goes on with the boot (PCI) while the
+//! cores set themselves up; before the application runs it waits until
+//! every core says it runs. The legacy 10 ms wait after INIT and the 200 µs
+//! between the two SIPIs are for old hardware; QEMU needs neither, so a
+//! second SIPI is only sent to cores that have not answered the first
+//! after 1 ms.
 
 use alloc::vec::Vec;
 use core::arch::{asm, global_asm};
@@ -133,22 +135,39 @@ impl PhysicalMemory for IdentityMapped {
     }
 }
 
-/// Starts up to `wanted - 1` more cores and returns the LAPIC ids of all
-/// running cores, core 0 (this one) first. Fewer if the MADT lists fewer
-/// CPUs or a core does not start (both are reported).
-pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) -> Vec<u32> {
-    let this = apic::id();
-    let mut running = Vec::from([this]);
+/// Cores that [`start_cores`] sent on their way: [`Starting::finish`]
+/// waits until they run.
+pub struct Starting {
+    /// LAPIC ids of the cores known to run: core 0 (this one).
+    running: Vec<u32>,
+    /// (core number, LAPIC id, PML4) of each core sent the IPIs.
+    planned: Vec<(u64, u32, u64)>,
+    /// `clock::nanos()` when the start-up IPIs went out.
+    sent_at: u64,
+}
+
+/// Starts up to `wanted - 1` more cores without waiting for them: they set
+/// themselves up (stacks, GDT/TSS, LAPIC) while core 0 goes on with the
+/// boot, and [`Starting::finish`] waits for them before the application
+/// runs. Fewer if the MADT lists fewer CPUs or no memory is left (both are
+/// reported).
+pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) -> Starting {
+    let mut starting = Starting {
+        running: Vec::from([apic::id()]),
+        planned: Vec::new(),
+        sent_at: 0,
+    };
     if wanted <= 1 {
-        return running;
+        return starting;
     }
     let cpus = match madt {
         Ok(cpus) => cpus,
         Err(error) => {
             log::warn!("cannot list the CPUs ({error}): running 1 core");
-            return running;
+            return starting;
         }
     };
+    let this = starting.running[0];
     let others: Vec<u32> = cpus
         .apic_ids()
         .iter()
@@ -165,7 +184,7 @@ pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) ->
     }
     copy_trampoline();
     // Every core's entry first, then the IPIs.
-    let mut planned: Vec<(u64, u32)> = Vec::new();
+    let planned = &mut starting.planned;
     for id in others {
         let core = planned.len() as u64 + 1;
         if id > 255 || core >= 64 {
@@ -183,33 +202,56 @@ pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) ->
         // SAFETY: `id < 256` is inside the table, which only core 0 writes,
         // before it starts the core that reads this entry.
         unsafe { entry.write_volatile([pml4, stack, core]) };
-        planned.push((core, id));
+        planned.push((core, id, pml4));
     }
-    let all: u64 = planned.iter().map(|&(core, _)| 1 << core).sum();
-    for &(_, id) in &planned {
+    for &(_, id, _) in planned.iter() {
         apic::send_init(id);
     }
-    for &(_, id) in &planned {
+    for &(_, id, _) in planned.iter() {
         apic::send_startup(id, (TRAMPOLINE >> 12) as u8);
     }
-    if !wait_started(all, 1_000_000) {
-        let started = STARTED.load(Ordering::Acquire);
-        for &(core, id) in &planned {
-            if started & (1 << core) == 0 {
-                apic::send_startup(id, (TRAMPOLINE >> 12) as u8);
+    starting.sent_at = clock::nanos();
+    starting
+}
+
+impl Starting {
+    /// Gives the started cores the identity-map entries core 0's PML4
+    /// gained since their PML4s were copied from it (`map_device` for PCI
+    /// windows above 512 GiB), waits until every core says it runs (a
+    /// second SIPI to those silent 1 ms after the first), and returns the
+    /// LAPIC ids of the running cores, core 0 first.
+    pub fn finish(self) -> Vec<u32> {
+        let Starting {
+            mut running,
+            planned,
+            sent_at,
+        } = self;
+        for &(_, _, pml4) in &planned {
+            paging::share_new_entries(pml4);
+        }
+        let all: u64 = planned.iter().map(|&(core, _, _)| 1 << core).sum();
+        let first_wait = (sent_at + 1_000_000).saturating_sub(clock::nanos());
+        if !wait_started(all, first_wait) {
+            let started = STARTED.load(Ordering::Acquire);
+            for &(core, id, _) in &planned {
+                if started & (1 << core) == 0 {
+                    apic::send_startup(id, (TRAMPOLINE >> 12) as u8);
+                }
             }
+            wait_started(all, 200_000_000);
         }
-        wait_started(all, 200_000_000);
-    }
-    let started = STARTED.load(Ordering::Acquire);
-    for &(core, id) in &planned {
-        if started & (1 << core) == 0 {
-            log::warn!("core {core} (LAPIC id {id}) did not start within 200 ms; running {core}");
-            break;
+        let started = STARTED.load(Ordering::Acquire);
+        for &(core, id, _) in &planned {
+            if started & (1 << core) == 0 {
+                log::warn!(
+                    "core {core} (LAPIC id {id}) did not start within 200 ms; running {core}"
+                );
+                break;
+            }
+            running.push(id);
         }
-        running.push(id);
+        running
     }
-    running
 }
 
 fn copy_trampoline() {
@@ -229,13 +271,15 @@ fn copy_trampoline() {
 /// Waits up to `ns` until every core in the bit set `all` started.
 fn wait_started(all: u64, ns: u64) -> bool {
     let end = clock::nanos() + ns;
-    while clock::nanos() < end {
+    loop {
         if STARTED.load(Ordering::Acquire) & all == all {
             return true;
         }
+        if clock::nanos() >= end {
+            return false;
+        }
         core::hint::spin_loop();
     }
-    false
 }
 
 /// The first Rust code of another core: on its own stack and page tables,
