@@ -49,6 +49,9 @@ pub struct Timed {
     pub cpu: Duration,
     /// Wall-clock time.
     pub wall: Duration,
+    /// Frames both stacks received (each a TCP segment here), so that a
+    /// profile's cost can be put per segment.
+    pub frames: u64,
 }
 
 impl Timed {
@@ -293,6 +296,7 @@ pub fn bulk(size: usize, messages: u64) -> Result<Timed, String> {
         count: progress.bytes.load(Ordering::Relaxed),
         cpu: thread_cpu_time().saturating_sub(cpu_start),
         wall: wall_start.elapsed(),
+        frames: a.stats().rx_frames + b.stats().rx_frames,
     };
     if timed.count != total_bytes {
         return Err(format!(
@@ -415,6 +419,7 @@ pub fn request_response(size: usize, transactions: u64) -> Result<Timed, String>
         count: state.borrow().done,
         cpu: thread_cpu_time().saturating_sub(cpu_start),
         wall: wall_start.elapsed(),
+        frames: a.stats().rx_frames + b.stats().rx_frames,
     };
     Ok(timed)
 }

@@ -32,6 +32,8 @@
 //! context, so this view is the fairer one). No targets yet.
 //!
 //! `--quick`: 3 simulated runs of a quarter the size, 1 TAP run of 1 s each.
+//! `--sim-only`: part 1 only (part 2 is recorded as not run), for
+//! comparing builds of the stack quickly or under a profiler.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -55,6 +57,7 @@ const OURS_MAC: &str = "02:eb:00:00:00:02";
 const LOADS: [u32; 3] = [25, 50, 75];
 
 struct Settings {
+    sim_only: bool,
     sim_runs: usize,
     bulk_messages: u64,
     rr_transactions: u64,
@@ -80,8 +83,10 @@ fn timed_medians(
             timed.per_wall_second() * scale,
         );
         println!(
-            "  {what} run {run}/{runs}: {c:.decimals$} {unit} per CPU second, {w:.decimals$} per wall second ({:.0} ms CPU)",
-            timed.cpu.as_secs_f64() * 1e3
+            "  {what} run {run}/{runs}: {c:.decimals$} {unit} per CPU second, {w:.decimals$} per wall second ({:.0} ms CPU, {} segments, {:.0} ns CPU each)",
+            timed.cpu.as_secs_f64() * 1e3,
+            timed.frames,
+            timed.cpu.as_secs_f64() * 1e9 / timed.frames.max(1) as f64
         );
         cpu.push(c);
         wall.push(w);
@@ -325,13 +330,23 @@ fn record_tap(report: &mut Report, result: &TapResult, plan: &Plan) {
 fn run(settings: &Settings) -> Result<bool, String> {
     let started = Instant::now();
     let mut report = Report::new("tcp");
-    report.command("./ebb bench tcp");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    report.command(if args.is_empty() {
+        "./ebb bench tcp".to_owned()
+    } else {
+        format!("./ebb bench tcp -- {}", args.join(" "))
+    });
     simulated(&mut report, settings)?;
     let mut tap_ok = true;
     let skipped = |report: &mut Report, why: &str| {
         report.metric("userstack_cpu_ratio", f64::NAN, "x", why.to_owned());
     };
-    match tap_unusable() {
+    let unusable = if settings.sim_only {
+        Some("not run (--sim-only)".to_owned())
+    } else {
+        tap_unusable()
+    };
+    match unusable {
         Some(reason) => {
             println!("tcp/tap: SKIPPED: {reason}");
             skipped(&mut report, &format!("SKIPPED: {reason}"));
@@ -354,34 +369,46 @@ fn run(settings: &Settings) -> Result<bool, String> {
     Ok(tap_ok)
 }
 
+const USAGE: &str = "usage: bench-tcp [--quick] [--sim-only]
+  (run as ./ebb bench tcp [-- --quick --sim-only])
+  --quick     3 simulated runs of a quarter the size, 1 TAP run of 1 s each
+  --sim-only  only the simulated link (part 2, TAP, is skipped)";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let settings = match args.as_slice() {
-        [] => Settings {
-            sim_runs: 5,
-            bulk_messages: 4096,
-            rr_transactions: 300_000,
-            tap: Plan {
-                runs: 3,
-                window: Duration::from_secs(3),
-                warmup: Duration::from_millis(500),
-            },
+    let mut settings = Settings {
+        sim_only: false,
+        sim_runs: 5,
+        bulk_messages: 4096,
+        rr_transactions: 300_000,
+        tap: Plan {
+            runs: 3,
+            window: Duration::from_secs(3),
+            warmup: Duration::from_millis(500),
         },
-        [quick] if quick == "--quick" => Settings {
-            sim_runs: 3,
-            bulk_messages: 1024,
-            rr_transactions: 75_000,
-            tap: Plan {
-                runs: 1,
-                window: Duration::from_secs(1),
-                warmup: Duration::from_millis(200),
-            },
-        },
-        _ => {
-            eprintln!("usage: bench-tcp [--quick]\n  (run as ./ebb bench tcp [-- --quick])");
-            return ExitCode::from(2);
-        }
     };
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => {
+                settings.sim_runs = 3;
+                settings.bulk_messages = 1024;
+                settings.rr_transactions = 75_000;
+                settings.tap = Plan {
+                    runs: 1,
+                    window: Duration::from_secs(1),
+                    warmup: Duration::from_millis(200),
+                };
+            }
+            "--sim-only" => settings.sim_only = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ => {
+                eprintln!("bench-tcp: unknown argument {arg:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     match run(&settings) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -101,6 +101,10 @@ pub struct TcpLayer {
     deadlines: Deadlines,
     /// Scratch for [`TcpLayer::poll`]'s due connections.
     due: Vec<u64>,
+    /// Scratch for the events of one connection's step in `ctx_run`
+    /// (most segments carry data, so a fresh vector would cost an
+    /// allocation per segment).
+    conn_events: Vec<ConnEvent>,
     listeners: BTreeMap<u16, Listener>,
     pub(crate) apps: HashMap<u64, App, FlowHash>,
     pub(crate) events: VecDeque<Event>,
@@ -165,6 +169,7 @@ impl TcpLayer {
             tuples: HashMap::with_hasher(hash.clone()),
             deadlines: Deadlines::new(hash.clone()),
             due: Vec::new(),
+            conn_events: Vec::new(),
             listeners: BTreeMap::new(),
             apps: HashMap::with_hasher(hash),
             events: VecDeque::new(),
@@ -231,7 +236,7 @@ impl TcpLayer {
     ) -> Option<R> {
         let entry = self.conns.get_mut(&id)?;
         let was_half_open = entry.tcb.state() == State::SynReceived && entry.listener.is_some();
-        let mut events = Vec::new();
+        let mut events = core::mem::take(&mut self.conn_events);
         let result = {
             let mut ctx = Ctx {
                 now,
@@ -250,7 +255,7 @@ impl TcpLayer {
                 l.half_open = l.half_open.saturating_sub(1);
             }
         }
-        for event in events {
+        for event in events.drain(..) {
             let event = match event {
                 ConnEvent::Established => match listener {
                     Some(port) => match self.listeners.get(&port) {
@@ -262,7 +267,9 @@ impl TcpLayer {
                             }
                         }
                         None => {
-                            // The listener went away: nobody takes it.
+                            // The listener went away: nobody takes it (the
+                            // scratch vector goes too; the next step makes
+                            // a new one).
                             self.abort_now(id, now);
                             return Some(result);
                         }
@@ -279,6 +286,7 @@ impl TcpLayer {
             };
             self.events.push_back(event);
         }
+        self.conn_events = events;
         if state == State::Closed {
             self.remove(id);
         } else if state == State::TimeWait {
@@ -309,7 +317,7 @@ impl TcpLayer {
     }
 
     fn remove(&mut self, id: u64) {
-        self.deadlines.arm(id, None);
+        self.deadlines.forget(id);
         if let Some(entry) = self.conns.remove(&id) {
             let ends = entry.tcb.endpoints();
             let tuple = (ends.local.0, ends.local.1, ends.remote.0, ends.remote.1);
@@ -577,15 +585,18 @@ impl TcpLayer {
         data: IoChain,
         all: bool,
     ) -> Result<(), SendError> {
-        if !self.conns.contains_key(&id) {
-            return Err(SendError {
+        // One lookup: the closure takes the data only if `id` is there.
+        let mut data = Some(data);
+        let sent = self.ctx_run(id, now, |tcb, ctx| {
+            tcb.send(data.take().unwrap_or_default(), all, ctx)
+        });
+        match sent {
+            Some(result) => result.map_err(|(error, data)| SendError { error, data }),
+            None => Err(SendError {
                 error: NetError::Closed,
-                data,
-            });
+                data: data.unwrap_or_default(),
+            }),
         }
-        self.ctx_run(id, now, |tcb, ctx| tcb.send(data, all, ctx))
-            .unwrap_or(Ok(()))
-            .map_err(|(error, data)| SendError { error, data })
     }
 
     /// The send credit of connection `id` (0 if it is gone).
