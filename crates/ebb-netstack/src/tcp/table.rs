@@ -347,8 +347,19 @@ impl TcpLayer {
         self.stats.segments_in += 1;
         let tuple = (dst, seg.dst_port, src, seg.src_port);
         if let Some(&id) = self.tuples.get(&tuple) {
-            self.ctx_run(id, now, |tcb, ctx| tcb.input(seg, ctx));
-            return None;
+            let expired = self
+                .conns
+                .get(&id)
+                .is_some_and(|entry| entry.tcb.time_wait_over(now));
+            if !expired {
+                self.ctx_run(id, now, |tcb, ctx| tcb.input(seg, ctx));
+                return None;
+            }
+            // A TIME-WAIT whose 2·MSL has run out is gone, even if its
+            // timer has not run yet (the stack takes frames before
+            // timers): the segment, typically a new SYN for the same
+            // pair, finds no connection, as it would had the timer run.
+            self.ctx_run(id, now, Tcb::on_timer);
         }
         if let Some(steering) = &self.steering {
             let owner = steering.directory().lookup(flow_key(tuple));
@@ -700,3 +711,6 @@ impl TcpLayer {
         &self.trace.events
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -26,6 +26,12 @@ impl Tcb {
         .min()
     }
 
+    /// Whether this is a TIME-WAIT whose 2·MSL is over at `now`.
+    #[must_use]
+    pub fn time_wait_over(&self, now: Instant) -> bool {
+        self.time_wait_until.is_some_and(|t| t <= now)
+    }
+
     /// Runs the timers due at `ctx.now`.
     pub fn on_timer(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
