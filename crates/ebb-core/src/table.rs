@@ -88,6 +88,24 @@ mod imp {
     /// displacement. The per-core context follows the table.
     const TABLE_VADDR: usize = 0xFFFF_FFFF_F000_0000;
     const CONTEXT_VADDR: usize = TABLE_VADDR + SLOTS * core::mem::size_of::<usize>();
+    /// In the context page after the context: one bit per table page that
+    /// [`store`] wrote (128 pages of 512 entries), so that [`clear`]
+    /// touches only those. The platform may map table pages on first
+    /// touch, and a page never stored to holds only nulls; clearing all
+    /// 65 536 entries would map every page at exit (and need memory then).
+    /// The context page's last 8 bytes are ebb-native's (its core cache).
+    const STORED_PAGES_VADDR: usize = CONTEXT_VADDR + 64;
+    const SLOTS_PER_PAGE: usize = 4096 / core::mem::size_of::<usize>();
+    const PAGE_WORDS: usize = SLOTS / SLOTS_PER_PAGE / 64;
+
+    /// The stored-pages bitmap of this core.
+    fn stored_pages() -> &'static [Cell<u64>; PAGE_WORDS] {
+        // SAFETY: the context page is mapped (zeroed: no page stored yet)
+        // with the table, see `entry`; these bytes lie inside it and are
+        // used by nothing else; only this core uses it (`Cell` is not
+        // `Sync`).
+        unsafe { &*(STORED_PAGES_VADDR as *const [Cell<u64>; PAGE_WORDS]) }
+    }
 
     /// This core's table entry for `slot`.
     #[inline(always)]
@@ -111,12 +129,23 @@ mod imp {
 
     pub(crate) fn store(slot: usize, rep: *const ()) {
         assert!(slot < SLOTS);
+        let page = slot / SLOTS_PER_PAGE;
+        let word = &stored_pages()[page / 64];
+        word.set(word.get() | 1 << (page % 64));
         entry(slot).set(rep);
     }
 
     pub(crate) fn clear() {
-        for slot in 0..SLOTS {
-            store(slot, ptr::null());
+        for (index, word) in stored_pages().iter().enumerate() {
+            let mut pages = word.replace(0);
+            while pages != 0 {
+                let page = index * 64 + pages.trailing_zeros() as usize;
+                pages &= pages - 1;
+                let first = page * SLOTS_PER_PAGE;
+                for slot in first..first + SLOTS_PER_PAGE {
+                    entry(slot).set(ptr::null());
+                }
+            }
         }
     }
 
