@@ -325,22 +325,13 @@ pub fn map_table_page(addr: u64) -> TablePage {
     if !(TABLE_VADDR..table_end).contains(&addr) {
         return TablePage::NotTable;
     }
-    let mut table = Cr3::read_raw().0.start_address().as_u64();
-    for level in (1..4).rev() {
-        // SAFETY: `table` is one of this core's page-table frames (identity
-        // mapped); `map_core_table` made every level down to the table's
-        // page table; index < 512.
-        let value = unsafe {
-            entries(table)
-                .wrapping_add(index(addr, level) as usize)
-                .read()
-        };
-        if value & PRESENT == 0 || value & LARGE != 0 {
-            return TablePage::NotTable;
-        }
-        table = value & ADDRESS;
-    }
-    // SAFETY: as above, the table's page table.
+    // `map_core_table` made every level down to the table's page table in
+    // this core's tables.
+    let Some(table) = page_table_of(Cr3::read_raw().0.start_address().as_u64(), addr) else {
+        return TablePage::NotTable;
+    };
+    // SAFETY: `table` is the table's page table (identity mapped); index
+    // < 512.
     let entry = unsafe { entries(table).wrapping_add(index(addr, 0) as usize).read() };
     if entry & PRESENT != 0 {
         return TablePage::NotTable;
@@ -497,14 +488,13 @@ pub fn map_zeroed_page(addr: u64) -> Option<bool> {
     walk().ok()
 }
 
-/// Unmaps the 4 KiB page at `addr` if it is mapped and returns its frame.
-/// Only this core's TLB entry is dropped: the caller makes sure no core
-/// uses the address again (regions' addresses are never reused).
-pub fn unmap_page(addr: u64) -> Option<u64> {
-    let _tables = REGION_TABLES.lock();
-    let mut table = CORE0_PML4.load(Ordering::Relaxed);
+/// The last-level page table that maps `addr` under the PML4 `root`, if
+/// every level above it is present and none maps a large page.
+fn page_table_of(root: u64, addr: u64) -> Option<u64> {
+    let mut table = root;
     for level in (1..4).rev() {
-        // SAFETY: `table` is one of our page-table frames, index < 512.
+        // SAFETY: `table` is a page-table frame of ours (the root, or an
+        // entry's frame below it), identity mapped; index < 512.
         let value = unsafe {
             entries(table)
                 .wrapping_add(index(addr, level) as usize)
@@ -515,8 +505,17 @@ pub fn unmap_page(addr: u64) -> Option<u64> {
         }
         table = value & ADDRESS;
     }
+    Some(table)
+}
+
+/// Unmaps the 4 KiB page at `addr` if it is mapped and returns its frame.
+/// Only this core's TLB entry is dropped: the caller makes sure no core
+/// uses the address again (regions' addresses are never reused).
+pub fn unmap_page(addr: u64) -> Option<u64> {
+    let _tables = REGION_TABLES.lock();
+    let table = page_table_of(CORE0_PML4.load(Ordering::Relaxed), addr)?;
     let entry = entries(table).wrapping_add(index(addr, 0) as usize);
-    // SAFETY: as above, the last level.
+    // SAFETY: `table` is one of our page-table frames, index < 512.
     let value = unsafe { entry.read() };
     if value & PRESENT == 0 {
         return None;

@@ -321,16 +321,24 @@ mod tests {
         }
     }
 
+    /// A virtio-net function (1af4:1041, class 02.00) with `command` in
+    /// its command/status dword and BAR1 a 32-bit memory BAR of 4 KiB at
+    /// 0xfeb00000.
+    fn virtio_net_with_bar1(command: u32) -> FakeFunction {
+        let mut net = FakeFunction::default();
+        net.dwords.insert(0, 0x1041_1af4);
+        net.dwords.insert(4, command);
+        net.dwords.insert(8, 0x0200_0001);
+        net.dwords.insert(0x14, 0xfeb0_0000);
+        net.bar_masks.insert(0x14, 0xffff_f000);
+        net
+    }
+
     #[test]
     fn empty_bars_are_not_written() {
         let fake = Fake::default();
-        let mut net = FakeFunction::default();
-        net.dwords.insert(0, 0x1041_1af4);
-        net.dwords.insert(4, 0x0000_0002);
-        net.dwords.insert(8, 0x0200_0001);
-        // BAR1: 32-bit memory, 4 KiB at 0xfeb00000; the others read 0.
-        net.dwords.insert(0x14, 0xfeb0_0000);
-        net.bar_masks.insert(0x14, 0xffff_f000);
+        // Memory decoding on, no capabilities; the other BARs read 0.
+        let net = virtio_net_with_bar1(0x0000_0002);
         fake.functions.borrow_mut().insert(bdf(0, 1, 0), net);
         let found = enumerate(&fake, 0, 0, |_, _| true);
         assert_eq!(found[0].memory_bar(1), Some((0xfeb0_0000, 0x1000)));
@@ -346,14 +354,8 @@ mod tests {
     #[test]
     fn finds_functions_sizes_bars_and_walks_capabilities() {
         let fake = Fake::default();
-        let mut net = FakeFunction::default();
-        net.dwords.insert(0, 0x1041_1af4);
-        net.dwords.insert(4, 0x0010_0007); // capabilities, decoding on
-        net.dwords.insert(8, 0x0200_0001);
-        // BAR1: 32-bit memory, 4 KiB at 0xfeb00000.
-        net.dwords.insert(0x14, 0xfeb0_0000);
-        net.bar_masks.insert(0x14, 0xffff_f000);
-        // BAR4+5: 64-bit prefetchable, 16 KiB at 0x8_0000_0000.
+        let mut net = virtio_net_with_bar1(0x0010_0007); // capabilities, decoding on
+                                                         // BAR4+5: 64-bit prefetchable, 16 KiB at 0x8_0000_0000.
         net.dwords.insert(0x20, 0x0000_000c);
         net.bar_masks.insert(0x20, 0xffff_c000);
         net.dwords.insert(0x24, 0x8);
