@@ -100,10 +100,9 @@ mod imp {
 
     /// The stored-pages bitmap of this core.
     fn stored_pages() -> &'static [Cell<u64>; PAGE_WORDS] {
+        // Only this core uses its context page (`Cell` is not `Sync`).
         // SAFETY: the context page is mapped (zeroed: no page stored yet)
-        // with the table, see `entry`; these bytes lie inside it and are
-        // used by nothing else; only this core uses it (`Cell` is not
-        // `Sync`).
+        // with the table, see `entry`; these bytes are in it, unused else.
         unsafe { &*(STORED_PAGES_VADDR as *const [Cell<u64>; PAGE_WORDS]) }
     }
 
