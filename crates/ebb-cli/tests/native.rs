@@ -3,35 +3,17 @@
 //! exit code; then a deliberate CPU exception and a panic, checking the
 //! report. Needs `qemu-system-x86_64`, which `./ebb test` installs.
 
-use std::path::PathBuf;
+mod native_support;
+
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
-
-/// The native image is built once; the boots are serialized so that two
-/// tests never build it at the same time.
-static BUILD: Mutex<()> = Mutex::new(());
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn require_qemu() {
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`, which installs \
-         qemu-system-x86 (or `apt-get install qemu-system-x86`)"
-    );
-}
+// One boot at a time (`BOOT`): the native image is built once, and two
+// tests never build it at the same time.
+use native_support::{require_qemu, root, BOOT, EBB};
 
 fn run_native(extra: &[&str]) -> Output {
     require_qemu();
-    let _build = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let _build = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let output = Command::new(EBB)
         .args(["run", "hello", "--native", "--timeout", "60"])
         .args(extra)

@@ -5,11 +5,11 @@
 //! disassembles the image's EbbRef fast path. Needs `qemu-system-x86_64`
 //! and binutils' `objdump`, which `./ebb test` installs.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::Mutex;
+mod native_support;
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+use std::process::Command;
+
+use native_support::{require_qemu, root, BOOT, EBB};
 
 /// The tests the image holds (`apps/native-tests/src/lib.rs`, `TESTS`).
 const IN_GUEST_TESTS: &[&str] = &[
@@ -22,24 +22,8 @@ const IN_GUEST_TESTS: &[&str] = &[
     "large_allocations_are_mapped_in_their_window_and_returned",
 ];
 
-/// One boot at a time: the image is built once, and two 4-vCPU guests on a
-/// small machine would only slow each other down.
-static BOOT: Mutex<()> = Mutex::new(());
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn boot_tests(cores: usize, filters: &[&str]) -> (Option<i32>, String) {
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`, which installs \
-         qemu-system-x86 (or `apt-get install qemu-system-x86`)"
-    );
+    require_qemu();
     let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let cores = cores.to_string();
     let output = Command::new(EBB)

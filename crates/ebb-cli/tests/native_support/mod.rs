@@ -41,7 +41,8 @@ pub fn require_qemu() {
         .is_ok_and(|out| out.status.success());
     assert!(
         found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`"
+        "qemu-system-x86_64 is missing: run the tests through `./ebb test`, which installs \
+         qemu-system-x86 (or `apt-get install qemu-system-x86`)"
     );
 }
 
