@@ -342,24 +342,28 @@ impl TcpLayer {
         now: Instant,
         src: Ipv4Addr,
         dst: Ipv4Addr,
-        seg: Segment,
+        mut seg: Segment,
     ) -> Option<CoreId> {
         self.stats.segments_in += 1;
         let tuple = (dst, seg.dst_port, src, seg.src_port);
         if let Some(&id) = self.tuples.get(&tuple) {
-            let expired = self
-                .conns
-                .get(&id)
-                .is_some_and(|entry| entry.tcb.time_wait_over(now));
-            if !expired {
-                self.ctx_run(id, now, |tcb, ctx| tcb.input(seg, ctx));
-                return None;
-            }
             // A TIME-WAIT whose 2·MSL has run out is gone, even if its
             // timer has not run yet (the stack takes frames before
-            // timers): the segment, typically a new SYN for the same
-            // pair, finds no connection, as it would had the timer run.
-            self.ctx_run(id, now, Tcb::on_timer);
+            // timers): its timer closes it, and the segment, typically a
+            // new SYN for the same pair, goes on as for no connection.
+            let left = self.ctx_run(id, now, |tcb, ctx| {
+                if tcb.time_wait_over(ctx.now) {
+                    tcb.on_timer(ctx);
+                    Some(seg)
+                } else {
+                    tcb.input(seg, ctx);
+                    None
+                }
+            });
+            match left.flatten() {
+                Some(unused) => seg = unused,
+                None => return None,
+            }
         }
         if let Some(steering) = &self.steering {
             let owner = steering.directory().lookup(flow_key(tuple));
