@@ -462,12 +462,7 @@ impl VirtioNet {
             }
         }
         if added {
-            if self.rx.device_wants_notification() {
-                self.rx_notify.notify();
-                self.rx_stats.notifications += 1;
-            } else {
-                self.rx_stats.notifications_suppressed += 1;
-            }
+            notify_if_wanted(&self.rx, &self.rx_notify, &mut self.rx_stats);
         }
     }
 
@@ -481,12 +476,7 @@ impl VirtioNet {
             return;
         }
         self.tx_unkicked = 0;
-        if self.tx.device_wants_notification() {
-            self.tx_notify.notify();
-            self.tx_stats.notifications += 1;
-        } else {
-            self.tx_stats.notifications_suppressed += 1;
-        }
+        notify_if_wanted(&self.tx, &self.tx_notify, &mut self.tx_stats);
     }
 
     /// Drops the chains of frames the device has sent, then gives it the
@@ -578,6 +568,17 @@ impl VirtioNet {
             self.tx_stats.csum_offloaded += 1;
         }
         Ok(())
+    }
+}
+
+/// Notifies the device of new buffers in `queue` unless it says it needs
+/// no notification (§2.7.10), counting either.
+fn notify_if_wanted(queue: &SplitQueue, notifier: &Notifier, stats: &mut QueueStats) {
+    if queue.device_wants_notification() {
+        notifier.notify();
+        stats.notifications += 1;
+    } else {
+        stats.notifications_suppressed += 1;
     }
 }
 
