@@ -6,15 +6,22 @@
 //! model, `queue_tests`); so is `offload`, with `ebb-netstack` as a host
 //! dev-dependency.
 
+#[path = "queue/adaptive.rs"]
 pub mod adaptive;
 #[cfg(target_os = "none")]
+#[path = "net/ctrl.rs"]
 pub mod ctrl;
 #[cfg(target_os = "none")]
+#[path = "net/device.rs"]
 pub mod net;
 #[cfg(any(target_os = "none", test))]
+#[path = "net/offload.rs"]
 pub mod offload;
+#[path = "queue/split.rs"]
 pub mod queue;
 #[cfg(all(test, not(target_os = "none")))]
+#[path = "queue/split_tests.rs"]
 mod queue_tests;
 #[cfg(target_os = "none")]
+#[path = "transport/pci.rs"]
 pub mod transport;
