@@ -26,7 +26,7 @@
 
 extern crate alloc;
 
-pub mod abi;
+pub use ebb_boot_abi as abi;
 #[path = "arch/x86_64/acpi.rs"]
 pub mod acpi;
 #[path = "arch/x86_64/cpu_features.rs"]
