@@ -27,103 +27,28 @@
 extern crate alloc;
 
 pub use ebb_boot_abi as abi;
-#[path = "arch/x86_64/acpi.rs"]
-pub mod acpi;
-#[path = "arch/x86_64/cpu_features.rs"]
-pub mod cpu_features;
-#[path = "runtime/frame_kind.rs"]
-pub mod frame_kind;
-#[path = "arch/x86_64/ioapic.rs"]
-pub mod ioapic;
-#[path = "arch/x86_64/lapic_msr.rs"]
-pub mod lapic_msr;
-#[path = "arch/x86_64/layout.rs"]
-pub mod layout;
-#[path = "drivers/pci/config.rs"]
-pub mod pci;
-#[path = "arch/x86_64/pvclock.rs"]
-pub mod pvclock;
-#[path = "arch/x86_64/rtc.rs"]
-pub mod rtc;
+
+pub mod arch;
+pub mod drivers;
+#[cfg(target_os = "none")]
+pub mod mm;
+pub mod runtime;
 
 #[cfg(target_os = "none")]
-#[path = "arch/x86_64/apic.rs"]
-mod apic;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/boot.rs"]
-mod boot;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/clock.rs"]
-mod clock;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/console.rs"]
-pub mod console;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/cpu.rs"]
-mod cpu;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/lapic_modes.rs"]
-mod lapic_modes;
-#[cfg(target_os = "none")]
-#[path = "mm/large.rs"]
-pub mod large;
-#[cfg(target_os = "none")]
-#[path = "runtime/logger.rs"]
-mod logger;
-#[cfg(target_os = "none")]
-#[path = "mm/mem_fill.rs"]
-mod mem_fill;
-#[cfg(target_os = "none")]
-#[path = "mm/memory.rs"]
-mod memory;
-#[cfg(target_os = "none")]
-#[path = "drivers/pci/msix.rs"]
-mod msix;
-#[cfg(target_os = "none")]
-#[path = "runtime/net.rs"]
-pub mod net;
-#[cfg(target_os = "none")]
-#[path = "runtime/net_cores.rs"]
-mod net_cores;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/paging.rs"]
-mod paging;
-#[cfg(target_os = "none")]
-#[path = "drivers/pci/ecam.rs"]
-pub mod pci_ecam;
-#[cfg(target_os = "none")]
-#[path = "runtime/phases.rs"]
-mod phases;
-#[cfg(target_os = "none")]
-#[path = "mm/regions.rs"]
-pub mod regions;
-#[cfg(target_os = "none")]
-#[path = "runtime/node.rs"]
-mod runtime;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/smp.rs"]
-mod smp;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/start_info.rs"]
-mod start_info;
-#[path = "drivers/virtio/mod.rs"]
-pub mod virtio;
-#[cfg(target_os = "none")]
-#[path = "arch/x86_64/wall_clock.rs"]
-mod wall_clock;
+pub use mm::{large, regions};
 
 #[cfg(target_os = "none")]
-pub use cpu::interrupt_stacks;
+pub use arch::x86_64::cpu::interrupt_stacks;
 #[cfg(target_os = "none")]
-pub use memory::stats as page_allocator_bytes;
-#[cfg(target_os = "none")]
-pub use paging::is_mapped;
-#[cfg(target_os = "none")]
-pub use runtime::{exit, run, NativeError};
+pub use arch::x86_64::paging::is_mapped;
 /// Wall-clock time in nanoseconds since the Unix epoch (from `wall=` or
 /// the CMOS RTC at boot, advanced by the TSC), `None` if unknown.
 #[cfg(target_os = "none")]
-pub use wall_clock::unix_nanos;
+pub use arch::x86_64::wall_clock::unix_nanos;
+#[cfg(target_os = "none")]
+pub use mm::memory::stats as page_allocator_bytes;
+#[cfg(target_os = "none")]
+pub use runtime::{exit, run, NativeError};
 
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the

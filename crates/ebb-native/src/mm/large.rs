@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
 
-use crate::paging;
+use crate::arch::x86_64::paging;
 
 /// Reservations from this many bytes up go to the window; smaller ones
 /// stay physically contiguous buddy blocks (`memory.rs`), which cost one
@@ -90,7 +90,7 @@ unsafe fn unmap(start: u64, len: u64) {
         if let Some(frame) = paging::unmap_page(page) {
             // SAFETY: the frame came from `map_zeroed_page` for this
             // reservation only, which nobody uses any more.
-            unsafe { crate::memory::free_frame(frame) };
+            unsafe { crate::mm::memory::free_frame(frame) };
         }
     }
 }

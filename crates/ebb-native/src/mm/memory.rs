@@ -29,9 +29,9 @@ use ebb_mem::slab::{CoreCache, EMPTY_CACHE};
 use ebb_mem::vmem::{AddressSpace, Protection};
 use ebb_mem::{CoreLocal, GeneralPurposeAllocator, MemoryRoot, PAGE_SIZE};
 
-use crate::large;
-use crate::layout::Kind;
-use crate::paging::{MemoryPlan, CORE_CACHE_SLOT};
+use crate::arch::x86_64::layout::Kind;
+use crate::arch::x86_64::paging::{MemoryPlan, CORE_CACHE_SLOT};
+use crate::mm::large;
 
 /// The native platform's memory hooks.
 pub struct Native;
@@ -136,7 +136,7 @@ pub fn prepare_core_page(frame: u64) {
 /// Hands all usable RAM to the page allocator, as 256 MiB arenas with
 /// holes. Runs once, on core 0, before anything allocates.
 pub fn init(plan: &MemoryPlan) {
-    let mut usable = [(0usize, 0usize); crate::layout::MAX_RANGES];
+    let mut usable = [(0usize, 0usize); crate::arch::x86_64::layout::MAX_RANGES];
     let mut count = 0;
     for range in plan.usable.as_slice() {
         // The range the boot page tables came from starts after them.

@@ -18,7 +18,7 @@ use ebb_mem::vmem::{AddressSpace, FaultError, FaultOutcome, FaultPolicy, Protect
 use ebb_mem::{VMemAllocator, PAGE_SIZE};
 use spin::Mutex;
 
-use crate::paging::{self, REGIONS_BYTES, REGIONS_VADDR};
+use crate::arch::x86_64::paging::{self, REGIONS_BYTES, REGIONS_VADDR};
 
 /// The regions' area: a bump pointer over PML4 entry 509.
 struct RegionArea {
@@ -51,7 +51,7 @@ unsafe impl AddressSpace for RegionArea {
             if let Some(frame) = paging::unmap_page(page) {
                 // SAFETY: the frame was mapped by `map_zeroed_page` for
                 // this released region only.
-                unsafe { crate::memory::free_frame(frame) };
+                unsafe { crate::mm::memory::free_frame(frame) };
             }
         }
     }

@@ -26,12 +26,12 @@ use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandle
 use ebb_netstack::poll_timer::PollTimer;
 use ebb_netstack::{Device, DeviceCapabilities, EthernetAddress, IpConfig, RxChecksum, Stack};
 
-use crate::frame_kind::{classify, FrameKind};
-use crate::net_cores;
-use crate::virtio::adaptive::{Adaptive, Mode};
-use crate::virtio::net::{QueueStats, VirtioNet};
+use crate::drivers::virtio::net::device::{QueueStats, VirtioNet};
+use crate::drivers::virtio::queue::adaptive::{Adaptive, Mode};
+use crate::runtime::frame_kind::{classify, FrameKind};
+use crate::runtime::net_cores;
 
-pub use crate::net_cores::{install, report, report_queues, InterruptHook};
+pub use crate::runtime::net_cores::{install, report, report_queues, InterruptHook};
 
 /// A received frame and what the device knew of its checksum.
 pub(crate) type Checked = (IoBuf, RxChecksum);

@@ -59,11 +59,13 @@ use ebb_netstack::{Config, IpConfig, RxChecksum, Stack};
 use spin::{Mutex, Once};
 
 use crate::abi::PlatformOptions;
-use crate::cpu_features::{CpuFeatures, HardwareCpuid};
-use crate::net::{CoreDevice, NativeNet, NoNet, NoQueue};
-use crate::virtio::adaptive::{Adaptive, Mode, Thresholds};
-use crate::virtio::net::{QueueStats, VirtioNet, DEVICE, FEATURE_NAMES, VENDOR};
-use crate::{apic, msix, pci_ecam, runtime};
+use crate::arch::x86_64::apic;
+use crate::arch::x86_64::cpu_features::{CpuFeatures, HardwareCpuid};
+use crate::drivers::pci::{ecam, msix};
+use crate::drivers::virtio::net::device::{QueueStats, VirtioNet, DEVICE, FEATURE_NAMES, VENDOR};
+use crate::drivers::virtio::queue::adaptive::{Adaptive, Mode, Thresholds};
+use crate::runtime;
+use crate::runtime::net::{CoreDevice, NativeNet, NoNet, NoQueue};
 
 /// QEMU user networking's addresses (its built-in DHCP server hands out
 /// the same): the guest, its prefix, the gateway. `ip=` replaces them.
@@ -174,7 +176,7 @@ fn start(options: &PlatformOptions) {
     let count = pairs.len();
     STACKS.store(count, Ordering::Relaxed);
     if count > 1 {
-        let seed = crate::clock::nanos() ^ 0x2545_f491_4f6c_dd1d;
+        let seed = crate::arch::x86_64::clock::nanos() ^ 0x2545_f491_4f6c_dd1d;
         DIRECTORY.call_once(|| FlowDirectory::new(DIRECTORY_FLOWS, seed));
     }
     PUBLISHED.call_once(|| (0..count).map(|_| Mutex::default()).collect());
@@ -214,11 +216,11 @@ fn start(options: &PlatformOptions) {
 /// Finds the device and sets up its queue pairs: one per core, limited by
 /// the device and by the MSI-X entries that could be aimed at the cores.
 fn open(options: &PlatformOptions, cores: usize) -> Result<(Vec<VirtioNet>, bool), &'static str> {
-    let function = pci_ecam::functions()
+    let function = ecam::functions()
         .iter()
         .find(|f| f.vendor == VENDOR && f.device == DEVICE)
         .ok_or("no virtio-net device (modern, disable-legacy=on) on PCI")?;
-    let config = pci_ecam::config_space().ok_or("no PCI")?;
+    let config = ecam::config_space().ok_or("no PCI")?;
     let wanted = u16::try_from(cores).unwrap_or(u16::MAX);
     let routed = if options.net.poll {
         0
@@ -317,7 +319,10 @@ fn start_pair(nic: VirtioNet, setup: Setup) {
     let mac = nic.mac();
     let runs_dhcp = setup.dhcp && core0;
     let mut config = if runs_dhcp {
-        Config::new_dhcp(mac, crate::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15)
+        Config::new_dhcp(
+            mac,
+            crate::arch::x86_64::clock::nanos() ^ 0x9e37_79b9_7f4a_7c15,
+        )
     } else {
         Config::new_static(mac, setup.ip)
     };

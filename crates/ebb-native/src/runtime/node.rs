@@ -15,9 +15,10 @@ use spin::Once;
 use x86_64::instructions::port::Port;
 
 use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
-use crate::net::{self, InterruptHook};
-use crate::start_info::StartInfo;
-use crate::{apic, clock, console, cpu, memory, paging};
+use crate::arch::x86_64::start_info::StartInfo;
+use crate::arch::x86_64::{apic, clock, console, cpu, paging};
+use crate::mm::memory;
+use crate::runtime::net::{self, InterruptHook};
 
 static OPTIONS: Once<PlatformOptions> = Once::new();
 static RAN: AtomicBool = AtomicBool::new(false);
@@ -181,7 +182,7 @@ pub fn run_other_core(core: usize) -> ! {
         if let Some(node) = NODE.get() {
             break *node;
         }
-        crate::smp::halt_until_interrupt();
+        crate::arch::x86_64::smp::halt_until_interrupt();
     };
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
@@ -217,7 +218,7 @@ fn crash_now(crash: Crash) {
         Crash::Breakpoint => unsafe { asm!("int3", options(nomem, nostack)) },
         Crash::Panic => panic!("crash=panic asked for a panic"),
         Crash::GuardPage => {
-            let mut region = crate::regions::DemandZeroRegion::new(4096).expect("a region");
+            let mut region = crate::mm::regions::DemandZeroRegion::new(4096).expect("a region");
             let end = region.as_mut_slice().as_mut_ptr_range().end;
             // SAFETY: not sound, on purpose: `end` is the region's guard
             // page, never mapped, so this store faults.
@@ -228,7 +229,7 @@ fn crash_now(crash: Crash) {
             log::error!("recursed {depth} deep without overflowing?");
         }
         Crash::IstOverflow => {
-            let Some(stacks) = crate::cpu::interrupt_stacks(0) else {
+            let Some(stacks) = crate::arch::x86_64::cpu::interrupt_stacks(0) else {
                 log::error!("core 0 has no guarded interrupt stacks");
                 return;
             };
@@ -309,7 +310,7 @@ pub fn describe_boot(info: &StartInfo) {
     );
     log::debug!(
         "large allocations: {} KiB mapped in their window",
-        crate::large::mapped_bytes() >> 10
+        crate::mm::large::mapped_bytes() >> 10
     );
     if let Some(cores) = CORES.get() {
         log::debug!("{} cores, LAPIC ids {:?}", cores.len(), cores);

@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
-use crate::clock;
+use crate::arch::x86_64::clock;
 
 /// At most this many marks; later ones are dropped.
 const MAX_MARKS: usize = 16;

@@ -9,9 +9,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use x86_64::instructions::port::Port;
 
-use crate::clock;
-use crate::lapic_modes::{self, x2apic};
-use crate::paging::LAPIC_BASE;
+use crate::arch::x86_64::clock;
+use crate::arch::x86_64::lapic_modes::{self, x2apic};
+use crate::arch::x86_64::paging::LAPIC_BASE;
 
 /// The LAPIC timer's vector.
 pub const TIMER_VECTOR: u64 = 0x30;
@@ -227,7 +227,7 @@ pub fn take_device_interrupt(apic_id: u32) -> bool {
 /// An I/O APIC's register window (identity mapped, uncached).
 struct MmioIoApic(u64);
 
-impl crate::ioapic::IoApicRegisters for MmioIoApic {
+impl crate::arch::x86_64::ioapic::IoApicRegisters for MmioIoApic {
     fn read(&mut self, index: u8) -> u32 {
         let base = self.0 as *mut u32;
         // SAFETY: `base` is an I/O APIC's mapped register window (from the
@@ -251,8 +251,10 @@ impl crate::ioapic::IoApicRegisters for MmioIoApic {
 /// masks every pin (`ioapic.rs`). Runs once on core 0, before the other
 /// cores start (they copy core 0's page tables then). Without a MADT,
 /// QEMU's I/O APIC at its fixed address is masked.
-pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
-    let fallback = [crate::acpi::IoApic {
+pub fn mask_ioapics(
+    madt: &Result<crate::arch::x86_64::acpi::Cpus, crate::arch::x86_64::acpi::AcpiError>,
+) {
+    let fallback = [crate::arch::x86_64::acpi::IoApic {
         id: 0,
         address: IOAPIC_DEFAULT as u32,
         gsi_base: 0,
@@ -268,11 +270,11 @@ pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
     };
     for ioapic in found {
         let base = u64::from(ioapic.address);
-        if let Err(error) = crate::paging::map_device(base, base + 4096) {
+        if let Err(error) = crate::arch::x86_64::paging::map_device(base, base + 4096) {
             log::warn!("cannot map the I/O APIC at {base:#x}: {error}");
             continue;
         }
-        let (pins, newly) = crate::ioapic::mask_all(&mut MmioIoApic(base));
+        let (pins, newly) = crate::arch::x86_64::ioapic::mask_all(&mut MmioIoApic(base));
         let mut masked = MASKED_IOAPICS.lock();
         if let Some(slot) = masked.iter_mut().find(|slot| slot.is_none()) {
             *slot = Some((*ioapic, pins, newly));
@@ -282,7 +284,7 @@ pub fn mask_ioapics(madt: &Result<crate::acpi::Cpus, crate::acpi::AcpiError>) {
 
 /// The I/O APICs [`mask_ioapics`] masked (the first 8), with their pin
 /// counts and how many pins it had to mask, for [`describe_ioapics`].
-type MaskedIoApic = (crate::acpi::IoApic, u32, u32);
+type MaskedIoApic = (crate::arch::x86_64::acpi::IoApic, u32, u32);
 static MASKED_IOAPICS: spin::Mutex<[Option<MaskedIoApic>; 8]> = spin::Mutex::new([None; 8]);
 
 /// Prints the I/O APICs masked at boot (in the debug boot summary, after
@@ -300,4 +302,4 @@ pub fn describe_ioapics() {
 }
 
 /// QEMU's I/O APIC (q35 and microvm).
-const IOAPIC_DEFAULT: u64 = crate::paging::IOAPIC_BASE;
+const IOAPIC_DEFAULT: u64 = crate::arch::x86_64::paging::IOAPIC_BASE;

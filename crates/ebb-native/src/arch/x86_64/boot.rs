@@ -10,12 +10,13 @@
 use core::arch::{asm, global_asm};
 
 use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
-use crate::cpu_features::{self, CpuFeatures, HardwareCpuid};
-use crate::wall_clock;
-use crate::{
-    apic, clock, console, cpu, lapic_modes, logger, memory, paging, pci_ecam, phases, runtime, smp,
-    start_info,
-};
+use crate::arch::x86_64::cpu_features::{self, CpuFeatures, HardwareCpuid};
+use crate::arch::x86_64::wall_clock;
+use crate::arch::x86_64::{apic, clock, console, cpu, lapic_modes, paging, smp, start_info};
+use crate::drivers::pci::ecam;
+use crate::mm::memory;
+use crate::runtime;
+use crate::runtime::{logger, phases};
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
 /// to a stack with a guard page).
@@ -262,7 +263,7 @@ extern "C" fn start_core0() -> ! {
     apic::init();
     phases::mark("lapic");
     // One MADT walk for the I/O APICs and the CPUs.
-    let madt = crate::acpi::cpus(&smp::IdentityMapped, info.rsdp);
+    let madt = crate::arch::x86_64::acpi::cpus(&smp::IdentityMapped, info.rsdp);
     phases::mark("acpi");
     apic::mask_ioapics(&madt);
     phases::mark("ioapic");
@@ -271,7 +272,7 @@ extern "C" fn start_core0() -> ! {
     // the other cores before the application runs).
     let starting = smp::start_cores(options.cores, &madt);
     phases::mark("cores sent");
-    if let Err(error) = pci_ecam::init(info.rsdp) {
+    if let Err(error) = ecam::init(info.rsdp) {
         log::warn!("PCI: {error}");
     }
     phases::mark("pci");
@@ -284,7 +285,7 @@ extern "C" fn start_core0() -> ! {
         apic::describe_ioapics();
         runtime::describe_boot(info);
         phases::describe(entry_tsc());
-        pci_ecam::describe();
+        ecam::describe();
         log::debug!(
             "{:?} offered; using {:?}, {:?} timer, clock {:?}",
             features,

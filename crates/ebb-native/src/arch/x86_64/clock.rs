@@ -15,8 +15,8 @@ use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 use x86_64::instructions::port::Port;
 
-use crate::lapic_modes::HardwareMsrs;
-use crate::pvclock::{self, Snapshot, TimeInfo, TimeInfoSource};
+use crate::arch::x86_64::lapic_modes::HardwareMsrs;
+use crate::arch::x86_64::pvclock::{self, Snapshot, TimeInfo, TimeInfoSource};
 
 /// The TSC at boot: time 0.
 static ORIGIN: AtomicU64 = AtomicU64::new(0);

@@ -83,12 +83,12 @@ pub fn emergency(args: fmt::Arguments<'_>) {
 /// Prints to the serial console.
 #[macro_export]
 macro_rules! print {
-    ($($arg:tt)*) => { $crate::console::print(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::arch::x86_64::console::print(format_args!($($arg)*)) };
 }
 
 /// Prints a line to the serial console.
 #[macro_export]
 macro_rules! println {
     () => { $crate::print!("\n") };
-    ($($arg:tt)*) => { $crate::console::print(format_args!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::arch::x86_64::console::print(format_args!("{}\n", format_args!($($arg)*))) };
 }

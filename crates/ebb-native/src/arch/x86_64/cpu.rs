@@ -28,8 +28,9 @@ use x86_64::VirtAddr;
 use crate::abi::EXIT_CPU_EXCEPTION;
 use ebb_mem::vmem::FaultError;
 
-use crate::regions::{self, PageFault};
-use crate::{apic, console, paging, runtime};
+use crate::arch::x86_64::{apic, console, paging};
+use crate::mm::regions::{self, PageFault};
+use crate::runtime;
 
 /// Bytes of each interrupt stack (IST).
 const IST_STACK_SIZE: usize = 16 * 1024;
@@ -405,7 +406,7 @@ fn page_fault(frame: &Frame) {
         PageFault::NotARegion if paging::is_stack_guard(address) => {
             "in the guard page below a stack: stack overflow"
         }
-        PageFault::NotARegion if crate::large::contains(address) => {
+        PageFault::NotARegion if crate::mm::large::contains(address) => {
             "in the large allocations' window but in no live allocation (overrun or use after free)"
         }
         PageFault::NotARegion => "not mapped",

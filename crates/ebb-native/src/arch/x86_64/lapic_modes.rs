@@ -1,5 +1,5 @@
 //! The LAPIC access and timer modes chosen at boot from CPUID
-//! ([`crate::cpu_features::choose`]), and the CPU's MSRs under
+//! ([`crate::arch::x86_64::cpu_features::choose`]), and the CPU's MSRs under
 //! `lapic_msr.rs`'s register-level paths (x2APIC, TSC-deadline; written to
 //! the SDM and unit-tested there with a fake MSR map).
 //!
@@ -10,9 +10,9 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use x86_64::registers::model_specific::Msr;
 
-use crate::clock;
-use crate::cpu_features::{InterruptControllerMode, PlatformChoice, TimerMode};
-use crate::lapic_msr::{self, Msrs};
+use crate::arch::x86_64::clock;
+use crate::arch::x86_64::cpu_features::{InterruptControllerMode, PlatformChoice, TimerMode};
+use crate::arch::x86_64::lapic_msr::{self, Msrs};
 
 /// The CPU's own MSRs. Made only by this module (LAPIC and TSC-deadline
 /// registers) and `clock.rs` (kvmclock), through the unsafe constructor:

@@ -17,9 +17,9 @@ use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
 
-use crate::boot::image_range;
-use crate::layout::{e820, pages, Full, Kind, Range, RangeSet};
-use crate::start_info::StartInfo;
+use crate::arch::x86_64::boot::image_range;
+use crate::arch::x86_64::layout::{e820, pages, Full, Kind, Range, RangeSet};
+use crate::arch::x86_64::start_info::StartInfo;
 
 const PAGE: u64 = 4096;
 const MIB2: u64 = 2 << 20;
@@ -119,7 +119,7 @@ struct PageAllocatorFrames;
 
 impl FrameSource for PageAllocatorFrames {
     fn zeroed(&mut self) -> Result<u64, PagingError> {
-        crate::memory::zeroed_frame().ok_or(PagingError::NoMemory)
+        crate::mm::memory::zeroed_frame().ok_or(PagingError::NoMemory)
     }
 }
 
@@ -268,7 +268,7 @@ pub fn init(info: &StartInfo) -> Result<&'static MemoryPlan, PagingError> {
     // the shared entries, so stacks mapped later are seen by every core.
     next_table(pml4, index(STACKS_VADDR, 3), &mut frames)?;
     next_table(pml4, index(REGIONS_VADDR, 3), &mut frames)?;
-    next_table(pml4, index(crate::large::LARGE_VADDR, 3), &mut frames)?;
+    next_table(pml4, index(crate::mm::large::LARGE_VADDR, 3), &mut frames)?;
     CORE0_PML4.store(pml4, Ordering::Relaxed);
 
     let plan = PLAN.call_once(|| MemoryPlan {
@@ -296,7 +296,7 @@ fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), Paging
     let pd = next_table(pdpt, index(TABLE_VADDR, 2), frames)?;
     let pt = next_table(pd, index(TABLE_VADDR, 1), frames)?;
     let frame = frames.zeroed()?;
-    crate::memory::prepare_core_page(frame);
+    crate::mm::memory::prepare_core_page(frame);
     set(
         pt,
         index(TABLE_VADDR, 0) + TABLE_PAGES - 1,
@@ -336,7 +336,7 @@ pub fn map_table_page(addr: u64) -> TablePage {
     if entry & PRESENT != 0 {
         return TablePage::NotTable;
     }
-    match crate::memory::zeroed_frame() {
+    match crate::mm::memory::zeroed_frame() {
         Some(frame) => {
             set(
                 table,
@@ -440,7 +440,7 @@ static NEXT_STACK: Mutex<u64> = Mutex::new(STACKS_VADDR);
 pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
     let pages = bytes.div_ceil(PAGE).next_power_of_two();
     let memory =
-        crate::memory::frames(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
+        crate::mm::memory::frames(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
     let mut next = NEXT_STACK.lock();
     let bottom = *next + PAGE; // *next stays unmapped: the guard page

@@ -17,7 +17,7 @@
 //! natively `clock.rs` reads the real one (only when CPUID offers
 //! kvmclock, i.e. under KVM; TCG does not).
 
-use crate::lapic_msr::Msrs;
+use crate::arch::x86_64::lapic_msr::Msrs;
 
 /// MSR_KVM_SYSTEM_TIME_NEW (needs KVM_FEATURE_CLOCKSOURCE2).
 pub const MSR_KVM_SYSTEM_TIME_NEW: u32 = 0x4b56_4d01;
@@ -144,7 +144,7 @@ pub fn enable(msrs: &mut impl Msrs, paddr: u64) {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::lapic_msr::tests::FakeMsrs;
+    use crate::arch::x86_64::lapic_msr::tests::FakeMsrs;
     use core::cell::{Cell, RefCell};
     use std::vec::Vec;
 

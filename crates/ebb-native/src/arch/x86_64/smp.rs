@@ -1,5 +1,5 @@
 //! Starting the other cores (application processors, APs): their LAPIC ids
-//! come from the ACPI MADT ([`crate::acpi`]); each is started with
+//! come from the ACPI MADT ([`crate::arch::x86_64::acpi`]); each is started with
 //! INIT-SIPI-SIPI (Intel SDM vol. 3A §9.4.4) into a real-mode trampoline
 //! copied to [`TRAMPOLINE`], which enters long mode on core 0's page tables
 //! and jumps to 64-bit code in the image; there the core finds its entry in
@@ -18,8 +18,9 @@ use alloc::vec::Vec;
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::acpi::{self, PhysicalMemory};
-use crate::{apic, clock, cpu, paging, runtime};
+use crate::arch::x86_64::acpi::{self, PhysicalMemory};
+use crate::arch::x86_64::{apic, clock, cpu, paging};
+use crate::runtime;
 
 /// Where the trampoline is copied: page 8, a real-mode start-up vector
 /// (SIPI vector 0x08), in low RAM that QEMU's firmware leaves free and

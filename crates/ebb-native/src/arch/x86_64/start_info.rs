@@ -36,7 +36,7 @@ pub struct MemmapEntry {
     pub addr: u64,
     /// Length in bytes.
     pub size: u64,
-    /// E820 type ([`crate::layout::e820`]).
+    /// E820 type ([`crate::arch::x86_64::layout::e820`]).
     pub kind: u32,
     reserved: u32,
 }

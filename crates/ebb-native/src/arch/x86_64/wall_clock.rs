@@ -1,10 +1,10 @@
 //! Wall-clock time: fixed once at boot from `wall=UNIX_SECONDS` (the
-//! launcher passes the host's time) or else the CMOS RTC ([`crate::rtc`]),
+//! launcher passes the host's time) or else the CMOS RTC ([`crate::arch::x86_64::rtc`]),
 //! then advanced by the monotonic TSC clock.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::clock;
+use crate::arch::x86_64::clock;
 
 /// Nanoseconds since the Unix epoch at `clock::nanos() == 0`; 0 = unknown.
 static EPOCH_NS_AT_ORIGIN: AtomicU64 = AtomicU64::new(0);
@@ -22,7 +22,7 @@ pub enum WallSource {
 pub fn init(wall: Option<u64>) -> WallSource {
     let (seconds, source) = match wall {
         Some(seconds) => (seconds, WallSource::CommandLine),
-        None => match crate::rtc::read_cmos() {
+        None => match crate::arch::x86_64::rtc::read_cmos() {
             Some(seconds) => (seconds, WallSource::CmosRtc),
             None => return WallSource::Unknown,
         },

@@ -7,9 +7,9 @@
 use alloc::vec::Vec;
 use spin::Once;
 
-use crate::acpi::{self, Ecam};
-use crate::paging;
-use crate::pci::{enumerate, Bar, Bdf, ConfigSpace, Function};
+use crate::arch::x86_64::acpi::{self, Ecam};
+use crate::arch::x86_64::paging;
+use crate::drivers::pci::{enumerate, Bar, Bdf, ConfigSpace, Function};
 
 /// Configuration space through the ECAM window (PCIe 4.0 §7.2.2: bus <<
 /// 20 | device << 15 | function << 12 | offset).
@@ -61,7 +61,7 @@ static PCI: Once<Pci> = Once::new();
 /// the functions. Without an MCFG (microvm) there is no PCI: `Ok(0)`.
 /// Returns the number of functions.
 pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
-    let memory = crate::smp::IdentityMapped;
+    let memory = crate::arch::x86_64::smp::IdentityMapped;
     let ecam = match acpi::ecam(&memory, rsdp_hint) {
         Ok(Some(ecam)) => ecam,
         Ok(None) | Err(_) => return Ok(0),
@@ -71,7 +71,7 @@ pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
     let space = EcamSpace { ecam };
     // Only virtio functions have a driver here.
     let functions = enumerate(&space, ecam.start_bus, ecam.end_bus, |vendor, _| {
-        vendor == crate::virtio::net::VENDOR
+        vendor == crate::drivers::virtio::net::device::VENDOR
     });
     for function in &functions {
         for bar in function.bars.iter().flatten() {

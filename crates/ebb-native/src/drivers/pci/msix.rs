@@ -2,7 +2,7 @@
 //! LAPIC: entry `n` of the table aimed at one core with one vector, then
 //! MSI-X enabled (multi-queue virtio-net aims entry `i` at core `i`).
 
-use crate::pci::{ConfigSpace, Function};
+use crate::drivers::pci::{ConfigSpace, Function};
 
 /// PCI capability id of MSI-X.
 const CAP_MSIX: u8 = 0x11;

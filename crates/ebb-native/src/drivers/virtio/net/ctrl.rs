@@ -11,9 +11,9 @@
 
 use alloc::boxed::Box;
 
-use crate::clock;
-use crate::virtio::queue::{Segment, SplitQueue};
-use crate::virtio::transport::{Notifier, Transport, VirtioError, NO_VECTOR};
+use crate::arch::x86_64::clock;
+use crate::drivers::virtio::queue::split::{Segment, SplitQueue};
+use crate::drivers::virtio::transport::pci::{Notifier, Transport, VirtioError, NO_VECTOR};
 
 /// Command class and command of "set the number of queue pairs"
 /// (§5.1.6.5.5).

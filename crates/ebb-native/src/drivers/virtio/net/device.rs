@@ -44,11 +44,13 @@ use ebb_iobuf::{IoBuf, IoChain};
 use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAddress, RxChecksum};
 use spin::Mutex;
 
-use crate::pci::{ConfigSpace, Function};
-use crate::virtio::ctrl::ControlQueue;
-use crate::virtio::offload::{self, F_CSUM, F_GUEST_CSUM, HEADER};
-use crate::virtio::queue::{Segment, SplitQueue};
-use crate::virtio::transport::{Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR};
+use crate::drivers::pci::{ConfigSpace, Function};
+use crate::drivers::virtio::net::ctrl::ControlQueue;
+use crate::drivers::virtio::net::offload::{self, F_CSUM, F_GUEST_CSUM, HEADER};
+use crate::drivers::virtio::queue::split::{Segment, SplitQueue};
+use crate::drivers::virtio::transport::pci::{
+    Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR,
+};
 
 /// Feature bits (§5.1.3).
 const F_MAC: u64 = 1 << 5;

@@ -10,7 +10,7 @@ extern crate std;
 use std::vec;
 use std::vec::Vec;
 
-use super::queue::{Segment, SplitQueue};
+use super::split::{Segment, SplitQueue};
 
 /// A chain as the device sees it: (address, length, device writes).
 type Chain = Vec<(u64, u32, bool)>;

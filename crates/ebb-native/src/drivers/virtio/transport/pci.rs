@@ -6,8 +6,8 @@
 
 use core::sync::atomic::{fence, Ordering};
 
-use crate::pci::{ConfigSpace, Function, COMMAND_BUS_MASTER};
-use crate::virtio::queue::SplitQueue;
+use crate::drivers::pci::{ConfigSpace, Function, COMMAND_BUS_MASTER};
+use crate::drivers::virtio::queue::split::SplitQueue;
 
 /// PCI capability id of vendor-specific capabilities (virtio's).
 const CAP_VENDOR: u8 = 0x09;
