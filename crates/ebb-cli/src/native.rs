@@ -1,7 +1,7 @@
 //! `./ebb run APP --native`: builds APP as a native image
 //! (`x86_64-unknown-none`, see `crates/ebb-native`), boots it under QEMU,
 //! streams its serial console, and exits with the application's exit code
-//! (decoded from QEMU's status, see `ebb_native::abi`).
+//! (decoded from QEMU's status, see `ebb_boot_abi::exit`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ebb_native::abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
+use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
 
 use crate::child;
 

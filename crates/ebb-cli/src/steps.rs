@@ -37,7 +37,7 @@ pub const STEPS: &[Step] = &[
     Step {
         name: "no_std",
         command:
-            "cargo build --release -p ebb-core -p ebb-event -p ebb-mem --target x86_64-unknown-none",
+            "cargo build --release -p ebb-boot-abi -p ebb-core -p ebb-event -p ebb-mem --target x86_64-unknown-none",
         quick: false,
         note: "the shared crates build for the bare-metal target",
     },

@@ -3,7 +3,7 @@
 //! private addresses only inside a namespace we create and delete). The
 //! namespace `ebb-APP-PID` holds the TAP device, with the host's side at
 //! [`HOST_ADDR`], and QEMU; the guest gets [`GUEST_ADDR`] on its command
-//! line (`ip=`, see `ebb_native::abi::StaticIp`). With `--cores N` the TAP
+//! line (`ip=`, see `ebb_boot_abi::StaticIp`). With `--cores N` the TAP
 //! device is `multi_queue` with N queue pairs, one per vCPU. The namespace
 //! is deleted when QEMU exits, also after Ctrl-C or a SIGTERM to `./ebb`.
 
@@ -256,7 +256,7 @@ mod tests {
     fn the_guest_boot_arg_parses_as_the_guest_address() {
         let ip = GUEST_BOOT_ARG
             .strip_prefix("ip=")
-            .and_then(ebb_native::abi::StaticIp::parse)
+            .and_then(ebb_boot_abi::StaticIp::parse)
             .expect("a valid ip=");
         assert_eq!(ip.addr.to_string(), GUEST_ADDR);
         assert_eq!(

@@ -83,20 +83,19 @@ mod imp {
 mod imp {
     use super::*;
 
-    /// Where every core finds its own table; inside the top 2 GiB so that the
-    /// address fits the kernel code model's sign-extended 32-bit
-    /// displacement. The per-core context follows the table.
-    const TABLE_VADDR: usize = 0xFFFF_FFFF_F000_0000;
-    const CONTEXT_VADDR: usize = TABLE_VADDR + SLOTS * core::mem::size_of::<usize>();
-    /// In the context page after the context: one bit per table page that
-    /// [`store`] wrote (128 pages of 512 entries), so that [`clear`]
-    /// touches only those. The platform may map table pages on first
-    /// touch, and a page never stored to holds only nulls; clearing all
-    /// 65 536 entries would map every page at exit (and need memory then).
-    /// The context page's last 8 bytes are ebb-native's (its core cache).
-    const STORED_PAGES_VADDR: usize = CONTEXT_VADDR + 64;
+    // Where every core finds its own table and context page, and how the
+    // context page is shared with ebb-native: `ebb_boot_abi::memory_layout`.
+    // The context page holds the context, then one bit per table page that
+    // [`store`] wrote (128 pages of 512 entries), so that [`clear`]
+    // touches only those. The platform may map table pages on first
+    // touch, and a page never stored to holds only nulls; clearing all
+    // 65 536 entries would map every page at exit (and need memory then).
+    use ebb_boot_abi::{CONTEXT_MAX_BYTES, CONTEXT_VADDR, STORED_PAGES_VADDR, TABLE_VADDR};
+    const _: () = assert!(SLOTS == ebb_boot_abi::TABLE_SLOTS);
+    const _: () = assert!(core::mem::size_of::<Context>() <= CONTEXT_MAX_BYTES);
     const SLOTS_PER_PAGE: usize = 4096 / core::mem::size_of::<usize>();
     const PAGE_WORDS: usize = SLOTS / SLOTS_PER_PAGE / 64;
+    const _: () = assert!(PAGE_WORDS * 8 <= ebb_boot_abi::STORED_PAGES_BYTES);
 
     /// The stored-pages bitmap of this core.
     fn stored_pages() -> &'static [Cell<u64>; PAGE_WORDS] {

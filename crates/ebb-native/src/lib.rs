@@ -26,8 +26,6 @@
 
 extern crate alloc;
 
-pub use ebb_boot_abi as abi;
-
 pub mod arch;
 pub mod drivers;
 #[cfg(target_os = "none")]

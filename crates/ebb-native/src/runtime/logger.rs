@@ -17,7 +17,7 @@
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-use crate::abi::LogLevel;
+use ebb_boot_abi::LogLevel;
 
 struct SerialLogger;
 

@@ -58,7 +58,6 @@ use ebb_netstack::steering::{FlowDirectory, Steering};
 use ebb_netstack::{Config, IpConfig, RxChecksum, Stack};
 use spin::{Mutex, Once};
 
-use crate::abi::PlatformOptions;
 use crate::arch::x86_64::apic;
 use crate::arch::x86_64::cpu_features::{CpuFeatures, HardwareCpuid};
 use crate::drivers::pci::{ecam, msix};
@@ -66,6 +65,7 @@ use crate::drivers::virtio::net::device::{QueueStats, VirtioNet, DEVICE, FEATURE
 use crate::drivers::virtio::queue::adaptive::{Adaptive, Mode, Thresholds};
 use crate::runtime;
 use crate::runtime::net::{CoreDevice, NativeNet, NoNet, NoQueue};
+use ebb_boot_abi::PlatformOptions;
 
 /// QEMU user networking's addresses (its built-in DHCP server hands out
 /// the same): the guest, its prefix, the gateway. `ip=` replaces them.

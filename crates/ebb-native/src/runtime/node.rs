@@ -14,11 +14,11 @@ use ebb_event::{run_core, start_node, CoreDriver, EventError, Instant, Platform}
 use spin::Once;
 use x86_64::instructions::port::Port;
 
-use crate::abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
 use crate::arch::x86_64::start_info::StartInfo;
 use crate::arch::x86_64::{apic, clock, console, cpu, paging};
 use crate::mm::memory;
 use crate::runtime::net::{self, InterruptHook};
+use ebb_boot_abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
 
 static OPTIONS: Once<PlatformOptions> = Once::new();
 static RAN: AtomicBool = AtomicBool::new(false);
@@ -268,7 +268,7 @@ fn recurse(depth: u64) -> u64 {
     recurse(depth + 1) + frame[7]
 }
 
-/// Leaves QEMU with exit code `code` (see [`crate::abi`] for the encoding).
+/// Leaves QEMU with exit code `code` (see `ebb_boot_abi::exit` for the encoding).
 /// Without an `isa-debug-exit` device, says so and halts forever.
 pub fn exit(code: i32) -> ! {
     let mut port: Port<u32> = Port::new(DEBUG_EXIT_PORT);

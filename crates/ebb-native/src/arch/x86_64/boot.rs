@@ -9,7 +9,6 @@
 
 use core::arch::{asm, global_asm};
 
-use crate::abi::{parse_cmdline, EXIT_BOOT_FAILURE};
 use crate::arch::x86_64::cpu_features::{self, CpuFeatures, HardwareCpuid};
 use crate::arch::x86_64::wall_clock;
 use crate::arch::x86_64::{apic, clock, console, cpu, lapic_modes, paging, smp, start_info};
@@ -17,6 +16,7 @@ use crate::drivers::pci::ecam;
 use crate::mm::memory;
 use crate::runtime;
 use crate::runtime::{logger, phases};
+use ebb_boot_abi::{parse_cmdline, EXIT_BOOT_FAILURE};
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
 /// to a stack with a guard page).

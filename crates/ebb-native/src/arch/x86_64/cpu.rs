@@ -25,7 +25,7 @@ use x86_64::structures::tss::TaskStateSegment;
 use x86_64::structures::DescriptorTablePointer;
 use x86_64::VirtAddr;
 
-use crate::abi::EXIT_CPU_EXCEPTION;
+use ebb_boot_abi::EXIT_CPU_EXCEPTION;
 use ebb_mem::vmem::FaultError;
 
 use crate::arch::x86_64::{apic, console, paging};

@@ -23,17 +23,7 @@ pub struct Range {
     pub kind: Kind,
 }
 
-/// E820 / PVH memory-map types.
-pub mod e820 {
-    /// Usable RAM.
-    pub const RAM: u32 = 1;
-    /// Reserved by firmware or devices.
-    pub const RESERVED: u32 = 2;
-    /// ACPI tables (reclaimable).
-    pub const ACPI: u32 = 3;
-    /// ACPI non-volatile storage.
-    pub const NVS: u32 = 4;
-}
+pub use ebb_boot_abi::e820;
 
 /// How many ranges a [`RangeSet`] holds.
 pub const MAX_RANGES: usize = 64;

@@ -18,7 +18,9 @@ use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
 
 use crate::arch::x86_64::boot::image_range;
-use crate::arch::x86_64::layout::{e820, pages, Full, Kind, Range, RangeSet};
+use ebb_boot_abi::e820;
+
+use crate::arch::x86_64::layout::{pages, Full, Kind, Range, RangeSet};
 use crate::arch::x86_64::start_info::StartInfo;
 
 const PAGE: u64 = 4096;
@@ -33,14 +35,14 @@ const LARGE: u64 = 1 << 7;
 const NO_EXECUTE: u64 = 1 << 63;
 const ADDRESS: u64 = 0x000f_ffff_ffff_f000;
 
-/// Where `ebb-core` expects this core's EbbRef table (see
-/// `ebb-core/src/table.rs`): 2^16 slots of 8 bytes, then the context page.
-pub const TABLE_VADDR: u64 = 0xFFFF_FFFF_F000_0000;
+/// Where `ebb-core` expects this core's EbbRef table, then its context
+/// page (`ebb_boot_abi::memory_layout`).
+pub const TABLE_VADDR: u64 = ebb_boot_abi::TABLE_VADDR as u64;
 /// Pages of the table (512 KiB) plus one context page.
-const TABLE_PAGES: u64 = (1 << 16) * 8 / PAGE + 1;
+const TABLE_PAGES: u64 = ebb_boot_abi::TABLE_PAGES as u64;
 /// The last word of each core's context page: its allocator cache pointer
-/// (`memory.rs`; `ebb-core`'s `Context` sits at the page's start).
-pub const CORE_CACHE_SLOT: u64 = TABLE_VADDR + TABLE_PAGES * PAGE - 8;
+/// (`mm/memory.rs`).
+pub const CORE_CACHE_SLOT: u64 = ebb_boot_abi::CORE_CACHE_SLOT as u64;
 
 /// The region of stacks with guard pages (PML4 entry 510, shared by all
 /// cores): see [`map_stack`].

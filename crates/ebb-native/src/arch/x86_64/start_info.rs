@@ -1,45 +1,16 @@
-//! The PVH start-info structure (`hvm_start_info`, Xen's
-//! `arch-x86/hvm/start_info.h`): command line and memory map, copied into
+//! Reading the PVH start-info structure (its layout:
+//! `ebb_boot_abi::start_info`): command line and memory map, copied into
 //! this image at once so that the memory they sit in can be reused.
 
 use core::fmt;
 
+use ebb_boot_abi::start_info::{MemmapEntry, RawStartInfo, MAGIC};
 use spin::Once;
 
-/// `hvm_start_info.magic`.
-const MAGIC: u32 = 0x336e_c578;
 /// Longest command line kept.
 const CMDLINE_MAX: usize = 4096;
 /// Most memory-map entries kept.
 const MEMMAP_MAX: usize = 128;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct RawStartInfo {
-    magic: u32,
-    version: u32,
-    flags: u32,
-    nr_modules: u32,
-    modlist_paddr: u64,
-    cmdline_paddr: u64,
-    rsdp_paddr: u64,
-    memmap_paddr: u64,
-    memmap_entries: u32,
-    reserved: u32,
-}
-
-/// One memory-map entry (`hvm_memmap_table_entry`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MemmapEntry {
-    /// Physical start.
-    pub addr: u64,
-    /// Length in bytes.
-    pub size: u64,
-    /// E820 type ([`crate::arch::x86_64::layout::e820`]).
-    pub kind: u32,
-    reserved: u32,
-}
 
 /// What the platform keeps from the start info.
 pub struct StartInfo {
