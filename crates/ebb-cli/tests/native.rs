@@ -199,13 +199,13 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
             "q35",
             "crash=guard-page",
             "the address is in the guard page of a virtual region",
-            "ebb_native::runtime::crash_now at ",
+            "ebb_native::runtime::crash::crash_now at ",
         ),
         (
             "microvm",
             "crash=stack-overflow",
             "the address is in the guard page below a stack: stack overflow",
-            "ebb_native::runtime::recurse at ",
+            "ebb_native::runtime::crash::recurse at ",
         ),
         // Core 0's interrupt stacks have guard pages too: code overflowing
         // one (as a deep handler would) faults into the report.
@@ -213,7 +213,7 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
             "q35",
             "crash=ist-overflow",
             "the address is in the guard page below a stack: stack overflow",
-            "ebb_native::runtime::overflow_interrupt_stack at ",
+            "ebb_native::runtime::crash::overflow_interrupt_stack at ",
         ),
     ] {
         let output = run_native(&["--machine", machine, "--boot-arg", crash]);
@@ -234,7 +234,7 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
             "{crash}:\n{stderr}"
         );
         assert!(
-            stderr.contains(function) && stderr.contains("crates/ebb-native/src/runtime.rs:"),
+            stderr.contains(function) && stderr.contains("crates/ebb-native/src/runtime/crash.rs:"),
             "{crash}: the faulting frame, symbolized:\n{stderr}"
         );
     }

@@ -38,6 +38,8 @@ pub use mm::{large, regions};
 #[cfg(target_os = "none")]
 pub use arch::x86_64::cpu::interrupt_stacks;
 #[cfg(target_os = "none")]
+pub use arch::x86_64::debug_exit::exit;
+#[cfg(target_os = "none")]
 pub use arch::x86_64::paging::is_mapped;
 /// Wall-clock time in nanoseconds since the Unix epoch (from `wall=` or
 /// the CMOS RTC at boot, advanced by the TSC), `None` if unknown.
@@ -46,7 +48,7 @@ pub use arch::x86_64::wall_clock::unix_nanos;
 #[cfg(target_os = "none")]
 pub use mm::memory::stats as page_allocator_bytes;
 #[cfg(target_os = "none")]
-pub use runtime::{exit, run, NativeError};
+pub use runtime::{run, NativeError};
 
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the

@@ -26,10 +26,9 @@ use crate::arch::x86_64::paging;
 /// page-allocator call instead of one per page.
 pub const THRESHOLD: usize = 2 << 20;
 
-/// The window's start (PML4 entry 508).
-pub const LARGE_VADDR: u64 = 0xFFFF_FE00_0000_0000;
-/// The window's size: one PML4 entry.
-pub const LARGE_BYTES: u64 = 1 << 39;
+/// The window (PML4 entry 508, 512 GiB), fixed with the rest of the
+/// virtual address map in `arch/x86_64/paging.rs`.
+pub use crate::arch::x86_64::paging::{LARGE_BYTES, LARGE_VADDR};
 
 const PAGE: u64 = 4096;
 

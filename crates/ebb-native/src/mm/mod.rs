@@ -5,4 +5,5 @@
 pub mod large;
 mod mem_fill;
 pub(crate) mod memory;
+pub(crate) mod page_fault;
 pub mod regions;

@@ -4,9 +4,11 @@
 //! registers the hooks the layers below call (see the crate README,
 //! "Layers").
 
+#[cfg(target_os = "none")]
+mod crash;
 pub mod frame_kind;
 #[cfg(target_os = "none")]
-pub(crate) mod logger;
+mod logger;
 #[cfg(target_os = "none")]
 pub mod net;
 #[cfg(target_os = "none")]
@@ -14,7 +16,9 @@ mod net_cores;
 #[cfg(target_os = "none")]
 mod node;
 #[cfg(target_os = "none")]
-pub(crate) mod phases;
+mod phases;
+#[cfg(target_os = "none")]
+mod startup;
 
 #[cfg(target_os = "none")]
 pub use node::*;

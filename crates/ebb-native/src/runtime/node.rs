@@ -1,7 +1,8 @@
 //! Running a node on the native platform: [`run`] mirrors
 //! `ebb_hosted::run` (the application's `main` is core 0's first event; the
-//! node's exit code comes back), [`exit`] leaves QEMU with a code, and the
-//! panic handler reports and exits.
+//! node's exit code comes back), [`run_other_core`] is every other core's
+//! life after its CPU setup (the hook `smp` calls), and the panic handler
+//! reports and exits.
 
 use alloc::boxed::Box;
 use alloc::rc::Rc;
@@ -12,13 +13,15 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use ebb_core::{CoreId, Node};
 use ebb_event::{run_core, start_node, CoreDriver, EventError, Instant, Platform};
 use spin::Once;
-use x86_64::instructions::port::Port;
 
+use ebb_boot_abi::{PlatformOptions, EXIT_PANIC};
+
+use crate::arch::x86_64::debug_exit::exit;
 use crate::arch::x86_64::start_info::StartInfo;
-use crate::arch::x86_64::{apic, clock, console, cpu, paging};
+use crate::arch::x86_64::{apic, clock, console, cpu, paging, smp};
 use crate::mm::memory;
+use crate::runtime::crash;
 use crate::runtime::net::{self, InterruptHook};
-use ebb_boot_abi::{debug_exit_value, Crash, PlatformOptions, DEBUG_EXIT_PORT, EXIT_PANIC};
 
 static OPTIONS: Once<PlatformOptions> = Once::new();
 static RAN: AtomicBool = AtomicBool::new(false);
@@ -153,7 +156,7 @@ pub fn run(main: impl FnOnce() + Send + 'static) -> Result<i32, NativeError> {
     let init: Box<dyn FnOnce()> = Box::new(move || {
         net::install(0, &options, &hook);
         if let Some(crash) = options.crash {
-            ebb_event::spawn(move || crash_now(crash));
+            ebb_event::spawn(move || crash::crash_now(crash));
         }
         main();
     });
@@ -182,7 +185,7 @@ pub fn run_other_core(core: usize) -> ! {
         if let Some(node) = NODE.get() {
             break *node;
         }
-        crate::arch::x86_64::smp::halt_until_interrupt();
+        smp::halt_until_interrupt();
     };
     let on_interrupt = InterruptHook::default();
     let hook = Rc::clone(&on_interrupt);
@@ -195,89 +198,6 @@ pub fn run_other_core(core: usize) -> ! {
     if let Err(error) = run_core(CoreId(core), node, driver, Some(init)) {
         log::error!("core {core} cannot run its event loop: {error}");
     }
-    loop {
-        // SAFETY: halting with interrupts off stops this core for good.
-        unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
-    }
-}
-
-/// Faults on purpose (`crash=KIND`), from an event, to test the reports.
-#[inline(never)]
-fn crash_now(crash: Crash) {
-    log::info!("crashing on purpose ({crash:?})");
-    match crash {
-        Crash::NullLoad => {
-            // SAFETY: not sound, on purpose: page 0 is never mapped, so this
-            // load faults before it returns anything.
-            let value = unsafe { core::ptr::read_volatile(core::ptr::null::<u64>()) };
-            log::error!("read {value} from address 0?");
-        }
-        // SAFETY: `ud2` raises #UD, reported and fatal; nothing returns.
-        Crash::InvalidOpcode => unsafe { asm!("ud2", options(nomem, nostack)) },
-        // SAFETY: `int3` raises #BP, reported and fatal.
-        Crash::Breakpoint => unsafe { asm!("int3", options(nomem, nostack)) },
-        Crash::Panic => panic!("crash=panic asked for a panic"),
-        Crash::GuardPage => {
-            let mut region = crate::mm::regions::DemandZeroRegion::new(4096).expect("a region");
-            let end = region.as_mut_slice().as_mut_ptr_range().end;
-            // SAFETY: not sound, on purpose: `end` is the region's guard
-            // page, never mapped, so this store faults.
-            unsafe { end.write_volatile(1) };
-        }
-        Crash::StackOverflow => {
-            let depth = recurse(0);
-            log::error!("recursed {depth} deep without overflowing?");
-        }
-        Crash::IstOverflow => {
-            let Some(stacks) = crate::arch::x86_64::cpu::interrupt_stacks(0) else {
-                log::error!("core 0 has no guarded interrupt stacks");
-                return;
-            };
-            // The NMI's stack: no NMI comes under QEMU unless asked for.
-            let (bottom, _) = stacks[1];
-            // SAFETY: not sound, on purpose: this core's code now runs on
-            // an interrupt stack (as a handler would) and overflows it; the
-            // page fault that follows runs on its own stack and is fatal.
-            unsafe {
-                asm!(
-                    "mov rsp, {sp}",
-                    "call {next}",
-                    sp = in(reg) bottom + 1024,
-                    next = sym overflow_interrupt_stack,
-                    options(noreturn)
-                )
-            }
-        }
-    }
-}
-
-/// Recurses on an interrupt stack until its guard page
-/// (`crash=ist-overflow`).
-extern "C" fn overflow_interrupt_stack() -> ! {
-    let depth = recurse(0);
-    log::error!("recursed {depth} deep on an interrupt stack without overflowing?");
-    exit(1)
-}
-
-/// Recurses until the stack overflows (`crash=stack-overflow`): on purpose.
-#[allow(unconditional_recursion)]
-#[inline(never)]
-fn recurse(depth: u64) -> u64 {
-    let mut frame = [depth; 64];
-    core::hint::black_box(&mut frame);
-    recurse(depth + 1) + frame[7]
-}
-
-/// Leaves QEMU with exit code `code` (see `ebb_boot_abi::exit` for the encoding).
-/// Without an `isa-debug-exit` device, says so and halts forever.
-pub fn exit(code: i32) -> ! {
-    let mut port: Port<u32> = Port::new(DEBUG_EXIT_PORT);
-    // SAFETY: writing the isa-debug-exit port ends QEMU; if no device is
-    // there, the write is ignored.
-    unsafe { port.write(u32::from(debug_exit_value(code))) };
-    console::emergency(format_args!(
-        "ebbflow: exit code {code}, but there is no isa-debug-exit device at {DEBUG_EXIT_PORT:#x}: halting\n"
-    ));
     loop {
         // SAFETY: halting with interrupts off stops this core for good.
         unsafe { asm!("cli", "hlt", options(nomem, nostack)) };

@@ -1,7 +1,10 @@
 //! The PVH entry point: the ELF note QEMU looks for, the 32-bit entry that
 //! turns on long mode with a temporary identity map of the first 4 GiB, and
-//! the first Rust code ([`start64`]), which brings the platform up and runs
-//! the application.
+//! the first Rust code ([`start64`]), which hands over to the boot
+//! sequence (`runtime/startup.rs`) through the link-time hook
+//! `ebb_native_boot`: nothing can be registered before the first Rust code
+//! runs, so that one call up is fixed by its symbol, as the application's
+//! `__ebb_native_app_main` is.
 //!
 //! PVH (Xen's "PVH boot ABI", which QEMU implements for `-kernel` on q35 and
 //! microvm): entry in 32-bit protected mode with paging off, flat segments,
@@ -9,14 +12,7 @@
 
 use core::arch::{asm, global_asm};
 
-use crate::arch::x86_64::cpu_features::{self, CpuFeatures, HardwareCpuid};
-use crate::arch::x86_64::wall_clock;
-use crate::arch::x86_64::{apic, clock, console, cpu, lapic_modes, paging, smp, start_info};
-use crate::drivers::pci::ecam;
-use crate::mm::memory;
-use crate::runtime;
-use crate::runtime::{logger, phases};
-use ebb_boot_abi::{parse_cmdline, EXIT_BOOT_FAILURE};
+use crate::arch::x86_64::clock;
 
 /// Size of the boot stack, used until the heap exists (then core 0 moves
 /// to a stack with a guard page).
@@ -157,13 +153,13 @@ extern "C" {
 
 /// Nanoseconds from the image's first instruction (the PVH entry) until
 /// now, by the TSC (`./ebb bench boot`'s `boot_to_main_ms`).
-fn since_entry_ns() -> u64 {
+pub fn since_entry_ns() -> u64 {
     let ticks = clock::rdtsc().saturating_sub(entry_tsc());
     ticks.saturating_mul(1_000_000) / clock::tsc_khz().max(1)
 }
 
 /// The TSC at the image's first instruction.
-fn entry_tsc() -> u64 {
+pub fn entry_tsc() -> u64 {
     // SAFETY: written once by the entry code before any Rust runs; read-only
     // afterwards.
     unsafe { (&raw const ebb_entry_tsc).read() }
@@ -178,148 +174,36 @@ pub fn image_range() -> (u64, u64) {
 }
 
 extern "Rust" {
-    /// Defined by the application with [`crate::entry!`].
-    fn __ebb_native_app_main(args: &[&str]) -> i32;
+    /// The boot sequence (`runtime::startup`): brings every layer up and
+    /// runs the application. The one hook fixed at link time.
+    fn ebb_native_boot(start_info_paddr: u32) -> !;
 }
 
 /// The first Rust code, on the boot stack in long mode with the boot
 /// identity map of the first 4 GiB.
 extern "C" fn start64(start_info_paddr: u32) -> ! {
-    phases::mark("long mode");
-    console::init();
-    let info = match start_info::read(start_info_paddr) {
-        Ok(info) => info,
-        Err(error) => {
-            console::emergency(format_args!("ebbflow: bad PVH start info: {error}\n"));
-            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
-        }
-    };
-    cpu::init_core0();
-    logger::init();
-    // The level first, so that what parsing reports obeys it.
-    let (options, _) = parse_cmdline(info.cmdline(), |_| {});
-    logger::set_level(options.log_level());
-    parse_cmdline(info.cmdline(), |word| {
-        log::warn!("ignoring unknown platform option '{word}'");
-    });
-    phases::mark("console/cpu");
-    let plan = match paging::init(info) {
-        Ok(plan) => plan,
-        Err(error) => {
-            log::error!("cannot build page tables: {error}");
-            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
-        }
-    };
-    phases::mark("paging");
-    memory::init(plan);
-    phases::mark("heap");
-    runtime::set_options(options);
-    if let Err(error) = cpu::guard_core0_stacks() {
-        log::error!("no memory for core 0's interrupt stacks: {error}");
-        runtime::exit(i32::from(EXIT_BOOT_FAILURE));
-    }
-    // Core 0 leaves the boot stack for one with a guard page below, like
-    // every other core's.
-    let top = match paging::map_stack(smp::CORE_STACK_SIZE) {
-        Ok(top) => top,
-        Err(error) => {
-            log::error!("no memory for core 0's stack: {error}");
-            runtime::exit(i32::from(EXIT_BOOT_FAILURE));
-        }
-    };
-    phases::mark("stacks");
-    // SAFETY: `top` is the top of a fresh mapped stack that nothing else
-    // uses; `start_core0` never returns, so nothing on the boot stack is
-    // needed again (what it needs is in statics).
+    // SAFETY: `runtime::startup` defines `ebb_native_boot` with this
+    // signature (an ordinary Rust function); it is called once, here.
+    unsafe { ebb_native_boot(start_info_paddr) }
+}
+
+/// Moves this core to the stack whose top is `top` and calls `next`
+/// there; what was on the old stack is never needed again.
+///
+/// # Safety
+/// `top` is the top of a mapped stack that nothing else uses, and nothing
+/// on the current stack is used after the switch.
+pub unsafe fn switch_stack(top: u64, next: extern "C" fn() -> !) -> ! {
+    // SAFETY: the caller's contract: `top` is a fresh mapped stack, and
+    // `next` never returns, so the current stack is abandoned.
     unsafe {
         asm!(
             "mov rsp, {top}",
             "xor ebp, ebp",
             "call {next}",
             top = in(reg) top,
-            next = sym start_core0,
+            next = in(reg) next,
             options(noreturn)
         )
     }
-}
-
-/// The rest of the boot, on core 0's own stack: clock, LAPIC, the other
-/// cores, then the application.
-extern "C" fn start_core0() -> ! {
-    let Some(info) = start_info::get() else {
-        runtime::exit(i32::from(EXIT_BOOT_FAILURE));
-    };
-    let options = runtime::options();
-    let (_, args) = parse_cmdline(info.cmdline(), |_| {});
-    let features = CpuFeatures::detect(&HardwareCpuid);
-    let choice = cpu_features::choose(&features, options.tsc_khz.is_some());
-    lapic_modes::set(&choice);
-    clock::init(
-        options.tsc_khz,
-        choice.clock == cpu_features::ClockSource::KvmClock,
-    );
-    let wall_source = wall_clock::init(options.wall);
-    phases::mark("clock");
-    apic::init();
-    phases::mark("lapic");
-    // One MADT walk for the I/O APICs and the CPUs.
-    let madt = crate::arch::x86_64::acpi::cpus(&smp::IdentityMapped, info.rsdp);
-    phases::mark("acpi");
-    apic::mask_ioapics(&madt);
-    phases::mark("ioapic");
-    // The other cores set themselves up while core 0 enumerates PCI (whose
-    // BARs above 512 GiB need new PML4 entries: `finish` gives them to
-    // the other cores before the application runs).
-    let starting = smp::start_cores(options.cores, &madt);
-    phases::mark("cores sent");
-    if let Err(error) = ecam::init(info.rsdp) {
-        log::warn!("PCI: {error}");
-    }
-    phases::mark("pci");
-    runtime::set_cores(starting.finish().into_boxed_slice());
-    phases::mark("cores wait");
-    apic::finish_calibration();
-    phases::mark("lapic timer");
-    let boot_ns = since_entry_ns();
-    if log::log_enabled!(log::Level::Debug) {
-        apic::describe_ioapics();
-        runtime::describe_boot(info);
-        phases::describe(entry_tsc());
-        ecam::describe();
-        log::debug!(
-            "{:?} offered; using {:?}, {:?} timer, clock {:?}",
-            features,
-            choice.interrupt_controller,
-            choice.timer,
-            choice.clock
-        );
-        if let Some(ns) = wall_clock::unix_nanos() {
-            log::debug!(
-                "wall clock {}.{:03} s since the Unix epoch (from {:?})",
-                ns / 1_000_000_000,
-                ns / 1_000_000 % 1_000,
-                wall_source
-            );
-        }
-        log::debug!(
-            "entry to main {}.{:03} ms",
-            boot_ns / 1_000_000,
-            boot_ns / 1_000 % 1_000
-        );
-    }
-
-    let mut words: [&str; 64] = [""; 64];
-    let mut count = 0;
-    for word in args {
-        if count == words.len() {
-            log::warn!("more than 64 application arguments; the rest are dropped");
-            break;
-        }
-        words[count] = word;
-        count += 1;
-    }
-    // SAFETY: the application defines this function with `entry!`, whose
-    // signature the macro checks; it is an ordinary Rust function.
-    let code = unsafe { __ebb_native_app_main(&words[..count]) };
-    runtime::exit(code)
 }

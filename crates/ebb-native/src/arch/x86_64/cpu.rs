@@ -26,11 +26,9 @@ use x86_64::structures::DescriptorTablePointer;
 use x86_64::VirtAddr;
 
 use ebb_boot_abi::EXIT_CPU_EXCEPTION;
-use ebb_mem::vmem::FaultError;
 
+use crate::arch::x86_64::debug_exit::exit;
 use crate::arch::x86_64::{apic, console, paging};
-use crate::mm::regions::{self, PageFault};
-use crate::runtime;
 
 /// Bytes of each interrupt stack (IST).
 const IST_STACK_SIZE: usize = 16 * 1024;
@@ -398,20 +396,38 @@ fn page_fault(frame: &Frame) {
         ),
         paging::TablePage::NotTable => {}
     }
-    let note = match regions::page_fault(address, write) {
-        PageFault::Resolved => return,
-        PageFault::Fatal(FaultError::GuardPage) => "in the guard page of a virtual region",
-        PageFault::Fatal(FaultError::Unmapped) => "in the regions' area but in no region",
-        PageFault::Fatal(FaultError::Denied) => "in a region that refused it (or no memory)",
-        PageFault::NotARegion if paging::is_stack_guard(address) => {
+    let outcome = PAGE_FAULT_HANDLER
+        .get()
+        .map_or(PageFaultOutcome::NotMine, |handler| handler(address, write));
+    let note = match outcome {
+        PageFaultOutcome::Resolved => return,
+        PageFaultOutcome::Fatal(note) => note,
+        PageFaultOutcome::NotMine if paging::is_stack_guard(address) => {
             "in the guard page below a stack: stack overflow"
         }
-        PageFault::NotARegion if crate::mm::large::contains(address) => {
-            "in the large allocations' window but in no live allocation (overrun or use after free)"
-        }
-        PageFault::NotARegion => "not mapped",
+        PageFaultOutcome::NotMine => "not mapped",
     };
     exception(frame, Some(note))
+}
+
+/// What the upper layer's page-fault handler made of a fault.
+pub enum PageFaultOutcome {
+    /// Resolved (a page is mapped now): retry the access.
+    Resolved,
+    /// In its area but fatal; the note says what the address is.
+    Fatal(&'static str),
+    /// Not in any area it manages.
+    NotMine,
+}
+
+/// The handler for page faults outside the EbbRef table (`mm`: virtual
+/// regions and the large allocations' window), registered once at boot.
+static PAGE_FAULT_HANDLER: Once<fn(u64, bool) -> PageFaultOutcome> = Once::new();
+
+/// Registers the handler that page faults outside the EbbRef table go to
+/// (address, whether a write), before any such fault can happen (boot).
+pub fn set_page_fault_handler(handler: fn(u64, bool) -> PageFaultOutcome) {
+    PAGE_FAULT_HANDLER.call_once(|| handler);
 }
 
 /// Names of the exception vectors.
@@ -450,7 +466,7 @@ fn exception(frame: &Frame, note: Option<&str>) -> ! {
             "\nebbflow: exception {} at {:#x} while reporting a fault\n",
             frame.vector, frame.rip
         ));
-        runtime::exit(i32::from(EXIT_CPU_EXCEPTION));
+        exit(i32::from(EXIT_CPU_EXCEPTION));
     }
     let out = console::emergency;
     out(format_args!(
@@ -508,7 +524,7 @@ fn exception(frame: &Frame, note: Option<&str>) -> ! {
         frame.r13, frame.r14, frame.r15
     ));
     backtrace(Some(frame.rip), frame.rbp);
-    runtime::exit(i32::from(EXIT_CPU_EXCEPTION))
+    exit(i32::from(EXIT_CPU_EXCEPTION))
 }
 
 /// The frame pointer of the caller.

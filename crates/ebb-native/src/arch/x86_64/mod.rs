@@ -19,6 +19,8 @@ pub mod console;
 #[cfg(target_os = "none")]
 pub(crate) mod cpu;
 pub mod cpu_features;
+#[cfg(target_os = "none")]
+pub(crate) mod debug_exit;
 pub mod ioapic;
 #[cfg(target_os = "none")]
 pub(crate) mod lapic_modes;

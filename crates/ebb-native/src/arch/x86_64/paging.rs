@@ -12,14 +12,13 @@
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use ebb_boot_abi::e820;
 use spin::{Mutex, Once};
 use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
 
 use crate::arch::x86_64::boot::image_range;
-use ebb_boot_abi::e820;
-
 use crate::arch::x86_64::layout::{pages, Full, Kind, Range, RangeSet};
 use crate::arch::x86_64::start_info::StartInfo;
 
@@ -53,6 +52,12 @@ pub const STACKS_VADDR: u64 = 0xFFFF_FF00_0000_0000;
 pub const REGIONS_VADDR: u64 = 0xFFFF_FE80_0000_0000;
 /// Bytes of that region (one PML4 entry: 512 GiB).
 pub const REGIONS_BYTES: u64 = 1 << 39;
+
+/// The window of the allocator's large allocations (PML4 entry 508,
+/// shared by all cores): see `mm/large.rs`.
+pub const LARGE_VADDR: u64 = 0xFFFF_FE00_0000_0000;
+/// Bytes of that window (one PML4 entry: 512 GiB).
+pub const LARGE_BYTES: u64 = 1 << 39;
 
 /// Core 0's PML4 (physical address), whose shared entries other cores copy.
 static CORE0_PML4: AtomicU64 = AtomicU64::new(0);
@@ -121,8 +126,36 @@ struct PageAllocatorFrames;
 
 impl FrameSource for PageAllocatorFrames {
     fn zeroed(&mut self) -> Result<u64, PagingError> {
-        crate::mm::memory::zeroed_frame().ok_or(PagingError::NoMemory)
+        (memory_hooks()?.zeroed_frame)().ok_or(PagingError::NoMemory)
     }
+}
+
+/// What paging needs from the memory manager above it (`mm::memory`),
+/// registered once by the boot sequence before [`init`]: page tables and
+/// stacks come from the page allocator, and a core's context page holds
+/// the allocator's per-core cache slot.
+pub struct MemoryHooks {
+    /// A zeroed 4 KiB frame from the page allocator, identity mapped (not
+    /// from the general-purpose allocator, which the page-fault handler
+    /// must not enter).
+    pub zeroed_frame: fn() -> Option<u64>,
+    /// `2^order` contiguous frames, identity mapped, not zeroed, kept for
+    /// good (stacks).
+    pub frames: fn(usize) -> Option<u64>,
+    /// Prepares a core's fresh (zeroed) context page before the core runs.
+    pub prepare_context_page: fn(u64),
+}
+
+static MEMORY_HOOKS: Once<MemoryHooks> = Once::new();
+
+/// Registers what paging asks the memory manager for (boot, once, before
+/// [`init`]).
+pub fn set_memory_hooks(hooks: MemoryHooks) {
+    MEMORY_HOOKS.call_once(|| hooks);
+}
+
+fn memory_hooks() -> Result<&'static MemoryHooks, PagingError> {
+    MEMORY_HOOKS.get().ok_or(PagingError::NoMemory)
 }
 
 impl FrameSource for Frames {
@@ -270,7 +303,7 @@ pub fn init(info: &StartInfo) -> Result<&'static MemoryPlan, PagingError> {
     // the shared entries, so stacks mapped later are seen by every core.
     next_table(pml4, index(STACKS_VADDR, 3), &mut frames)?;
     next_table(pml4, index(REGIONS_VADDR, 3), &mut frames)?;
-    next_table(pml4, index(crate::mm::large::LARGE_VADDR, 3), &mut frames)?;
+    next_table(pml4, index(LARGE_VADDR, 3), &mut frames)?;
     CORE0_PML4.store(pml4, Ordering::Relaxed);
 
     let plan = PLAN.call_once(|| MemoryPlan {
@@ -298,7 +331,7 @@ fn map_core_table(pml4: u64, frames: &mut impl FrameSource) -> Result<(), Paging
     let pd = next_table(pdpt, index(TABLE_VADDR, 2), frames)?;
     let pt = next_table(pd, index(TABLE_VADDR, 1), frames)?;
     let frame = frames.zeroed()?;
-    crate::mm::memory::prepare_core_page(frame);
+    (memory_hooks()?.prepare_context_page)(frame);
     set(
         pt,
         index(TABLE_VADDR, 0) + TABLE_PAGES - 1,
@@ -338,7 +371,7 @@ pub fn map_table_page(addr: u64) -> TablePage {
     if entry & PRESENT != 0 {
         return TablePage::NotTable;
     }
-    match crate::mm::memory::zeroed_frame() {
+    match MEMORY_HOOKS.get().and_then(|hooks| (hooks.zeroed_frame)()) {
         Some(frame) => {
             set(
                 table,
@@ -442,7 +475,7 @@ static NEXT_STACK: Mutex<u64> = Mutex::new(STACKS_VADDR);
 pub fn map_stack(bytes: u64) -> Result<u64, PagingError> {
     let pages = bytes.div_ceil(PAGE).next_power_of_two();
     let memory =
-        crate::mm::memory::frames(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
+        (memory_hooks()?.frames)(pages.trailing_zeros() as usize).ok_or(PagingError::NoMemory)?;
     let pml4 = CORE0_PML4.load(Ordering::Relaxed);
     let mut next = NEXT_STACK.lock();
     let bottom = *next + PAGE; // *next stays unmapped: the guard page

@@ -18,9 +18,10 @@ use alloc::vec::Vec;
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use spin::Once;
+
 use crate::arch::x86_64::acpi::{self, PhysicalMemory};
 use crate::arch::x86_64::{apic, clock, cpu, paging};
-use crate::runtime;
 
 /// Where the trampoline is copied: page 8, a real-mode start-up vector
 /// (SIPI vector 0x08), in low RAM that QEMU's firmware leaves free and
@@ -151,8 +152,14 @@ pub struct Starting {
 /// themselves up (stacks, GDT/TSS, LAPIC) while core 0 goes on with the
 /// boot, and [`Starting::finish`] waits for them before the application
 /// runs. Fewer if the MADT lists fewer CPUs or no memory is left (both are
-/// reported).
-pub fn start_cores(wanted: usize, madt: &Result<acpi::Cpus, acpi::AcpiError>) -> Starting {
+/// reported). Each core, once set up, calls `core_main` with its number
+/// (the runtime's hook: its event loop) and never returns.
+pub fn start_cores(
+    wanted: usize,
+    madt: &Result<acpi::Cpus, acpi::AcpiError>,
+    core_main: fn(usize) -> !,
+) -> Starting {
+    CORE_MAIN.call_once(|| core_main);
     let mut starting = Starting {
         running: Vec::from([apic::id()]),
         planned: Vec::new(),
@@ -292,8 +299,20 @@ extern "C" fn ap_main(core: u64) -> ! {
     }
     apic::enable();
     STARTED.fetch_or(1 << core, Ordering::Release);
-    runtime::run_other_core(core as usize)
+    match CORE_MAIN.get() {
+        Some(core_main) => core_main(core as usize),
+        None => loop {
+            // Unreachable: `start_cores` registers it before any core
+            // starts. Without it this core has nothing to run.
+            // SAFETY: halting with interrupts off stops this core for good.
+            unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+        },
+    }
 }
+
+/// What each core runs after its setup (the runtime's, given to
+/// [`start_cores`]).
+static CORE_MAIN: Once<fn(usize) -> !> = Once::new();
 
 /// Sleeps until an interrupt (a wake-up IPI) arrives. `sti` takes effect
 /// after `hlt` begins, so a wake-up sent after the caller's last check

@@ -58,9 +58,10 @@ struct Pci {
 static PCI: Once<Pci> = Once::new();
 
 /// Finds the ECAM window (MCFG), maps it and every memory BAR, and lists
-/// the functions. Without an MCFG (microvm) there is no PCI: `Ok(0)`.
-/// Returns the number of functions.
-pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
+/// the functions that `has_driver(vendor, device)` accepts (the runtime
+/// says which drivers exist). Without an MCFG (microvm) there is no PCI:
+/// `Ok(0)`. Returns the number of functions.
+pub fn init(rsdp_hint: u64, has_driver: fn(u16, u16) -> bool) -> Result<usize, &'static str> {
     let memory = crate::arch::x86_64::smp::IdentityMapped;
     let ecam = match acpi::ecam(&memory, rsdp_hint) {
         Ok(Some(ecam)) => ecam,
@@ -69,10 +70,7 @@ pub fn init(rsdp_hint: u64) -> Result<usize, &'static str> {
     paging::map_device(ecam.base, ecam.base + ecam.len())
         .map_err(|_| "no memory to map the PCI ECAM window")?;
     let space = EcamSpace { ecam };
-    // Only virtio functions have a driver here.
-    let functions = enumerate(&space, ecam.start_bus, ecam.end_bus, |vendor, _| {
-        vendor == crate::drivers::virtio::net::device::VENDOR
-    });
+    let functions = enumerate(&space, ecam.start_bus, ecam.end_bus, has_driver);
     for function in &functions {
         for bar in function.bars.iter().flatten() {
             if let Bar::Memory { addr, size, .. } = *bar {

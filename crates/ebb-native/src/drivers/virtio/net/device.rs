@@ -85,9 +85,8 @@ const MAX_TX_BACKLOG: usize = 512;
 /// the device should not sit idle behind a long burst either.
 const TX_KICK_BATCH: u16 = 32;
 
-/// The PCI ids of a modern virtio-net function (§4.1.2: 0x1040 + 1).
-pub const VENDOR: u16 = 0x1af4;
-/// Device id of virtio-net without legacy support.
+/// The PCI device id of a modern virtio-net function (§4.1.2: 0x1040 + 1;
+/// the vendor is virtio's, `transport::pci::VENDOR`).
 pub const DEVICE: u16 = 0x1041;
 
 /// Counters of one queue.

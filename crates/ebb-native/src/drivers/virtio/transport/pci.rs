@@ -9,6 +9,15 @@ use core::sync::atomic::{fence, Ordering};
 use crate::drivers::pci::{ConfigSpace, Function, COMMAND_BUS_MASTER};
 use crate::drivers::virtio::queue::split::SplitQueue;
 
+/// The PCI vendor id of every virtio device (§4.1.2).
+pub const VENDOR: u16 = 0x1af4;
+
+/// Whether a PCI function (vendor, device id) is a virtio device (§4.1.2):
+/// the functions the drivers here can take.
+pub fn is_virtio(vendor: u16, _device: u16) -> bool {
+    vendor == VENDOR
+}
+
 /// PCI capability id of vendor-specific capabilities (virtio's).
 const CAP_VENDOR: u8 = 0x09;
 /// `cfg_type` values (§4.1.4).
