@@ -26,7 +26,8 @@ use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandle
 use ebb_netstack::poll_timer::PollTimer;
 use ebb_netstack::{Device, DeviceCapabilities, EthernetAddress, IpConfig, RxChecksum, Stack};
 
-use crate::drivers::virtio::net::device::{QueueStats, VirtioNet};
+use crate::drivers::virtio::net::device::VirtioNet;
+use crate::drivers::virtio::net::stats::QueueStats;
 use crate::drivers::virtio::queue::adaptive::{Adaptive, Mode};
 use crate::runtime::frame_kind::{classify, FrameKind};
 use crate::runtime::net_cores;

@@ -45,27 +45,20 @@ use ebb_netstack::{ChecksumCapabilities, Device, DeviceCapabilities, EthernetAdd
 use spin::Mutex;
 
 use crate::drivers::pci::{ConfigSpace, Function};
+use crate::drivers::virtio::net::config::{
+    MAC_OFFSET, MAX_PAIRS_LIMIT, MAX_PAIRS_OFFSET, STATUS_LINK_UP, STATUS_OFFSET,
+};
 use crate::drivers::virtio::net::ctrl::ControlQueue;
-use crate::drivers::virtio::net::offload::{self, F_CSUM, F_GUEST_CSUM, HEADER};
+use crate::drivers::virtio::net::features::{
+    F_CSUM, F_CTRL_VQ, F_GUEST_CSUM, F_MAC, F_MQ, F_MRG_RXBUF, F_STATUS, WANTED,
+};
+use crate::drivers::virtio::net::offload::{self, HEADER};
+use crate::drivers::virtio::net::stats::QueueStats;
 use crate::drivers::virtio::queue::split::{Segment, SplitQueue};
 use crate::drivers::virtio::transport::pci::{
     Notifier, Transport, VirtioError, F_VERSION_1, NO_VECTOR,
 };
 
-/// Feature bits (§5.1.3).
-const F_MAC: u64 = 1 << 5;
-const F_MRG_RXBUF: u64 = 1 << 15;
-const F_STATUS: u64 = 1 << 16;
-const F_CTRL_VQ: u64 = 1 << 17;
-const F_MQ: u64 = 1 << 22;
-/// The features the driver asks for (and MQ with CTRL_VQ, for more than
-/// one pair).
-const WANTED: u64 = F_MAC | F_STATUS | F_MRG_RXBUF | F_CSUM | F_GUEST_CSUM;
-/// `max_virtqueue_pairs` in the device configuration (§5.1.4), and the
-/// largest value we take from it: the spec allows 0x8000, but then the
-/// control queue's index (2 · 0x8000) does not fit the 16-bit queue select.
-const MAX_PAIRS_OFFSET: usize = 8;
-const MAX_PAIRS_LIMIT: u16 = 0x7fff;
 /// A receive buffer: header + the largest Ethernet frame (1514), rounded
 /// up so buffers pack two to a page.
 const RX_BUFFER: usize = 2048;
@@ -84,52 +77,6 @@ const MAX_TX_BACKLOG: usize = 512;
 /// notification is a VM exit, and a 64 KiB send is some 45 frames, but
 /// the device should not sit idle behind a long burst either.
 const TX_KICK_BATCH: u16 = 32;
-
-/// The PCI device id of a modern virtio-net function (§4.1.2: 0x1040 + 1;
-/// the vendor is virtio's, `transport::pci::VENDOR`).
-pub const DEVICE: u16 = 0x1041;
-
-/// Counters of one queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueStats {
-    /// Frames received or sent.
-    pub packets: u64,
-    /// Bytes of those frames (without the virtio header).
-    pub bytes: u64,
-    /// Interrupts that led to polling this queue.
-    pub interrupts: u64,
-    /// Times the queue was polled for used buffers.
-    pub polls: u64,
-    /// Frames dropped (receive: too long, split across buffers; transmit:
-    /// ring full).
-    pub dropped: u64,
-    /// Switches between interrupts and polling (adaptive polling).
-    pub mode_switches: u64,
-    /// Transmit: frames that found the ring full and waited in the
-    /// backlog (back-pressure) instead of being dropped.
-    pub backlogged: u64,
-    /// Frames whose checksum the device handled: transmit, left partial
-    /// for it (NEEDS_CSUM); receive, flagged DATA_VALID or NEEDS_CSUM.
-    pub csum_offloaded: u64,
-    /// Notifications sent to the device (each a VM exit).
-    pub notifications: u64,
-    /// Notifications left out because the device said it needs none
-    /// (`VIRTQ_USED_F_NO_NOTIFY`, §2.7.10).
-    pub notifications_suppressed: u64,
-}
-
-/// The names of the virtio-net feature bits the driver knows (§5.1.3,
-/// §6), for the feature dump.
-pub const FEATURE_NAMES: &[(u64, &str)] = &[
-    (F_CSUM, "CSUM"),
-    (F_GUEST_CSUM, "GUEST_CSUM"),
-    (F_MAC, "MAC"),
-    (F_MRG_RXBUF, "MRG_RXBUF"),
-    (F_STATUS, "STATUS"),
-    (F_CTRL_VQ, "CTRL_VQ"),
-    (F_MQ, "MQ"),
-    (F_VERSION_1, "VERSION_1"),
-];
 
 /// A receive buffer lent to the stack: the frame's bytes, and the buffer
 /// goes back to the pool when the last view of it is dropped.
@@ -236,7 +183,7 @@ impl VirtioNet {
         let mac = if features & F_MAC != 0 {
             let mut mac = [0u8; 6];
             for (i, byte) in mac.iter_mut().enumerate() {
-                *byte = device.read::<u8>(i);
+                *byte = device.read::<u8>(MAC_OFFSET + i);
             }
             EthernetAddress(mac)
         } else {
@@ -420,7 +367,8 @@ impl VirtioNet {
 
     /// Whether the link is up (always, without the STATUS feature).
     pub fn link_up(&self) -> bool {
-        self.features & F_STATUS == 0 || self.transport.device_config().read::<u16>(6) & 1 != 0
+        self.features & F_STATUS == 0
+            || self.transport.device_config().read::<u16>(STATUS_OFFSET) & STATUS_LINK_UP != 0
     }
 
     /// Receive and transmit counters.

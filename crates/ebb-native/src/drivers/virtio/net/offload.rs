@@ -6,12 +6,6 @@
 use ebb_netstack::checksum::partial_offsets;
 use ebb_netstack::RxChecksum;
 
-/// Feature bit (§5.1.3): the device completes partial checksums we send.
-pub const F_CSUM: u64 = 1 << 0;
-/// Feature bit: we accept frames with partial or already-verified
-/// checksums (and the device says which).
-pub const F_GUEST_CSUM: u64 = 1 << 1;
-
 /// `virtio_net_hdr` with VERSION_1 (§5.1.6): flags, gso_type, hdr_len,
 /// gso_size, csum_start, csum_offset, num_buffers (little endian).
 pub const HEADER: usize = 12;
