@@ -2,22 +2,26 @@
 //!
 //! A native image is an application linked with this crate for
 //! `x86_64-unknown-none` and booted by QEMU through the PVH entry point
-//! (`./ebb run APP --native`). Boot goes: 32-bit PVH entry and long mode
-//! (`boot`), serial console (`console`), GDT/TSS/IDT and the exception
-//! report (`cpu`), page tables (`paging`), heap (`memory`), TSC clock and
-//! LAPIC timer (`clock`, `apic`), the other cores (`smp`) with PCI
-//! enumerated first (`pci`, `pci_ecam`), then the application's entry
-//! ([`entry!`]), which runs the node with [`run`], as on hosted; `run`
-//! installs each core's network stack (`net`: `ebb-netstack` over the
-//! virtio-net driver in `virtio`, MSI-X through `msix`; one queue pair
-//! and one stack per core, `net_cores`).
+//! (`./ebb run APP --native`). The crate is in layers, one folder each,
+//! and dependencies run one way, top to bottom (README, "Layers"):
 //!
-//! On hosted targets only the platform-neutral parts build: [`abi`] (the
-//! contract with the launcher), [`acpi`] and [`pci`] (table and
-//! configuration-space walks, host-tested), [`layout`] (memory-map
-//! planning), [`frame_kind`] (which received frames other cores'
-//! stacks need) and the platform-neutral parts of [`virtio`] (split
-//! virtqueues, adaptive polling; host-tested).
+//! * [`runtime`]: the boot sequence (`runtime/startup.rs`: console, start
+//!   info, CPU tables, page tables, heap, clocks, LAPIC, the other cores,
+//!   PCI, then the application's [`entry!`]), `run` (the node's event
+//!   loop on every core, as on hosted), each core's network stack over
+//!   virtio-net, logging; it registers the hooks the layers below call;
+//! * [`drivers`]: PCI (enumeration over ECAM, BARs, MSI-X) and virtio
+//!   (transport, virtqueues, the network device);
+//! * `mm`: the heap, large allocations, demand-paged regions;
+//! * [`arch`]: the PVH entry, GDT/TSS/IDT and the exception report, page
+//!   tables, the APICs, clocks, the other cores, the serial console, ACPI,
+//!   exiting through QEMU.
+//!
+//! The launcher contract (command line, exit codes, start info, the
+//! EbbRef table's addresses) is `ebb_boot_abi`. On hosted targets only the
+//! platform-neutral parts build (ACPI and PCI walks, CPUID choices, the
+//! identity-map plan, virtqueues, adaptive polling, which received frames
+//! other cores need), and are unit-tested there.
 #![no_std]
 // This crate only targets x86_64 (usize is 64 bits), and it splits
 // addresses into hardware fields (descriptor halves, register values) on
