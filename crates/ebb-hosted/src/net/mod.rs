@@ -24,6 +24,7 @@ use ebb_net::{
     AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket, NETWORK,
 };
 use io_uring::{opcode, types};
+use rustix::net::SocketType;
 
 use crate::driver::Reactor;
 use buffers::BufferRing;
@@ -156,12 +157,11 @@ struct HostedNet(Rc<NetCore>);
 
 impl NetStack for HostedNet {
     fn listen(&self, addr: SocketAddr, accept: AcceptFn) -> Result<SocketAddr, NetError> {
-        let fd = socket::socket(&addr, libc::SOCK_STREAM)?;
-        socket::set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        socket::set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        let fd = socket::socket(&addr, SocketType::STREAM)?;
+        socket::set_reuse_addr_and_port(&fd)?;
         socket::bind(&fd, addr)?;
         socket::listen(&fd, 4096)?;
-        let bound = socket::local_addr(fd.as_raw_fd())?;
+        let bound = socket::local_addr(&fd)?;
         self.0.buffers()?;
         self.0.arm_accept(fd.as_raw_fd(), accept)?;
         self.0.listeners.borrow_mut().push(fd);

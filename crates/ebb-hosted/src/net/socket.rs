@@ -1,22 +1,15 @@
-//! Creating and configuring sockets (plain system calls: set-up only).
+//! Creating and configuring sockets: set-up only, through `rustix`'s safe
+//! wrappers (the data path goes through io_uring, see `tcp.rs`/`udp.rs`).
 
-use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
 
 use ebb_net::NetError;
+use rustix::io::Errno;
+use rustix::net::{self, sockopt, AddressFamily, Shutdown, SocketFlags, SocketType};
 
-use super::sockaddr::RawAddr;
-
-/// A `NetError` for the current `errno`.
-pub(crate) fn os_error(operation: &'static str) -> NetError {
-    errno_error(
-        operation,
-        io::Error::last_os_error().raw_os_error().unwrap_or(0),
-    )
-}
-
-/// A `NetError` for `errno` (positive).
+/// A `NetError` for `errno` (positive), as io_uring completions report it.
 pub(crate) fn errno_error(operation: &'static str, errno: i32) -> NetError {
     match errno {
         libc::EADDRINUSE => NetError::AddrInUse,
@@ -27,123 +20,72 @@ pub(crate) fn errno_error(operation: &'static str, errno: i32) -> NetError {
     }
 }
 
-fn check(result: libc::c_int, operation: &'static str) -> Result<libc::c_int, NetError> {
-    if result < 0 {
-        Err(os_error(operation))
-    } else {
-        Ok(result)
-    }
+/// Turns a failed set-up call into the `NetError` for its errno.
+fn failed(operation: &'static str) -> impl FnOnce(Errno) -> NetError {
+    move |errno| errno_error(operation, errno.raw_os_error())
 }
 
-fn family(addr: &SocketAddr) -> libc::c_int {
+fn family(addr: &SocketAddr) -> AddressFamily {
     if addr.is_ipv4() {
-        libc::AF_INET
+        AddressFamily::INET
     } else {
-        libc::AF_INET6
+        AddressFamily::INET6
     }
 }
 
 /// A blocking socket: io_uring polls blocking sockets itself and answers
 /// non-blocking ones with EAGAIN instead.
-pub(crate) fn socket(addr: &SocketAddr, kind: libc::c_int) -> Result<OwnedFd, NetError> {
-    // SAFETY: no pointers; a non-negative result is a new fd we own.
-    let result = unsafe { libc::socket(family(addr), kind | libc::SOCK_CLOEXEC, 0) };
-    let fd = check(result, "socket")?;
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+pub(crate) fn socket(addr: &SocketAddr, kind: SocketType) -> Result<OwnedFd, NetError> {
+    net::socket_with(family(addr), kind, SocketFlags::CLOEXEC, None).map_err(failed("socket"))
 }
 
-pub(crate) fn set_int_option(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> Result<(), NetError> {
-    let size = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4);
-    // SAFETY: passes a pointer to a live c_int and its size.
-    let result =
-        unsafe { libc::setsockopt(fd, level, name, (&value as *const libc::c_int).cast(), size) };
-    check(result, "setsockopt")?;
-    Ok(())
+/// `TCP_NODELAY`: requests and replies are whole messages already
+/// (batched per loop turn), so Nagle's delay would only add latency.
+pub(crate) fn set_no_delay(fd: impl AsFd) -> Result<(), NetError> {
+    sockopt::set_tcp_nodelay(fd, true).map_err(failed("setsockopt"))
 }
 
-pub(crate) fn int_option(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-) -> Result<libc::c_int, NetError> {
-    let mut value: libc::c_int = 0;
-    let mut size = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4);
-    // SAFETY: passes a pointer to a live c_int and its size.
-    let result = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut size,
-        )
-    };
-    check(result, "getsockopt")?;
-    Ok(value)
+/// The kernel's send buffer size (`SO_SNDBUF`).
+pub(crate) fn send_buffer_size(fd: impl AsFd) -> Result<usize, NetError> {
+    sockopt::socket_send_buffer_size(fd).map_err(failed("getsockopt"))
 }
 
-pub(crate) fn bind(fd: &OwnedFd, addr: SocketAddr) -> Result<(), NetError> {
-    let raw = RawAddr::from(addr);
-    // SAFETY: `raw` holds a valid sockaddr of `raw.len` bytes.
-    let result = unsafe { libc::bind(fd.as_raw_fd(), raw.as_ptr(), raw.len) };
-    check(result, "bind")?;
-    Ok(())
+/// `SO_REUSEADDR` and `SO_REUSEPORT`: every core listens on its own socket
+/// bound to the same address, and the kernel spreads connections over them.
+pub(crate) fn set_reuse_addr_and_port(fd: impl AsFd) -> Result<(), NetError> {
+    sockopt::set_socket_reuseaddr(&fd, true).map_err(failed("setsockopt"))?;
+    sockopt::set_socket_reuseport(&fd, true).map_err(failed("setsockopt"))
 }
 
-pub(crate) fn listen(fd: &OwnedFd, backlog: libc::c_int) -> Result<(), NetError> {
-    // SAFETY: no pointers.
-    let result = unsafe { libc::listen(fd.as_raw_fd(), backlog) };
-    check(result, "listen")?;
-    Ok(())
+pub(crate) fn bind(fd: impl AsFd, addr: SocketAddr) -> Result<(), NetError> {
+    net::bind(fd, &addr).map_err(failed("bind"))
 }
 
-pub(crate) fn local_addr(fd: RawFd) -> Result<SocketAddr, NetError> {
-    let mut raw = RawAddr::empty();
-    // SAFETY: the kernel writes at most `raw.len` bytes into `raw.storage`.
-    let result = unsafe { libc::getsockname(fd, raw.as_mut_ptr(), &mut raw.len) };
-    check(result, "getsockname")?;
-    raw.to_socket_addr().ok_or(NetError::Unsupported(
-        "a socket family other than IPv4/IPv6",
-    ))
+pub(crate) fn listen(fd: impl AsFd, backlog: i32) -> Result<(), NetError> {
+    net::listen(fd, backlog).map_err(failed("listen"))
 }
 
-pub(crate) fn peer_addr(fd: RawFd) -> Result<SocketAddr, NetError> {
-    let mut raw = RawAddr::empty();
-    // SAFETY: the kernel writes at most `raw.len` bytes into `raw.storage`.
-    let result = unsafe { libc::getpeername(fd, raw.as_mut_ptr(), &mut raw.len) };
-    check(result, "getpeername")?;
-    raw.to_socket_addr().ok_or(NetError::Unsupported(
-        "a socket family other than IPv4/IPv6",
-    ))
+const NOT_IP: NetError = NetError::Unsupported("a socket family other than IPv4/IPv6");
+
+pub(crate) fn local_addr(fd: impl AsFd) -> Result<SocketAddr, NetError> {
+    let any = net::getsockname(fd).map_err(failed("getsockname"))?;
+    SocketAddr::try_from(any).map_err(|_| NOT_IP)
 }
 
-/// Sends FIN after what is queued in the kernel.
-pub(crate) fn shutdown_write(fd: RawFd) {
-    // SAFETY: no pointers; errors (already shut, reset) are fine to ignore.
-    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+pub(crate) fn peer_addr(fd: impl AsFd) -> Result<SocketAddr, NetError> {
+    let any = net::getpeername(fd).map_err(failed("getpeername"))?;
+    any.and_then(|any| SocketAddr::try_from(any).ok())
+        .ok_or(NOT_IP)
 }
 
-/// Makes the next close send RST instead of FIN.
-pub(crate) fn set_linger_zero(fd: RawFd) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    let size = libc::socklen_t::try_from(std::mem::size_of::<libc::linger>()).unwrap_or(8);
-    // SAFETY: passes a pointer to a live linger struct and its size.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            size,
-        )
-    };
+/// Sends FIN after what is queued in the kernel. Errors (already shut,
+/// reset) are fine to ignore: the connection is ending either way.
+pub(crate) fn shutdown_write(fd: impl AsFd) {
+    let _ = net::shutdown(fd, Shutdown::Write);
+}
+
+/// Makes the next close send RST instead of FIN (`SO_LINGER` with a zero
+/// timeout). An error leaves a FIN, which is still an end.
+pub(crate) fn set_linger_zero(fd: impl AsFd) {
+    let _ = sockopt::set_socket_linger(fd, Some(Duration::ZERO));
 }

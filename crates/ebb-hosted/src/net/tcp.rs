@@ -9,6 +9,7 @@ use ebb_core::CoreId;
 use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler, TcpOps};
 use io_uring::{cqueue, opcode, types};
+use rustix::net::SocketType;
 
 use super::sockaddr::RawAddr;
 use super::{socket, NetCore};
@@ -62,12 +63,9 @@ pub(crate) struct TcpConn {
     state: RefCell<State>,
 }
 
-fn configure(fd: RawFd) -> Result<usize, NetError> {
-    socket::set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
-    let send_buffer = socket::int_option(fd, libc::SOL_SOCKET, libc::SO_SNDBUF)?;
-    Ok(usize::try_from(send_buffer)
-        .unwrap_or(0)
-        .max(MIN_SEND_BUDGET))
+fn configure(fd: &OwnedFd) -> Result<usize, NetError> {
+    socket::set_no_delay(fd)?;
+    Ok(socket::send_buffer_size(fd)?.max(MIN_SEND_BUDGET))
 }
 
 impl TcpConn {
@@ -78,7 +76,7 @@ impl TcpConn {
         local: SocketAddr,
         connected: bool,
     ) -> Result<Rc<Self>, NetError> {
-        let send_buffer = configure(fd.as_raw_fd())?;
+        let send_buffer = configure(&fd)?;
         let raw_fd = fd.as_raw_fd();
         let conn = Rc::new_cyclic(|me| TcpConn {
             net: Rc::clone(net),
@@ -103,8 +101,8 @@ impl TcpConn {
     pub fn accepted(net: &Rc<NetCore>, fd: RawFd) -> Result<Rc<Self>, NetError> {
         // SAFETY: the accept completion hands us a new fd nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let peer = socket::peer_addr(fd.as_raw_fd())?;
-        let local = socket::local_addr(fd.as_raw_fd())?;
+        let peer = socket::peer_addr(&fd)?;
+        let local = socket::local_addr(&fd)?;
         TcpConn::new(net, fd, peer, local, true)
     }
 
@@ -121,7 +119,7 @@ impl TcpConn {
         addr: SocketAddr,
         handler: Box<dyn TcpHandler>,
     ) -> Result<TcpConnection, NetError> {
-        let fd = socket::socket(&addr, libc::SOCK_STREAM)?;
+        let fd = socket::socket(&addr, SocketType::STREAM)?;
         let unspecified = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
         let conn = TcpConn::new(net, fd, addr, unspecified, false)?;
         *conn.handler.borrow_mut() = Some(handler);
@@ -145,7 +143,7 @@ impl TcpConn {
             self.fail(socket::errno_error("connect", -result));
             return;
         }
-        if let Ok(local) = socket::local_addr(self.raw_fd) {
+        if let Some(Ok(local)) = self.fd.borrow().as_ref().map(socket::local_addr) {
             self.local.set(local);
         }
         self.state.borrow_mut().connected = true;
@@ -381,7 +379,9 @@ impl TcpConn {
             done
         };
         if shut {
-            socket::shutdown_write(self.raw_fd);
+            if let Some(fd) = self.fd.borrow().as_ref() {
+                socket::shutdown_write(fd);
+            }
             self.finish_if_done();
         }
     }
@@ -505,7 +505,9 @@ impl TcpOps for TcpConn {
         if self.state.borrow().finished {
             return;
         }
-        socket::set_linger_zero(self.raw_fd);
+        if let Some(fd) = self.fd.borrow().as_ref() {
+            socket::set_linger_zero(fd);
+        }
         self.this().finish();
     }
 

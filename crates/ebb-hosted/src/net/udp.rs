@@ -13,6 +13,7 @@ use std::rc::{Rc, Weak};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{NetError, SendError, UdpHandler, UdpOps, UdpSocket};
 use io_uring::{opcode, types};
+use rustix::net::SocketType;
 
 use super::sockaddr::RawAddr;
 use super::{socket, NetCore};
@@ -46,9 +47,9 @@ impl UdpSock {
         addr: SocketAddr,
         handler: Box<dyn UdpHandler>,
     ) -> Result<UdpSocket, NetError> {
-        let fd = socket::socket(&addr, libc::SOCK_DGRAM)?;
+        let fd = socket::socket(&addr, SocketType::DGRAM)?;
         socket::bind(&fd, addr)?;
-        let local = socket::local_addr(fd.as_raw_fd())?;
+        let local = socket::local_addr(&fd)?;
         let raw_fd = fd.as_raw_fd();
         let socket = Rc::new_cyclic(|me| UdpSock {
             net: Rc::clone(net),
