@@ -43,12 +43,12 @@ pub use blocking::{block_on, spawn_stackful, DEFAULT_STACK_BYTES};
 pub use error::EventError;
 pub use idle::IdleId;
 pub use manager::{
-    add_idle_handler, cancel_timer, core_count, current_core, now, remove_idle_handler, run_core,
-    shutdown, sleep, spawn, spawn_on, timer_after, timer_every, yield_now, EventManager,
-    EVENT_BATCH, EVENT_MANAGER,
+    add_idle_handler, cancel_timer, core_count, cpu_time, current_core, now, process_id,
+    remove_idle_handler, run_core, shutdown, sleep, spawn, spawn_on, timer_after, timer_every,
+    yield_now, EventManager, EVENT_BATCH, EVENT_MANAGER,
 };
 pub use oneshot::{oneshot, Receiver, RecvError, Sender};
-pub use platform::{CoreDriver, Platform};
+pub use platform::{CoreDriver, CpuTime, Platform};
 pub use root::{start_node, EventRoot};
 pub use task::{spawn_task, spawn_task_on, JoinHandle};
 pub use time::Instant;

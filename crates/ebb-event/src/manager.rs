@@ -17,7 +17,7 @@ use crate::rcu::RcuLocal;
 use crate::root::EventRoot;
 use crate::task::{poll_task, TaskHeader, TaskTable};
 use crate::timer::{Callback, TimerId, TimerQueue};
-use crate::{CoreDriver, EventError, Instant};
+use crate::{CoreDriver, CpuTime, EventError, Instant};
 
 /// How many queued events and ready tasks one loop turn runs at most before
 /// idle handlers get their turn.
@@ -350,6 +350,18 @@ pub fn core_count() -> usize {
 #[track_caller]
 pub fn now() -> Instant {
     local("now").root.platform().now()
+}
+
+/// The platform's id for this node's process ([`Platform::process_id`];
+/// 0 off a core or where there are no processes).
+pub fn process_id() -> u32 {
+    manager().map_or(0, |manager| manager.root.platform().process_id())
+}
+
+/// The CPU time this node has used, if the platform measures it
+/// ([`Platform::cpu_time`]; `None` off a core).
+pub fn cpu_time() -> Option<CpuTime> {
+    manager().and_then(|manager| manager.root.platform().cpu_time())
 }
 
 /// Asks every core of this node to stop; the node exits with `code`.

@@ -1,8 +1,19 @@
 //! What a platform (hosted Linux, native x86_64) supplies to event loops.
 
+use core::time::Duration;
+
 use ebb_core::CoreId;
 
 use crate::Instant;
+
+/// CPU time a node has used, split as Linux's `getrusage` splits it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Time spent running the node's own code.
+    pub user: Duration,
+    /// Time the kernel spent on the node's behalf.
+    pub system: Duration,
+}
 
 /// Node-wide platform services, usable from any thread.
 pub trait Platform: Send + Sync + 'static {
@@ -12,6 +23,19 @@ pub trait Platform: Send + Sync + 'static {
     /// Wakes `core` from [`CoreDriver::halt`] (or makes its next halt return
     /// at once). Called from any thread; must not block.
     fn notify(&self, core: CoreId);
+
+    /// The host's id for this node's process (hosted: its Linux pid). A
+    /// platform without processes (native: the node is the whole machine)
+    /// has none and keeps the default, 0.
+    fn process_id(&self) -> u32 {
+        0
+    }
+
+    /// The CPU time this node has used so far, if the platform measures it
+    /// (hosted: `getrusage(RUSAGE_SELF)`); the default measures nothing.
+    fn cpu_time(&self) -> Option<CpuTime> {
+        None
+    }
 }
 
 /// One core's connection to the machine, used only by that core.

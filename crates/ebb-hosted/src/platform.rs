@@ -1,10 +1,11 @@
-//! The node-wide half of the hosted platform: clock and cross-core wake-ups.
+//! The node-wide half of the hosted platform: clock, cross-core wake-ups,
+//! and what the process is (its pid and CPU time).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use ebb_core::CoreId;
-use ebb_event::{Instant, Platform};
+use ebb_event::{CpuTime, Instant, Platform};
 
 use crate::sys;
 
@@ -39,5 +40,14 @@ impl Platform for HostedPlatform {
         if let Some(fd) = self.wakeups.get(core.0) {
             sys::eventfd_signal(fd.as_raw_fd());
         }
+    }
+
+    fn process_id(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn cpu_time(&self) -> Option<CpuTime> {
+        let (user, system) = sys::cpu_time();
+        Some(CpuTime { user, system })
     }
 }

@@ -45,6 +45,27 @@ pub fn eventfd_drain(fd: RawFd) -> u64 {
     }
 }
 
+/// The CPU time this process has used: user, then system
+/// (`getrusage(RUSAGE_SELF)`); zero if the call fails.
+pub fn cpu_time() -> (std::time::Duration, std::time::Duration) {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into the live local it points
+    // to; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return Default::default();
+    }
+    // SAFETY: the call succeeded, so it filled the struct (which was
+    // zeroed before, so every byte is initialised either way).
+    let usage = unsafe { usage.assume_init() };
+    let duration = |time: libc::timeval| {
+        std::time::Duration::new(
+            u64::try_from(time.tv_sec).unwrap_or(0),
+            u32::try_from(time.tv_usec).unwrap_or(0) * 1000,
+        )
+    };
+    (duration(usage.ru_utime), duration(usage.ru_stime))
+}
+
 /// CLOCK_MONOTONIC in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut now = libc::timespec {
