@@ -199,7 +199,7 @@ pub fn main() -> ExitCode {
             }
         };
         let server: &'static Server = Box::leak(Box::new(Server {
-            store: Store::new(settings.memory_limit, settings.item_size_max),
+            store: Store::from_settings(&settings),
             settings,
             stats,
             started,

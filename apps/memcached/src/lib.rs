@@ -19,5 +19,6 @@ pub mod store;
 pub use connection::{accept_fn, Connection, Server};
 pub use settings::Settings;
 pub use store::{
-    expiry, ArithError, DeleteResult, Item, SetMode, SetResult, Store, StoreStats, Update,
+    expiry, ArithError, DeleteResult, Delta, Item, NewItem, Refused, SetMode, SetResult, Store,
+    StoreStats, Update,
 };

@@ -71,7 +71,7 @@ fn main(args: &[&str]) -> i32 {
             }
         };
         let server: &'static Server = Box::leak(Box::new(Server {
-            store: Store::new(settings.memory_limit, settings.item_size_max),
+            store: Store::from_settings(&settings),
             settings,
             stats,
             // No wall clock yet on native (crates/ebb-native README, Next):

@@ -7,6 +7,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use ebb_core::{CoreId, EbbError, EbbRef, Multicore, MulticoreEbb, MulticoreRoot};
 
+use crate::store::{Refused, SetMode, SetResult};
+
 /// One core's counters.
 #[derive(Default, Debug)]
 pub struct Counters {
@@ -16,10 +18,15 @@ pub struct Counters {
     pub get_hits: AtomicU64,
     /// Keys not found.
     pub get_misses: AtomicU64,
-    /// Keys found expired.
-    pub get_expired: AtomicU64,
-    /// Store commands.
+    /// Store commands whose data was read.
     pub cmd_set: AtomicU64,
+    /// Meta commands memcached 1.6.18 counts (`me`; see `protocol::meta`).
+    pub cmd_meta: AtomicU64,
+    /// Store commands refused as larger than `-I` (text and meta only, as
+    /// in memcached 1.6.18).
+    pub store_too_large: AtomicU64,
+    /// Store commands refused as larger than `-m` (text and meta only).
+    pub store_no_memory: AtomicU64,
     /// `touch`/`gat` commands.
     pub cmd_touch: AtomicU64,
     /// Touch hits.
@@ -65,6 +72,28 @@ impl Counters {
             counter.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
+    }
+
+    /// Counts a store command's outcome as memcached's `do_store_item`
+    /// does: only `cas` has hit, bad value and miss counters.
+    pub fn count_store(&self, mode: SetMode, result: SetResult) {
+        let counter = match (mode, result) {
+            (SetMode::Cas, SetResult::Stored(_)) => &self.cas_hits,
+            (SetMode::Cas, SetResult::Exists) => &self.cas_badval,
+            (SetMode::Cas, SetResult::NotFound) => &self.cas_misses,
+            _ => return,
+        };
+        Counters::add(counter, 1);
+    }
+
+    /// Counts a store command the size rule refused before its data was
+    /// read.
+    pub fn count_refused(&self, refused: Refused) {
+        let counter = match refused {
+            Refused::TooLarge => &self.store_too_large,
+            Refused::NoMemory => &self.store_no_memory,
+        };
+        Counters::add(counter, 1);
     }
 }
 

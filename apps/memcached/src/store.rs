@@ -1,4 +1,5 @@
-//! The item store: key → item, shared by every core.
+//! The item store: key → item, shared by every core, and the one place
+//! that decides what a store command does.
 //!
 //! Every core reads the table without locks (an RCU hash map from
 //! `ebb-event`); writers lock one stripe of buckets. LRU bookkeeping is a
@@ -11,7 +12,52 @@
 //! Semantics follow memcached 1.6: expiry times up to 30 days are relative,
 //! larger ones are Unix times, negative ones mean "already expired";
 //! `flush_all` invalidates items stored at or before its time; every
-//! successful store gets a fresh CAS value.
+//! successful store gets a fresh CAS value. As in memcached's
+//! `do_item_get`, any lookup (get, store, delete, incr, touch) that finds a
+//! flushed or expired item removes it and counts it once, as `get_flushed`
+//! or `get_expired` (flushed is checked first).
+//!
+//! # Store outcomes
+//!
+//! [`Store::set`] (set, add, replace, append, prepend, cas) and
+//! [`Store::add_delta`] (incr, decr) decide every outcome; the text, meta
+//! and binary protocols only translate it into their replies. They follow
+//! memcached 1.6.18's `do_store_item` and `do_add_delta`:
+//! * `Cas` stores only if the client's CAS value is not 0 and equals the
+//!   item's; append and prepend given a CAS value (binary, meta) refuse a
+//!   different one with `Exists`; the other modes ignore it.
+//! * With CAS disabled (`-C`) the client's CAS value is 0 and so is every
+//!   item's, as memcached's `ITEM_set_cas` and `ITEM_get_cas` do there.
+//! * Append and prepend keep the old item's flags and expiry.
+//!
+//! # The size rule
+//!
+//! An item is measured as memcached's slab allocator measures it
+//! (`ITEM_ntotal`, [`item_size`]): a 48-byte header, the key and its NUL,
+//! 4 bytes of client flags unless they are 0, 8 bytes of CAS value unless
+//! CAS is disabled, and the data with its CRLF. With the data excluding
+//! that CRLF:
+//!
+//! `size = 48 + (key + 1) + (flags ≠ 0 ? 4 : 0) + (CAS ? 8 : 0) + (data + 2)`
+//!
+//! and an item is refused as too large when `size > -I` (memcached's
+//! `item_size_ok`), and as not fitting in memory when `size > -m`. The
+//! same size is what an item is charged against `-m` and what `stats
+//! bytes` adds up. The protocols apply the rule ([`Store::admit`]) before
+//! they read a value, as memcached's `item_alloc` does, and [`Store::set`]
+//! applies it again to what it is about to store, including the joined
+//! value of an append or prepend. Where an older version of this server
+//! had three rules (value ≤ `-I`; memcached's formula; formula plus
+//! `48 + key + value ≤ -m`), this is memcached 1.6.18's, checked against
+//! the real server (`tests/differential.rs`): with `-I 1k` a one-byte key
+//! with flags 0 takes at most 964 bytes of data.
+//!
+//! What a refused store does, as memcached 1.6.18 does it: a value too
+//! large for `-I` is answered with the protocol's "too large" error (its
+//! data is read and thrown away); an append or prepend whose joined value
+//! would be too large is `NotStored`.
+
+mod commands;
 
 use alloc::boxed::Box;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -20,11 +66,15 @@ use ebb_event::rcu::try_read;
 use ebb_event::rcu_map::{MapUpdate, RcuHashMap};
 use ebb_iobuf::IoBuf;
 
+use crate::Settings;
+
+pub use commands::{Delta, NewItem};
+
 /// memcached's boundary between relative and absolute expiry times.
 pub const RELATIVE_EXPIRY_MAX: i64 = 60 * 60 * 24 * 30;
 
-/// Bytes memcached charges per item beyond key and value (its item header);
-/// used for `-m` accounting and `stats bytes`.
+/// memcached's `sizeof(item)` on 64-bit systems: the header every item
+/// carries before its key and data.
 pub const ITEM_OVERHEAD: usize = 48;
 
 /// A stored item. Cloning it clones a reference to the value (no copy).
@@ -42,7 +92,7 @@ pub struct Item {
     pub value: IoBuf,
 }
 
-/// How `set` and friends treat an existing item.
+/// How a store command treats an existing item (memcached's `NREAD_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetMode {
     /// Store unconditionally.
@@ -55,8 +105,8 @@ pub enum SetMode {
     Append,
     /// Add the data before the existing value.
     Prepend,
-    /// Store only if present with this CAS value.
-    Cas(u64),
+    /// Store only if present with the client's CAS value.
+    Cas,
 }
 
 /// What a store command did.
@@ -65,16 +115,25 @@ pub enum SetResult {
     /// Stored, with its new CAS value.
     Stored(u64),
     /// The mode's condition failed (add of a present key, replace/append of
-    /// an absent one).
+    /// an absent one, an append or prepend whose joined value is too large).
     NotStored,
-    /// `cas` found a different CAS value.
+    /// A CAS value was given and the item has a different one.
     Exists,
     /// `cas` found no item.
     NotFound,
-    /// The value is larger than `-I`.
+    /// The item is larger than `-I` allows.
     TooLarge,
-    /// The item cannot fit in `-m` even after eviction.
+    /// The item is larger than `-m`.
     OutOfMemory,
+}
+
+/// Why an item cannot be stored at all (memcached's failed `item_alloc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Larger than `-I` allows.
+    TooLarge,
+    /// Larger than `-m`.
+    NoMemory,
 }
 
 /// What a delete did.
@@ -91,11 +150,11 @@ pub enum DeleteResult {
 /// Why incr/decr failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArithError {
-    /// No such item (and no initial value to create it with).
+    /// No such item.
     NotFound,
     /// The value is not a decimal number below 2^64.
     NonNumeric,
-    /// `cas` given and different.
+    /// A CAS value was given and differs.
     Exists,
 }
 
@@ -103,8 +162,13 @@ pub enum ArithError {
 pub enum Update<R> {
     /// Leave the item as it is.
     Keep(R),
-    /// Store this item (its `cas` and `stored` are assigned by the store).
+    /// Store this item as a new one (its `cas` and `stored` are assigned by
+    /// the store; counted in `total_items`, as memcached links a new item).
     Put(Item, R),
+    /// Change the item in place (memcached's in-place incr/decr, meta
+    /// delete's invalidation): like `Put`, with a new CAS value, but not a
+    /// new item, so not counted in `total_items`.
+    Modify(Item, R),
     /// Remove the item.
     Remove(R),
 }
@@ -116,12 +180,16 @@ pub struct StoreStats {
     pub curr_items: u64,
     /// Items ever stored.
     pub total_items: u64,
-    /// Bytes charged now.
+    /// Bytes charged now ([`item_size`] of every item).
     pub bytes: u64,
-    /// Items evicted to make room.
+    /// Live items evicted to make room.
     pub evictions: u64,
-    /// Items found expired.
-    pub expired: u64,
+    /// Dead (expired or flushed) items removed to make room.
+    pub reclaimed: u64,
+    /// Expired items found by a lookup.
+    pub get_expired: u64,
+    /// Flushed items found by a lookup.
+    pub get_flushed: u64,
 }
 
 /// Converts a client's expiry time to a Unix time (0: never).
@@ -136,6 +204,27 @@ pub fn expiry(exptime: i64, now: u32) -> u32 {
     } else {
         now.saturating_add(u32::try_from(exptime).unwrap_or(u32::MAX))
     }
+}
+
+/// The size rule's measure of an item (memcached's `ITEM_ntotal`; see the
+/// module documentation): header, key and its NUL, the flags if not zero,
+/// the CAS value if enabled, and the data with its CRLF.
+pub fn item_size(key_len: usize, flags: u32, value_len: usize, cas_enabled: bool) -> usize {
+    let suffix = if flags == 0 { 0 } else { 4 };
+    let cas = if cas_enabled { 8 } else { 0 };
+    ITEM_OVERHEAD
+        .saturating_add(key_len + 1 + suffix + cas)
+        .saturating_add(value_len)
+        .saturating_add(2)
+}
+
+/// Why a lookup found no live item where there is an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dead {
+    /// Invalidated by `flush_all`.
+    Flushed,
+    /// Past its expiry time.
+    Expired,
 }
 
 /// What the table holds per key.
@@ -156,6 +245,7 @@ pub struct Store {
     map: RcuHashMap<Box<[u8]>, Entry>,
     memory_limit: usize,
     item_size_max: usize,
+    cas_enabled: bool,
     next_cas: AtomicU64,
     /// `flush_all` with a delay: items stored at or before this Unix time
     /// are invalid once it has come (memcached's `oldest_live`); 0: none.
@@ -167,36 +257,46 @@ pub struct Store {
     bytes: AtomicU64,
     total_items: AtomicU64,
     evictions: AtomicU64,
-    expired: AtomicU64,
+    reclaimed: AtomicU64,
+    get_expired: AtomicU64,
+    get_flushed: AtomicU64,
     /// Where the next eviction sample starts.
     sample_cursor: AtomicUsize,
 }
 
-fn charge(key: &[u8], item: &Item) -> u64 {
-    u64::try_from(key.len() + item.value.len() + ITEM_OVERHEAD).unwrap_or(u64::MAX)
-}
-
 impl Store {
-    /// An empty store for `memory_limit` bytes of items, each value at
-    /// most `item_size_max` bytes. The table has a bucket per 256 bytes of
-    /// memory limit (short chains for small items, no resizing).
+    /// An empty store for `memory_limit` bytes of items, each at most
+    /// `item_size_max` bytes as the size rule measures them, with CAS
+    /// enabled. The table has a bucket per 256 bytes of memory limit
+    /// (short chains for small items, no resizing).
     pub fn new(memory_limit: usize, item_size_max: usize) -> Self {
         Store {
             map: RcuHashMap::with_buckets((memory_limit / 256).clamp(1024, 1 << 24)),
             memory_limit,
             item_size_max,
+            cas_enabled: true,
             next_cas: AtomicU64::new(1),
             oldest_live: AtomicU64::new(0),
             oldest_cas: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             total_items: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
-            expired: AtomicU64::new(0),
+            reclaimed: AtomicU64::new(0),
+            get_expired: AtomicU64::new(0),
+            get_flushed: AtomicU64::new(0),
             sample_cursor: AtomicUsize::new(0),
         }
     }
 
-    /// The largest value accepted.
+    /// The store `settings` ask for: `-m`, `-I` and `-C`.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Store {
+            cas_enabled: !settings.cas_disabled,
+            ..Store::new(settings.memory_limit, settings.item_size_max)
+        }
+    }
+
+    /// The largest item accepted (`-I`).
     pub fn item_size_max(&self) -> usize {
         self.item_size_max
     }
@@ -206,14 +306,62 @@ impl Store {
         self.memory_limit
     }
 
-    fn live(&self, item: &Item, now: u32) -> bool {
-        let expired = item.expires != 0 && item.expires <= now;
+    /// Whether items have CAS values (not `-C`).
+    pub fn cas_enabled(&self) -> bool {
+        self.cas_enabled
+    }
+
+    /// The CAS value clients see for `cas` (0 with CAS disabled).
+    pub fn shown_cas(&self, cas: u64) -> u64 {
+        if self.cas_enabled {
+            cas
+        } else {
+            0
+        }
+    }
+
+    /// Buckets in the table (a power of two), for `stats hash_*`.
+    pub fn buckets(&self) -> usize {
+        self.map.bucket_count()
+    }
+
+    /// The size rule's measure of an item in this store.
+    pub fn item_size(&self, key_len: usize, flags: u32, value_len: usize) -> usize {
+        item_size(key_len, flags, value_len, self.cas_enabled)
+    }
+
+    /// The size rule (see the module documentation): whether an item with
+    /// this key, flags and `value_len` bytes of data can be stored at all.
+    pub fn admit(&self, key_len: usize, flags: u32, value_len: usize) -> Result<(), Refused> {
+        let size = self.item_size(key_len, flags, value_len);
+        if size > self.item_size_max {
+            Err(Refused::TooLarge)
+        } else if size > self.memory_limit {
+            Err(Refused::NoMemory)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn charge(&self, key: &[u8], item: &Item) -> u64 {
+        u64::try_from(self.item_size(key.len(), item.flags, item.value.len())).unwrap_or(u64::MAX)
+    }
+
+    /// Why `item` is no longer live, if it is not: flushed first, then
+    /// expired, in memcached's order.
+    fn dead(&self, item: &Item, now: u32) -> Option<Dead> {
         let oldest_live = self.oldest_live.load(Ordering::Relaxed);
         let flushed_later = oldest_live != 0
             && u64::from(item.stored) <= oldest_live
             && oldest_live <= u64::from(now);
         let flushed_now = item.cas <= self.oldest_cas.load(Ordering::Relaxed);
-        !expired && !flushed_later && !flushed_now
+        if flushed_later || flushed_now {
+            Some(Dead::Flushed)
+        } else if item.expires != 0 && item.expires <= now {
+            Some(Dead::Expired)
+        } else {
+            None
+        }
     }
 
     fn next_cas(&self) -> u64 {
@@ -221,87 +369,116 @@ impl Store {
     }
 
     /// The live item under `key` (a reference to its value, not a copy).
+    /// A dead item found is removed and counted.
     pub fn get(&self, key: &[u8], now: u32) -> Option<Item> {
         let found = |entry: Option<&Entry>| {
             let entry = entry?;
-            if !self.live(&entry.item, now) {
-                return None;
+            if self.dead(&entry.item, now).is_some() {
+                return Some(Err(()));
             }
             // A write only when the recorded time is stale: hot keys read
             // many times a second do not bounce their cache line.
             if entry.last_access.load(Ordering::Relaxed) != now {
                 entry.last_access.store(now, Ordering::Relaxed);
             }
-            Some(entry.item.clone())
+            Some(Ok(entry.item.clone()))
         };
-        match try_read(|guard| found(self.map.get(key, guard))) {
+        let read = match try_read(|guard| found(self.map.get(key, guard))) {
             Some(result) => result,
             None => self.map.read_locked(key, found),
+        };
+        match read? {
+            Ok(item) => Some(item),
+            Err(()) => {
+                // Only dead items take the write path: removed (and
+                // counted) once, as memcached unlinks them on lookup.
+                let (item, _) = self.update(key, now, |current| Update::Keep(current.cloned()));
+                item
+            }
         }
     }
 
     /// Reads, and maybe replaces or removes, the item under `key` in one
-    /// atomic step. `f` sees the live item (expired ones are gone). Returns
-    /// `f`'s result and, if an item was put, its new CAS value.
+    /// atomic step. `f` sees the live item (a dead one is removed and
+    /// counted). Returns `f`'s result and, if an item was put, its new CAS
+    /// value.
     pub fn update<R>(
         &self,
         key: &[u8],
         now: u32,
         f: impl FnOnce(Option<&Item>) -> Update<R>,
     ) -> (R, Option<u64>) {
-        let mut added: Option<(u64, u64)> = None;
+        let (result, cas, dead) = self.apply(key, now, f);
+        if let Some(dead) = dead {
+            self.count_dead(dead);
+        }
+        (result, cas)
+    }
+
+    /// [`Store::update`] without counting the dead item it removes (which
+    /// it returns).
+    fn apply<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        f: impl FnOnce(Option<&Item>) -> Update<R>,
+    ) -> (R, Option<u64>, Option<Dead>) {
+        let mut added: Option<(u64, bool)> = None;
         let mut removed: u64 = 0;
-        let mut expired = false;
-        let result = self.map.update(
+        let mut dead = None;
+        let (result, cas) = self.map.update(
             key,
             || Box::from(key),
             |current| {
-                let live = current.filter(|entry| self.live(&entry.item, now));
-                expired = current.is_some() && live.is_none();
+                dead = current.and_then(|entry| self.dead(&entry.item, now));
+                let live = current.filter(|_| dead.is_none());
                 if let Some(old) = current {
-                    removed = charge(key, &old.item);
+                    removed = self.charge(key, &old.item);
                 }
-                match f(live.map(|entry| &entry.item)) {
-                    Update::Keep(result) if expired => MapUpdate::Remove((result, None)),
+                let (mut item, new, result) = match f(live.map(|entry| &entry.item)) {
+                    Update::Keep(result) if dead.is_some() => {
+                        return MapUpdate::Remove((result, None))
+                    }
                     Update::Keep(result) => {
                         removed = 0;
-                        MapUpdate::Keep((result, None))
+                        return MapUpdate::Keep((result, None));
                     }
-                    Update::Remove(result) => MapUpdate::Remove((result, None)),
-                    Update::Put(mut item, result) => {
-                        let cas = self.next_cas();
-                        item.cas = cas;
-                        item.stored = now;
-                        added = Some((charge(key, &item), cas));
-                        MapUpdate::Put(
-                            Entry {
-                                item,
-                                last_access: AtomicU32::new(now),
-                            },
-                            (result, Some(cas)),
-                        )
-                    }
-                }
+                    Update::Remove(result) => return MapUpdate::Remove((result, None)),
+                    Update::Put(item, result) => (item, true, result),
+                    Update::Modify(item, result) => (item, false, result),
+                };
+                let cas = self.next_cas();
+                item.cas = cas;
+                item.stored = now;
+                added = Some((self.charge(key, &item), new));
+                MapUpdate::Put(
+                    Entry {
+                        item,
+                        last_access: AtomicU32::new(now),
+                    },
+                    (result, Some(cas)),
+                )
             },
         );
-        if expired {
-            self.expired.fetch_add(1, Ordering::Relaxed);
-        }
         if removed > 0 {
             self.bytes.fetch_sub(removed, Ordering::Relaxed);
         }
-        if let Some((charged, _)) = added {
-            self.total_items.fetch_add(1, Ordering::Relaxed);
+        if let Some((charged, new)) = added {
+            if new {
+                self.total_items.fetch_add(1, Ordering::Relaxed);
+            }
             let bytes = self.bytes.fetch_add(charged, Ordering::Relaxed) + charged;
             if bytes > self.memory_limit as u64 {
                 self.evict(key, now);
             }
         }
-        result
+        (result, cas, dead)
     }
 
     /// Evicts least recently used items (never `keep`, the one just stored)
-    /// until the store fits its memory limit again.
+    /// until the store fits its memory limit again. Dead items go first and
+    /// count as reclaimed, live ones as evictions (memcached's
+    /// `lru_pull_tail`).
     fn evict(&self, keep: &[u8], now: u32) {
         for _ in 0..EVICTION_ATTEMPTS {
             if self.bytes.load(Ordering::Relaxed) <= self.memory_limit as u64 {
@@ -310,11 +487,13 @@ impl Store {
             let Some(victim) = self.pick_victim(keep, now) else {
                 return;
             };
-            let (evicted, _) = self.update(&victim.0, now, |current| match current {
+            let (evicted, _, dead) = self.apply(&victim.0, now, |current| match current {
                 Some(item) if item.cas == victim.1 => Update::Remove(true),
                 _ => Update::Keep(false),
             });
-            if evicted {
+            if dead.is_some() {
+                self.reclaimed.fetch_add(1, Ordering::Relaxed);
+            } else if evicted {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -331,8 +510,8 @@ impl Store {
         let mut sample = |key: &Box<[u8]>, entry: &Entry| {
             if &**key != keep {
                 seen.set(seen.get() + 1);
-                // Expired items go first.
-                let age = if self.live(&entry.item, now) {
+                // Dead items go first.
+                let age = if self.dead(&entry.item, now).is_none() {
                     entry.last_access.load(Ordering::Relaxed)
                 } else {
                     0
@@ -355,78 +534,6 @@ impl Store {
         best.map(|(_, key, cas)| (key, cas))
     }
 
-    /// `set`, `add`, `replace`, `append`, `prepend` and `cas`.
-    pub fn set(
-        &self,
-        mode: SetMode,
-        key: &[u8],
-        flags: u32,
-        expires: u32,
-        value: IoBuf,
-        now: u32,
-    ) -> SetResult {
-        if value.len() > self.item_size_max {
-            // memcached drops the old item when a set is too large.
-            if mode == SetMode::Set {
-                self.delete(key, None, now);
-            }
-            return SetResult::TooLarge;
-        }
-        if key.len() + value.len() + ITEM_OVERHEAD > self.memory_limit {
-            return SetResult::OutOfMemory;
-        }
-        let (result, cas) = self.update(key, now, |current| {
-            let put = |value: IoBuf, flags, expires| {
-                Update::Put(
-                    Item {
-                        flags,
-                        expires,
-                        cas: 0,
-                        stored: 0,
-                        value,
-                    },
-                    SetResult::Stored(0),
-                )
-            };
-            match (mode, current) {
-                (SetMode::Set, _) | (SetMode::Add, None) | (SetMode::Replace, Some(_)) => {
-                    put(value, flags, expires)
-                }
-                (SetMode::Add, Some(_))
-                | (SetMode::Replace | SetMode::Append | SetMode::Prepend, None) => {
-                    Update::Keep(SetResult::NotStored)
-                }
-                (SetMode::Cas(_), None) => Update::Keep(SetResult::NotFound),
-                (SetMode::Cas(expected), Some(item)) => {
-                    if item.cas == expected {
-                        put(value, flags, expires)
-                    } else {
-                        Update::Keep(SetResult::Exists)
-                    }
-                }
-                (SetMode::Append | SetMode::Prepend, Some(item)) => {
-                    let (first, second) = if mode == SetMode::Append {
-                        (item.value.as_slice(), value.as_slice())
-                    } else {
-                        (value.as_slice(), item.value.as_slice())
-                    };
-                    let mut joined = alloc::vec::Vec::with_capacity(first.len() + second.len());
-                    joined.extend_from_slice(first);
-                    joined.extend_from_slice(second);
-                    if joined.len() > self.item_size_max {
-                        Update::Keep(SetResult::TooLarge)
-                    } else {
-                        put(IoBuf::from_vec(joined), item.flags, item.expires)
-                    }
-                }
-            }
-        });
-        match (result, cas) {
-            (SetResult::Stored(_), Some(cas)) => SetResult::Stored(cas),
-            (other, _) => other,
-        }
-    }
-
     /// `delete`, optionally only if the CAS value matches.
     pub fn delete(&self, key: &[u8], cas: Option<u64>, now: u32) -> DeleteResult {
         self.update(key, now, |current| match (current, cas) {
@@ -438,29 +545,42 @@ impl Store {
     }
 
     /// Sets a new expiry time on a live item and returns it. The item keeps
-    /// its CAS value, as in memcached.
+    /// its CAS value, as in memcached. A dead item found is removed and
+    /// counted.
     pub fn touch(&self, key: &[u8], expires: u32, now: u32) -> Option<Item> {
-        let mut touched = None;
-        self.map.update(
+        let (touched, dead) = self.map.update(
             key,
             || Box::from(key),
-            |current| match current.filter(|entry| self.live(&entry.item, now)) {
-                None => MapUpdate::Keep(()),
-                Some(entry) => {
-                    let mut item = entry.item.clone();
-                    item.expires = expires;
-                    touched = Some(item.clone());
-                    MapUpdate::Put(
-                        Entry {
-                            item,
-                            last_access: AtomicU32::new(now),
-                        },
-                        (),
-                    )
+            |current| {
+                let Some(entry) = current else {
+                    return MapUpdate::Keep((None, None));
+                };
+                if let Some(dead) = self.dead(&entry.item, now) {
+                    let charged = self.charge(key, &entry.item);
+                    return MapUpdate::Remove((None, Some((dead, charged))));
                 }
+                let mut item = entry.item.clone();
+                item.expires = expires;
+                let entry = Entry {
+                    item: item.clone(),
+                    last_access: AtomicU32::new(now),
+                };
+                MapUpdate::Put(entry, (Some(item), None))
             },
         );
+        if let Some((dead, charged)) = dead {
+            self.bytes.fetch_sub(charged, Ordering::Relaxed);
+            self.count_dead(dead);
+        }
         touched
+    }
+
+    fn count_dead(&self, dead: Dead) {
+        let counter = match dead {
+            Dead::Flushed => &self.get_flushed,
+            Dead::Expired => &self.get_expired,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `flush_all`: with `at` (a Unix time in the future), every item
@@ -480,15 +600,17 @@ impl Store {
     }
 
     /// Current counters. `curr_items` counts entries in the table, which
-    /// includes expired and flushed items not yet reclaimed (memcached too
-    /// reclaims lazily).
+    /// includes expired and flushed items no lookup has found yet
+    /// (memcached too reclaims lazily).
     pub fn stats(&self) -> StoreStats {
         StoreStats {
             curr_items: self.map.len() as u64,
             total_items: self.total_items.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
-            expired: self.expired.load(Ordering::Relaxed),
+            reclaimed: self.reclaimed.load(Ordering::Relaxed),
+            get_expired: self.get_expired.load(Ordering::Relaxed),
+            get_flushed: self.get_flushed.load(Ordering::Relaxed),
         }
     }
 }

@@ -138,7 +138,7 @@ fn scenario() -> Seen {
     let stats = Multicore::<Counters>::create(()).expect("counters");
     let settings = Settings::default();
     let server: &'static Server = Box::leak(Box::new(Server {
-        store: Store::new(settings.memory_limit, settings.item_size_max),
+        store: Store::from_settings(&settings),
         settings,
         stats,
         started: 1_700_000_000,

@@ -2,7 +2,7 @@
 
 use ebb_hosted::{run_task, Config};
 use ebb_iobuf::IoBuf;
-use memcached::{expiry, DeleteResult, SetMode, SetResult, Store, Update};
+use memcached::{expiry, DeleteResult, NewItem, SetMode, SetResult, Store, Update};
 
 fn on_core<R: Send + 'static>(body: impl FnOnce() -> R + Send + 'static) -> R {
     let config = Config {
@@ -18,38 +18,49 @@ fn value(text: &str) -> IoBuf {
     IoBuf::copy_from_slice(text.as_bytes())
 }
 
+fn new(flags: u32, expires: u32, value: IoBuf, cas: u64) -> NewItem {
+    NewItem {
+        flags,
+        expires,
+        value,
+        cas,
+    }
+}
+
 const NOW: u32 = 1_700_000_000;
 
 #[test]
 fn set_modes_cas_and_delete_follow_memcached() {
     on_core(|| {
         let store = Store::new(1 << 20, 1024);
-        let SetResult::Stored(first) = store.set(SetMode::Set, b"k", 5, 0, value("a"), NOW) else {
+        let SetResult::Stored(first) = store.set(SetMode::Set, b"k", new(5, 0, value("a"), 0), NOW)
+        else {
             panic!()
         };
         assert_eq!(
-            store.set(SetMode::Add, b"k", 0, 0, value("b"), NOW),
+            store.set(SetMode::Add, b"k", new(0, 0, value("b"), 0), NOW),
             SetResult::NotStored
         );
         assert_eq!(
-            store.set(SetMode::Replace, b"missing", 0, 0, value("b"), NOW),
+            store.set(SetMode::Replace, b"missing", new(0, 0, value("b"), 0), NOW),
             SetResult::NotStored
         );
         assert_eq!(
-            store.set(SetMode::Cas(first + 100), b"k", 0, 0, value("c"), NOW),
+            store.set(SetMode::Cas, b"k", new(0, 0, value("c"), first + 100), NOW),
             SetResult::Exists
         );
         assert_eq!(
-            store.set(SetMode::Cas(1), b"missing", 0, 0, value("c"), NOW),
+            store.set(SetMode::Cas, b"missing", new(0, 0, value("c"), 1), NOW),
             SetResult::NotFound
         );
-        let SetResult::Stored(second) = store.set(SetMode::Cas(first), b"k", 7, 0, value("c"), NOW)
+        let SetResult::Stored(second) =
+            store.set(SetMode::Cas, b"k", new(7, 0, value("c"), first), NOW)
         else {
             panic!()
         };
         assert!(second > first);
-        store.set(SetMode::Append, b"k", 0, 0, value("d"), NOW);
-        store.set(SetMode::Prepend, b"k", 0, 0, value("b"), NOW);
+        store.set(SetMode::Append, b"k", new(0, 0, value("d"), 0), NOW);
+        store.set(SetMode::Prepend, b"k", new(0, 0, value("b"), 0), NOW);
         let item = store.get(b"k", NOW).unwrap();
         assert_eq!(item.value.as_slice(), b"bcd");
         assert_eq!(item.flags, 7, "append and prepend keep the flags");
@@ -57,9 +68,7 @@ fn set_modes_cas_and_delete_follow_memcached() {
             store.set(
                 SetMode::Set,
                 b"k",
-                0,
-                0,
-                IoBuf::from_vec(vec![0; 1025]),
+                new(0, 0, IoBuf::from_vec(vec![0; 1025]), 0),
                 NOW
             ),
             SetResult::TooLarge
@@ -68,7 +77,7 @@ fn set_modes_cas_and_delete_follow_memcached() {
             store.get(b"k", NOW).is_none(),
             "a too-large set removes the old item, as memcached does"
         );
-        store.set(SetMode::Set, b"d", 0, 0, value("x"), NOW);
+        store.set(SetMode::Set, b"d", new(0, 0, value("x"), 0), NOW);
         let cas = store.get(b"d", NOW).unwrap().cas;
         assert_eq!(store.delete(b"d", Some(cas + 1), NOW), DeleteResult::Exists);
         assert_eq!(store.delete(b"d", Some(cas), NOW), DeleteResult::Deleted);
@@ -88,21 +97,21 @@ fn expiry_touch_and_flush() {
             NOW + 5,
             "beyond 30 days is an absolute time"
         );
-        store.set(SetMode::Set, b"short", 0, NOW + 10, value("v"), NOW);
+        store.set(SetMode::Set, b"short", new(0, NOW + 10, value("v"), 0), NOW);
         assert!(store.get(b"short", NOW + 9).is_some());
         assert!(store.get(b"short", NOW + 10).is_none());
         assert!(
             store.touch(b"short", NOW + 100, NOW + 10).is_none(),
             "an expired item cannot be touched"
         );
-        store.set(SetMode::Set, b"t", 0, NOW + 10, value("v"), NOW);
+        store.set(SetMode::Set, b"t", new(0, NOW + 10, value("v"), 0), NOW);
         let cas = store.get(b"t", NOW).unwrap().cas;
         let touched = store.touch(b"t", NOW + 100, NOW + 5).unwrap();
         assert_eq!(touched.cas, cas, "touch keeps the CAS value");
         assert!(store.get(b"t", NOW + 50).is_some());
         store.flush_all(None, NOW);
         assert!(store.get(b"t", NOW).is_none());
-        store.set(SetMode::Set, b"after", 0, 0, value("v"), NOW);
+        store.set(SetMode::Set, b"after", new(0, 0, value("v"), 0), NOW);
         assert!(
             store.get(b"after", NOW).is_some(),
             "a set in the same second as the flush survives it"
@@ -145,7 +154,12 @@ fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
         let store = Store::new(limit, 4096);
         let hot: Vec<Vec<u8>> = (0..20).map(|i| format!("hot-{i}").into_bytes()).collect();
         for key in &hot {
-            store.set(SetMode::Set, key, 0, 0, IoBuf::from_vec(vec![1; 1000]), NOW);
+            store.set(
+                SetMode::Set,
+                key,
+                new(0, 0, IoBuf::from_vec(vec![1; 1000]), 0),
+                NOW,
+            );
         }
         // Many more items than fit; the hot ones are read all along, each
         // read at a later second than the cold items were written.
@@ -155,9 +169,7 @@ fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
             store.set(
                 SetMode::Set,
                 key.as_bytes(),
-                0,
-                0,
-                IoBuf::from_vec(vec![2; 1000]),
+                new(0, 0, IoBuf::from_vec(vec![2; 1000]), 0),
                 now,
             );
             for key in &hot {
@@ -186,6 +198,6 @@ fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
 #[test]
 fn the_store_works_off_a_core_too() {
     let store = Store::new(1 << 20, 1024);
-    store.set(SetMode::Set, b"k", 0, 0, value("v"), NOW);
+    store.set(SetMode::Set, b"k", new(0, 0, value("v"), 0), NOW);
     assert_eq!(store.get(b"k", NOW).unwrap().value.as_slice(), b"v");
 }

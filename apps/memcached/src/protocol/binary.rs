@@ -17,15 +17,16 @@
 //! * header + extras + key over memcached's 16 KiB read buffer: close;
 //! * an unknown opcode: "Unknown command", and `bodylen` bytes *after* the
 //!   extras and key are discarded (memcached's own off-by-extras-and-key);
-//! * values larger than `-I` allows (memcached's item size formula):
-//!   "Too large.", the value is discarded, and a `set` drops the old item.
+//! * values the store's size rule refuses ([`crate::store`]): "Too
+//!   large." (or "Out of memory allocating item"), the value is discarded,
+//!   and a `set` drops the old item. Unlike the text protocol, memcached
+//!   1.6.18 counts none of these in `store_too_large`/`store_no_memory`.
 //!
 //! Where memcached would discard more than `-I` + [`BODY_SLACK`] bytes,
 //! we answer as it does and then close the connection instead of reading
 //! the rest: a handler keeps no state between requests, and buffering that
 //! much would let one client hold unbounded memory.
 
-mod arith;
 pub mod header;
 pub mod opcodes;
 
@@ -39,7 +40,7 @@ use self::opcodes::*;
 use super::{common, Context, Outcome};
 use crate::protocol::stat_lists;
 use crate::stats::Counters;
-use crate::store::{expiry, Item, Update};
+use crate::store::{expiry, ArithError, Item, NewItem, Refused, SetMode, SetResult, Update};
 
 /// First byte of every binary request.
 pub const REQUEST_MAGIC: u8 = 0x80;
@@ -54,10 +55,6 @@ pub const READ_BUFFER_SIZE: usize = 16384;
 /// Bytes beyond `-I` that we buffer to discard a body exactly as memcached
 /// does; past that we reply and close (see the module documentation).
 pub const BODY_SLACK: usize = 64 << 10;
-
-/// memcached's `sizeof(item)` on 64-bit systems, used in its item size
-/// formula.
-const ITEM_HEADER_SIZE: usize = 48;
 
 /// Expiry value of incr/decr meaning "do not create a missing item".
 const NO_CREATE: u32 = 0xffff_ffff;
@@ -383,36 +380,21 @@ fn flush(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
 
 /// The CAS value memcached reports for an item (0 with `-C`).
 fn cas_of(ctx: &Context<'_>, cas: u64) -> u64 {
-    if ctx.settings.cas_disabled {
-        0
-    } else {
-        cas
+    ctx.store.shown_cas(cas)
+}
+
+/// The store mode of a binary store command: a CAS value turns set, add
+/// and replace into "cas" (memcached's `process_bin_update`; with CAS
+/// disabled the request's CAS value is 0 there, so it does not).
+fn set_mode(cmd: u8, cas: u64) -> SetMode {
+    match cmd {
+        APPEND => SetMode::Append,
+        PREPEND => SetMode::Prepend,
+        _ if cas != 0 => SetMode::Cas,
+        ADD => SetMode::Add,
+        REPLACE => SetMode::Replace,
+        _ => SetMode::Set,
     }
-}
-
-/// memcached's `item_size_ok`: whether an item with this key, flags and
-/// `len` bytes of data fits in its largest slab class (`-I`).
-fn item_size_ok(ctx: &Context<'_>, keylen: usize, flags: u32, len: usize) -> bool {
-    !common::too_large(
-        keylen,
-        flags,
-        len,
-        ctx.settings.item_size_max,
-        !ctx.settings.cas_disabled,
-    )
-}
-
-/// Whether an item of this size fits in `-m` at all.
-fn memory_ok(ctx: &Context<'_>, keylen: usize, len: usize) -> bool {
-    ITEM_HEADER_SIZE.saturating_add(keylen).saturating_add(len) <= ctx.store.memory_limit()
-}
-
-#[derive(Clone, Copy)]
-enum StoreOutcome {
-    Stored,
-    NotStored,
-    Exists,
-    NotFound,
 }
 
 /// set, add, replace (with CAS if the header has one), append, prepend.
@@ -445,15 +427,18 @@ fn store(
         Tail::Here => true,
         Tail::Never => false,
     };
-    let refused = if !item_size_ok(ctx, key.len(), flags, vlen) {
-        Some((STATUS_E2BIG, &b"Too large."[..]))
-    } else if !memory_ok(ctx, key.len(), vlen) {
-        Some((STATUS_ENOMEM, &b"Out of memory allocating item"[..]))
-    } else {
-        None
-    };
-    if let Some((status, text)) = refused {
-        responder.send(out, status, 0, &[], &[], text);
+    if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
+        match refused {
+            Refused::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
+            Refused::NoMemory => responder.send(
+                out,
+                STATUS_ENOMEM,
+                0,
+                &[],
+                &[],
+                b"Out of memory allocating item",
+            ),
+        }
         // A failed set must not leave the old value in place.
         if req.cmd == SET {
             ctx.store.delete(key, None, now);
@@ -475,90 +460,36 @@ fn store(
         return Outcome::Incomplete;
     }
     Counters::add(&ctx.counters.cmd_set, 1);
-    let cas = req.header.cas;
-    let cmd = req.cmd;
-    let expires = expiry(i64::from(exptime), now);
-    let cas_disabled = ctx.settings.cas_disabled;
-    let item_cas = |item: &Item| if cas_disabled { 0 } else { item.cas };
-    let fits = |flags: u32, len: usize| {
-        item_size_ok(ctx, key.len(), flags, len) && memory_ok(ctx, key.len(), len)
+    let cas = ctx.store.shown_cas(req.header.cas);
+    let mode = set_mode(req.cmd, cas);
+    let new = NewItem {
+        flags,
+        expires: expiry(i64::from(exptime), now),
+        value: IoBuf::from_vec(value),
+        cas,
     };
-    let counters = ctx.counters;
-    let put = |flags: u32, expires: u32, value: Vec<u8>| {
-        Update::Put(
-            Item {
-                flags,
-                expires,
-                cas: 0,
-                stored: 0,
-                value: IoBuf::from_vec(value),
-            },
-            StoreOutcome::Stored,
-        )
-    };
-    let (result, new_cas) = ctx.store.update(key, now, |current| match (cmd, current) {
-        (APPEND | PREPEND, None) => Update::Keep(StoreOutcome::NotStored),
-        (APPEND | PREPEND, Some(old)) => {
-            if cas != 0 && cas != item_cas(old) {
-                return Update::Keep(StoreOutcome::Exists);
-            }
-            let total = old.value.len() + value.len();
-            if !fits(old.flags, total) {
-                return Update::Keep(StoreOutcome::NotStored);
-            }
-            let mut joined = Vec::with_capacity(total);
-            if cmd == APPEND {
-                joined.extend_from_slice(&old.value);
-                joined.extend_from_slice(&value);
-            } else {
-                joined.extend_from_slice(&value);
-                joined.extend_from_slice(&old.value);
-            }
-            put(old.flags, old.expires, joined)
-        }
-        // A CAS value turns set, add and replace into "cas".
-        (_, None) if cas != 0 => {
-            Counters::add(&counters.cas_misses, 1);
-            Update::Keep(StoreOutcome::NotFound)
-        }
-        (_, Some(old)) if cas != 0 => {
-            if cas == item_cas(old) {
-                Counters::add(&counters.cas_hits, 1);
-                put(flags, expires, value)
-            } else {
-                Counters::add(&counters.cas_badval, 1);
-                Update::Keep(StoreOutcome::Exists)
-            }
-        }
-        (ADD, Some(_)) | (REPLACE, None) => Update::Keep(StoreOutcome::NotStored),
-        _ => put(flags, expires, value),
-    });
-    match (result, new_cas) {
-        (StoreOutcome::Stored, Some(new_cas)) => {
+    let result = ctx.store.set(mode, key, new, now);
+    ctx.counters.count_store(mode, result);
+    match result {
+        SetResult::Stored(new_cas) => {
             if !req.quiet {
                 responder.send(out, STATUS_SUCCESS, cas_of(ctx, new_cas), &[], &[], &[]);
             }
         }
-        (StoreOutcome::Stored, None) => {
-            // The store refused the item (no memory).
-            if cmd == APPEND || cmd == PREPEND {
-                responder.error(out, STATUS_NOT_STORED);
-            } else {
-                responder.send(
-                    out,
-                    STATUS_ENOMEM,
-                    0,
-                    &[],
-                    &[],
-                    b"Out of memory allocating item",
-                );
-            }
-        }
-        (StoreOutcome::Exists, _) => responder.error(out, STATUS_KEY_EEXISTS),
-        (StoreOutcome::NotFound, _) => responder.error(out, STATUS_KEY_ENOENT),
-        (StoreOutcome::NotStored, _) => responder.error(
+        SetResult::Exists => responder.error(out, STATUS_KEY_EEXISTS),
+        SetResult::NotFound => responder.error(out, STATUS_KEY_ENOENT),
+        SetResult::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
+        SetResult::OutOfMemory => responder.send(
             out,
-            match cmd {
+            STATUS_ENOMEM,
+            0,
+            &[],
+            &[],
+            b"Out of memory allocating item",
+        ),
+        SetResult::NotStored => responder.error(
+            out,
+            match req.cmd {
                 ADD => STATUS_KEY_EEXISTS,
                 REPLACE => STATUS_KEY_ENOENT,
                 _ => STATUS_NOT_STORED,
@@ -653,58 +584,12 @@ fn delete(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     Outcome::Consumed(req.head)
 }
 
-#[derive(Clone, Copy)]
-enum Delta {
-    Done(u64),
-    Created(u64),
-    Miss,
-    NonNumeric,
-    Exists,
-}
-
 fn arithmetic(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     let incr = req.cmd == INCREMENT;
     let delta = req.ext_u64(0);
     let initial = req.ext_u64(8);
     let exptime = req.ext_u32(16);
-    let cas = req.header.cas;
     let now = ctx.now;
-    let cas_disabled = ctx.settings.cas_disabled;
-    let (result, new_cas) = ctx.store.update(req.key(), now, |current| match current {
-        None if exptime == NO_CREATE => Update::Keep(Delta::Miss),
-        None => Update::Put(
-            Item {
-                flags: 0,
-                expires: expiry(i64::from(exptime), now),
-                cas: 0,
-                stored: 0,
-                value: IoBuf::from_vec(arith::decimal(initial)),
-            },
-            Delta::Created(initial),
-        ),
-        Some(item) => {
-            if item.value.is_empty() {
-                return Update::Keep(Delta::NonNumeric);
-            }
-            if cas != 0 && cas != if cas_disabled { 0 } else { item.cas } {
-                return Update::Keep(Delta::Exists);
-            }
-            let Some(current) = common::parse_stored_number(&item.value) else {
-                return Update::Keep(Delta::NonNumeric);
-            };
-            let result = arith::apply(current, incr, delta);
-            Update::Put(
-                Item {
-                    flags: item.flags,
-                    expires: item.expires,
-                    cas: 0,
-                    stored: 0,
-                    value: IoBuf::from_vec(arith::new_value(result, item.value.len())),
-                },
-                Delta::Done(result),
-            )
-        }
-    });
     let responder = req.responder();
     let counters = ctx.counters;
     let (hits, misses) = if incr {
@@ -712,48 +597,49 @@ fn arithmetic(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcom
     } else {
         (&counters.decr_hits, &counters.decr_misses)
     };
-    match (result, new_cas) {
-        (Delta::Done(value) | Delta::Created(value), Some(new_cas)) => {
-            if matches!(result, Delta::Done(_)) {
-                Counters::add(hits, 1);
-            }
-            if !req.quiet {
-                responder.send(
+    let success = |out: &mut IoChain, value: u64, cas: u64| {
+        if !req.quiet {
+            let cas = cas_of(ctx, cas);
+            responder.send(out, STATUS_SUCCESS, cas, &[], &[], &value.to_be_bytes());
+        }
+    };
+    match ctx
+        .store
+        .add_delta(req.key(), incr, delta, req.header.cas, now)
+    {
+        Ok(result) => {
+            Counters::add(hits, 1);
+            success(out, result.value, result.cas);
+        }
+        Err(ArithError::NotFound) if exptime != NO_CREATE => {
+            // memcached creates the item with the initial value by an add.
+            let mut digits = Vec::with_capacity(20);
+            common::push_u64(&mut digits, initial);
+            let new = NewItem {
+                flags: 0,
+                expires: expiry(i64::from(exptime), now),
+                value: IoBuf::from_vec(digits),
+                cas: 0,
+            };
+            match ctx.store.set(SetMode::Add, req.key(), new, now) {
+                SetResult::Stored(cas) => success(out, initial, cas),
+                SetResult::TooLarge | SetResult::OutOfMemory => responder.send(
                     out,
-                    STATUS_SUCCESS,
-                    cas_of(ctx, new_cas),
+                    STATUS_ENOMEM,
+                    0,
                     &[],
                     &[],
-                    &value.to_be_bytes(),
-                );
+                    b"Out of memory allocating new item",
+                ),
+                _ => responder.error(out, STATUS_NOT_STORED),
             }
         }
-        (Delta::Done(_), None) => {
-            responder.send(
-                out,
-                STATUS_ENOMEM,
-                0,
-                &[],
-                &[],
-                b"Out of memory incrementing value",
-            );
-        }
-        (Delta::Created(_), None) => {
-            responder.send(
-                out,
-                STATUS_ENOMEM,
-                0,
-                &[],
-                &[],
-                b"Out of memory allocating new item",
-            );
-        }
-        (Delta::Miss, _) => {
+        Err(ArithError::NotFound) => {
             Counters::add(misses, 1);
             responder.error(out, STATUS_KEY_ENOENT);
         }
-        (Delta::NonNumeric, _) => responder.error(out, STATUS_DELTA_BADVAL),
-        (Delta::Exists, _) => responder.error(out, STATUS_KEY_EEXISTS),
+        Err(ArithError::NonNumeric) => responder.error(out, STATUS_DELTA_BADVAL),
+        Err(ArithError::Exists) => responder.error(out, STATUS_KEY_EEXISTS),
     }
     Outcome::Consumed(req.head)
 }

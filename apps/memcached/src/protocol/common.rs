@@ -1,7 +1,8 @@
 //! Helpers the request protocols share: key limits, memcached's number
 //! parsing (`safe_strtoul` and friends, including their quirks), number
-//! formatting, item sizing as memcached computes it, base64 keys, and
-//! memcached's incr/decr.
+//! formatting, slab classes as memcached computes them, and base64 keys.
+//! What a command does to the store is the store's to decide
+//! ([`crate::store`]).
 //!
 //! The text and meta protocols use everything here; the binary protocol
 //! may too. The functions are stable: callers rely on their exact
@@ -9,9 +10,7 @@
 
 use alloc::vec::Vec;
 
-use ebb_iobuf::IoBuf;
-
-use crate::store::{expiry, Item, Store, Update, ITEM_OVERHEAD};
+use crate::store::{expiry, ITEM_OVERHEAD};
 
 /// The longest key memcached accepts.
 pub const KEY_MAX_LENGTH: usize = 250;
@@ -155,30 +154,6 @@ pub fn expires_at(exptime: i32, now: u32) -> u32 {
     expiry(i64::from(exptime), now)
 }
 
-/// The size memcached's slab allocator charges for an item (its
-/// `ITEM_ntotal`): header, key and its NUL, the flags if not zero, the
-/// value and its CRLF, and the CAS value unless CAS is disabled.
-pub fn item_total(key_len: usize, flags: u32, value_len: usize, cas_enabled: bool) -> usize {
-    let suffix = if flags == 0 { 0 } else { 4 };
-    let cas = if cas_enabled { 8 } else { 0 };
-    ITEM_OVERHEAD
-        .saturating_add(key_len + 1 + suffix + cas)
-        .saturating_add(value_len)
-        .saturating_add(2)
-}
-
-/// Whether memcached refuses an item as "too large for cache" with `-I`
-/// set to `item_size_max`.
-pub fn too_large(
-    key_len: usize,
-    flags: u32,
-    value_len: usize,
-    item_size_max: usize,
-    cas_enabled: bool,
-) -> bool {
-    item_total(key_len, flags, value_len, cas_enabled) > item_size_max
-}
-
 /// The slab class memcached would store an item of `total` bytes in,
 /// with its default growth factor (1.25) and the largest slab chunk
 /// `min(item_size_max, 512 KiB)`.
@@ -268,150 +243,6 @@ pub fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// Why an incr/decr did not apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeltaError {
-    /// No live item.
-    NotFound,
-    /// The value is empty or not a decimal number below 2^64.
-    NonNumeric,
-    /// A CAS value was given and differs.
-    Exists,
-}
-
-/// A successful incr/decr.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Delta {
-    /// The new number.
-    pub value: u64,
-    /// The item's new CAS value.
-    pub cas: u64,
-    /// The item's expiry (Unix time, 0: never).
-    pub expires: u32,
-}
-
-/// Parses a stored value as memcached's incr does (`safe_strtoull` on the
-/// data, which is followed by CRLF in memcached's memory).
-pub fn parse_stored_number(value: &[u8]) -> Option<u64> {
-    if value.is_empty() {
-        return None;
-    }
-    parse_u64(value)
-}
-
-/// memcached's `do_add_delta`: adds or subtracts `delta` (incr wraps at
-/// 2^64, decr stops at 0). If the new number is not longer than the old
-/// value, the value keeps its length, padded with spaces, as memcached's
-/// in-place update does; otherwise the value is the number. Flags and
-/// expiry are kept; the CAS value changes. `cas` (non-zero) must match.
-pub fn add_delta(
-    store: &Store,
-    key: &[u8],
-    now: u32,
-    incr: bool,
-    delta: u64,
-    cas: u64,
-) -> Result<Delta, DeltaError> {
-    let (result, new_cas) = store.update(key, now, |current| {
-        let Some(item) = current else {
-            return Update::Keep(Err(DeltaError::NotFound));
-        };
-        if item.value.is_empty() {
-            return Update::Keep(Err(DeltaError::NonNumeric));
-        }
-        if cas != 0 && item.cas != cas {
-            return Update::Keep(Err(DeltaError::Exists));
-        }
-        let Some(old) = parse_stored_number(&item.value) else {
-            return Update::Keep(Err(DeltaError::NonNumeric));
-        };
-        let value = if incr {
-            old.wrapping_add(delta)
-        } else {
-            old.saturating_sub(delta)
-        };
-        let mut text = Vec::with_capacity(item.value.len().max(20));
-        push_u64(&mut text, value);
-        if text.len() <= item.value.len() {
-            text.resize(item.value.len(), b' ');
-        }
-        let new = Item {
-            flags: item.flags,
-            expires: item.expires,
-            cas: 0,
-            stored: 0,
-            value: IoBuf::from_vec(text),
-        };
-        Update::Put(new, Ok((value, item.expires)))
-    });
-    let (value, expires) = result?;
-    Ok(Delta {
-        value,
-        cas: new_cas.unwrap_or(0),
-        expires,
-    })
-}
-
-/// What an append or prepend did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConcatResult {
-    /// Stored, with this new CAS value.
-    Stored(u64),
-    /// No live item, or the joined item would be too large (memcached
-    /// answers NOT_STORED for both).
-    NotStored,
-    /// A CAS value was given and differs.
-    Exists,
-}
-
-/// memcached's append/prepend (`do_store_item`): joins `data` after (or
-/// before) the live item's value, keeping its flags and expiry. A
-/// non-zero `cas` must match. The joined item must fit in `-I` as
-/// memcached sizes items.
-pub fn concat(
-    store: &Store,
-    key: &[u8],
-    data: &[u8],
-    prepend: bool,
-    cas: u64,
-    now: u32,
-    cas_enabled: bool,
-) -> ConcatResult {
-    let item_size_max = store.item_size_max();
-    let (result, new_cas) = store.update(key, now, |current| {
-        let Some(item) = current else {
-            return Update::Keep(ConcatResult::NotStored);
-        };
-        if cas != 0 && item.cas != cas {
-            return Update::Keep(ConcatResult::Exists);
-        }
-        let len = item.value.len() + data.len();
-        if too_large(key.len(), item.flags, len, item_size_max, cas_enabled) {
-            return Update::Keep(ConcatResult::NotStored);
-        }
-        let mut joined = Vec::with_capacity(len);
-        let (first, second) = if prepend {
-            (data, item.value.as_slice())
-        } else {
-            (item.value.as_slice(), data)
-        };
-        joined.extend_from_slice(first);
-        joined.extend_from_slice(second);
-        let new = Item {
-            flags: item.flags,
-            expires: item.expires,
-            cas: 0,
-            stored: 0,
-            value: IoBuf::from_vec(joined),
-        };
-        Update::Put(new, ConcatResult::Stored(0))
-    });
-    match (result, new_cas) {
-        (ConcatResult::Stored(_), Some(cas)) => ConcatResult::Stored(cas),
-        (other, _) => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,12 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn sizes_match_memcached() {
-        // -I 1k: "k" with flags 0 fits up to 964 bytes.
-        assert!(!too_large(1, 0, 964, 1024, true));
-        assert!(too_large(1, 0, 965, 1024, true));
-        assert!(too_large(1, 1, 961, 1024, true));
-        assert_eq!(item_total(3, 0, 3, true), 65);
+    fn slab_classes_match_memcached() {
         assert_eq!(slab_class(65, 1 << 20), 1);
         assert_eq!(slab_class(97, 1 << 20), 2);
     }

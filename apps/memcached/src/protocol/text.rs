@@ -19,11 +19,11 @@ use ebb_iobuf::IoChain;
 pub(crate) use line::{data_block, swallow, Block, Request};
 pub(crate) use reply::Reply;
 pub(crate) use retrieval::shown_cas;
-pub(crate) use storage::{store, Mode as StoreMode, StoreReply, Value};
+pub(crate) use storage::{refusal, store};
 pub(crate) use tokens::{tokenize, Tokens};
 
 use super::{meta, Context, Outcome};
-use storage::Mode;
+use crate::store::SetMode;
 
 /// Handles the first text request in `input`.
 pub fn handle(input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
@@ -77,13 +77,13 @@ fn dispatch(
             retrieval::get(tokens, ctx, r, true, true, done)
         }),
         b"set" | b"add" | b"replace" | b"append" | b"prepend" => {
-            let mode = Mode::from_command(command);
+            let mode = storage::mode_of(command);
             want(n == 6 || n == 7, reply, &mut |r| {
                 storage::update(request, tokens, ctx, r, mode)
             })
         }
         b"cas" => want(n == 7 || n == 8, reply, &mut |r| {
-            storage::update(request, tokens, ctx, r, Mode::Cas)
+            storage::update(request, tokens, ctx, r, SetMode::Cas)
         }),
         b"incr" => want(n == 4 || n == 5, reply, &mut |r| {
             commands::arithmetic(tokens, ctx, r, true, done)

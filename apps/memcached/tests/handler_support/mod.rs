@@ -62,7 +62,7 @@ impl Harness {
         let stats = STATS.with(|stats| *stats);
         Harness {
             protocol,
-            store: Store::new(settings.memory_limit, settings.item_size_max),
+            store: Store::from_settings(&settings),
             settings,
             stats,
         }

@@ -7,10 +7,11 @@ use ebb_iobuf::IoBuf;
 use super::flags::{preparse, Flags, BAD_FORMAT};
 use super::get::{push_flag, push_ttl};
 use super::{push_key, push_opaque, push_opaque_and_key, MAX_OPT_TOKENS};
-use crate::protocol::common::{add_delta, expires_at, push_u64, Delta, DeltaError, KEY_MAX_LENGTH};
-use crate::protocol::text::{shown_cas, store, Reply, StoreMode, StoreReply, Tokens, Value};
+use crate::protocol::common::{expires_at, push_u64, KEY_MAX_LENGTH};
+use crate::protocol::text::{shown_cas, store, Reply, Tokens};
 use crate::protocol::Context;
 use crate::stats::Counters;
+use crate::store::{ArithError, Delta, NewItem, SetMode, SetResult};
 
 const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
 
@@ -36,13 +37,12 @@ pub fn ma(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         Some(_) => return reply.error(b"CLIENT_ERROR invalid mode for ma M token"),
     };
     let counters = ctx.counters;
-    let delta = add_delta(
-        ctx.store,
+    let delta = ctx.store.add_delta(
         &flags.key,
-        ctx.now,
         incr,
         flags.delta.unwrap_or(1),
         flags.cas.unwrap_or(0),
+        ctx.now,
     );
     let (status, created): (&[u8], bool) = match delta {
         Ok(_) => {
@@ -56,12 +56,12 @@ pub fn ma(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
             );
             (b"", false)
         }
-        Err(DeltaError::NonNumeric) => {
+        Err(ArithError::NonNumeric) => {
             return reply.error(b"CLIENT_ERROR cannot increment or decrement non-numeric value");
         }
-        Err(DeltaError::Exists) => (b"EX", false),
-        Err(DeltaError::NotFound) if flags.vivify.is_some() => (b"NS", true),
-        Err(DeltaError::NotFound) => {
+        Err(ArithError::Exists) => (b"EX", false),
+        Err(ArithError::NotFound) if flags.vivify.is_some() => (b"NS", true),
+        Err(ArithError::NotFound) => {
             Counters::add(
                 if incr {
                     &counters.incr_misses
@@ -96,14 +96,14 @@ pub fn ma(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
 fn vivify(ctx: &Context<'_>, flags: &Flags) -> Option<Delta> {
     let mut text = Vec::with_capacity(20);
     push_u64(&mut text, flags.initial);
-    let value = Value {
-        key: &flags.key,
+    let new = NewItem {
         flags: 0,
         expires: 0,
-        data: IoBuf::from_vec(text),
+        value: IoBuf::from_vec(text),
+        cas: 0,
     };
-    match store(ctx, StoreMode::Add, value, 0) {
-        StoreReply::Stored(cas) => Some(Delta {
+    match store(ctx, SetMode::Add, &flags.key, new) {
+        SetResult::Stored(cas) => Some(Delta {
             value: flags.initial,
             cas,
             expires: 0,

@@ -6,12 +6,15 @@ use ebb_iobuf::IoBuf;
 
 use super::flags::BAD_FORMAT;
 use crate::protocol::common::{
-    base64_decode, base64_encode, item_total, push_i64, push_u64, slab_class, KEY_MAX_LENGTH,
+    base64_decode, base64_encode, push_i64, push_u64, slab_class, KEY_MAX_LENGTH,
 };
 use crate::protocol::text::{shown_cas, Reply, Tokens};
 use crate::protocol::Context;
+use crate::stats::Counters;
 
-/// Handles `me <key> [b]`: what memcached knows about an item.
+/// Handles `me <key> [b]`: what memcached knows about an item. Of the
+/// meta commands, memcached 1.6.18 counts only this one in `cmd_meta`,
+/// once its key is valid (checked against the real server).
 pub fn me(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     if tokens.count() < 3 || tokens.get(1).len() > KEY_MAX_LENGTH {
         return reply.string(BAD_FORMAT);
@@ -25,6 +28,7 @@ pub fn me(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     } else {
         tokens.get(1).to_vec()
     };
+    Counters::add(&ctx.counters.cmd_meta, 1);
     let Some(item) = ctx.store.get(&key, ctx.now) else {
         return reply.string(b"EN");
     };
@@ -47,12 +51,7 @@ pub fn me(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     push_u64(&mut line, u64::from(ctx.now.saturating_sub(item.stored)));
     line.extend_from_slice(b" cas=");
     push_u64(&mut line, shown_cas(ctx, item.cas));
-    let total = item_total(
-        key.len(),
-        item.flags,
-        item.value.len(),
-        !ctx.settings.cas_disabled,
-    );
+    let total = ctx.store.item_size(key.len(), item.flags, item.value.len());
     line.extend_from_slice(b" fetch=no cls=");
     push_u64(
         &mut line,

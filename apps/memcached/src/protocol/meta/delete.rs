@@ -46,10 +46,11 @@ pub fn md(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         None => Update::Keep(Deleted::NotFound),
         Some(item) if flags.cas.is_some_and(|cas| cas != item.cas) => Update::Keep(Deleted::Exists),
         Some(item) if flags.invalidate => {
-            // memcached marks the item stale and gives it a new CAS value.
+            // memcached marks the item stale in place and gives it a new
+            // CAS value.
             let mut item = item.clone();
             item.expires = ttl.unwrap_or(item.expires);
-            Update::Put(item, Deleted::Hit)
+            Update::Modify(item, Deleted::Hit)
         }
         Some(_) => Update::Remove(Deleted::Hit),
     });

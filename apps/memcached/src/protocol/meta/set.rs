@@ -7,13 +7,13 @@ use ebb_iobuf::IoBuf;
 use super::flags::{preparse, Flags, BAD_FORMAT};
 use super::get::push_flag;
 use super::{push_key, push_opaque, MAX_OPT_TOKENS};
-use crate::protocol::common::{expires_at, parse_i32, too_large, KEY_MAX_LENGTH};
+use crate::protocol::common::{expires_at, parse_i32, KEY_MAX_LENGTH};
 use crate::protocol::text::{
-    data_block, shown_cas, store, swallow, Block, Reply, Request, StoreMode, StoreReply, Tokens,
-    Value,
+    data_block, refusal, shown_cas, store, swallow, Block, Reply, Request, Tokens,
 };
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
+use crate::store::{NewItem, Refused, SetMode, SetResult};
 
 /// Handles `ms <key> <datalen> <flags>*` and its data block.
 pub fn ms(
@@ -62,15 +62,11 @@ pub fn ms(
     if !opaque_ok {
         return refuse(reply, b"CLIENT_ERROR opaque token too long");
     }
-    if too_large(
-        flags.key.len(),
-        flags.client_flags,
-        vlen,
-        ctx.store.item_size_max(),
-        !ctx.settings.cas_disabled,
-    ) {
+    if let Err(refused) = ctx.store.admit(flags.key.len(), flags.client_flags, vlen) {
+        // memcached's mset drops the old item whatever the mode.
+        ctx.counters.count_refused(refused);
         ctx.store.delete(&flags.key, None, ctx.now);
-        return refuse(reply, b"SERVER_ERROR object too large for cache");
+        return refuse(reply, refusal(refused));
     }
     let data = match data_block(request.input, request.line_end, block_len) {
         Block::Incomplete => return Outcome::Incomplete,
@@ -83,29 +79,29 @@ pub fn ms(
         reply.error(b"CLIENT_ERROR bad data chunk");
         return consumed;
     };
-    let value = Value {
-        key: &flags.key,
+    let new = NewItem {
         flags: flags.client_flags,
         expires: flags.ttl.map_or(0, |ttl| expires_at(ttl, ctx.now)),
-        data,
+        value: data,
+        cas: flags.cas.unwrap_or(0),
     };
-    let stored = store(ctx, mode, value, flags.cas.unwrap_or(0));
+    let stored = store(ctx, mode, &flags.key, new);
     finish(tokens, ctx, reply, &flags, stored);
     consumed
 }
 
 /// The store mode of `M` (with `C`, set and replace become cas).
-fn mode(flags: &Flags) -> Option<StoreMode> {
+fn mode(flags: &Flags) -> Option<SetMode> {
     let mode = match flags.mode {
-        None | Some(b'S') => StoreMode::Set,
-        Some(b'E') => StoreMode::Add,
-        Some(b'A') => StoreMode::Append,
-        Some(b'P') => StoreMode::Prepend,
-        Some(b'R') => StoreMode::Replace,
+        None | Some(b'S') => SetMode::Set,
+        Some(b'E') => SetMode::Add,
+        Some(b'A') => SetMode::Append,
+        Some(b'P') => SetMode::Prepend,
+        Some(b'R') => SetMode::Replace,
         Some(_) => return None,
     };
-    let cas = flags.cas.is_some() && matches!(mode, StoreMode::Set | StoreMode::Replace);
-    Some(if cas { StoreMode::Cas } else { mode })
+    let cas = flags.cas.is_some() && matches!(mode, SetMode::Set | SetMode::Replace);
+    Some(if cas { SetMode::Cas } else { mode })
 }
 
 /// memcached's `_finalize_mset`: the status and the `O`, `k`, `c`
@@ -115,14 +111,15 @@ fn finish(
     ctx: &Context<'_>,
     reply: &mut Reply,
     flags: &Flags,
-    stored: StoreReply,
+    stored: SetResult,
 ) {
     let (status, cas): (&[u8], u64) = match stored {
-        StoreReply::Stored(cas) => (b"HD", cas),
-        StoreReply::Exists => (b"EX", 0),
-        StoreReply::NotFound => (b"NF", 0),
-        StoreReply::NotStored => (b"NS", 0),
-        StoreReply::NoMemory => return reply.error(b"SERVER_ERROR out of memory storing object"),
+        SetResult::Stored(cas) => (b"HD", cas),
+        SetResult::Exists => (b"EX", 0),
+        SetResult::NotFound => (b"NF", 0),
+        SetResult::NotStored => (b"NS", 0),
+        SetResult::TooLarge => return reply.error(refusal(Refused::TooLarge)),
+        SetResult::OutOfMemory => return reply.error(refusal(Refused::NoMemory)),
     };
     let mut line = Vec::with_capacity(64);
     line.extend_from_slice(status);
@@ -137,7 +134,7 @@ fn finish(
         }
     }
     line.extend_from_slice(b"\r\n");
-    if matches!(stored, StoreReply::Stored(_)) {
+    if matches!(stored, SetResult::Stored(_)) {
         reply.line(line);
     } else {
         reply.push(IoBuf::from_vec(line));

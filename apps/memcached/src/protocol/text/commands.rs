@@ -4,12 +4,10 @@
 use alloc::vec::Vec;
 
 use super::{Reply, Tokens};
-use crate::protocol::common::{
-    add_delta, expires_at, parse_i32, parse_u32, parse_u64, push_u64, DeltaError,
-};
+use crate::protocol::common::{expires_at, parse_i32, parse_u32, parse_u64, push_u64};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
-use crate::store::DeleteResult;
+use crate::store::{ArithError, DeleteResult};
 
 /// `delete <key> [0] [noreply]`.
 pub fn delete(
@@ -61,7 +59,7 @@ pub fn arithmetic(
         return done;
     };
     let counters = ctx.counters;
-    match add_delta(ctx.store, key, ctx.now, incr, delta, 0) {
+    match ctx.store.add_delta(key, incr, delta, 0, ctx.now) {
         Ok(result) => {
             Counters::add(
                 if incr {
@@ -76,10 +74,10 @@ pub fn arithmetic(
             line.extend_from_slice(b"\r\n");
             reply.line(line);
         }
-        Err(DeltaError::NonNumeric) => {
+        Err(ArithError::NonNumeric) => {
             reply.string(b"CLIENT_ERROR cannot increment or decrement non-numeric value")
         }
-        Err(DeltaError::NotFound | DeltaError::Exists) => {
+        Err(ArithError::NotFound | ArithError::Exists) => {
             Counters::add(
                 if incr {
                     &counters.incr_misses

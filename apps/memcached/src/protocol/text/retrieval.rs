@@ -13,11 +13,7 @@ use crate::store::Item;
 
 /// The CAS value a client sees (0 with `-C`).
 pub fn shown_cas(ctx: &Context<'_>, cas: u64) -> u64 {
-    if ctx.settings.cas_disabled {
-        0
-    } else {
-        cas
-    }
+    ctx.store.shown_cas(cas)
 }
 
 /// Handles the get family; `touch` for `gat`/`gats`, whose first argument
