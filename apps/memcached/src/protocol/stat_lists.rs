@@ -77,7 +77,10 @@ pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
     put("rusage_system", seconds(cpu.system));
     put("max_connections", ctx.settings.max_connections.to_string());
     put("curr_connections", connections.to_string());
-    put("total_connections", counter(ctx, |c| &c.total_connections));
+    // memcached counts its listening socket among its connections (and
+    // subtracts it from `curr_connections` only); we have one.
+    let total_connections = total(ctx.stats, |c| &c.total_connections) + 1;
+    put("total_connections", total_connections.to_string());
     put(
         "rejected_connections",
         counter(ctx, |c| &c.rejected_connections),
