@@ -2,6 +2,8 @@
 //! talk to them request by request.
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -140,6 +142,14 @@ impl Client {
             reply.truncate(reply.len() - TEXT_SENTINEL_REPLY.len());
         }
         reply
+    }
+
+    /// Sends a text request alone (no sentinel, so that nothing else is in
+    /// flight while the server answers it) and returns its reply, which
+    /// must end with `last_line`.
+    pub fn text_alone(&mut self, request: &[u8], last_line: &[u8]) -> Vec<u8> {
+        self.stream.write_all(request).unwrap();
+        self.read_until(|reply| reply.ends_with(last_line))
     }
 
     /// Sends a binary request and returns its whole reply (the responses
