@@ -58,6 +58,8 @@
 //! would be too large is `NotStored`.
 
 mod commands;
+#[cfg(test)]
+mod tests;
 
 use alloc::boxed::Box;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
