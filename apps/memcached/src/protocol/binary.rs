@@ -397,6 +397,21 @@ fn set_mode(cmd: u8, cas: u64) -> SetMode {
     }
 }
 
+/// memcached's reply to an item the store's size rule refuses.
+fn refusal(responder: &Responder, out: &mut IoChain, refused: Refused) {
+    match refused {
+        Refused::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
+        Refused::NoMemory => responder.send(
+            out,
+            STATUS_ENOMEM,
+            0,
+            &[],
+            &[],
+            b"Out of memory allocating item",
+        ),
+    }
+}
+
 /// set, add, replace (with CAS if the header has one), append, prepend.
 fn store(
     req: &Request,
@@ -428,17 +443,7 @@ fn store(
         Tail::Never => false,
     };
     if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
-        match refused {
-            Refused::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
-            Refused::NoMemory => responder.send(
-                out,
-                STATUS_ENOMEM,
-                0,
-                &[],
-                &[],
-                b"Out of memory allocating item",
-            ),
-        }
+        refusal(&responder, out, refused);
         // A failed set must not leave the old value in place.
         if req.cmd == SET {
             ctx.store.delete(key, None, now);
@@ -478,15 +483,8 @@ fn store(
         }
         SetResult::Exists => responder.error(out, STATUS_KEY_EEXISTS),
         SetResult::NotFound => responder.error(out, STATUS_KEY_ENOENT),
-        SetResult::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
-        SetResult::OutOfMemory => responder.send(
-            out,
-            STATUS_ENOMEM,
-            0,
-            &[],
-            &[],
-            b"Out of memory allocating item",
-        ),
+        SetResult::TooLarge => refusal(&responder, out, Refused::TooLarge),
+        SetResult::OutOfMemory => refusal(&responder, out, Refused::NoMemory),
         SetResult::NotStored => responder.error(
             out,
             match req.cmd {

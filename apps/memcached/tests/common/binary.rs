@@ -1,40 +1,14 @@
-//! Binary protocol requests for the tests: opcodes (memcached's
-//! `protocol_binary.h`) and a request builder whose `bodylen` may lie.
+//! Binary protocol requests for the tests: opcodes (the server's own
+//! names for memcached's `protocol_binary.h`) and a request builder whose
+//! `bodylen` may lie.
 
-pub const GET: u8 = 0x00;
-pub const SET: u8 = 0x01;
-pub const ADD: u8 = 0x02;
-pub const REPLACE: u8 = 0x03;
-pub const DELETE: u8 = 0x04;
-pub const INCR: u8 = 0x05;
-pub const DECR: u8 = 0x06;
-pub const QUIT: u8 = 0x07;
-pub const FLUSH: u8 = 0x08;
-pub const GETQ: u8 = 0x09;
-pub const NOOP: u8 = 0x0a;
-pub const VERSION: u8 = 0x0b;
-pub const GETK: u8 = 0x0c;
-pub const GETKQ: u8 = 0x0d;
-pub const APPEND: u8 = 0x0e;
-pub const PREPEND: u8 = 0x0f;
-pub const STAT: u8 = 0x10;
-pub const SETQ: u8 = 0x11;
-pub const ADDQ: u8 = 0x12;
-pub const REPLACEQ: u8 = 0x13;
-pub const DELETEQ: u8 = 0x14;
-pub const INCRQ: u8 = 0x15;
-pub const DECRQ: u8 = 0x16;
-pub const QUITQ: u8 = 0x17;
-pub const FLUSHQ: u8 = 0x18;
-pub const APPENDQ: u8 = 0x19;
-pub const PREPENDQ: u8 = 0x1a;
-pub const TOUCH: u8 = 0x1c;
-pub const GAT: u8 = 0x1d;
-pub const GATQ: u8 = 0x1e;
-pub const SASL_LIST_MECHS: u8 = 0x20;
-pub const SASL_AUTH: u8 = 0x21;
-pub const GATK: u8 = 0x23;
-pub const GATKQ: u8 = 0x24;
+pub use memcached::protocol::binary::opcodes::*;
+
+/// Shorter names for incr/decr.
+pub const INCR: u8 = INCREMENT;
+pub const DECR: u8 = DECREMENT;
+pub const INCRQ: u8 = INCREMENTQ;
+pub const DECRQ: u8 = DECREMENTQ;
 
 /// A request; its bodylen may lie.
 #[derive(Clone)]
