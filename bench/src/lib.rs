@@ -4,18 +4,15 @@
 //! They share [`report`]: a table for people on stdout and the figures in
 //! `target/bench/NAME.json` (flat keys to numbers, plus the exact command lines
 //! and the versions used), and small statistics and measurement helpers.
-//! [`linux_guest`] builds and boots the Linux guest that VM benchmarks
-//! compare against, and [`netns`] gives guests on TAP devices their own
-//! network namespace. [`memcached`] starts ours and stock memcached and
+//! The Linux comparison guest, network namespaces, TAP devices, QEMU and
+//! CPU pinning come from `ebb-testbed`. [`memcached`] starts ours and stock memcached and
 //! measures them under `ebb-loadgen` (in a namespace or not), and
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
 //! [`plot`] draws throughput–p99 curves.
 
-pub mod linux_guest;
 pub mod memcached;
-pub mod netns;
 pub mod plot;
 pub mod report;
 pub mod tcp_sim;

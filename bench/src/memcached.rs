@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 
 use ebb_loadgen::{Config, ProtocolKind, Summary};
 
-use crate::netns::{NetNamespace, TapConfig};
 use crate::report::{median, workspace_root};
+use ebb_testbed::need::is_root;
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::TapConfig;
 
 /// Debian's memcached.
 pub const STOCK: &str = "/usr/bin/memcached";
@@ -98,18 +100,22 @@ impl<'ns> Launch<'ns> {
     /// loopback), ours on the user-space stack (`--tap`) at `tap.guest`
     /// with `tap.guest_mac`; port 11211, pinned to `cpu`.
     pub fn on_tap(which: Which, cpu: usize, namespace: &'ns NetNamespace, tap: &TapConfig) -> Self {
+        let (guest, guest_mac) = tap
+            .guest
+            .clone()
+            .expect("a TapConfig with the guest's address and MAC");
         let (listen, connect, extra) = match which {
             Which::Stock => (IpAddr::V4(tap.host), tap.host, Vec::new()),
             Which::Ours => (
                 IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                tap.guest,
+                guest,
                 vec![
                     "--tap".to_owned(),
                     tap.ifname.clone(),
                     "--tap-ip".to_owned(),
-                    format!("{}/{}", tap.guest, tap.prefix_len),
+                    format!("{guest}/{}", tap.prefix_len),
                     "--tap-mac".to_owned(),
-                    tap.guest_mac.clone(),
+                    guest_mac,
                 ],
             ),
         };
@@ -479,12 +485,6 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
         .unwrap_or(0)
-}
-
-/// Whether this process runs as root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Our memcached's release binary.

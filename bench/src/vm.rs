@@ -8,8 +8,7 @@
 //! - [`boot_native`] boots an Ebbflow image there with the launcher's own
 //!   QEMU command line (`ebb_cli::native`, as `./ebb run APP --native --net
 //!   tap` does), and [`boot_linux`] the Linux comparison guest.
-//! - [`qemu_cpu_seconds`] reads QEMU's user + system time from
-//!   `/proc/PID/stat` (all its threads: vCPU and I/O).
+//! - QEMU's user + system time comes from `ebb_testbed::qemu::qemu_cpu_seconds`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,9 +16,16 @@ use std::time::Duration;
 
 use ebb_cli::native::{self as launcher, TapNic};
 
-use crate::linux_guest::qemu::{shell_line, RunningGuest, GUEST_MAC};
-use crate::linux_guest::{self, GuestImage, GuestSettings, ReadyGuest};
-use crate::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
+use std::net::Ipv4Addr;
+
+use ebb_testbed::linux_guest::qemu::{RunningGuest, GUEST_MAC};
+use ebb_testbed::linux_guest::{self, GuestImage, GuestSettings, ReadyGuest};
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::pin::pin_current_thread;
+use ebb_testbed::qemu::{accel, shell_words};
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{require, Need};
+
 use crate::report::Report;
 
 /// The host CPU QEMU runs on.
@@ -39,31 +45,45 @@ pub const NICE: i32 = -10;
 /// ends): `let ns = vm::namespace("tag")?; let tap = vm::tap(&ns)?;`.
 pub struct VmBench<'a> {
     namespace: &'a NetNamespace,
-    tap: &'a TapDevice<'a>,
+    tap: &'a TapDevice,
+    guest: Ipv4Addr,
 }
 
-/// Creates the namespace `ebb-PID-TAG`; needs root.
+/// Creates the namespace `ebb-PID-TAG-N`; needs root.
 pub fn namespace(tag: &str) -> Result<NetNamespace, String> {
-    if !can_use_tap() {
-        return Err(
+    require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]).map_err(|skip| {
+        format!(
             "this benchmark puts both guests on a TAP device in a network namespace: \
-             run it as root (with /dev/net/tun)"
-                .to_owned(),
-        );
-    }
-    NetNamespace::create(tag)
+             run it as root (with /dev/net/tun): {skip}"
+        )
+    })?;
+    NetNamespace::for_this_process(tag)
 }
 
 /// A single-queue TAP device in `namespace` (host 192.168.77.1/24, guest
 /// 192.168.77.2, the guests' MAC).
-pub fn tap(namespace: &NetNamespace) -> Result<TapDevice<'_>, String> {
-    TapDevice::create(namespace, &TapConfig::new(GUEST_MAC))
+pub fn tap(namespace: &NetNamespace) -> Result<TapDevice, String> {
+    TapDevice::create(namespace, &TapConfig::guest_link(GUEST_MAC))
 }
 
 impl<'a> VmBench<'a> {
     /// The bench network over `tap` in `namespace`.
-    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice<'a>) -> Self {
-        VmBench { namespace, tap }
+    ///
+    /// # Panics
+    ///
+    /// When `tap` has no guest neighbour entry ([`tap`] always makes one).
+    pub fn new(namespace: &'a NetNamespace, tap: &'a TapDevice) -> Self {
+        let guest = tap.guest().expect("the bench's TAP device names its guest");
+        VmBench {
+            namespace,
+            tap,
+            guest,
+        }
+    }
+
+    /// The guest's address (both guests take it).
+    pub fn guest(&self) -> Ipv4Addr {
+        self.guest
     }
 
     /// The namespace.
@@ -72,7 +92,7 @@ impl<'a> VmBench<'a> {
     }
 
     /// The TAP device.
-    pub fn tap(&self) -> &TapDevice<'a> {
+    pub fn tap(&self) -> &TapDevice {
         self.tap
     }
 
@@ -81,36 +101,13 @@ impl<'a> VmBench<'a> {
     /// three).
     pub fn client<R: Send>(&self, work: impl FnOnce() -> R + Send) -> Result<R, String> {
         self.namespace.run_inside(|| {
-            pin_current_thread(CLIENT_CPU);
+            // Best effort: a machine with one CPU runs everything on it.
+            let _ = pin_current_thread(CLIENT_CPU);
             // SAFETY: setpriority(2) with who = 0 changes only the calling
             // thread's nice level (per thread on Linux); failure is harmless.
             unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
             work()
         })
-    }
-}
-
-/// Pins the calling thread to host CPU `cpu` (best effort: a machine with
-/// one CPU runs everything on it).
-pub fn pin_current_thread(cpu: usize) {
-    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit inside `set`; `cpu` is far below
-    // CPU_SETSIZE (1024) on any machine here.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size given; pid 0 changes
-    // only the calling thread's affinity.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-}
-
-/// The accelerator both guests use: KVM where the CPU has hardware
-/// virtualization, TCG otherwise (QEMU-NOTES: /dev/kvm here is a slow
-/// software hypervisor).
-pub fn accel() -> &'static str {
-    if launcher::kvm_usable() {
-        "kvm"
-    } else {
-        "tcg"
     }
 }
 
@@ -187,7 +184,7 @@ pub fn boot_native(
         cores: usize::from(shape.cpus),
         mem: shape.memory.clone(),
         timeout: 900,
-        boot_args: vec![format!("ip={}/24,gw={}", tap.guest(), tap.host())],
+        boot_args: vec![format!("ip={}/24,gw={}", bench.guest(), tap.host())],
         tap: Some(TapNic {
             ifname: tap.ifname().to_owned(),
             queues: shape.cpus,
@@ -197,8 +194,8 @@ pub fn boot_native(
     };
     let cmdline = format!(
         "wall={} {}",
-        launcher::host_unix_seconds(),
-        launcher::kernel_cmdline(&settings, launcher::measure_tsc_khz(), args)?
+        ebb_testbed::qemu::host_unix_seconds(),
+        launcher::kernel_cmdline(&settings, ebb_testbed::qemu::measure_tsc_khz(), args)?
     );
     let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm");
     let cpu = QEMU_CPU.to_string();
@@ -207,7 +204,7 @@ pub fn boot_native(
     let nice = NICE.to_string();
     prefix.extend(["nice", "-n", &nice]);
     let command = wrap(&prefix, &qemu);
-    let shown = shell_line(&command);
+    let shown = shell_words(&command);
     let mut qemu = RunningGuest::spawn(command)?;
     let boot_to_ready = qemu.wait_for(ready, Duration::from_secs(120))?;
     Ok(NativeGuest {
@@ -293,6 +290,30 @@ pub fn load_average() -> f64 {
 }
 
 /// `prefix... PROGRAM ARGS...` of `command`.
+/// Sends one-byte pings to a netpipe ping-pong server until one comes back
+/// intact (the readiness check of a guest serving netpipe).
+pub fn wait_for_ping(server: std::net::SocketAddr, limit: Duration) -> Result<String, String> {
+    let mut config = ebb_loadgen::netpipe::PingPongConfig::new(server);
+    config.sizes = vec![1];
+    config.warmup = 0;
+    config.min_repetitions = 1;
+    config.max_repetitions = 1;
+    config.io_timeout = Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match ebb_loadgen::netpipe::ping_pong(&config) {
+            Ok(_) => return Ok("netpipe".to_owned()),
+            Err(e) if std::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "netpipe at {server} did not answer within {} s: {e}",
+                    limit.as_secs()
+                ))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 fn wrap(prefix: &[&str], command: &Command) -> Command {
     let mut wrapped = Command::new(prefix[0]);
     wrapped
@@ -302,63 +323,9 @@ fn wrap(prefix: &[&str], command: &Command) -> Command {
     wrapped
 }
 
-/// User + system CPU seconds of QEMU started as (or under) process `pid`
-/// (`ip netns exec` execs `taskset`, which execs `timeout`, whose child is
-/// QEMU): the first process named `qemu-system-*` among `pid` and its
-/// descendants, all threads, from `/proc/PID/stat`.
-pub fn qemu_cpu_seconds(pid: u32) -> Result<f64, String> {
-    let qemu = find_qemu(pid, 4).ok_or_else(|| format!("no QEMU process under pid {pid}"))?;
-    let stat = std::fs::read_to_string(format!("/proc/{qemu}/stat"))
-        .map_err(|e| format!("/proc/{qemu}/stat: {e}"))?;
-    let ticks = stat_cpu_ticks(&stat).ok_or_else(|| format!("cannot parse /proc/{qemu}/stat"))?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Ok(ticks as f64 / hz.max(1) as f64)
-}
-
-/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line; the
-/// command name in parentheses may contain spaces.
-pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // After the name, field 3 (state) is index 0: utime (14) is index 11.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
-/// The QEMU process among `pid` and its descendants (up to `depth`
-/// levels down), if any.
-pub fn find_qemu(pid: u32, depth: u32) -> Option<u32> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    if comm.trim().starts_with("qemu-system") {
-        return Some(pid);
-    }
-    if depth == 0 {
-        return None;
-    }
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children
-        .split_whitespace()
-        .filter_map(|child| child.parse().ok())
-        .find_map(|child| find_qemu(child, depth - 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_ticks_are_fields_14_and_15_even_with_spaces_in_the_name() {
-        let stat = "4242 (qemu-system x) S 1 2 3 4 5 6 7 8 9 10 250 40 0 0 20 0 3 0";
-        assert_eq!(stat_cpu_ticks(stat), Some(290));
-        assert_eq!(stat_cpu_ticks("1 (x) S 1"), None);
-    }
-
-    #[test]
-    fn this_process_is_not_qemu() {
-        assert_eq!(find_qemu(std::process::id(), 0), None);
-    }
 
     #[test]
     fn wrapping_keeps_the_program_and_arguments() {
@@ -366,7 +333,7 @@ mod tests {
         inner.args(["5", "qemu-system-x86_64", "-m", "512M"]);
         let wrapped = wrap(&["taskset", "-c", "1"], &inner);
         assert_eq!(
-            shell_line(&wrapped),
+            shell_words(&wrapped),
             "taskset -c 1 timeout 5 qemu-system-x86_64 -m 512M"
         );
     }

@@ -4,11 +4,14 @@
 //! 127.0.0.1 and, as root, over a TAP device in a network namespace the
 //! test creates and deletes.
 
-use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestSettings};
-use ebb_bench::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
+use ebb_testbed::linux_guest::{self, default_cache_dir, probe, GuestSettings};
+use ebb_testbed::netns::{self, NetNamespace};
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{function_name, require, skip, skip_unless, Need};
 
 #[test]
 fn stock_memcached_answers_in_the_linux_guest() {
+    skip_unless!(Need::Qemu);
     let built = linux_guest::build_or_reuse(&default_cache_dir(), false).expect("guest image");
     let manifest = std::fs::read_to_string(&built.image.manifest).expect("manifest");
     assert!(manifest.contains("package memcached "), "{manifest}");
@@ -20,15 +23,18 @@ fn stock_memcached_answers_in_the_linux_guest() {
     probe::set_and_get(guest.server(), "ebb-test", "over-user-net").expect("set/get");
     drop(guest);
 
-    if !can_use_tap() {
-        eprintln!("TAP part skipped: needs root and /dev/net/tun");
+    if let Err(why) = require(&[Need::Root, Need::Tun, Need::Ip]) {
+        skip(&format!("{} (TAP half)", function_name!()), &why.reason);
         return;
     }
-    let namespace = NetNamespace::create("guest-test").expect("namespace");
+    let namespace = NetNamespace::for_this_process("guest-test").expect("namespace");
     let name = namespace.name().to_owned();
     {
-        let tap = TapDevice::create(&namespace, &TapConfig::new(linux_guest::qemu::GUEST_MAC))
-            .expect("tap");
+        let tap = TapDevice::create(
+            &namespace,
+            &TapConfig::guest_link(linux_guest::qemu::GUEST_MAC),
+        )
+        .expect("tap");
         let guest =
             linux_guest::boot_tap(&built.image, &settings, &namespace, &tap).expect("tap boot");
         let server = guest.server();
@@ -40,5 +46,5 @@ fn stock_memcached_answers_in_the_linux_guest() {
         assert!(probe::version(server).is_err());
     }
     drop(namespace);
-    assert!(!std::path::Path::new("/run/netns").join(name).exists());
+    assert!(!netns::exists(&name));
 }

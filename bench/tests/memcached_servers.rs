@@ -6,8 +6,10 @@
 use std::time::Duration;
 
 use ebb_bench::memcached::{build_ours, Launch, Plan, Server, Which, STOCK};
-use ebb_bench::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
 use ebb_loadgen::ProtocolKind;
+use ebb_testbed::netns::{self, NetNamespace};
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{function_name, require, skip, skip_unless, Need};
 
 const PLAN: Plan = Plan {
     runs: 1,
@@ -42,24 +44,22 @@ fn check(server: &Server<'_>, in_namespace: bool) {
 
 #[test]
 fn both_memcacheds_serve_the_benchmark_load() {
-    assert!(
-        std::path::Path::new(STOCK).exists(),
-        "{STOCK} is missing: ./ebb test installs Debian's memcached"
-    );
+    skip_unless!(Need::Memcached);
+    assert!(std::path::Path::new(STOCK).exists(), "{STOCK} is missing");
     check(
         &Server::start(&Launch::loopback(Which::Stock, 0)).expect("stock on loopback"),
         false,
     );
 
-    if !can_use_tap() {
-        eprintln!("TAP part skipped: needs root and /dev/net/tun");
+    if let Err(why) = require(&[Need::Root, Need::Tun, Need::Ip]) {
+        skip(&format!("{} (TAP half)", function_name!()), &why.reason);
         return;
     }
     build_ours().expect("our memcached builds");
-    let namespace = NetNamespace::create("mc-test").expect("namespace");
+    let namespace = NetNamespace::for_this_process("mc-test").expect("namespace");
     let name = namespace.name().to_owned();
     {
-        let config = TapConfig::new("02:eb:00:00:00:02");
+        let config = TapConfig::guest_link("02:eb:00:00:00:02");
         let _tap = TapDevice::create(&namespace, &config).expect("tap");
         for which in [Which::Stock, Which::Ours] {
             let server = Server::start(&Launch::on_tap(which, 0, &namespace, &config))
@@ -68,5 +68,5 @@ fn both_memcacheds_serve_the_benchmark_load() {
         }
     }
     drop(namespace);
-    assert!(!std::path::Path::new("/run/netns").join(name).exists());
+    assert!(!netns::exists(&name));
 }

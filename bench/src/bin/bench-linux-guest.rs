@@ -19,12 +19,14 @@ use std::net::SocketAddr;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use ebb_bench::linux_guest::{
-    self, default_cache_dir, probe, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
-};
-use ebb_bench::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
 use ebb_bench::report::{workspace_root, Report};
 use ebb_loadgen::netpipe::{self as netpipe_client, PingPongConfig};
+use ebb_testbed::linux_guest::{
+    self, default_cache_dir, probe, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
+};
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{require, Need};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Networks {
@@ -43,7 +45,7 @@ struct Options {
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
-        networks: if can_use_tap() {
+        networks: if require(&[Need::Root, Need::Tun, Need::Ip]).is_ok() {
             Networks::Both
         } else {
             Networks::User
@@ -235,8 +237,11 @@ fn run(options: &Options) -> Result<(), String> {
         record(&mut report, "user", &guest, figures)?;
     }
     if options.networks != Networks::User {
-        let namespace = NetNamespace::create("linux-guest")?;
-        let tap = TapDevice::create(&namespace, &TapConfig::new(linux_guest::qemu::GUEST_MAC))?;
+        let namespace = NetNamespace::for_this_process("linux-guest")?;
+        let tap = TapDevice::create(
+            &namespace,
+            &TapConfig::guest_link(linux_guest::qemu::GUEST_MAC),
+        )?;
         let guest = linux_guest::boot_tap(&image, &options.settings, &namespace, &tap)?;
         let addresses = guest.addresses.clone();
         let figures = namespace.run_inside(|| check(&addresses, "tap-in-netns"))?;

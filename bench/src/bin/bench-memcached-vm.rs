@@ -32,17 +32,16 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ebb_bench::linux_guest::qemu::RunningGuest;
-use ebb_bench::linux_guest::{
+use ebb_bench::plot::{write_p99_svg, Curve, Panel};
+use ebb_bench::report::{median, output_dir, workspace_root};
+use ebb_bench::vm::{self, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_loadgen::{Config, ProtocolKind};
+use ebb_testbed::linux_guest::qemu::RunningGuest;
+use ebb_testbed::linux_guest::{
     self, default_cache_dir, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
     MEMCACHED_PORT,
 };
-use ebb_bench::plot::{write_p99_svg, Curve, Panel};
-use ebb_bench::report::{median, output_dir, workspace_root};
-use ebb_bench::vm::{
-    self, qemu_cpu_seconds, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU,
-};
-use ebb_loadgen::{Config, ProtocolKind};
+use ebb_testbed::qemu::qemu_cpu_seconds;
 
 /// The first offered load of every sweep, and the factor between steps:
 /// the same schedule for both guests, so points match by offered load.
@@ -247,7 +246,7 @@ fn run(plan: &Plan) -> Result<(), String> {
     let namespace = vm::namespace("memcached-vm")?;
     let tap = vm::tap(&namespace)?;
     let bench = VmBench::new(&namespace, &tap);
-    let server = SocketAddr::from((tap.guest(), MEMCACHED_PORT));
+    let server = SocketAddr::from((bench.guest(), MEMCACHED_PORT));
     let native_args: Vec<String> = ["-m", &MEMORY_MB.to_string(), "-c", &CONNECTIONS.to_string()]
         .map(str::to_owned)
         .to_vec();

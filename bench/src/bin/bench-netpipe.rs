@@ -22,10 +22,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ebb_bench::linux_guest::{self, default_cache_dir, probe, GuestService, GuestSettings};
 use ebb_bench::report::{median, workspace_root};
 use ebb_bench::vm::{self, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
+use ebb_testbed::linux_guest::{self, default_cache_dir, GuestService, GuestSettings};
 
 struct Plan {
     runs: usize,
@@ -56,7 +56,7 @@ fn measure(
     plan: &Plan,
 ) -> Result<Figures, String> {
     bench.client(|| {
-        probe::wait_for_ping(ping, Duration::from_secs(30))?;
+        vm::wait_for_ping(ping, Duration::from_secs(30))?;
         let mut latency = PingPongConfig::new(ping);
         latency.sizes = vec![64];
         latency.warmup = 50;
@@ -101,8 +101,8 @@ fn run(plan: &Plan) -> Result<(), String> {
     let namespace = vm::namespace("netpipe")?;
     let tap = vm::tap(&namespace)?;
     let bench = VmBench::new(&namespace, &tap);
-    let ping = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[0]));
-    let sink = SocketAddr::from((tap.guest(), linux_guest::NETPIPE_PORTS[1]));
+    let ping = SocketAddr::from((bench.guest(), linux_guest::NETPIPE_PORTS[0]));
+    let sink = SocketAddr::from((bench.guest(), linux_guest::NETPIPE_PORTS[1]));
 
     let mut results: [Vec<Figures>; 2] = [Vec::new(), Vec::new()];
     let mut commands = [String::new(), String::new()];

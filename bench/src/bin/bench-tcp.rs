@@ -40,13 +40,15 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use ebb_bench::memcached::{
-    build_ours, closed_loop_max, is_root, matched_loads, ClosedLoop, Launch, MatchedLoad, Plan,
-    Server, Which, STOCK,
+    build_ours, closed_loop_max, matched_loads, ClosedLoop, Launch, MatchedLoad, Plan, Server,
+    Which, STOCK,
 };
-use ebb_bench::netns::{can_use_tap, NetNamespace, TapConfig, TapDevice};
 use ebb_bench::report::{median, Report};
 use ebb_bench::tcp_sim::{self, Timed};
 use ebb_loadgen::ProtocolKind;
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{require, Need};
 
 const SERVER_CPU: usize = 1;
 const GENERATOR_CPU: usize = 0;
@@ -138,22 +140,13 @@ fn simulated(report: &mut Report, settings: &Settings) -> Result<(), String> {
 
 /// Why part 2 cannot run here, if it cannot.
 fn tap_unusable() -> Option<String> {
-    if !can_use_tap() {
-        let why = if is_root() {
-            "there is no /dev/net/tun"
-        } else {
-            "not root (the namespace and TAP device need it)"
-        };
-        return Some(why.to_owned());
+    if let Err(why) = require(&[Need::Root, Need::Tun, Need::Ip, Need::Memcached]) {
+        return Some(why.reason);
     }
     if !Path::new(STOCK).exists() {
         return Some(format!(
             "{STOCK} is missing (./ebb bench tcp installs Debian's memcached)"
         ));
-    }
-    let ip = Command::new("ip").arg("-V").output();
-    if !ip.is_ok_and(|out| out.status.success()) {
-        return Some("`ip` is missing (./ebb bench tcp installs Debian's iproute2)".to_owned());
     }
     None
 }
@@ -176,15 +169,18 @@ struct TapResult {
 fn tap(plan: &Plan) -> Result<TapResult, String> {
     println!("tcp/tap: building our memcached...");
     build_ours()?;
-    let namespace = NetNamespace::create("benchtcp")?;
-    let config = TapConfig::new(OURS_MAC);
+    let namespace = NetNamespace::for_this_process("benchtcp")?;
+    let config = TapConfig::guest_link(OURS_MAC);
     let device = TapDevice::create(&namespace, &config)?;
     println!(
         "tcp/tap: namespace {}, TAP {} (kernel {}, our stack {})",
         namespace.name(),
         device.ifname(),
         device.host(),
-        device.guest()
+        config
+            .guest
+            .as_ref()
+            .map_or_else(String::new, |(addr, _)| addr.to_string())
     );
     let stock_launch = Launch::on_tap(Which::Stock, SERVER_CPU, &namespace, &config);
     let ours_launch = Launch::on_tap(Which::Ours, SERVER_CPU, &namespace, &config);

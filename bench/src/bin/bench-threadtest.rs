@@ -46,19 +46,16 @@ struct Foo {
     y: i32,
 }
 
-/// Pins the calling thread to `cpu` (modulo the CPUs available).
+/// Pins the calling thread to `cpu` (modulo the CPUs this process may
+/// use); runs unpinned if that fails.
 fn pin(cpu: usize) {
-    // SAFETY: `sysconf` has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    let n = usize::try_from(n).unwrap_or(1).max(1);
-    // SAFETY: a zeroed `cpu_set_t` is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `CPU_SET` writes a bit inside `set` (index < CPU_SETSIZE).
-    unsafe { libc::CPU_SET(cpu % n, &mut set) };
-    // SAFETY: `set` is a valid `cpu_set_t` of the size passed; pid 0 is the
-    // calling thread.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r != 0 {
+    let allowed = ebb_testbed::pin::allowed_cpus().unwrap_or_default();
+    let target = if allowed.is_empty() {
+        cpu
+    } else {
+        allowed[cpu % allowed.len()]
+    };
+    if ebb_testbed::pin::pin_current_thread(target).is_err() {
         eprintln!("threadtest: sched_setaffinity failed; running unpinned");
     }
 }

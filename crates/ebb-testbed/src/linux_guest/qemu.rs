@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::image::GuestImage;
 use super::init::{FAILURE_MARKER, READY_MARKER};
+use crate::qemu::shell_words;
 
 /// The MAC address of the guest's NIC (a locally administered QEMU one).
 pub const GUEST_MAC: &str = "52:54:00:eb:b0:01";
@@ -153,26 +154,6 @@ pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
     command
 }
 
-/// `program 'arg' ...`, quoted so that it can be pasted into a shell.
-pub fn shell_line(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|word| {
-            let word = word.to_string_lossy();
-            if !word.is_empty()
-                && word
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c))
-            {
-                word.into_owned()
-            } else {
-                format!("'{}'", word.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// A QEMU process booting the guest. Dropping it stops QEMU.
 pub struct RunningGuest {
     child: Child,
@@ -185,7 +166,7 @@ impl RunningGuest {
     /// Starts `command` (from [`qemu_command`]) with its serial console
     /// (stdout and stderr) captured.
     pub fn spawn(mut command: Command) -> Result<RunningGuest, String> {
-        let shown = shell_line(&command);
+        let shown = shell_words(&command);
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -293,7 +274,7 @@ impl RunningGuest {
         // QEMU itself, under the wrappers (`ip netns exec`, `taskset`,
         // `nice` exec; `timeout` forks): killing only `timeout` would
         // leave QEMU running.
-        let qemu = crate::vm::find_qemu(self.child.id(), 4)
+        let qemu = crate::qemu::process::find_qemu(self.child.id(), 4)
             .and_then(|pid| libc::pid_t::try_from(pid).ok());
         if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
             // SAFETY: kill(2) with a pid of our own child that has not been
@@ -342,7 +323,7 @@ mod tests {
                 forwards: vec![(4242, 11211), (4243, 5003)],
             },
         );
-        let line = shell_line(&qemu_command(&image(), &settings));
+        let line = shell_words(&qemu_command(&image(), &settings));
         assert_eq!(
             line,
             "timeout --kill-after=5 120 qemu-system-x86_64 -machine q35 -accel tcg -cpu max \
@@ -364,11 +345,11 @@ mod tests {
         );
         settings.namespace = Some("ebb-1-x".into());
         settings.cpus = 4;
-        let line = shell_line(&qemu_command(&image(), &settings));
+        let line = shell_words(&qemu_command(&image(), &settings));
         assert!(line.starts_with("ip netns exec ebb-1-x timeout "), "{line}");
         settings.pin_cpus = Some("1".into());
         settings.priority = ["nice", "-n", "-10"].map(String::from).to_vec();
-        let pinned = shell_line(&qemu_command(&image(), &settings));
+        let pinned = shell_words(&qemu_command(&image(), &settings));
         assert!(
             pinned.starts_with("ip netns exec ebb-1-x taskset -c 1 nice -n -10 timeout "),
             "{pinned}"

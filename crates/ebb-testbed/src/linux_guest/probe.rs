@@ -97,22 +97,18 @@ pub fn wait_for_version(server: SocketAddr, limit: Duration) -> Result<String, S
     }
 }
 
-/// Sends one-byte pings to a netpipe ping-pong server until one comes back
-/// intact (the readiness check of a guest serving netpipe).
-pub fn wait_for_ping(server: SocketAddr, limit: Duration) -> Result<String, String> {
-    let mut config = ebb_loadgen::netpipe::PingPongConfig::new(server);
-    config.sizes = vec![1];
-    config.warmup = 0;
-    config.min_repetitions = 1;
-    config.max_repetitions = 1;
-    config.io_timeout = REQUEST_TIMEOUT;
+/// Connects to `server` until it accepts a TCP connection (the readiness
+/// check of a guest serving netpipe: the ready marker comes first, so an
+/// accepted connection means the server listens; a benchmark then checks a
+/// real ping-pong with `ebb-loadgen`).
+pub fn wait_for_accept(server: SocketAddr, limit: Duration) -> Result<String, String> {
     let deadline = Instant::now() + limit;
     loop {
-        match ebb_loadgen::netpipe::ping_pong(&config) {
+        match TcpStream::connect_timeout(&server, REQUEST_TIMEOUT) {
             Ok(_) => return Ok("netpipe".to_owned()),
             Err(e) if Instant::now() >= deadline => {
                 return Err(format!(
-                    "netpipe at {server} did not answer within {} s: {e}",
+                    "netpipe at {server} did not accept within {} s: {e}",
                     limit.as_secs()
                 ))
             }

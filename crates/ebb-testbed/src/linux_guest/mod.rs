@@ -12,7 +12,7 @@
 //!   initrd, so the guest can serve netpipe instead of memcached.
 //! - [`qemu`] boots it; [`boot_user`] and [`boot_tap`] return a guest whose
 //!   service has answered ([`probe`]), over user networking or over a TAP
-//!   device in a network namespace ([`crate::netns`]).
+//!   device in a network namespace ([`crate::netns`], [`crate::tap`]).
 
 pub mod cpio;
 pub mod debian;
@@ -27,11 +27,13 @@ pub mod qemu;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use crate::netns::{NetNamespace, TapDevice};
+use crate::netns::NetNamespace;
+use crate::qemu::{measure_tsc_khz, shell_words};
+use crate::tap::TapDevice;
 pub use image::{build_or_reuse, default_cache_dir, Built, GuestImage};
 pub use init::{GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS};
 pub use overlay::with_netpipe;
-use qemu::{qemu_command, shell_line, BootSettings, GuestNetwork, RunningGuest};
+use qemu::{qemu_command, BootSettings, GuestNetwork, RunningGuest};
 
 /// How to boot the guest, whatever the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +112,7 @@ pub fn boot_user(image: &GuestImage, settings: &GuestSettings) -> Result<ReadyGu
     let cmdline = init::kernel_cmdline(
         &GuestAddress::USER_NETWORKING,
         &settings.service,
-        host_tsc_khz(),
+        measure_tsc_khz(),
     );
     let forwards = settings
         .service
@@ -132,14 +134,17 @@ pub fn boot_tap(
     image: &GuestImage,
     settings: &GuestSettings,
     namespace: &NetNamespace,
-    tap: &TapDevice<'_>,
+    tap: &TapDevice,
 ) -> Result<ReadyGuest, String> {
+    let guest = tap
+        .guest()
+        .ok_or_else(|| format!("TAP {} has no guest neighbour entry", tap.ifname()))?;
     let address = GuestAddress {
-        address: tap.guest(),
+        address: guest,
         netmask: Ipv4Addr::new(255, 255, 255, 0),
         gateway: Some(tap.host()),
     };
-    let cmdline = init::kernel_cmdline(&address, &settings.service, host_tsc_khz());
+    let cmdline = init::kernel_cmdline(&address, &settings.service, measure_tsc_khz());
     let network = GuestNetwork::Tap {
         ifname: tap.ifname().to_owned(),
         queues: 1,
@@ -154,7 +159,7 @@ pub fn boot_tap(
         .service
         .ports()
         .iter()
-        .map(|&port| SocketAddr::from((tap.guest(), port)))
+        .map(|&port| SocketAddr::from((guest, port)))
         .collect();
     start_and_wait(
         image,
@@ -175,7 +180,7 @@ fn wait_for_service(
 ) -> Result<String, String> {
     match service {
         GuestService::Memcached(_) => probe::wait_for_version(server, limit),
-        GuestService::Netpipe => probe::wait_for_ping(server, limit),
+        GuestService::Netpipe => probe::wait_for_accept(server, limit),
     }
 }
 
@@ -206,7 +211,7 @@ fn start_and_wait(
     ask: impl FnOnce(&GuestService, SocketAddr, Duration) -> Result<String, String>,
 ) -> Result<ReadyGuest, String> {
     let command = qemu_command(image, boot);
-    let shown = shell_line(&command);
+    let shown = shell_words(&command);
     let start = Instant::now();
     let mut qemu = RunningGuest::spawn(command)?;
     let boot_to_marker = qemu.wait_ready(settings.ready_limit)?;
@@ -225,31 +230,4 @@ fn start_and_wait(
         boot_to_marker,
         command: shown,
     })
-}
-
-/// The host's TSC rate in kHz, for the guest's `tsc_early_khz=` (the guest
-/// TSC runs at the host's rate under TCG); the median of three 10 ms
-/// measurements against the monotonic clock.
-#[cfg(target_arch = "x86_64")]
-pub fn host_tsc_khz() -> Option<u64> {
-    let mut samples: Vec<u64> = (0..3)
-        .map(|_| {
-            let start = Instant::now();
-            // SAFETY: RDTSC only reads the time-stamp counter.
-            let tsc0 = unsafe { std::arch::x86_64::_rdtsc() };
-            std::thread::sleep(Duration::from_millis(10));
-            // SAFETY: as above.
-            let tsc1 = unsafe { std::arch::x86_64::_rdtsc() };
-            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            tsc1.wrapping_sub(tsc0).saturating_mul(1_000_000) / nanos.max(1)
-        })
-        .collect();
-    samples.sort_unstable();
-    Some(samples[1]).filter(|&khz| khz > 0)
-}
-
-/// Elsewhere the guest calibrates its TSC itself.
-#[cfg(not(target_arch = "x86_64"))]
-pub fn host_tsc_khz() -> Option<u64> {
-    None
 }

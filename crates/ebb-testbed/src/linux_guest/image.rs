@@ -15,7 +15,8 @@ use super::debian::{self, run_captured};
 use super::init::{init_script, GROUP, PASSWD};
 use super::libs::{needed_libraries, SharedLibrary, LIBRARY_DIRS};
 use super::modules::{self, VIRTIO_NET_MODULES};
-use crate::report::{utc_now, workspace_root};
+use crate::qemu::host_unix_seconds;
+use crate::workspace_root;
 
 /// The meta-package that names the current cloud kernel.
 pub const KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
@@ -132,7 +133,10 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&work);
     let _ = std::fs::remove_file(&image.manifest);
     let debs = work.join("debs");
-    let mut manifest = format!("built {} by ebb-bench (bench/README.md)\n", utc_now());
+    let mut manifest = format!(
+        "built at Unix time {} by ebb-testbed (crates/ebb-testbed/README.md)\n",
+        host_unix_seconds()
+    );
 
     let kernel_package = debian::concrete_kernel_package(KERNEL_META_PACKAGE)?;
     let mut library_packages: Vec<String> = library_depends(MEMCACHED_PACKAGE)?;

@@ -1,0 +1,37 @@
+//! Ebbflow's testbed: everything that launches a guest or wires up a
+//! network for one, shared by `./ebb` (crates/ebb-cli), the benchmarks
+//! (bench/) and the integration tests, so that none of them writes it
+//! again. Hosted-only (std, Linux).
+//!
+//! - [`need`]: prerequisites (root, `/dev/net/tun`, tools on `PATH`) and
+//!   the one skip policy for tests that need them ([`require`], [`skip`],
+//!   [`skip_unless!`]).
+//! - [`netns`], [`tap`], [`link`]: network namespaces, TAP devices,
+//!   bridges and veth pairs, each deleted on drop (also when a test fails
+//!   or a benchmark returns early), so nothing is left behind.
+//! - [`pin`]: CPU pinning of the calling thread.
+//! - [`qemu`]: what every QEMU launch needs (accelerator, the host's TSC
+//!   rate, shell-quoted command lines for `-v`), a QMP client, and the
+//!   serial console read line by line with timeouts ([`lines`]).
+//! - [`linux_guest`]: the Linux comparison guest, built from Debian
+//!   packages and booted on the same virtual hardware as our images.
+
+pub mod lines;
+pub mod link;
+pub mod linux_guest;
+pub mod need;
+pub mod netns;
+pub mod pin;
+pub mod qemu;
+pub mod tap;
+
+pub use need::{require, skip, Need, Skip};
+
+/// The Ebbflow workspace root: `EBB_ROOT` when set (by `./ebb`), else two
+/// levels above this crate's manifest.
+pub fn workspace_root() -> std::path::PathBuf {
+    match std::env::var_os("EBB_ROOT") {
+        Some(root) if !root.is_empty() => std::path::PathBuf::from(root),
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    }
+}

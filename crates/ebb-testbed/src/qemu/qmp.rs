@@ -1,0 +1,208 @@
+//! A small QMP client (QEMU Machine Protocol, `docs/interop/qmp-spec.rst`
+//! in QEMU's tree) over the unix socket QEMU opens with
+//! `-qmp unix:PATH,server=on,wait=off` ([`qmp_args`]).
+//!
+//! The protocol is one JSON object per line. On connect the server sends
+//! a greeting (`{"QMP": {...}}`) and accepts only `qmp_capabilities`;
+//! after that every command gets exactly one `{"return": ...}` or
+//! `{"error": {"class", "desc"}}`, and asynchronous `{"event": ...}`
+//! messages may arrive in between (kept in [`Qmp::events`]).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The QEMU arguments that open a QMP socket at `path` without waiting
+/// for a client.
+pub fn qmp_args(path: &Path) -> [String; 2] {
+    [
+        "-qmp".to_owned(),
+        format!("unix:{},server=on,wait=off", path.display()),
+    ]
+}
+
+/// A QMP session in command mode.
+#[derive(Debug)]
+pub struct Qmp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    /// The QEMU version from the greeting (`major.minor.micro`).
+    pub version: String,
+    /// Events received so far, oldest first.
+    pub events: Vec<Value>,
+}
+
+impl Qmp {
+    /// Connects to `path` (retrying until `timeout`, since QEMU creates
+    /// the socket shortly after it starts), reads the greeting and leaves
+    /// capabilities negotiation. Every read waits at most `timeout`.
+    pub fn connect(path: &Path, timeout: Duration) -> Result<Qmp, String> {
+        let deadline = Instant::now() + timeout;
+        let stream = loop {
+            match UnixStream::connect(path) {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(format!("cannot connect to QMP at {}: {e}", path.display()))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| format!("QMP socket: {e}"))?;
+        let writer = stream.try_clone().map_err(|e| format!("QMP socket: {e}"))?;
+        let mut qmp = Qmp {
+            reader: BufReader::new(stream),
+            writer,
+            version: String::new(),
+            events: Vec::new(),
+        };
+        let greeting = qmp.read_message()?;
+        let version = greeting
+            .pointer("/QMP/version/qemu")
+            .ok_or_else(|| format!("not a QMP greeting: {greeting}"))?;
+        qmp.version = format!(
+            "{}.{}.{}",
+            version["major"], version["minor"], version["micro"]
+        );
+        qmp.execute("qmp_capabilities", None)?;
+        Ok(qmp)
+    }
+
+    /// Runs `command` with `arguments`; its `return` value, or the error's
+    /// class and description.
+    pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value, String> {
+        let mut request = json!({ "execute": command });
+        if let Some(arguments) = arguments {
+            request["arguments"] = arguments;
+        }
+        let mut line = request.to_string();
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(|e| format!("QMP {command}: {e}"))?;
+        loop {
+            let message = self.read_message()?;
+            if let Some(value) = message.get("return") {
+                return Ok(value.clone());
+            }
+            if let Some(error) = message.get("error") {
+                return Err(format!(
+                    "QMP {command}: {}: {}",
+                    error["class"].as_str().unwrap_or("?"),
+                    error["desc"].as_str().unwrap_or("?")
+                ));
+            }
+            if message.get("event").is_some() {
+                self.events.push(message);
+            }
+        }
+    }
+
+    /// The VM's run state (`running`, `paused`, `prelaunch`, `shutdown`,
+    /// ...), from `query-status`.
+    pub fn query_status(&mut self) -> Result<String, String> {
+        let status = self.execute("query-status", None)?;
+        status["status"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("query-status without a status: {status}"))
+    }
+
+    /// Starts (or resumes) the VM's CPUs (`cont`).
+    pub fn cont(&mut self) -> Result<(), String> {
+        self.execute("cont", None).map(drop)
+    }
+
+    /// Asks the guest to power down (an ACPI power button press).
+    pub fn system_powerdown(&mut self) -> Result<(), String> {
+        self.execute("system_powerdown", None).map(drop)
+    }
+
+    /// Stops QEMU at once.
+    pub fn quit(&mut self) -> Result<(), String> {
+        self.execute("quit", None).map(drop)
+    }
+
+    fn read_message(&mut self) -> Result<Value, String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Err("QMP: QEMU closed the connection".to_owned()),
+            Ok(_) => serde_json::from_str(line.trim())
+                .map_err(|e| format!("QMP: bad message '{}': {e}", line.trim())),
+            Err(e) => Err(format!("QMP: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A fake QEMU: greets, then answers each request line with the next of
+    /// `replies` (which may hold an event line first); returns what it
+    /// received.
+    fn fake_server(
+        path: &Path,
+        replies: Vec<&'static str>,
+    ) -> std::thread::JoinHandle<Vec<String>> {
+        let listener = UnixListener::bind(path).expect("bind");
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut writer = stream.try_clone().expect("clone");
+            writer
+                .write_all(b"{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 5, \"minor\": 2, \"major\": 7}, \"package\": \"\"}, \"capabilities\": [\"oob\"]}}\r\n")
+                .expect("greet");
+            let mut received = Vec::new();
+            let mut lines = BufReader::new(stream).lines();
+            for reply in replies {
+                received.push(lines.next().expect("a request").expect("read"));
+                writer.write_all(reply.as_bytes()).expect("reply");
+                writer.write_all(b"\r\n").expect("reply");
+            }
+            received
+        })
+    }
+
+    #[test]
+    fn a_session_negotiates_then_skips_events_and_reports_errors() {
+        let dir = std::env::temp_dir().join(format!("ebb-qmp-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("qmp.sock");
+        let server = fake_server(
+            &path,
+            vec![
+                r#"{"return": {}}"#,
+                "{\"event\": \"RESUME\", \"timestamp\": {\"seconds\": 1, \"microseconds\": 2}}\r\n\
+                 {\"return\": {\"status\": \"running\", \"running\": true}}",
+                r#"{"error": {"class": "CommandNotFound", "desc": "The command nope has not been found"}}"#,
+            ],
+        );
+        let mut qmp = Qmp::connect(&path, Duration::from_secs(10)).expect("connect");
+        assert_eq!(qmp.version, "7.2.5");
+        // The event comes before query-status's reply and is kept aside.
+        assert_eq!(qmp.query_status().expect("status"), "running");
+        assert_eq!(qmp.events.len(), 1);
+        assert_eq!(qmp.events[0]["event"], "RESUME");
+        let err = qmp.execute("nope", None).expect_err("unknown command");
+        assert!(err.contains("CommandNotFound"), "{err}");
+        let received = server.join().expect("server");
+        assert_eq!(received[0], r#"{"execute":"qmp_capabilities"}"#);
+        assert_eq!(received[1], r#"{"execute":"query-status"}"#);
+        assert_eq!(received[2], r#"{"execute":"nope"}"#);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_socket_arguments_do_not_wait_for_a_client() {
+        assert_eq!(
+            qmp_args(Path::new("/tmp/q.sock")),
+            ["-qmp", "unix:/tmp/q.sock,server=on,wait=off"]
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The testbed against the real thing: a namespace with a TAP device, a
+//! bridge and a veth pair to a second namespace, all gone after drop (root,
+//! /dev/net/tun); QEMU driven over QMP (qemu-system-x86_64); and the skip
+//! policy, run in a child copy of this binary with prerequisites pretended
+//! missing.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ebb_testbed::link::{Bridge, VethPair};
+use ebb_testbed::netns::{self, NetNamespace};
+use ebb_testbed::qemu::qmp::{qmp_args, Qmp};
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{skip_unless, Need};
+
+#[test]
+fn namespaces_taps_bridges_and_veths_are_made_and_leave_nothing_behind() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let (first, second);
+    {
+        let a = NetNamespace::for_this_process("tb").expect("namespace");
+        let b = NetNamespace::for_this_process("tb").expect("second namespace");
+        first = a.name().to_owned();
+        second = b.name().to_owned();
+        let tap = TapDevice::create(
+            &a,
+            &TapConfig::new("tbtap0", Ipv4Addr::new(10, 97, 0, 1), 24)
+                .with_guest(Ipv4Addr::new(10, 97, 0, 2), "52:54:00:eb:97:02"),
+        )
+        .expect("tap");
+        let bridge = Bridge::create(&a, "tbbr0").expect("bridge");
+        let veth = VethPair::create(&a, "tbv0", &b, "tbv1").expect("veth");
+        bridge.attach(veth.name()).expect("attach");
+        let links = a
+            .ip(&["-o", "link", "show", "master", "tbbr0"])
+            .expect("links");
+        assert!(links.contains("tbv0"), "{links}");
+        assert!(b.ip(&["-o", "link", "show", "tbv1"]).is_ok());
+        let addr = a
+            .ip(&["-o", "addr", "show", "dev", tap.ifname()])
+            .expect("addr");
+        assert!(addr.contains("10.97.0.1/24"), "{addr}");
+        // A socket bound on the TAP's address exists only inside.
+        let host = tap.host();
+        let bound = a
+            .run_inside(move || std::net::TcpListener::bind((host, 0)).is_ok())
+            .expect("inside");
+        assert!(bound);
+        assert!(std::net::TcpListener::bind((host, 0)).is_err());
+        drop(veth);
+        assert!(b.ip(&["-o", "link", "show", "tbv1"]).is_err(), "veth gone");
+    }
+    assert!(!netns::exists(&first) && !netns::exists(&second));
+}
+
+#[test]
+fn qemu_is_driven_over_qmp_from_prelaunch_to_running_to_quit() {
+    skip_unless!(Need::Qemu);
+    let dir = std::env::temp_dir().join(format!("ebb-testbed-qmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let socket = dir.join("qmp.sock");
+    // No guest image: with -S the machine waits in "prelaunch" for `cont`.
+    let mut qemu = Command::new("timeout")
+        .args(["60", ebb_testbed::qemu::QEMU])
+        .args(["-machine", "q35", "-accel", "tcg", "-m", "64M", "-S"])
+        .args(["-display", "none", "-nodefaults", "-no-user-config"])
+        .args(qmp_args(&socket))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start QEMU");
+    let mut qmp = Qmp::connect(&socket, Duration::from_secs(30)).expect("QMP");
+    assert!(!qmp.version.is_empty());
+    assert_eq!(qmp.query_status().expect("status"), "prelaunch");
+    qmp.cont().expect("cont");
+    assert_eq!(qmp.query_status().expect("status"), "running");
+    let err = qmp.execute("no-such-command", None).expect_err("unknown");
+    assert!(err.contains("CommandNotFound"), "{err}");
+    qmp.quit().expect("quit");
+    let status = qemu.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run only as a child of [`missing_prerequisites_are_skipped_and_recorded`].
+#[test]
+fn child_needing_tun_and_qemu() {
+    if std::env::var_os("EBB_TESTBED_CHILD").is_none() {
+        return;
+    }
+    skip_unless!(Need::Tun, Need::Qemu);
+    panic!("not skipped");
+}
+
+/// Runs [`child_needing_tun_and_qemu`] in a copy of this binary with
+/// `EBB_TESTBED_PRETEND_MISSING` and `CI` set as given; its output and the
+/// skip file's text.
+fn run_child(pretend: &str, ci: &str) -> (bool, String, String) {
+    let skips: PathBuf =
+        std::env::temp_dir().join(format!("ebb-testbed-skips-{}-{ci}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&skips);
+    let out = Command::new(std::env::current_exe().expect("this binary"))
+        .args(["--exact", "child_needing_tun_and_qemu", "--test-threads=1"])
+        .env("EBB_TESTBED_CHILD", "1")
+        .env("EBB_TESTBED_PRETEND_MISSING", pretend)
+        .env("EBB_TEST_SKIPS", &skips)
+        .env("CI", ci)
+        .output()
+        .expect("run the child");
+    let text = std::fs::read_to_string(&skips).unwrap_or_default();
+    let _ = std::fs::remove_file(&skips);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        text,
+    )
+}
+
+#[test]
+fn missing_prerequisites_are_skipped_and_recorded_and_ci_fails_on_installable_ones() {
+    let (passed, output, skips) = run_child("tun,qemu", "");
+    assert!(passed, "{output}");
+    let reason = "no /dev/net/tun (pretended by EBB_TESTBED_PRETEND_MISSING), \
+                  no qemu-system-x86_64 (Debian package qemu-system-x86) (pretended by EBB_TESTBED_PRETEND_MISSING)";
+    assert!(
+        output.contains(&format!("SKIPPED: child_needing_tun_and_qemu: {reason}")),
+        "{output}"
+    );
+    assert_eq!(
+        ebb_testbed::need::read_skips(&skips),
+        [("child_needing_tun_and_qemu".to_owned(), reason.to_owned())]
+    );
+    // Under CI a missing QEMU (which ./ebb installs) fails the test...
+    let (passed, output, skips) = run_child("tun,qemu", "true");
+    assert!(!passed, "{output}");
+    assert!(
+        output.contains("CI=true and a prerequisite ./ebb installs is missing"),
+        "{output}"
+    );
+    assert!(skips.is_empty());
+    // ...while a missing /dev/net/tun (which it cannot provide) still skips.
+    let (passed, output, skips) = run_child("tun", "true");
+    if passed {
+        assert_eq!(ebb_testbed::need::read_skips(&skips).len(), 1, "{output}");
+    } else {
+        // QEMU is really missing here: CI fails, as it should.
+        assert!(output.contains("qemu-system-x86_64"), "{output}");
+    }
+}
