@@ -7,6 +7,7 @@
 mod cli;
 mod root;
 mod steps;
+mod test_summary;
 mod userstack;
 
 use std::path::{Path, PathBuf};

@@ -14,6 +14,10 @@ use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC}
 
 use crate::child;
 
+// What every QEMU launch needs comes from the testbed, shared with the
+// benchmarks and the tests.
+pub use ebb_testbed::qemu::{host_unix_seconds, kvm_usable, measure_tsc_khz, shell_words};
+
 /// The bare-metal target native images are built for.
 pub const TARGET: &str = "x86_64-unknown-none";
 /// Where native images are built (its own target directory, so that its
@@ -275,51 +279,6 @@ pub fn has_native_entry(root: &Path, app: &str) -> bool {
         .is_ok_and(|manifest| manifest.contains("ebb-native"))
 }
 
-/// The host's TSC frequency in kHz, measured against the monotonic clock
-/// (the guest's TSC runs at the host's rate under TCG and KVM alike); the
-/// median of three 10 ms measurements.
-#[cfg(target_arch = "x86_64")]
-pub fn measure_tsc_khz() -> Option<u64> {
-    let mut samples: Vec<u64> = (0..3)
-        .map(|_| {
-            let start = Instant::now();
-            // SAFETY: RDTSC only reads the time-stamp counter.
-            let tsc0 = unsafe { std::arch::x86_64::_rdtsc() };
-            std::thread::sleep(Duration::from_millis(10));
-            // SAFETY: as above.
-            let tsc1 = unsafe { std::arch::x86_64::_rdtsc() };
-            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            (tsc1.wrapping_sub(tsc0)).saturating_mul(1_000_000) / nanos.max(1)
-        })
-        .collect();
-    samples.sort_unstable();
-    Some(samples[1]).filter(|&khz| khz > 0)
-}
-
-/// Elsewhere the guest calibrates against its PIT.
-#[cfg(not(target_arch = "x86_64"))]
-pub fn measure_tsc_khz() -> Option<u64> {
-    None
-}
-
-/// Whether KVM can be used here: hardware virtualization in the CPU flags
-/// and /dev/kvm (a software-only /dev/kvm is far slower than TCG).
-pub fn kvm_usable() -> bool {
-    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let hardware = flags
-        .lines()
-        .filter(|line| line.starts_with("flags"))
-        .any(|line| line.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-    hardware && Path::new("/dev/kvm").exists()
-}
-
-/// Seconds since the Unix epoch on the host (0 if the clock is before it).
-pub fn host_unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
-}
-
 /// The kernel command line: platform options, `--`, the application's
 /// arguments (which may not contain spaces: there is no quoting yet).
 pub fn kernel_cmdline(
@@ -419,26 +378,6 @@ pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool)
 /// QEMU's warning about the `etc/sercon-port` name, which is expected.
 fn is_expected_qemu_noise(line: &str) -> bool {
     line.contains("externally provided fw_cfg item names should be prefixed")
-}
-
-/// `program 'arg' ...` for `-v`, quoted so that it can be pasted in a shell.
-pub fn shell_words(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|word| {
-            let word = word.to_string_lossy();
-            if !word.is_empty()
-                && word
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_=./,:+@%".contains(c))
-            {
-                word.into_owned()
-            } else {
-                format!("'{}'", word.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The addresses of the `    #N 0xADDRESS` backtrace lines in `output`.

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::child;
+use crate::{child, test_summary};
 
 /// One step of `./ebb test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +54,9 @@ pub const STEPS: &[Step] = &[
         note: "release: the concurrency tests are heavy, not timing-sensitive",
     },
 ];
+
+/// The step whose output is counted (libtest's totals, skipped tests).
+const TEST_STEP: &str = "test";
 
 /// Why a step failed when it died of SIGINT (exit code 130).
 const INTERRUPTED: &str = "interrupted";
@@ -114,6 +117,7 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
     let to_run = outcomes.iter().filter(|o| **o == Outcome::NotRun).count();
     let mut failure: Option<(usize, String)> = None;
     let mut ordinal = 0;
+    let mut test_lines = None;
     for (i, step) in steps.iter().enumerate() {
         if outcomes[i] == Outcome::Skipped {
             continue;
@@ -129,7 +133,14 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
             step.name, step.command
         );
         let start = Instant::now();
-        let result = child::run(&mut command(step, root));
+        let result = if step.name == TEST_STEP {
+            test_summary::run_counting(&mut command(step, root), root).map(|(code, summary)| {
+                test_lines = Some(summary);
+                code
+            })
+        } else {
+            child::run(&mut command(step, root))
+        };
         let secs = start.elapsed().as_secs_f64();
         match result {
             Ok(0) => {
@@ -156,6 +167,9 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
     }
     println!();
     print!("{}", summary(steps, &outcomes));
+    if let Some(lines) = test_lines {
+        print!("{lines}");
+    }
     match failure {
         None => {
             let skipped = steps.len() - to_run;

@@ -8,7 +8,9 @@
 //! is deleted when QEMU exits, also after Ctrl-C or a SIGTERM to `./ebb`.
 
 use std::path::Path;
-use std::process::Command;
+
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
 
 use crate::native::{self, Settings, TapNic};
 
@@ -29,40 +31,19 @@ pub fn namespace_name(app: &str, pid: u32) -> String {
     format!("ebb-{app}-{pid}")
 }
 
-/// The `ip` commands that set up namespace `ns` with a TAP device of
-/// `queues` queue pairs (in order): the device, the host's address, and a
-/// permanent neighbour entry for the guest, so that the first packets do
-/// not wait for ARP (BENCH-NOTES: ARP retries add 1 s steps).
-pub fn setup_commands(ns: &str, queues: u16) -> Vec<Vec<String>> {
-    let host_ip = HOST_ADDR;
-    let mut tuntap = vec!["-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap"];
-    if queues > 1 {
-        tuntap.push("multi_queue");
-    }
-    let lines: [&[&str]; 6] = [
-        &["netns", "add", ns],
-        &["-n", ns, "link", "set", "lo", "up"],
-        &tuntap,
-        &["-n", ns, "addr", "add", host_ip, "dev", TAP],
-        &["-n", ns, "link", "set", TAP, "up"],
-        &[
-            "-n",
-            ns,
-            "neigh",
-            "replace",
-            GUEST_ADDR,
-            "lladdr",
-            GUEST_MAC,
-            "dev",
-            TAP,
-            "nud",
-            "permanent",
-        ],
-    ];
-    lines
-        .iter()
-        .map(|line| line.iter().map(|word| (*word).to_owned()).collect())
-        .collect()
+/// The TAP device of namespace `ns` with `queues` queue pairs: the host's
+/// address, and a permanent neighbour entry for the guest, so that the
+/// first packets do not wait for ARP (BENCH-NOTES: ARP retries add 1 s
+/// steps).
+pub fn tap_config(queues: u16) -> TapConfig {
+    let (host, prefix_len) = HOST_ADDR.split_once('/').expect("HOST_ADDR is ADDR/LEN");
+    TapConfig::new(
+        TAP,
+        host.parse().expect("HOST_ADDR's address"),
+        prefix_len.parse().expect("HOST_ADDR's prefix length"),
+    )
+    .with_guest(GUEST_ADDR.parse().expect("GUEST_ADDR"), GUEST_MAC)
+    .with_queues(queues)
 }
 
 /// `settings` for a guest on the namespace's TAP device: QEMU runs inside
@@ -100,37 +81,15 @@ pub fn usage_hint(app: &str, ns: &str, queues: u16) -> String {
     )
 }
 
-/// Deletes the namespace (and with it the TAP device) when dropped.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        match Command::new("ip").args(["netns", "del", &self.0]).status() {
-            Ok(status) if status.success() => eprintln!("ebb: deleted namespace {}", self.0),
-            _ => eprintln!(
-                "ebb: could not delete namespace {0}: run `ip netns del {0}`",
-                self.0
-            ),
-        }
-    }
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the process's effective user.
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
-}
-
 /// Sets up the namespace and its TAP device (one queue pair per vCPU),
 /// boots `app` natively inside it ([`native::run`]) and deletes the
 /// namespace. Returns the application's exit code.
 pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Result<u8, String> {
-    if !is_root() {
-        return Err(
+    if let Err(why) = ebb_testbed::require(&[ebb_testbed::Need::Root, ebb_testbed::Need::Ip]) {
+        return Err(format!(
             "--net tap needs root (it creates a network namespace and a TAP device): \
-             run ./ebb as root, or use --net user with --forward"
-                .to_owned(),
-        );
+             run ./ebb as root, or use --net user with --forward ({why})"
+        ));
     }
     let queues = u16::try_from(settings.cores)
         .map_err(|_| format!("--cores {} is too many queue pairs", settings.cores))?;
@@ -138,24 +97,12 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     let tap_settings = tap_settings(settings, &ns, queues);
     // Refuse bad combinations (--forward, microvm) before creating anything.
     native::network_args(&tap_settings)?;
-    let mut namespace = None;
-    for line in setup_commands(&ns, queues) {
-        let out = Command::new("ip")
-            .args(&line)
-            .output()
-            .map_err(|e| format!("cannot run `ip`: {e}"))?;
-        if !out.status.success() {
-            // Drops the guard: a half-made namespace is deleted too.
-            return Err(format!(
-                "`ip {}` failed: {}",
-                line.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        namespace.get_or_insert_with(|| Namespace(ns.clone()));
-    }
+    // Dropped on every return: a half-made namespace is deleted too.
+    let namespace = NetNamespace::create(&ns)?.announce_deletion("ebb");
+    let tap = TapDevice::create(&namespace, &tap_config(queues))?;
     eprintln!("{}", usage_hint(app, &ns, queues));
     let code = native::run(root, app, &tap_settings, args);
+    drop(tap);
     drop(namespace);
     code
 }
@@ -169,15 +116,14 @@ mod tests {
     fn the_namespace_gets_a_tap_with_one_queue_per_core_and_the_guest_neighbour() {
         let ns = namespace_name("memcached", 42);
         assert_eq!(ns, "ebb-memcached-42");
-        let single: Vec<String> = setup_commands(&ns, 1)
+        let single: Vec<String> = tap_config(1)
+            .setup_commands(&ns)
             .iter()
             .map(|line| line.join(" "))
             .collect();
         assert_eq!(
             single,
             [
-                "netns add ebb-memcached-42",
-                "-n ebb-memcached-42 link set lo up",
                 "-n ebb-memcached-42 tuntap add dev ebbtap0 mode tap",
                 "-n ebb-memcached-42 addr add 10.98.0.1/24 dev ebbtap0",
                 "-n ebb-memcached-42 link set ebbtap0 up",
@@ -185,7 +131,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            setup_commands(&ns, 4)[2].join(" "),
+            tap_config(4).setup_commands(&ns)[0].join(" "),
             "-n ebb-memcached-42 tuntap add dev ebbtap0 mode tap multi_queue"
         );
     }

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
+
 use crate::child;
 
 /// The TAP device inside the namespace.
@@ -27,19 +30,17 @@ pub fn namespace_name(app: &str, pid: u32) -> String {
     format!("ebb-{app}-{pid}")
 }
 
-/// The `ip` commands that set up namespace `ns` (in order).
-pub fn setup_commands(ns: &str) -> Vec<Vec<String>> {
-    let lines: [&[&str]; 5] = [
-        &["netns", "add", ns],
-        &["-n", ns, "link", "set", "lo", "up"],
-        &["-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap"],
-        &["-n", ns, "addr", "add", KERNEL_ADDR, "dev", TAP],
-        &["-n", ns, "link", "set", TAP, "up"],
-    ];
-    lines
-        .iter()
-        .map(|line| line.iter().map(|word| (*word).to_owned()).collect())
-        .collect()
+/// The namespace's TAP device, with the kernel's side at [`KERNEL_ADDR`]
+/// (the stack takes its address itself, so no neighbour entry).
+pub fn tap_config() -> TapConfig {
+    let (host, prefix_len) = KERNEL_ADDR
+        .split_once('/')
+        .expect("KERNEL_ADDR is ADDR/LEN");
+    TapConfig::new(
+        TAP,
+        host.parse().expect("KERNEL_ADDR's address"),
+        prefix_len.parse().expect("KERNEL_ADDR's prefix length"),
+    )
 }
 
 /// The application's command line inside namespace `ns`: `binary`, the
@@ -54,27 +55,6 @@ pub fn app_command(ns: &str, binary: &Path, args: &[String]) -> Command {
     command
 }
 
-/// Deletes the namespace (and with it the TAP device) when dropped.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        match Command::new("ip").args(["netns", "del", &self.0]).status() {
-            Ok(status) if status.success() => eprintln!("userstack: deleted namespace {}", self.0),
-            _ => eprintln!(
-                "userstack: could not delete namespace {0}: run `ip netns del {0}`",
-                self.0
-            ),
-        }
-    }
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the process's effective user.
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
-}
-
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
@@ -83,12 +63,11 @@ fn target_dir(root: &Path) -> PathBuf {
 /// user-space stack with `args`, and deletes the namespace. Returns the
 /// application's exit code.
 pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
-    if !is_root() {
-        return Err(
+    if let Err(why) = ebb_testbed::require(&[ebb_testbed::Need::Root, ebb_testbed::Need::Ip]) {
+        return Err(format!(
             "--userstack needs root (it creates a network namespace and a TAP device): \
-             run ./ebb as root"
-                .to_owned(),
-        );
+             run ./ebb as root ({why})"
+        ));
     }
     let mut build = Command::new("cargo");
     build
@@ -100,18 +79,9 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
     }
     let binary = target_dir(root).join("release").join(app);
     let ns = namespace_name(app, std::process::id());
-    let mut namespace = None;
-    for line in setup_commands(&ns) {
-        let status = Command::new("ip")
-            .args(&line)
-            .status()
-            .map_err(|e| format!("cannot run `ip`: {e}"))?;
-        if !status.success() {
-            // Drops the guard: a half-made namespace is deleted too.
-            return Err(format!("`ip {}` failed", line.join(" ")));
-        }
-        namespace.get_or_insert_with(|| Namespace(ns.clone()));
-    }
+    // Dropped on every return: a half-made namespace is deleted too.
+    let namespace = NetNamespace::create(&ns)?.announce_deletion("userstack");
+    let tap = TapDevice::create(&namespace, &tap_config())?;
     let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
     println!(
         "userstack: {app} runs on Ebbflow's own stack at {stack_ip} on TAP {TAP} in network \
@@ -122,6 +92,7 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
          Ctrl-C stops it and deletes the namespace."
     );
     let code = run_passing_sigterm(&mut app_command(&ns, &binary, args));
+    drop(tap);
     drop(namespace);
     code
 }
@@ -164,15 +135,14 @@ mod tests {
     fn the_namespace_is_set_up_with_the_tap_and_kernel_address() {
         let ns = namespace_name("echo", 42);
         assert_eq!(ns, "ebb-echo-42");
-        let commands: Vec<String> = setup_commands(&ns)
+        let commands: Vec<String> = tap_config()
+            .setup_commands(&ns)
             .iter()
             .map(|line| line.join(" "))
             .collect();
         assert_eq!(
             commands,
             [
-                "netns add ebb-echo-42",
-                "-n ebb-echo-42 link set lo up",
                 "-n ebb-echo-42 tuntap add dev ebb0 mode tap",
                 "-n ebb-echo-42 addr add 10.99.0.1/24 dev ebb0",
                 "-n ebb-echo-42 link set ebb0 up",

@@ -9,10 +9,10 @@ use std::process::{Command, Output};
 
 // One boot at a time (`BOOT`): the native image is built once, and two
 // tests never build it at the same time.
-use native_support::{require_qemu, root, BOOT, EBB};
+use ebb_testbed::{skip_unless, Need};
+use native_support::{root, BOOT, EBB};
 
 fn run_native(extra: &[&str]) -> Output {
-    require_qemu();
     let _build = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let output = Command::new(EBB)
         .args(["run", "hello", "--native", "--timeout", "60"])
@@ -32,6 +32,7 @@ fn text(output: &Output) -> (String, String) {
 
 #[test]
 fn hello_boots_on_q35_and_microvm_and_exits_0() {
+    skip_unless!(Need::Qemu);
     for machine in ["q35", "microvm"] {
         let output = run_native(&["--machine", machine, "-v"]);
         let (stdout, stderr) = text(&output);
@@ -82,6 +83,7 @@ fn host_unix_seconds() -> u64 {
 
 #[test]
 fn the_guest_wall_clock_follows_the_host_from_the_command_line_or_the_rtc() {
+    skip_unless!(Need::Qemu);
     for (machine, boot_args) in [
         ("q35", &[][..]),
         ("q35", &["--boot-arg", "wall=rtc"][..]),
@@ -117,6 +119,7 @@ fn the_guest_wall_clock_follows_the_host_from_the_command_line_or_the_rtc() {
 
 #[test]
 fn hello_runs_on_4_cores_on_q35_and_microvm() {
+    skip_unless!(Need::Qemu);
     for machine in ["q35", "microvm"] {
         let output = run_native(&["--machine", machine, "--cores", "4", "-v"]);
         let (stdout, stderr) = text(&output);
@@ -146,6 +149,7 @@ fn hello_runs_on_4_cores_on_q35_and_microvm() {
 
 #[test]
 fn application_exit_codes_leave_qemu() {
+    skip_unless!(Need::Qemu);
     let output = run_native(&["--machine", "microvm", "--", "--frobnicate"]);
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
@@ -157,6 +161,7 @@ fn application_exit_codes_leave_qemu() {
 
 #[test]
 fn a_cpu_exception_prints_a_report_and_fails() {
+    skip_unless!(Need::Qemu);
     let output = run_native(&["--machine", "microvm", "--boot-arg", "crash=page-fault"]);
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(102), "{stdout}\n{stderr}");
@@ -189,6 +194,7 @@ fn a_cpu_exception_prints_a_report_and_fails() {
 /// the address is, and the launcher symbolizes the faulting frame.
 #[test]
 fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
+    skip_unless!(Need::Qemu);
     let found = Command::new("addr2line").arg("--version").output().is_ok();
     assert!(
         found,
@@ -246,6 +252,7 @@ fn guard_page_hits_print_a_report_with_symbolized_frames_and_fail() {
 /// only at debug and trace.
 #[test]
 fn the_log_level_on_the_command_line_chooses_what_the_guest_prints() {
+    skip_unless!(Need::Qemu);
     let warning = "ebbflow: warning: ignoring unknown platform option 'bogus'";
     let summary = "ebbflow native: heap: ebb-mem over";
     for (level, shows_warning, shows_summary) in [
@@ -286,6 +293,7 @@ fn the_log_level_on_the_command_line_chooses_what_the_guest_prints() {
 
 #[test]
 fn a_panic_prints_its_message_and_fails() {
+    skip_unless!(Need::Qemu);
     let output = run_native(&["--machine", "q35", "--boot-arg", "crash=panic"]);
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(101), "{stdout}\n{stderr}");

@@ -9,7 +9,8 @@ mod native_support;
 
 use std::process::Command;
 
-use native_support::{require_qemu, root, BOOT, EBB};
+use ebb_testbed::{skip_unless, Need};
+use native_support::{root, BOOT, EBB};
 
 /// The tests the image holds (`apps/native-tests/src/lib.rs`, `TESTS`).
 const IN_GUEST_TESTS: &[&str] = &[
@@ -23,7 +24,6 @@ const IN_GUEST_TESTS: &[&str] = &[
 ];
 
 fn boot_tests(cores: usize, filters: &[&str]) -> (Option<i32>, String) {
-    require_qemu();
     let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let cores = cores.to_string();
     let output = Command::new(EBB)
@@ -71,11 +71,13 @@ fn check_every_test_passed(cores: usize) {
 
 #[test]
 fn every_in_guest_test_passes_on_1_core() {
+    skip_unless!(Need::Qemu);
     check_every_test_passed(1);
 }
 
 #[test]
 fn every_in_guest_test_passes_on_4_cores() {
+    skip_unless!(Need::Qemu);
     check_every_test_passed(4);
 }
 
@@ -88,6 +90,7 @@ fn every_in_guest_test_passes_on_4_cores() {
 /// pointers) and register-to-register moves.
 #[test]
 fn the_native_ebb_ref_fast_path_is_one_load_and_one_test_and_branch() {
+    skip_unless!(Need::Qemu);
     // Builds the image and runs the test that calls the probe.
     let (code, console) = boot_tests(1, &["per_core_representatives"]);
     assert_eq!(code, Some(0), "{console}");

@@ -12,8 +12,8 @@
 //! one queue, 2 cores), memcached still listens on every core and serves
 //! from core 0's queue.
 //!
-//! The TAP test needs root and `/dev/net/tun`; without them the test says why and
-//! passes. With them nothing is skipped: a missing `ip`, `qemu-system-x86_64`
+//! The TAP tests need root and `/dev/net/tun`; without them they are
+//! skipped (`ebb_testbed::skip_unless!`). With them nothing is skipped: a missing `ip`, `qemu-system-x86_64`
 //! or `memccapable` (which `./ebb test` installs) fails it. The namespace
 //! is deleted on drop, also when the test fails (QEMU-NOTES: TAP devices
 //! and private addresses only inside a namespace the test creates).
@@ -21,95 +21,51 @@
 mod native_support;
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use native_support::{free_port, require_qemu, Guest, BOOT, EBB};
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{skip_unless, Need};
+use native_support::{free_port, Guest, BOOT, EBB};
 
 const TAP: &str = "mqtap0";
 const GUEST_MAC: &str = "52:54:00:eb:00:29";
 const QUEUES: usize = 4;
 const CONNECTIONS: usize = 64;
 
-/// Why the test cannot run here, if it cannot.
-fn unable() -> Option<&'static str> {
-    // /proc/self belongs to the process's effective user.
-    if !std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0) {
-        return Some("not root");
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun");
-    }
-    None
-}
-
-fn ip(args: &[&str]) {
-    let output = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|error| {
-            panic!("running ip {args:?}: {error} (./ebb test installs iproute2)")
-        });
-    assert!(
-        output.status.success(),
-        "ip {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// A namespace with a multi-queue TAP device whose kernel side is
-/// `subnet.1/24`, deleted on drop (with the DHCP server, if any).
-struct Namespace(String, Option<Child>);
+/// `subnet.1/24` (the testbed deletes both on drop), and the DHCP server,
+/// if any, stopped on drop.
+struct Namespace {
+    name: String,
+    dnsmasq: Option<Child>,
+    _tap: TapDevice,
+    _namespace: NetNamespace,
+}
 
 impl Namespace {
     fn new(subnet: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "ebbmq-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        ip(&["netns", "add", &name]);
-        let ns = Namespace(name, None);
-        let n = ns.0.as_str();
-        ip(&["-n", n, "link", "set", "lo", "up"]);
-        let tap = [
-            "-n",
-            n,
-            "tuntap",
-            "add",
-            "dev",
-            TAP,
-            "mode",
-            "tap",
-            "multi_queue",
-        ];
-        ip(&tap);
-        ip(&[
-            "-n",
-            n,
-            "addr",
-            "add",
-            &format!("{subnet}.1/24"),
-            "dev",
-            TAP,
-        ]);
-        ip(&["-n", n, "link", "set", TAP, "up"]);
+        let namespace = NetNamespace::for_this_process("mq").expect("namespace");
         // The kernel never asks ARP for the guest (QEMU-NOTES).
-        let guest = format!("{subnet}.2");
-        let neigh = ["-n", n, "neigh", "replace", &guest, "lladdr", GUEST_MAC];
-        ip(&[&neigh[..], &["dev", TAP, "nud", "permanent"]].concat());
-        ns
+        let config = TapConfig::new(TAP, format!("{subnet}.1").parse().expect("subnet"), 24)
+            .with_guest(format!("{subnet}.2").parse().expect("subnet"), GUEST_MAC)
+            .with_queues(u16::try_from(QUEUES).expect("queues"));
+        let tap = TapDevice::create(&namespace, &config).expect("tap");
+        Namespace {
+            name: namespace.name().to_owned(),
+            dnsmasq: None,
+            _tap: tap,
+            _namespace: namespace,
+        }
     }
 
     /// Starts dnsmasq in the namespace, handing the guest `subnet.2`.
     fn serve_dhcp(&mut self, subnet: &str) {
-        let leases = std::env::temp_dir().join(format!("{}.leases", self.0));
+        let leases = std::env::temp_dir().join(format!("{}.leases", self.name));
         let mut dnsmasq = Command::new("ip")
-            .args(["netns", "exec", &self.0, "dnsmasq", "--no-daemon"])
+            .args(["netns", "exec", &self.name, "dnsmasq", "--no-daemon"])
             .args(["--conf-file=/dev/null", "--port=0", "--bind-interfaces"])
             .arg(format!("--interface={TAP}"))
             .arg(format!(
@@ -124,7 +80,7 @@ impl Namespace {
             .spawn()
             .unwrap_or_else(|error| panic!("starting dnsmasq (./ebb test installs it): {error}"));
         let stderr = dnsmasq.stderr.take().expect("piped stderr");
-        self.1 = Some(dnsmasq);
+        self.dnsmasq = Some(dnsmasq);
         let (bound, wait) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -141,13 +97,13 @@ impl Namespace {
     /// whether it succeeded and its output (stdout and stderr).
     fn sh(&self, script: &str, args: &[&str]) -> (bool, String) {
         let output = Command::new("timeout")
-            .args(["120", "ip", "netns", "exec", &self.0, "bash", "-c"])
+            .args(["120", "ip", "netns", "exec", &self.name, "bash", "-c"])
             .arg(format!("exec 2>&1; {script}"))
             .arg("bash")
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|error| panic!("running a command in {}: {error}", self.0));
+            .unwrap_or_else(|error| panic!("running a command in {}: {error}", self.name));
         (
             output.status.success(),
             String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -157,13 +113,12 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
-        if let Some(dnsmasq) = &mut self.1 {
+        if let Some(dnsmasq) = &mut self.dnsmasq {
             let _ = dnsmasq.kill();
             let _ = dnsmasq.wait();
-            let leases = std::env::temp_dir().join(format!("{}.leases", self.0));
+            let leases = std::env::temp_dir().join(format!("{}.leases", self.name));
             let _ = std::fs::remove_file(leases);
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
 }
 
@@ -196,10 +151,7 @@ fn dump_counter(console: &str, queue: &str, key: &str) -> Option<u64> {
 
 #[test]
 fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
-    if let Some(reason) = unable() {
-        eprintln!("SKIPPED: the multi-queue TAP test needs root and /dev/net/tun ({reason})");
-        return;
-    }
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     four_queues("10.77.29", false);
 }
 
@@ -209,10 +161,7 @@ fn every_queue_of_a_four_queue_tap_carries_memcached_traffic() {
 /// connections steered to them would go unanswered).
 #[test]
 fn four_queues_share_core_0s_dhcp_lease() {
-    if let Some(reason) = unable() {
-        eprintln!("SKIPPED: the multi-queue TAP test needs root and /dev/net/tun ({reason})");
-        return;
-    }
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Dnsmasq, Need::Qemu);
     four_queues("10.77.39", true);
 }
 
@@ -220,7 +169,6 @@ fn four_queues(subnet: &str, dhcp: bool) {
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let guest_ip = format!("{subnet}.2");
     let guest_ip = guest_ip.as_str();
-    require_qemu();
     let mut ns = Namespace::new(subnet);
     let address = if dhcp {
         ns.serve_dhcp(subnet);
@@ -236,7 +184,7 @@ fn four_queues(subnet: &str, dhcp: bool) {
     );
     let mut command = Command::new("ip");
     command
-        .args(["netns", "exec", &ns.0, EBB])
+        .args(["netns", "exec", &ns.name, EBB])
         .args(["run", "memcached", "--native", "--accel", "tcg", "-v"])
         .args(["--cores", &QUEUES.to_string(), "--timeout", "400"])
         .arg(format!("--boot-arg={address}"))
@@ -348,7 +296,7 @@ fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
     use std::net::TcpStream;
 
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    require_qemu();
+    skip_unless!(Need::Qemu);
     let port = free_port();
     let mut command = Command::new(EBB);
     command

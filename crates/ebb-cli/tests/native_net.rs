@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use native_support::{free_port, require_qemu, Guest, BOOT, EBB};
+use ebb_testbed::{skip_unless, Need};
+use native_support::{free_port, Guest, BOOT, EBB};
 
 const BYTES: usize = 16 << 20;
 
@@ -37,7 +38,6 @@ fn pattern(len: usize) -> Vec<u8> {
 /// guest, the forwarded port, and the console up to the first line starting
 /// with `ready`.
 fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16, String) {
-    require_qemu();
     let port = free_port();
     let mut command = Command::new(EBB);
     command
@@ -59,6 +59,7 @@ fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16,
 
 #[test]
 fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
+    skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let (_guest, port, _) = boot("echo", 7007, "echo: TCP", &[]);
 
@@ -82,6 +83,7 @@ fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
 
 #[test]
 fn memccapable_passes_against_native_memcached() {
+    skip_unless!(Need::Qemu);
     let tool = ["/usr/bin/memccapable", "/usr/local/bin/memccapable"]
         .into_iter()
         .map(PathBuf::from)
@@ -126,6 +128,7 @@ fn memccapable_passes_against_native_memcached() {
 
 #[test]
 fn virtio_net_works_with_its_registers_above_4_gib() {
+    skip_unless!(Need::Qemu);
     // A 1 GiB ivshmem BAR does not fit SeaBIOS's 32-bit window, so it puts
     // the 64-bit BARs, virtio-net's register BAR among them, above 4 GiB.
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,6 +171,7 @@ fn virtio_net_works_with_its_registers_above_4_gib() {
 
 #[test]
 fn netpipe_ping_pongs_and_sinks_through_the_forwarded_ports() {
+    skip_unless!(Need::Qemu);
     use ebb_loadgen::netpipe::{bulk, ping_pong, PingPongConfig};
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let sink_port = free_port();

@@ -10,13 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+use ebb_testbed::{skip_unless, Need};
 
-fn can_use_tap() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
-        && PathBuf::from("/dev/net/tun").exists()
-}
+const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 
 /// The launcher (and QEMU under it), killed if the test fails early.
 struct Launcher(Child);
@@ -42,10 +38,7 @@ fn namespaces() -> String {
 
 #[test]
 fn echo_on_a_tap_in_its_own_namespace_answers_and_the_namespace_goes_away() {
-    if !can_use_tap() {
-        eprintln!("skipped: needs root and /dev/net/tun");
-        return;
-    }
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let child = Command::new(EBB)
         .args([
             "run",

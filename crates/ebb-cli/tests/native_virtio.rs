@@ -7,16 +7,19 @@
 //! network namespace the test creates), adaptive polling switching to
 //! polling under load and back when idle, a full transmit ring
 //! (back-pressure, nothing lost), and a device reset in the middle of a
-//! transfer. Needs `qemu-system-x86_64` (and `ip`, `python3` for the TAP
-//! test), which `./ebb test` installs.
+//! transfer. Needs `qemu-system-x86_64` (and `ip`, `python3`, root and
+//! `/dev/net/tun` for the TAP test; skipped without them).
 
 mod native_support;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
+use ebb_testbed::{skip_unless, Need};
 use native_support::{free_port, root, Guest, BOOT, EBB};
 
 /// Boots `echo` natively (verbose, exiting after `connections` TCP
@@ -102,6 +105,7 @@ const VERSION_1: u64 = 1 << 32;
 
 #[test]
 fn adaptive_polling_switches_to_polling_under_load_and_back_when_idle() {
+    skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     // Low thresholds, so that TCG's rates cross them whatever the load
     // on the machine: a 4 MiB echo is thousands of frames per second.
@@ -146,6 +150,7 @@ fn adaptive_polling_switches_to_polling_under_load_and_back_when_idle() {
 
 #[test]
 fn a_full_transmit_ring_holds_frames_back_without_losing_any() {
+    skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     // Four entries: two frames in flight at most, so bursts fill the ring.
     let (guest, port) = boot_echo(&["virtio_tx_queue=4"], 1);
@@ -157,6 +162,7 @@ fn a_full_transmit_ring_holds_frames_back_without_losing_any() {
 
 #[test]
 fn the_device_resets_in_the_middle_of_a_transfer_and_traffic_continues() {
+    skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let (guest, port) = boot_echo(&["virtio_reset_after=300"], 2);
     round_trip(port, 2 << 20);
@@ -168,48 +174,6 @@ fn the_device_resets_in_the_middle_of_a_transfer_and_traffic_continues() {
         "no reset:\n{console}"
     );
     assert!(console.contains("resets=1"), "{console}");
-}
-
-/// A network namespace of this test, deleted on drop (with its TAP).
-struct Namespace(String);
-
-impl Namespace {
-    fn create() -> Namespace {
-        let name = format!("virtiofeat-{}", std::process::id());
-        let status = Command::new("ip").args(["netns", "add", &name]).status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "ip netns add {name} failed: TAP tests need root and iproute2 (./ebb test)"
-        );
-        let namespace = Namespace(name);
-        namespace.exec(&["ip", "link", "set", "lo", "up"]);
-        namespace
-    }
-
-    fn command(&self, program: &[&str]) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.0]).args(program);
-        command
-    }
-
-    fn exec(&self, program: &[&str]) -> String {
-        let out = self.command(program).output().expect("run ip netns exec");
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            program.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &self.0])
-            .status();
-    }
 }
 
 /// A TCP echo client for inside the namespace: 1 MiB to the guest and
@@ -241,6 +205,7 @@ print("intact" if bytes(got) == data else "differs", len(got))
 
 #[test]
 fn checksum_offload_is_negotiated_over_a_tap_with_a_virtio_net_header() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Python3, Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     // Build the image (and learn the launcher's QEMU command line) with a
     // short boot that prints echo's usage.
@@ -277,15 +242,19 @@ fn checksum_offload_is_negotiated_over_a_tap_with_a_virtio_net_header() {
             "tap,id=net0,ifname=vftap0,script=no,downscript=no,vnet_hdr=on",
         )
         .replace("-- --help'", "-- --exit-after 1'");
-    let namespace = Namespace::create();
-    namespace.exec(&[
-        "ip", "tuntap", "add", "dev", "vftap0", "mode", "tap", "vnet_hdr",
-    ]);
-    namespace.exec(&["ip", "addr", "add", "10.0.2.2/24", "dev", "vftap0"]);
-    namespace.exec(&["ip", "link", "set", "vftap0", "up"]);
-    let mut guest = Guest::spawn(namespace.command(&["sh", "-c", &qemu]));
+    let namespace = NetNamespace::for_this_process("virtiofeat").expect("namespace");
+    let _tap = TapDevice::create(
+        &namespace,
+        &TapConfig::new("vftap0", Ipv4Addr::new(10, 0, 2, 2), 24).with_vnet_hdr(),
+    )
+    .expect("tap");
+    let mut sh = namespace.command("sh");
+    sh.args(["-c", &qemu]);
+    let mut guest = Guest::spawn(sh);
     guest.wait_for("echo: TCP");
-    let client = namespace.exec(&["python3", "-c", CLIENT]);
+    let client = namespace
+        .exec(&["python3", "-c", CLIENT])
+        .expect("the client in the namespace");
     assert_eq!(client.trim(), format!("intact {}", 1 << 20));
     let console = guest.finish();
     let (offered, accepted, line) = features(&console);

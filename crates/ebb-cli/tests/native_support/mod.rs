@@ -33,19 +33,6 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-/// Fails with the fix when QEMU is not installed.
-pub fn require_qemu() {
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "qemu-system-x86_64 is missing: run the tests through `./ebb test`, which installs \
-         qemu-system-x86 (or `apt-get install qemu-system-x86`)"
-    );
-}
-
 /// A process group stopped as a whole when dropped.
 struct Group(Child);
 
