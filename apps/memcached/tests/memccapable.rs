@@ -130,18 +130,20 @@ fn memccapable_ascii_tests_all_pass() {
 
 #[test]
 fn memccapable_binary_tests_all_pass_on_the_user_space_stack() {
-    if let Some(reason) = netns::unable() {
-        eprintln!("SKIPPED: the TAP namespace tests need root and /dev/net/tun ({reason})");
-        return;
-    }
+    ebb_testbed::skip_unless!(
+        ebb_testbed::Need::Root,
+        ebb_testbed::Need::Tun,
+        ebb_testbed::Need::Ip
+    );
     check(&Target::UserStack, "-b", "binary");
 }
 
 #[test]
 fn memccapable_ascii_tests_all_pass_on_the_user_space_stack() {
-    if let Some(reason) = netns::unable() {
-        eprintln!("SKIPPED: the TAP namespace tests need root and /dev/net/tun ({reason})");
-        return;
-    }
+    ebb_testbed::skip_unless!(
+        ebb_testbed::Need::Root,
+        ebb_testbed::Need::Tun,
+        ebb_testbed::Need::Ip
+    );
     check(&Target::UserStack, "-a", "ascii");
 }

@@ -86,30 +86,9 @@ pub fn timespec(ns: u64) -> libc::timespec {
     }
 }
 
-/// The CPUs this process may run on, in order.
-pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: passes the size of, and a pointer to, a live cpu_set_t.
-    check(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
-    let limit = usize::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
-    // SAFETY: CPU_ISSET reads the set for indices below CPU_SETSIZE.
-    Ok((0..limit)
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect())
-}
-
-/// Pins the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes inside the set for cpu < CPU_SETSIZE, which the
-    // caller took from `allowed_cpus`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: passes the size of, and a pointer to, a live cpu_set_t.
-    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
-    Ok(())
-}
+// CPU pinning is the testbed's (one implementation for the platform,
+// the load generator and the benchmarks).
+pub use ebb_testbed::pin::{allowed_cpus, pin_current_thread as pin_to_cpu};
 
 /// A signal set holding `signals`.
 pub fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {

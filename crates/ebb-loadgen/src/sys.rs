@@ -114,22 +114,8 @@ impl Epoll {
     }
 }
 
-/// Pins the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    if cpu >= 1024 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is out of range"),
-        ));
-    }
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE (1024), checked above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: passes the size of, and a pointer to, a live cpu_set_t.
-    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
-    Ok(())
-}
+// CPU pinning is the testbed's.
+pub use ebb_testbed::pin::pin_current_thread as pin_to_cpu;
 
 /// Sets the calling thread's timer slack to 1 ns, so that timed waits in
 /// open-loop mode wake when asked rather than up to 50 µs later.
@@ -190,11 +176,8 @@ pub fn process_cpu() -> CpuTime {
     rusage(libc::RUSAGE_SELF)
 }
 
-/// Whether this process runs as root (effective uid 0).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+// The privilege check is the testbed's.
+pub use ebb_testbed::need::is_root;
 
 /// Parses a CPU list such as `0,2-3`.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {

@@ -7,12 +7,13 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
+
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
 
 /// The TAP device in the namespace.
 pub const TAP: &str = "ebb0";
@@ -21,61 +22,36 @@ pub const KERNEL_ADDR: &str = "10.77.9.1/24";
 /// Our stack's address.
 pub const STACK_IP: &str = "10.77.9.2";
 
-/// Why the namespace tests cannot run here, if they cannot.
-pub fn unable() -> Option<&'static str> {
-    // /proc/self belongs to the process's effective user.
-    if !std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0) {
-        return Some("not root");
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun");
-    }
-    None
-}
-
-fn ip(args: &[&str]) {
-    let output = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|error| {
-            panic!("running ip {args:?}: {error} (./ebb test installs iproute2)")
-        });
-    assert!(
-        output.status.success(),
-        "ip {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Our memcached on the user-space stack at [`STACK_IP`]:11211, inside
 /// the namespace [`UserStackServer::namespace`].
 pub struct UserStackServer {
     /// The network namespace's name.
     pub namespace: String,
     server: Option<Child>,
+    _tap: TapDevice,
+    _namespace: NetNamespace,
 }
 
 impl UserStackServer {
     /// Creates the namespace and starts `memcached` (our binary) in it on
     /// the user-space stack; returns once it listens.
     pub fn start(memcached: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let namespace = format!(
-            "ebbmc-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
+        let namespace = NetNamespace::for_this_process("mc").expect("namespace");
+        let (addr, len) = KERNEL_ADDR.split_once('/').expect("ADDR/LEN");
+        let config = TapConfig::new(
+            TAP,
+            addr.parse().expect("kernel address"),
+            len.parse().expect("prefix length"),
         );
-        ip(&["netns", "add", &namespace]);
+        let tap = TapDevice::create(&namespace, &config).expect("tap");
         // From here on, drop deletes it.
         let mut made = UserStackServer {
-            namespace,
+            namespace: namespace.name().to_owned(),
             server: None,
+            _tap: tap,
+            _namespace: namespace,
         };
         let ns = made.namespace.as_str();
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-        ip(&["-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap"]);
-        ip(&["-n", ns, "addr", "add", KERNEL_ADDR, "dev", TAP]);
-        ip(&["-n", ns, "link", "set", TAP, "up"]);
         let stack_addr = format!("{STACK_IP}/24");
         let mut server = Command::new("ip")
             .args(["netns", "exec", ns, memcached])
@@ -109,8 +85,5 @@ impl Drop for UserStackServer {
             let _ = server.kill();
             let _ = server.wait();
         }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.namespace])
-            .status();
     }
 }
