@@ -178,11 +178,16 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// The command line: no options.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-boot",
+    about = "./ebb bench boot: native boot times (hello under QEMU)"
+)]
+struct Args {}
+
 fn main() -> ExitCode {
-    if std::env::args().len() > 1 {
-        eprintln!("usage: boot (no arguments)");
-        return ExitCode::from(2);
-    }
+    <Args as clap::Parser>::parse();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -74,12 +74,25 @@ const SMALL: u64 = 1_000_000;
 const LARGE: u64 = 3_000_000;
 const TIMED_CALLS: u64 = 100_000_000;
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-ebbref",
+    about = "./ebb bench ebbref: the cost of an EbbRef call"
+)]
+struct Args {
+    /// Only make CALLS calls the MODE way (ebbref, direct or hashmap), for
+    /// a profiler.
+    #[arg(long, num_args = 2, value_names = ["MODE", "CALLS"])]
+    probe: Option<Vec<String>>,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.as_slice() {
-        [probe, mode, calls] if probe == "--probe" => probe_mode(mode, calls),
-        [] => run(),
-        _ => Err("usage: ebbref [--probe ebbref|direct|hashmap CALLS]".to_owned()),
+    let args = <Args as clap::Parser>::parse();
+    let result = match args.probe.as_deref() {
+        Some([mode, calls]) => probe_mode(mode, calls),
+        Some(_) => Err("--probe takes MODE and CALLS".to_owned()),
+        None => run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -279,11 +279,16 @@ fn tokio_version() -> &'static str {
     "1.x (Cargo.lock)"
 }
 
+/// The command line: no options.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-events",
+    about = "./ebb bench events: the event loop against tokio"
+)]
+struct Args {}
+
 fn main() -> ExitCode {
-    if std::env::args().len() > 1 {
-        eprintln!("usage: events (no arguments)");
-        return ExitCode::from(2);
-    }
+    <Args as clap::Parser>::parse();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -28,75 +28,84 @@ use ebb_testbed::netns::NetNamespace;
 use ebb_testbed::tap::{TapConfig, TapDevice};
 use ebb_testbed::{require, Need};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Networks {
     User,
     Tap,
     Both,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Service {
+    Memcached,
+    Netpipe,
+}
+
+/// The command line (after `--` in `./ebb bench linux-guest`).
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-linux-guest",
+    about = "./ebb bench linux-guest: build and boot the Linux comparison guest, check its service"
+)]
+struct Args {
+    /// Networks to boot on (default: both as root, else user).
+    #[arg(long, value_enum)]
+    net: Option<Networks>,
+    /// What the guest serves.
+    #[arg(long, value_enum, default_value_t = Service::Memcached)]
+    service: Service,
+    /// Rebuild the image, ignoring the cache.
+    #[arg(long)]
+    rebuild: bool,
+    /// Guest memory, QEMU's -m.
+    #[arg(long, value_name = "SIZE", default_value = "512M")]
+    memory: String,
+    /// memcached's -m (MB).
+    #[arg(long, value_name = "MB")]
+    memcached_mem: Option<u32>,
+    /// memcached's -c.
+    #[arg(long, value_name = "N")]
+    connections: Option<u32>,
+}
+
 struct Options {
     networks: Networks,
     rebuild: bool,
     netpipe: bool,
-    memcached: MemcachedSettings,
     settings: GuestSettings,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options {
-        networks: if require(&[Need::Root, Need::Tun, Need::Ip]).is_ok() {
+fn parse(args: Args) -> Options {
+    let networks = args.net.unwrap_or_else(|| {
+        if require(&[Need::Root, Need::Tun, Need::Ip]).is_ok() {
             Networks::Both
         } else {
             Networks::User
-        },
-        rebuild: false,
-        netpipe: false,
-        memcached: MemcachedSettings::default(),
-        settings: GuestSettings::default(),
-    };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
-        let number = |text: &String| {
-            text.parse::<u32>()
-                .map_err(|e| format!("{arg} {text}: {e}"))
-        };
-        match arg.as_str() {
-            "--net" => {
-                options.networks = match value()?.as_str() {
-                    "user" => Networks::User,
-                    "tap" => Networks::Tap,
-                    "both" => Networks::Both,
-                    other => return Err(format!("--net {other}: expected user, tap or both")),
-                }
-            }
-            "--service" => {
-                options.netpipe = match value()?.as_str() {
-                    "memcached" => false,
-                    "netpipe" => true,
-                    other => {
-                        return Err(format!("--service {other}: expected memcached or netpipe"))
-                    }
-                }
-            }
-            "--rebuild" => options.rebuild = true,
-            "--memory" => options.settings.memory.clone_from(value()?),
-            "--memcached-mem" => options.memcached.memory_mb = number(value()?)?,
-            "--connections" => options.memcached.connections = number(value()?)?,
-            other => {
-                return Err(format!(
-                    "unknown option {other} (see bench/src/bin/bench-linux-guest.rs)"
-                ))
-            }
         }
+    });
+    let mut memcached = MemcachedSettings::default();
+    if let Some(mb) = args.memcached_mem {
+        memcached.memory_mb = mb;
     }
-    options.settings.service = if options.netpipe {
+    if let Some(connections) = args.connections {
+        memcached.connections = connections;
+    }
+    let netpipe = args.service == Service::Netpipe;
+    let mut settings = GuestSettings {
+        memory: args.memory,
+        ..GuestSettings::default()
+    };
+    settings.service = if netpipe {
         GuestService::Netpipe
     } else {
-        GuestService::Memcached(options.memcached)
+        GuestService::Memcached(memcached)
     };
-    Ok(options)
+    Options {
+        networks,
+        rebuild: args.rebuild,
+        netpipe,
+        settings,
+    }
 }
 
 /// Checks memcached with a set/get; returns nothing to report.
@@ -251,8 +260,8 @@ fn run(options: &Options) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse(&args).and_then(|options| run(&options)) {
+    let options = parse(<Args as clap::Parser>::parse());
+    match run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

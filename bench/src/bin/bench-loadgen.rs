@@ -31,45 +31,33 @@ const MUTILATE_BINARY: (f64, f64) = (265_000.0, 338_000.0);
 const GEN_CPU: usize = 0;
 const SERVER_CPU: usize = 1;
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-loadgen",
+    about = "./ebb bench loadgen: what the load generator itself can measure"
+)]
 struct Opts {
-    runs: usize,
+    /// Runs per figure (the median is reported).
+    #[arg(long, value_name = "N", default_value = "3")]
+    runs: std::num::NonZeroUsize,
+    /// Seconds per run.
+    #[arg(long, value_name = "S", default_value_t = 4.0, value_parser = positive_seconds)]
     duration: f64,
+    /// Seconds of warm-up before each run.
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = positive_seconds)]
     warmup: f64,
 }
 
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("'{text}' is not a positive number of seconds"))
+}
+
 fn parse_args() -> Result<Opts, String> {
-    let mut o = Opts {
-        runs: 3,
-        duration: 4.0,
-        warmup: 1.0,
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| -> Result<f64, String> {
-            it.next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite() && *v > 0.0)
-                .ok_or_else(|| format!("{name} needs a positive number"))
-        };
-        match a.as_str() {
-            "--runs" => {
-                o.runs = it
-                    .next()
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .filter(|&n| n > 0)
-                    .ok_or("--runs needs a positive whole number")?;
-            }
-            "--duration" => o.duration = value("--duration")?,
-            "--warmup" => o.warmup = value("--warmup")?,
-            _ => {
-                return Err(format!(
-                    "unknown argument '{a}' (accepted: --runs N --duration S --warmup S)"
-                ))
-            }
-        }
-    }
-    Ok(o)
+    Ok(<Opts as clap::Parser>::parse())
 }
 
 /// The generator's settings for every run here.
@@ -258,7 +246,7 @@ fn bench() -> Result<Report, String> {
     let mut ceiling_bin = Series::default();
     let mut ceiling_deep = Series::default();
     let mut last_cmd = (String::new(), String::new(), String::new());
-    for _ in 0..o.runs {
+    for _ in 0..o.runs.get() {
         for (protocol, series) in [
             (ProtocolKind::Text, &mut ceiling),
             (ProtocolKind::Binary, &mut ceiling_bin),
@@ -299,7 +287,7 @@ fn bench() -> Result<Report, String> {
     report.command(mc.command.clone());
     let mut text = Series::default();
     let mut bin = Series::default();
-    for _ in 0..o.runs {
+    for _ in 0..o.runs.get() {
         for (protocol, series) in [
             (ProtocolKind::Text, &mut text),
             (ProtocolKind::Binary, &mut bin),
@@ -338,7 +326,7 @@ fn bench() -> Result<Report, String> {
     }
     drop(mc);
 
-    let runs = o.runs;
+    let runs = o.runs.get();
     let mut put = |key: &str, values: &mut Vec<f64>, unit: &str, extra: &str| -> f64 {
         let note = format!("{}{extra}", Series::note(values, runs));
         let m = median(values);

@@ -486,35 +486,38 @@ fn run(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-memcached-vm",
+    about = "./ebb bench memcached-vm: native memcached against stock memcached in a Linux guest"
+)]
+struct Args {
+    /// One short run per guest (800 ms windows).
+    #[arg(long)]
+    quick: bool,
+    /// Runs per guest (default 3, 1 with --quick).
+    #[arg(long, value_name = "N")]
+    runs: Option<std::num::NonZeroUsize>,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut plan = Plan {
-        runs: 3,
-        window: Duration::from_secs(2),
-        warmup: Duration::from_millis(500),
-    };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => {
-                plan.runs = 1;
-                plan.window = Duration::from_millis(800);
-                plan.warmup = Duration::from_millis(200);
-            }
-            "--runs" => match args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0) {
-                Some(runs) => plan.runs = runs,
-                None => {
-                    eprintln!("memcached-vm: --runs takes a positive number");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!(
-                    "memcached-vm: unknown option {other}\nusage: memcached-vm [--quick] [--runs N]"
-                );
-                return ExitCode::from(2);
-            }
+    let args = <Args as clap::Parser>::parse();
+    let mut plan = if args.quick {
+        Plan {
+            runs: 1,
+            window: Duration::from_millis(800),
+            warmup: Duration::from_millis(200),
         }
+    } else {
+        Plan {
+            runs: 3,
+            window: Duration::from_secs(2),
+            warmup: Duration::from_millis(500),
+        }
+    };
+    if let Some(runs) = args.runs {
+        plan.runs = runs.get();
     }
     match run(&plan) {
         Ok(()) => ExitCode::SUCCESS,

@@ -284,35 +284,40 @@ fn run(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-netpipe",
+    about = "./ebb bench netpipe: native netpipe against netpipe on Linux in a guest"
+)]
+struct Args {
+    /// One short run per guest (fewer round trips, less time per size).
+    #[arg(long)]
+    quick: bool,
+    /// Runs per guest (default 3, 1 with --quick).
+    #[arg(long, value_name = "N")]
+    runs: Option<std::num::NonZeroUsize>,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut plan = Plan {
-        runs: 3,
-        latency_trips: 3000,
-        time_per_size: Duration::from_millis(200),
-        bulk_bytes: 16 << 20,
-    };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => {
-                plan.runs = 1;
-                plan.latency_trips = 500;
-                plan.time_per_size = Duration::from_millis(50);
-                plan.bulk_bytes = 4 << 20;
-            }
-            "--runs" => match args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0) {
-                Some(runs) => plan.runs = runs,
-                None => {
-                    eprintln!("netpipe: --runs takes a positive number");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!("netpipe: unknown option {other}\nusage: netpipe [--quick] [--runs N]");
-                return ExitCode::from(2);
-            }
+    let args = <Args as clap::Parser>::parse();
+    let mut plan = if args.quick {
+        Plan {
+            runs: 1,
+            latency_trips: 500,
+            time_per_size: Duration::from_millis(50),
+            bulk_bytes: 4 << 20,
         }
+    } else {
+        Plan {
+            runs: 3,
+            latency_trips: 3000,
+            time_per_size: Duration::from_millis(200),
+            bulk_bytes: 16 << 20,
+        }
+    };
+    if let Some(runs) = args.runs {
+        plan.runs = runs.get();
     }
     match run(&plan) {
         Ok(()) => ExitCode::SUCCESS,

@@ -365,46 +365,48 @@ fn run(settings: &Settings) -> Result<bool, String> {
     Ok(tap_ok)
 }
 
-const USAGE: &str = "usage: bench-tcp [--quick] [--sim-only]
-  (run as ./ebb bench tcp [-- --quick --sim-only])
-  --quick     3 simulated runs of a quarter the size, 1 TAP run of 1 s each
-  --sim-only  only the simulated link (part 2, TAP, is skipped)";
+/// The command line (`./ebb bench tcp [-- --quick --sim-only]`).
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-tcp",
+    about = "./ebb bench tcp: our TCP on the simulated link and on TAP against Linux's"
+)]
+struct Args {
+    /// 3 simulated runs of a quarter the size, 1 TAP run of 1 s each.
+    #[arg(long)]
+    quick: bool,
+    /// Only the simulated link (part 2, TAP, is skipped).
+    #[arg(long)]
+    sim_only: bool,
+}
 
 fn main() -> ExitCode {
-    let mut settings = Settings {
-        sim_only: false,
-        sim_runs: 5,
-        bulk_messages: 4096,
-        rr_transactions: 300_000,
-        tap: Plan {
-            runs: 3,
-            window: Duration::from_secs(3),
-            warmup: Duration::from_millis(500),
-        },
-    };
-    for arg in std::env::args().skip(1) {
-        match arg.as_str() {
-            "--quick" => {
-                settings.sim_runs = 3;
-                settings.bulk_messages = 1024;
-                settings.rr_transactions = 75_000;
-                settings.tap = Plan {
-                    runs: 1,
-                    window: Duration::from_secs(1),
-                    warmup: Duration::from_millis(200),
-                };
-            }
-            "--sim-only" => settings.sim_only = true,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            _ => {
-                eprintln!("bench-tcp: unknown argument {arg:?}\n{USAGE}");
-                return ExitCode::from(2);
-            }
+    let args = <Args as clap::Parser>::parse();
+    let settings = if args.quick {
+        Settings {
+            sim_only: args.sim_only,
+            sim_runs: 3,
+            bulk_messages: 1024,
+            rr_transactions: 75_000,
+            tap: Plan {
+                runs: 1,
+                window: Duration::from_secs(1),
+                warmup: Duration::from_millis(200),
+            },
         }
-    }
+    } else {
+        Settings {
+            sim_only: args.sim_only,
+            sim_runs: 5,
+            bulk_messages: 4096,
+            rr_transactions: 300_000,
+            tap: Plan {
+                runs: 3,
+                window: Duration::from_secs(3),
+                warmup: Duration::from_millis(500),
+            },
+        }
+    };
     match run(&settings) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

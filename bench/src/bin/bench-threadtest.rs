@@ -281,37 +281,29 @@ impl Cell {
     }
 }
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-threadtest",
+    about = "./ebb bench threadtest: our allocator against glibc, jemalloc and mimalloc"
+)]
 struct Options {
+    /// Smaller cells, for a quick look.
+    #[arg(long)]
     quick: bool,
-    runs: usize,
+    /// Runs per cell and allocator (the median is reported).
+    #[arg(long, value_name = "K", default_value = "5")]
+    runs: std::num::NonZeroUsize,
+    /// Only these allocators: ours, glibc, jemalloc, mimalloc (comma-separated).
+    #[arg(long, value_name = "LIST")]
     only: Option<String>,
+    /// Only this cell: I_1, I_2, II_1, II_2 or xthread.
+    #[arg(long, value_name = "NAME")]
     cell: Option<String>,
 }
 
 fn parse_args() -> Options {
-    let mut o = Options {
-        quick: false,
-        runs: 5,
-        only: None,
-        cell: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--runs" => o.runs = args.next().and_then(|v| v.parse().ok()).unwrap_or(5).max(1),
-            "--only" => o.only = args.next(),
-            "--cell" => o.cell = args.next(),
-            other => {
-                eprintln!(
-                    "threadtest: unknown argument '{other}' \
-                     (use --quick, --runs K, --only ours|glibc|jemalloc|mimalloc[,..], --cell NAME)"
-                );
-                std::process::exit(2);
-            }
-        }
-    }
-    o
+    <Options as clap::Parser>::parse()
 }
 
 fn cells(quick: bool) -> Vec<Cell> {
@@ -488,7 +480,7 @@ fn main() {
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); allocators.len()];
         // Interleave allocators run by run, so drifting machine load hits
         // all of them alike.
-        for _ in 0..opts.runs {
+        for _ in 0..opts.runs.get() {
             for (ai, a) in allocators.iter().enumerate() {
                 samples[ai].push(cell.run(a));
             }
@@ -520,7 +512,7 @@ fn main() {
         line.push_str(&args.join(" "));
     }
     report.command(line);
-    let note_runs = format!("median of {} runs", opts.runs);
+    let note_runs = format!("median of {} runs", opts.runs.get());
     for cell in &cells {
         for a in &allocators {
             report.metric(
