@@ -12,7 +12,7 @@
 //! process's own CPU time over the run (the generator's threads, from
 //! `getrusage`), so that a benchmark can also compare server + client.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -480,11 +480,9 @@ pub fn matched_loads(
     Ok(loads)
 }
 
-/// A port free on 127.0.0.1 now.
+/// A port free on 127.0.0.1 now (0 if there is none).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
-        .unwrap_or(0)
+    ebb_testbed::free_port().unwrap_or(0)
 }
 
 /// Our memcached's release binary.

@@ -333,17 +333,7 @@ fn format_value(v: f64) -> String {
     }
 }
 
-/// The workspace root: `EBB_ROOT` when set (by `./ebb`), else the parent of
-/// this package's directory.
-pub fn workspace_root() -> PathBuf {
-    match std::env::var_os("EBB_ROOT") {
-        Some(root) if !root.is_empty() => PathBuf::from(root),
-        _ => {
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-            manifest.parent().unwrap_or(manifest).to_path_buf()
-        }
-    }
-}
+pub use ebb_testbed::workspace_root;
 
 /// `target/bench` under [`workspace_root`].
 pub fn output_dir() -> PathBuf {

@@ -36,7 +36,7 @@
 //! comparing builds of the stack quickly or under a profiler.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::memcached::{
@@ -151,14 +151,6 @@ fn tap_unusable() -> Option<String> {
     None
 }
 
-fn describe(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|w| w.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// What part 2 measured.
 struct TapResult {
     maxima: [ClosedLoop; 2],
@@ -185,8 +177,8 @@ fn tap(plan: &Plan) -> Result<TapResult, String> {
     let stock_launch = Launch::on_tap(Which::Stock, SERVER_CPU, &namespace, &config);
     let ours_launch = Launch::on_tap(Which::Ours, SERVER_CPU, &namespace, &config);
     let commands = vec![
-        describe(&stock_launch.command()),
-        describe(&ours_launch.command()),
+        ebb_cli::child::describe(&stock_launch.command()),
+        ebb_cli::child::describe(&ours_launch.command()),
     ];
     let stock = Server::start(&stock_launch)?;
     let ours = Server::start(&ours_launch)?;

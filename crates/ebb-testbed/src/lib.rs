@@ -27,6 +27,15 @@ pub mod tap;
 
 pub use need::{require, skip, Need, Skip};
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (for QEMU's
+/// forwards and servers started on loopback).
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
 /// The Ebbflow workspace root: `EBB_ROOT` when set (by `./ebb`), else two
 /// levels above this crate's manifest.
 pub fn workspace_root() -> std::path::PathBuf {

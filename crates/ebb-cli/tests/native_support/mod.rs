@@ -6,7 +6,6 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -29,8 +28,7 @@ pub fn root() -> PathBuf {
 
 /// A port on 127.0.0.1 free a moment ago.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
+    ebb_testbed::free_port().expect("a free port")
 }
 
 /// A process group stopped as a whole when dropped.

@@ -24,9 +24,10 @@ pub mod overlay;
 pub mod probe;
 pub mod qemu;
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use crate::free_port;
 use crate::netns::NetNamespace;
 use crate::qemu::{measure_tsc_khz, shell_words};
 use crate::tap::TapDevice;
@@ -97,13 +98,6 @@ impl ReadyGuest {
     pub fn server(&self) -> SocketAddr {
         self.addresses[0]
     }
-}
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
 /// Boots `image` with user networking; each service port is forwarded from
