@@ -39,6 +39,11 @@ pub enum Command {
         /// Skip the formatting and lint steps: only run the tests.
         #[arg(long)]
         quick: bool,
+        /// Run only these tests: `cargo test --release` arguments, after
+        /// `--` (e.g. `-- -p ebb-userstack --test namespace`); default: the
+        /// whole workspace.
+        #[arg(last = true)]
+        tests: Vec<String>,
     },
     /// Run a benchmark from bench/src/bin; without NAME, list the benchmarks.
     Bench {
@@ -291,12 +296,28 @@ mod tests {
 
     #[test]
     fn test_quick_flag() {
-        assert_eq!(parse(&["test"]), Ok(Some(Command::Test { quick: false })));
+        assert_eq!(
+            parse(&["test"]),
+            Ok(Some(Command::Test {
+                quick: false,
+                tests: vec![]
+            }))
+        );
         assert_eq!(
             parse(&["test", "--quick"]),
-            Ok(Some(Command::Test { quick: true }))
+            Ok(Some(Command::Test {
+                quick: true,
+                tests: vec![]
+            }))
         );
         assert_eq!(parse(&["test", "--fast"]), Err(ErrorKind::UnknownArgument));
+        assert_eq!(
+            parse(&["test", "--quick", "--", "-p", "ebb-userstack"]),
+            Ok(Some(Command::Test {
+                quick: true,
+                tests: vec!["-p".to_owned(), "ebb-userstack".to_owned()]
+            }))
+        );
     }
 
     #[test]

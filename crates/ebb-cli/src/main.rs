@@ -95,9 +95,9 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             }
             child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
         }
-        Command::Test { quick } => {
+        Command::Test { quick, tests } => {
             child::guard_sigint();
-            Ok(steps::run_all(steps::STEPS, root, quick))
+            Ok(steps::run_all(steps::STEPS, root, quick, &tests))
         }
         Command::Bench { name: None, .. } => {
             println!("benchmarks: {}", root::join_names(&root::benches(root)));

@@ -100,10 +100,25 @@ pub fn command(step: &Step, root: &Path) -> Command {
     c
 }
 
+/// The test step's command with `cargo test --release` arguments `tests`
+/// instead of the whole workspace (none: the step's own command).
+pub fn test_command(step: &Step, root: &Path, tests: &[String]) -> Command {
+    if tests.is_empty() {
+        return command(step, root);
+    }
+    let mut c = Command::new("cargo");
+    c.args(["test", "--release"])
+        .args(tests)
+        .current_dir(root)
+        .env("EBB_ROOT", root);
+    c
+}
+
 /// Runs the steps of `steps` in order (those with `quick` only when `quick`),
 /// stopping at the first failure; prints a header per step and a summary.
+/// `tests`, when not empty, narrows the test step ([`test_command`]).
 /// Returns the exit code: 0, 1 on a failure, 130 when interrupted.
-pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
+pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8 {
     let mut outcomes: Vec<Outcome> = steps
         .iter()
         .map(|s| {
@@ -134,10 +149,12 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool) -> u8 {
         );
         let start = Instant::now();
         let result = if step.name == TEST_STEP {
-            test_summary::run_counting(&mut command(step, root), root).map(|(code, summary)| {
-                test_lines = Some(summary);
-                code
-            })
+            test_summary::run_counting(&mut test_command(step, root, tests), root).map(
+                |(code, summary)| {
+                    test_lines = Some(summary);
+                    code
+                },
+            )
         } else {
             child::run(&mut command(step, root))
         };
@@ -256,6 +273,20 @@ mod tests {
         assert_eq!(c.get_current_dir(), Some(dir.0.as_path()));
     }
 
+    #[test]
+    fn the_test_step_can_be_narrowed_to_some_tests() {
+        let dir = TempDir::new("narrow");
+        let whole = test_command(&STEPS[4], &dir.0, &[]);
+        assert_eq!(whole.get_args().count(), 3);
+        let narrow = test_command(&STEPS[4], &dir.0, &["-p".into(), "ebb-userstack".into()]);
+        let args: Vec<_> = narrow
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args, ["test", "--release", "-p", "ebb-userstack"]);
+        assert_eq!(narrow.get_current_dir(), Some(dir.0.as_path()));
+    }
+
     const FAKE: &[Step] = &[
         Step {
             name: "one",
@@ -280,11 +311,11 @@ mod tests {
     #[test]
     fn stops_at_first_failure() {
         let dir = TempDir::new("fail");
-        assert_eq!(run_all(FAKE, &dir.0, false), 1);
-        assert_eq!(run_all(&FAKE[..1], &dir.0, false), 0);
+        assert_eq!(run_all(FAKE, &dir.0, false, &[]), 1);
+        assert_eq!(run_all(&FAKE[..1], &dir.0, false, &[]), 0);
         // --quick skips "one"; "two" still fails.
-        assert_eq!(run_all(FAKE, &dir.0, true), 1);
-        assert_eq!(run_all(&[FAKE[0], FAKE[2]], &dir.0, true), 0);
+        assert_eq!(run_all(FAKE, &dir.0, true, &[]), 1);
+        assert_eq!(run_all(&[FAKE[0], FAKE[2]], &dir.0, true, &[]), 0);
     }
 
     #[test]
@@ -296,7 +327,7 @@ mod tests {
             quick: true,
             note: "",
         }];
-        assert_eq!(run_all(&steps, &dir.0, false), 130);
+        assert_eq!(run_all(&steps, &dir.0, false, &[]), 130);
     }
 
     #[test]
@@ -308,7 +339,7 @@ mod tests {
             quick: true,
             note: "",
         }];
-        assert_eq!(run_all(&steps, &dir.0, false), 1);
+        assert_eq!(run_all(&steps, &dir.0, false, &[]), 1);
     }
 
     #[test]
