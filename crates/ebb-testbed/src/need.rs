@@ -216,8 +216,8 @@ macro_rules! skip_unless {
     };
 }
 
-/// The path of the function this is expanded in (without the crate name),
-/// e.g. `namespace::ping_answers`.
+/// The path of the function this is expanded in, e.g.
+/// `namespace::ping_answers` (an integration test's crate is its binary).
 #[macro_export]
 macro_rules! function_name {
     () => {{
@@ -226,11 +226,10 @@ macro_rules! function_name {
     }};
 }
 
-/// `crate::a::b::here` → `a::b`; used by [`function_name!`].
+/// `krate::a::b::here` → `krate::a::b`; used by [`function_name!`].
 pub fn trim_function_name(full: &'static str) -> &'static str {
     let path = full.strip_suffix("::here").unwrap_or(full);
-    let path = path.strip_suffix("::{{closure}}").unwrap_or(path);
-    path.split_once("::").map_or(path, |(_, rest)| rest)
+    path.strip_suffix("::{{closure}}").unwrap_or(path)
 }
 
 /// Whether this process runs as root (effective user id 0).
@@ -306,12 +305,12 @@ mod tests {
     }
 
     #[test]
-    fn the_function_name_drops_the_crate_and_the_helper() {
-        assert_eq!(trim_function_name("tests::a::b::here"), "a::b");
-        assert_eq!(trim_function_name("tests::a::b::{{closure}}::here"), "a::b");
+    fn the_function_name_drops_the_helper() {
+        assert_eq!(trim_function_name("tests::a::b::here"), "tests::a::b");
+        assert_eq!(trim_function_name("t::a::{{closure}}::here"), "t::a");
         assert_eq!(
             crate::function_name!(),
-            "need::tests::the_function_name_drops_the_crate_and_the_helper"
+            "ebb_testbed::need::tests::the_function_name_drops_the_helper"
         );
     }
 }

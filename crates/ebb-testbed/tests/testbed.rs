@@ -125,12 +125,17 @@ fn missing_prerequisites_are_skipped_and_recorded_and_ci_fails_on_installable_on
     let reason = "no /dev/net/tun (pretended by EBB_TESTBED_PRETEND_MISSING), \
                   no qemu-system-x86_64 (Debian package qemu-system-x86) (pretended by EBB_TESTBED_PRETEND_MISSING)";
     assert!(
-        output.contains(&format!("SKIPPED: child_needing_tun_and_qemu: {reason}")),
+        output.contains(&format!(
+            "SKIPPED: testbed::child_needing_tun_and_qemu: {reason}"
+        )),
         "{output}"
     );
     assert_eq!(
         ebb_testbed::need::read_skips(&skips),
-        [("child_needing_tun_and_qemu".to_owned(), reason.to_owned())]
+        [(
+            "testbed::child_needing_tun_and_qemu".to_owned(),
+            reason.to_owned()
+        )]
     );
     // Under CI a missing QEMU (which ./ebb installs) fails the test...
     let (passed, output, skips) = run_child("tun,qemu", "true");
