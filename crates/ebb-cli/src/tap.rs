@@ -36,14 +36,10 @@ pub fn namespace_name(app: &str, pid: u32) -> String {
 /// first packets do not wait for ARP (BENCH-NOTES: ARP retries add 1 s
 /// steps).
 pub fn tap_config(queues: u16) -> TapConfig {
-    let (host, prefix_len) = HOST_ADDR.split_once('/').expect("HOST_ADDR is ADDR/LEN");
-    TapConfig::new(
-        TAP,
-        host.parse().expect("HOST_ADDR's address"),
-        prefix_len.parse().expect("HOST_ADDR's prefix length"),
-    )
-    .with_guest(GUEST_ADDR.parse().expect("GUEST_ADDR"), GUEST_MAC)
-    .with_queues(queues)
+    TapConfig::from_cidr(TAP, HOST_ADDR)
+        .expect("HOST_ADDR is ADDR/LEN")
+        .with_guest(GUEST_ADDR.parse().expect("GUEST_ADDR"), GUEST_MAC)
+        .with_queues(queues)
 }
 
 /// `settings` for a guest on the namespace's TAP device: QEMU runs inside

@@ -33,14 +33,7 @@ pub fn namespace_name(app: &str, pid: u32) -> String {
 /// The namespace's TAP device, with the kernel's side at [`KERNEL_ADDR`]
 /// (the stack takes its address itself, so no neighbour entry).
 pub fn tap_config() -> TapConfig {
-    let (host, prefix_len) = KERNEL_ADDR
-        .split_once('/')
-        .expect("KERNEL_ADDR is ADDR/LEN");
-    TapConfig::new(
-        TAP,
-        host.parse().expect("KERNEL_ADDR's address"),
-        prefix_len.parse().expect("KERNEL_ADDR's prefix length"),
-    )
+    TapConfig::from_cidr(TAP, KERNEL_ADDR).expect("KERNEL_ADDR is ADDR/LEN")
 }
 
 /// The application's command line inside namespace `ns`: `binary`, the

@@ -48,6 +48,16 @@ impl TapConfig {
         }
     }
 
+    /// `ifname` with the host at `host_cidr` (`ADDR/LEN`, e.g.
+    /// `10.99.0.1/24`), as [`TapConfig::new`].
+    pub fn from_cidr(ifname: &str, host_cidr: &str) -> Result<Self, String> {
+        let bad = || format!("'{host_cidr}' is not ADDR/LEN (e.g. 10.99.0.1/24)");
+        let (addr, len) = host_cidr.split_once('/').ok_or_else(bad)?;
+        let addr = addr.parse().map_err(|_| bad())?;
+        let len = len.parse().ok().filter(|&len| len <= 32).ok_or_else(bad)?;
+        Ok(TapConfig::new(ifname, addr, len))
+    }
+
     /// The benchmarks' guest link: `ebbtap0`, host 192.168.77.1/24, the
     /// guest at 192.168.77.2 with `guest_mac` (private addresses: only ever
     /// inside a namespace).
@@ -213,6 +223,15 @@ mod tests {
         assert!(multi.setup_commands("ns")[0]
             .join(" ")
             .ends_with("mode tap multi_queue vnet_hdr"));
+    }
+
+    #[test]
+    fn a_host_cidr_is_parsed_and_a_bad_one_refused() {
+        let config = TapConfig::from_cidr("t0", "10.99.0.1/24").expect("cidr");
+        assert_eq!(config.host_cidr(), "10.99.0.1/24");
+        for bad in ["10.99.0.1", "10.99.0/24", "10.99.0.1/33"] {
+            assert!(TapConfig::from_cidr("t0", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

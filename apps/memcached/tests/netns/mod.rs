@@ -37,12 +37,7 @@ impl UserStackServer {
     /// the user-space stack; returns once it listens.
     pub fn start(memcached: &str) -> Self {
         let namespace = NetNamespace::for_this_process("mc").expect("namespace");
-        let (addr, len) = KERNEL_ADDR.split_once('/').expect("ADDR/LEN");
-        let config = TapConfig::new(
-            TAP,
-            addr.parse().expect("kernel address"),
-            len.parse().expect("prefix length"),
-        );
+        let config = TapConfig::from_cidr(TAP, KERNEL_ADDR).expect("KERNEL_ADDR");
         let tap = TapDevice::create(&namespace, &config).expect("tap");
         // From here on, drop deletes it.
         let mut made = UserStackServer {

@@ -42,12 +42,7 @@ pub struct Namespace {
 impl Namespace {
     pub fn new(tap: &str, kernel_addr: &str) -> Self {
         let namespace = NetNamespace::for_this_process("ust").expect("namespace");
-        let (addr, len) = kernel_addr.split_once('/').expect("ADDR/LEN");
-        let config = TapConfig::new(
-            tap,
-            addr.parse().expect("kernel address"),
-            len.parse().expect("prefix length"),
-        );
+        let config = TapConfig::from_cidr(tap, kernel_addr).expect("kernel address");
         let device = TapDevice::create(&namespace, &config).expect("tap");
         Namespace {
             name: namespace.name().to_owned(),
