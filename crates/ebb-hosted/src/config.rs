@@ -101,32 +101,8 @@ impl Config {
                     .ok_or_else(|| ConfigError(format!("{name} needs a value")))
             };
             match name.as_str() {
-                "--cores" => {
-                    let text = value("--cores")?;
-                    let cores = text
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|&cores| cores > 0)
-                        .ok_or_else(|| {
-                            ConfigError(format!("--cores takes a number above 0, not '{text}'"))
-                        })?;
-                    config.cores = Some(cores);
-                }
-                "--cpus" => {
-                    let text = value("--cpus")?;
-                    let cpus = text
-                        .split(',')
-                        .map(|cpu| cpu.trim().parse::<usize>())
-                        .collect::<Result<Vec<_>, _>>()
-                        .ok()
-                        .filter(|cpus| !cpus.is_empty())
-                        .ok_or_else(|| {
-                            ConfigError(format!(
-                                "--cpus takes a comma-separated list of CPU numbers, not '{text}'"
-                            ))
-                        })?;
-                    config.cpus = Some(cpus);
-                }
+                "--cores" => config.cores = Some(parse_cores(&value("--cores")?)?),
+                "--cpus" => config.cpus = Some(parse_cpus(&value("--cpus")?)?),
                 "--backend" => config.backend = value("--backend")?.parse().map_err(ConfigError)?,
                 "--no-pin" => config.pin = false,
                 _ => rest.push(arg),
@@ -134,6 +110,36 @@ impl Config {
         }
         Ok((config, rest))
     }
+}
+
+/// `--cores`' value: a number above 0.
+///
+/// # Errors
+///
+/// Anything else, with a sentence saying so.
+pub fn parse_cores(text: &str) -> Result<usize, ConfigError> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|&cores| cores > 0)
+        .ok_or_else(|| ConfigError(format!("--cores takes a number above 0, not '{text}'")))
+}
+
+/// `--cpus`' value: CPU numbers separated by commas.
+///
+/// # Errors
+///
+/// Anything else, with a sentence saying so.
+pub fn parse_cpus(text: &str) -> Result<Vec<usize>, ConfigError> {
+    text.split(',')
+        .map(|cpu| cpu.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .ok()
+        .filter(|cpus| !cpus.is_empty())
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "--cpus takes a comma-separated list of CPU numbers, not '{text}'"
+            ))
+        })
 }
 
 #[cfg(test)]

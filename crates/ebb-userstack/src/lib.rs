@@ -31,7 +31,7 @@ use ebb_hosted::NetStackFactory;
 use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket};
 
 pub use driver::UserStack;
-pub use options::{Options, OPTIONS_HELP};
+pub use options::{parse_cidr, parse_mac, Options, OPTIONS_HELP};
 pub use tap::{TapDevice, TapFile, TapStats};
 
 /// Attaches to the TAP device `options.tap` now (so a missing device or

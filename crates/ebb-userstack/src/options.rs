@@ -120,7 +120,12 @@ impl Options {
     }
 }
 
-fn parse_cidr(text: &str) -> Result<(Ipv4Addr, u8), ConfigError> {
+/// `--tap-ip`'s value: `ADDR/LEN`.
+///
+/// # Errors
+///
+/// Anything else, with a sentence saying so.
+pub fn parse_cidr(text: &str) -> Result<(Ipv4Addr, u8), ConfigError> {
     let error = || {
         ConfigError(format!(
             "--tap-ip takes ADDR/LEN such as 10.0.0.2/24, not '{text}'"
@@ -136,7 +141,12 @@ fn parse_cidr(text: &str) -> Result<(Ipv4Addr, u8), ConfigError> {
     Ok((addr, len))
 }
 
-fn parse_mac(text: &str) -> Result<EthernetAddress, ConfigError> {
+/// `--tap-mac`'s value: six hex bytes, unicast.
+///
+/// # Errors
+///
+/// Anything else, with a sentence saying so.
+pub fn parse_mac(text: &str) -> Result<EthernetAddress, ConfigError> {
     let error = || {
         ConfigError(format!(
             "--tap-mac takes six hex bytes such as 02:eb:00:00:00:02, not '{text}'"
