@@ -6,40 +6,36 @@
 //! one line per core and exits 0.
 //!
 //! This library is the application, written once against Ebbflow's
-//! interfaces (`no_std` + `alloc`); `main.rs` runs it on the hosted
-//! platform and `native.rs` on the native one, each passing its console.
+//! interfaces (`no_std` + `alloc`, `ebb-app`); `main.rs` runs it on every
+//! platform.
 
 #![no_std]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 
 use alloc::format;
 use alloc::vec::Vec;
 use core::cell::Cell;
-use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
 
 use ebb_core::{CoreId, EbbError, Multicore, MulticoreEbb, MulticoreRoot};
-use ebb_event::{
-    core_count, current_core, now, shutdown, sleep, spawn_task, spawn_task_on, timer_after,
+use ebb_event::{core_count, current_core, now, sleep, spawn_task, spawn_task_on, timer_after};
+
+use ebb_app::{App, Args, Launch, UsageError};
+
+/// The application: no options of its own.
+pub static APP: App = App {
+    name: "hello",
+    about: "Says hello from every core: a multicore Ebb, work sent to each core, a timer on each core and an async result awaited across cores. Exits 0.",
+    options: &[],
+    operands: None,
+    setup,
 };
 
-/// The command line hello accepts (platform options come on top).
-pub const USAGE: &str = "\
-usage: hello [PLATFORM OPTIONS]
-
-Says hello from every core: a multicore Ebb, work sent to each core, a timer
-on each core and an async result awaited across cores. Exits 0.
-";
-
-/// Where the application writes: a platform's standard output and error.
-#[derive(Clone, Copy)]
-pub struct Console {
-    /// Prints a line on standard output.
-    pub out: fn(fmt::Arguments<'_>),
-    /// Prints a line on standard error.
-    pub err: fn(fmt::Arguments<'_>),
+fn setup(_args: &Args) -> Result<Launch, UsageError> {
+    Ok(Launch::new(say_hello))
 }
 
 /// Per-core representative: counts the greetings made on its core.
@@ -70,7 +66,7 @@ impl Greeter {
 
 /// Core 0's first event: greets from every core, then shuts the node down
 /// with exit code 0.
-pub fn say_hello(console: Console) {
+pub fn say_hello() {
     let greeter =
         Multicore::<Greeter>::create(AtomicUsize::new(0)).expect("creating the greeter Ebb");
     spawn_task(async move {
@@ -94,17 +90,17 @@ pub fn say_hello(console: Console) {
             .collect();
         for handle in handles {
             match handle.await {
-                Ok(line) => (console.out)(format_args!("{line}")),
-                Err(error) => (console.err)(format_args!("hello: a core did not answer: {error}")),
+                Ok(line) => ebb_app::println!("{line}"),
+                Err(error) => ebb_app::error!("a core did not answer: {error}"),
             }
         }
         let root = Multicore::root(greeter).expect("the greeter's root");
-        (console.out)(format_args!(
+        ebb_app::println!(
             "{} representatives made, one per core; stopping",
             root.shared().load(Ordering::Relaxed)
-        ));
+        );
         timer_after(Duration::from_millis(1), || {
-            shutdown(0).expect("first shutdown");
+            ebb_app::exit::stop(ebb_app::exit::SUCCESS);
         });
     });
 }

@@ -35,5 +35,5 @@ fn hello_explains_bad_arguments() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("unexpected argument '--frobnicate'"));
     let output = Command::new(HELLO).arg("--help").output().unwrap();
     assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).contains("--cores N"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--cores <N>"));
 }

@@ -82,6 +82,7 @@ impl Args {
     }
 
     /// Records the operands (the hosted clap bridge).
+    #[cfg_attr(target_os = "none", allow(dead_code))]
     pub(crate) fn set_operands(&mut self, operands: Vec<String>) {
         self.operands = operands;
     }

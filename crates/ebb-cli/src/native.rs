@@ -273,10 +273,11 @@ pub fn image_path(root: &Path, app: &str) -> PathBuf {
     root.join(TARGET_DIR).join(TARGET).join("release").join(app)
 }
 
-/// Whether `app` has a native entry (its package depends on `ebb-native`).
+/// Whether `app` has a native entry (its package depends on `ebb-app`, the
+/// interface every platform implements, or on `ebb-native` directly).
 pub fn has_native_entry(root: &Path, app: &str) -> bool {
     std::fs::read_to_string(root.join("apps").join(app).join("Cargo.toml"))
-        .is_ok_and(|manifest| manifest.contains("ebb-native"))
+        .is_ok_and(|manifest| manifest.contains("ebb-app") || manifest.contains("ebb-native"))
 }
 
 /// The kernel command line: platform options, `--`, the application's
