@@ -1,6 +1,10 @@
 //! Echo over Ebbflow's network interface: every byte received on a TCP
 //! connection or in a UDP datagram goes back to its sender. Replies are the
 //! received buffers themselves, chained unchanged (no copy).
+//!
+//! Written once against `ebb-app`: the same options and behaviour hosted,
+//! on our stack over TAP (`--tap`, `./ebb run echo --userstack`) and
+//! native (`./ebb run echo --native`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -8,10 +12,89 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
 
-use ebb_net::{
-    AcceptFn, IoBuf, IoChain, SocketAddr, TcpConnection, TcpHandler, UdpHandler, UdpSocket,
+use ebb_app::net::api::{
+    AcceptFn, IoBuf, IoChain, NetError, TcpConnection, TcpHandler, UdpHandler, UdpSocket,
 };
+use ebb_app::{exit, App, Args, Launch, Opt, UsageError};
+use ebb_event::{spawn, spawn_task};
+
+/// Echo's port unless told otherwise, TCP and UDP.
+pub const DEFAULT_PORT: u16 = 7007;
+
+const OPTIONS: &[Opt] = &[
+    Opt::long_value(
+        "listen",
+        "ADDR",
+        "Address to listen on (default 127.0.0.1 on kernel sockets, 0.0.0.0 on our stack)",
+    ),
+    Opt::long_value("tcp-port", "PORT", "TCP port (default 7007; 0 picks one)"),
+    Opt::long_value(
+        "udp-port",
+        "PORT",
+        "UDP port (default 7007; 0 picks one), served on core 0",
+    ),
+    Opt::long_value(
+        "exit-after",
+        "N",
+        "Exit (code 0) once N TCP connections have ended",
+    ),
+];
+
+/// The application.
+pub static APP: App = App {
+    name: "echo",
+    about: "Echoes TCP connections and UDP datagrams on every core.",
+    options: OPTIONS,
+    operands: None,
+    setup,
+};
+
+fn setup(args: &Args) -> Result<Launch, UsageError> {
+    let listen = args.parse_or("listen", ebb_app::net::default_listen_ip(), "an IP address")?;
+    let tcp = SocketAddr::new(
+        listen,
+        args.parse_or("tcp-port", DEFAULT_PORT, "a port number")?,
+    );
+    let udp = SocketAddr::new(
+        listen,
+        args.parse_or("udp-port", DEFAULT_PORT, "a port number")?,
+    );
+    let exit_after = match args.value("exit-after") {
+        None => None,
+        Some(text) => Some(
+            text.parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| args.invalid("exit-after", text, "a number above 0"))?,
+        ),
+    };
+    Ok(Launch::new(move || serve(tcp, udp, exit_after)))
+}
+
+/// Core 0's first event: listens, binds, says it is ready.
+fn serve(tcp: SocketAddr, udp: SocketAddr, exit_after: Option<u64>) {
+    spawn_task(async move {
+        let accept = exit_after.map_or_else(tcp_echo, counted_echo);
+        let tcp = match ebb_app::net::listen(tcp, accept).await {
+            Ok(listening) => listening.addr,
+            Err(error) => {
+                ebb_app::error!("cannot listen on TCP {tcp}: {error}");
+                exit::stop(exit::OS_ERROR);
+                return;
+            }
+        };
+        match ebb_app::net::udp_bind(udp, || Box::new(UdpEcho)).await {
+            Ok(udp) => ebb_app::ready(format_args!("TCP {tcp}, UDP {udp}")),
+            Err(error) => {
+                ebb_app::error!("cannot bind UDP {udp}: {error}");
+                exit::stop(exit::OS_ERROR);
+            }
+        }
+    });
+}
 
 /// Echoes a TCP connection; buffers what the peer's window does not take.
 pub struct TcpEcho;
@@ -27,6 +110,41 @@ impl TcpHandler for TcpEcho {
 /// Handler factory for listeners.
 pub fn tcp_echo() -> AcceptFn {
     Arc::new(|_conn: &TcpConnection| Box::new(TcpEcho) as Box<dyn TcpHandler>)
+}
+
+/// TCP connections ended so far, for `--exit-after`.
+static ENDED: AtomicU64 = AtomicU64::new(0);
+
+/// Echoes, and ends the node after `limit` connections (e.g. for the
+/// native platform's counter dump at exit, `verbose`).
+struct Counted(TcpEcho, u64);
+
+impl Counted {
+    fn ended(&self) {
+        if ENDED.fetch_add(1, Ordering::Relaxed) + 1 >= self.1 {
+            // After this event, so that our FIN goes out first.
+            spawn(|| exit::stop(exit::SUCCESS));
+        }
+    }
+}
+
+impl TcpHandler for Counted {
+    fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
+        self.0.on_data(conn, data);
+    }
+
+    fn on_closed(&mut self, conn: &TcpConnection) {
+        conn.close();
+        self.ended();
+    }
+
+    fn on_aborted(&mut self, _conn: &TcpConnection, _error: NetError) {
+        self.ended();
+    }
+}
+
+fn counted_echo(limit: u64) -> AcceptFn {
+    Arc::new(move |_conn: &TcpConnection| Box::new(Counted(TcpEcho, limit)) as Box<dyn TcpHandler>)
 }
 
 /// Echoes UDP datagrams to their source.

@@ -61,7 +61,7 @@ fn boot(app: &str, guest_port: u16, ready: &str, extra: &[&str]) -> (Guest, u16,
 fn echo_over_virtio_net_round_trips_16_mib_through_the_forwarded_port() {
     skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let (_guest, port, _) = boot("echo", 7007, "echo: TCP", &[]);
+    let (_guest, port, _) = boot("echo", 7007, "echo: ready: TCP", &[]);
 
     let mut stream =
         TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
@@ -135,7 +135,7 @@ fn virtio_net_works_with_its_registers_above_4_gib() {
     let (_guest, port, boot) = boot(
         "echo",
         7007,
-        "echo: TCP",
+        "echo: ready: TCP",
         &[
             "--qemu-arg=-object",
             "--qemu-arg=memory-backend-ram,id=shm,size=1G",

@@ -36,7 +36,7 @@ fn boot_echo(boot_args: &[&str], connections: u32) -> (Guest, u16) {
     }
     command.args(["--", "--exit-after", &connections.to_string()]);
     let mut guest = Guest::spawn(command);
-    guest.wait_for("echo: TCP");
+    guest.wait_for("echo: ready: TCP");
     (guest, port)
 }
 
@@ -251,7 +251,7 @@ fn checksum_offload_is_negotiated_over_a_tap_with_a_virtio_net_header() {
     let mut sh = namespace.command("sh");
     sh.args(["-c", &qemu]);
     let mut guest = Guest::spawn(sh);
-    guest.wait_for("echo: TCP");
+    guest.wait_for("echo: ready: TCP");
     let client = namespace
         .exec(&["python3", "-c", CLIENT])
         .expect("the client in the namespace");
