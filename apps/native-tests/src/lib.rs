@@ -1,8 +1,10 @@
 //! In-guest tests: tests that need a running node (every core's event loop,
 //! its allocator, its Ebb table, its timers) and so run inside a native
-//! image (`src/native.rs`) — and, the same code, in a hosted process
-//! (`src/main.rs`). `crates/ebb-cli/tests/native_guest.rs` boots the image on
-//! q35 with 1 and with 4 cores and checks the report.
+//! image — and, the same code, in a hosted process (`main.rs` is the one
+//! entry, `ebb-app`). After its own tests it runs the platform's
+//! (`ebb_app::self_test::platform_tests`: natively demand paging, guard
+//! pages, large allocations). `crates/ebb-cli/tests/native_guest.rs` boots
+//! the image on q35 with 1 and with 4 cores and checks the report.
 //!
 //! Report format, one line each on the console (the serial port natively):
 //!
@@ -26,24 +28,14 @@ mod allocators;
 pub mod ebbs;
 mod events;
 
-use alloc::boxed::Box;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use core::fmt;
-use core::future::Future;
-use core::pin::Pin;
 
-use ebb_event::{core_count, shutdown, spawn_task};
+use ebb_app::{exit, App, Args, Launch, Operands, UsageError};
+use ebb_event::{core_count, spawn_task};
 
-/// What a test returns: `Err` says why it failed.
-pub type Outcome = Result<(), String>;
-
-/// One in-guest test.
-pub struct Test {
-    /// Its name, as reported.
-    pub name: &'static str,
-    /// Starts it (on core 0, inside the event loop).
-    pub run: fn() -> Pin<Box<dyn Future<Output = Outcome>>>,
-}
+pub use ebb_app::self_test::{Outcome, SelfTest as Test};
 
 /// Every test, in the order they run.
 pub const TESTS: &[Test] = &[
@@ -53,48 +45,61 @@ pub const TESTS: &[Test] = &[
     events::TIMERS_TEST,
 ];
 
-/// Where the report goes: a platform's console.
-#[derive(Clone, Copy)]
-pub struct Console {
-    /// Prints one line.
-    pub line: fn(fmt::Arguments<'_>),
+/// The application: `native-tests [FILTER]...`.
+pub static APP: App = App {
+    name: "native-tests",
+    about: "Runs Ebbflow's in-guest tests on every core and reports each; exits 0 if all passed.",
+    options: &[],
+    operands: Some(Operands {
+        name: "FILTER",
+        help: "Run only the tests whose names contain one of these",
+    }),
+    setup,
+};
+
+fn setup(args: &Args) -> Result<Launch, UsageError> {
+    let filters: Vec<String> = args.operands().iter().map(ToString::to_string).collect();
+    Ok(Launch::new(move || {
+        run_tests(filters.leak(), ebb_app::self_test::platform_tests());
+    }))
 }
 
 /// Core 0's first event: runs [`TESTS`] and then the platform's own
 /// `platform_tests` whose names contain one of `filters` (all when empty),
 /// one after the other, reports each, and shuts the node down with 0 if all
 /// passed, else 1.
-pub fn run_tests(console: Console, filters: &'static [String], platform_tests: &'static [Test]) {
+pub fn run_tests(filters: &'static [String], platform_tests: &'static [Test]) {
     spawn_task(async move {
         let selected = || {
             TESTS.iter().chain(platform_tests).filter(|test| {
                 filters.is_empty() || filters.iter().any(|f| test.name.contains(f.as_str()))
             })
         };
-        let out = console.line;
-        out(format_args!(
+        ebb_app::println!(
             "ebb-test: start {} tests on {} cores",
             selected().count(),
             core_count()
-        ));
+        );
         let (mut passed, mut failed) = (0, 0);
         for test in selected() {
-            out(format_args!("ebb-test: run {}", test.name));
+            ebb_app::println!("ebb-test: run {}", test.name);
             match (test.run)().await {
                 Ok(()) => {
                     passed += 1;
-                    out(format_args!("ebb-test: ok {}", test.name));
+                    ebb_app::println!("ebb-test: ok {}", test.name);
                 }
                 Err(why) => {
                     failed += 1;
-                    out(format_args!("ebb-test: FAIL {}: {why}", test.name));
+                    ebb_app::println!("ebb-test: FAIL {}: {why}", test.name);
                 }
             }
         }
-        out(format_args!(
-            "ebb-test: summary: passed {passed}, failed {failed}"
-        ));
-        shutdown(i32::from(failed != 0)).expect("the first shutdown");
+        ebb_app::println!("ebb-test: summary: passed {passed}, failed {failed}");
+        exit::stop(if failed == 0 {
+            exit::SUCCESS
+        } else {
+            exit::FAILURE
+        });
     });
 }
 

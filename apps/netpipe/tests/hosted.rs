@@ -45,7 +45,7 @@ fn start(cores: &str) -> Server {
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("start-up line");
-    // "netpipe: ping-pong 127.0.0.1:X sink 127.0.0.1:Y on N cores; ..."
+    // "netpipe: ready: ping-pong 127.0.0.1:X sink 127.0.0.1:Y (N cores, hosted)"
     let words: Vec<&str> = line.split_whitespace().collect();
     let addr = |after: &str| -> SocketAddr {
         let at = words

@@ -178,7 +178,7 @@ fn netpipe_ping_pongs_and_sinks_through_the_forwarded_ports() {
     let (_guest, port, _) = boot(
         "netpipe",
         5002,
-        "netpipe: ping-pong",
+        "netpipe: ready: ping-pong",
         &["--forward", &format!("{sink_port}:5003")],
     );
     let mut config = PingPongConfig::new(([127, 0, 0, 1], port).into());
