@@ -1,18 +1,5 @@
-//! `memcached`'s entry points: hosted (`hosted.rs`) and native
-//! (`native.rs`, built for `x86_64-unknown-none` by `./ebb run memcached
-//! --native`). The server itself is the library (`lib.rs`).
+//! `memcached`'s entry point, the same on every platform (see `ebb-app`).
+#![no_std]
+#![no_main]
 
-#![cfg_attr(target_os = "none", no_std, no_main)]
-
-#[cfg(target_os = "none")]
-extern crate alloc;
-
-#[cfg(not(target_os = "none"))]
-mod hosted;
-#[cfg(target_os = "none")]
-mod native;
-
-#[cfg(not(target_os = "none"))]
-fn main() -> std::process::ExitCode {
-    hosted::main()
-}
+ebb_app::main!(memcached::APP);

@@ -210,7 +210,7 @@ fn pymemcache_integration_tests_pass_against_native_memcached() {
         // Building the image and booting it under TCG on a busy machine.
         match console.recv_timeout(Duration::from_secs(600)) {
             Ok(line) => {
-                let ready = line.contains("memcached: listening on 0.0.0.0:11211");
+                let ready = line.contains("memcached: ready: listening on 0.0.0.0:11211");
                 seen.push(line);
                 if ready {
                     break;

@@ -278,7 +278,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                     &native_image,
                     &shape,
                     &native_args,
-                    "memcached: listening on",
+                    "memcached: ready: listening on",
                 )?),
                 Guest::Linux => {
                     let settings = GuestSettings {

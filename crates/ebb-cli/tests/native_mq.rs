@@ -194,7 +194,7 @@ fn four_queues(subnet: &str, dhcp: bool) {
     let mut guest = Guest::spawn(command);
     // The listener and the address (a DHCP lease comes later).
     guest.wait_until("memcached listening with an address", |seen| {
-        seen.iter().any(|l| l.starts_with("memcached: listening"))
+        seen.iter().any(|l| l.starts_with("memcached: ready: listening"))
             && seen.iter().any(|l| l.contains("virtio-net has address"))
     });
     let boot = guest.console();
@@ -209,7 +209,7 @@ fn four_queues(subnet: &str, dhcp: bool) {
     };
     assert!(boot.contains(&address), "{boot}");
     assert!(
-        boot.contains("listening on 0.0.0.0:11211 on 4 cores"),
+        boot.contains("listening on 0.0.0.0:11211 (4 cores, native)"),
         "{boot}"
     );
 
@@ -305,14 +305,14 @@ fn fewer_queues_than_cores_serve_from_the_cores_with_a_queue() {
         .args(["--forward", &format!("{port}:11211")])
         .args(["--", "-A"]);
     let mut guest = Guest::spawn(command);
-    guest.wait_for("memcached: listening");
+    guest.wait_for("memcached: ready: listening");
     let boot = guest.console();
     assert!(
         boot.contains("virtio-net: 1 queue pair for 2 cores"),
         "{boot}"
     );
     assert!(
-        boot.contains("listening on 0.0.0.0:11211 on 2 cores"),
+        boot.contains("listening on 0.0.0.0:11211 (2 cores, native)"),
         "{boot}"
     );
 

@@ -93,7 +93,7 @@ fn memccapable_passes_against_native_memcached() {
     let (_guest, port, _) = boot(
         "memcached",
         11211,
-        "memcached: listening on 0.0.0.0:11211",
+        "memcached: ready: listening on 0.0.0.0:11211",
         &[],
     );
     // Through sh, so that its stderr ("[FAIL]") and stdout interleave.

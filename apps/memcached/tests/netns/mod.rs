@@ -52,17 +52,18 @@ impl UserStackServer {
             .args(["netns", "exec", ns, memcached])
             .args(["--tap", TAP, "--tap-ip", &stack_addr, "--no-pin", "-v"])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|error| panic!("starting {memcached}: {error}"));
-        let stderr = server.stderr.take().expect("piped stderr");
+        // The ready line is on standard output.
+        let stdout = server.stdout.take().expect("piped stdout");
         made.server = Some(server);
         let (sender, listening) = mpsc::channel();
         thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 eprintln!("  | {line}");
-                if line.contains("memcached: listening on") {
+                if line.contains("memcached: ready: listening on") {
                     let _ = sender.send(());
                 }
             }
