@@ -116,8 +116,13 @@ fn run(plan: &Plan) -> Result<(), String> {
             let index = guest as usize;
             let figures = match guest {
                 Guest::Ours => {
-                    let booted =
-                        vm::boot_native(&bench, &native_image, &shape, &[], "netpipe: ready: ping-pong")?;
+                    let booted = vm::boot_native(
+                        &bench,
+                        &native_image,
+                        &shape,
+                        &[],
+                        "netpipe: ready: ping-pong",
+                    )?;
                     commands[index].clone_from(&booted.command);
                     let figures = measure(&bench, ping, sink, plan).map_err(|e| {
                         format!("ours: {e}\n--- serial ---\n{}", booted.qemu.serial_tail(20))

@@ -194,7 +194,8 @@ fn four_queues(subnet: &str, dhcp: bool) {
     let mut guest = Guest::spawn(command);
     // The listener and the address (a DHCP lease comes later).
     guest.wait_until("memcached listening with an address", |seen| {
-        seen.iter().any(|l| l.starts_with("memcached: ready: listening"))
+        seen.iter()
+            .any(|l| l.starts_with("memcached: ready: listening"))
             && seen.iter().any(|l| l.contains("virtio-net has address"))
     });
     let boot = guest.console();

@@ -74,7 +74,10 @@ fn echo_on_a_tap_in_its_own_namespace_answers_and_the_namespace_goes_away() {
     drop(lines);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(600);
-    while !seen.iter().any(|l: &String| l.starts_with("echo: ready: TCP")) {
+    while !seen
+        .iter()
+        .any(|l: &String| l.starts_with("echo: ready: TCP"))
+    {
         let left = deadline.saturating_duration_since(Instant::now());
         match output.recv_timeout(left) {
             Ok(line) => seen.push(line),
