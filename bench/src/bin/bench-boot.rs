@@ -42,7 +42,8 @@ fn ebb_run(root: &Path, cores: usize) -> Command {
             "--mem",
             "512M",
         ])
-        .args(["--cores", &cores.to_string(), "-v", "--", "--help"])
+        .args(["--cores", &cores.to_string(), "--timeout", "120", "-v"])
+        .args(["--", "--help"])
         .current_dir(root)
         .env("EBB_ROOT", root);
     command

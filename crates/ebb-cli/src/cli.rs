@@ -97,7 +97,8 @@ pub struct NativeArgs {
     /// Accelerator for --native: auto is KVM where the CPU has vmx/svm, else TCG [default: auto].
     #[arg(long, value_enum, requires = "native")]
     pub accel: Option<Accel>,
-    /// Seconds before QEMU is stopped, 0 for no limit (--native) [default: 60].
+    /// Seconds before QEMU is stopped (--native) [default: none, the guest runs until it exits
+    /// or Ctrl-C; tests set one].
     #[arg(long, value_name = "SECS", requires = "native")]
     pub timeout: Option<u64>,
     /// With --native: print the build and QEMU commands and the platform's boot summary.

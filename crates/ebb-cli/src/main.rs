@@ -93,6 +93,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                 }
                 return userstack::run(root, &app, &args).map_err(|e| (EXIT_ERROR, e));
             }
+            eprintln!("ebb: building {app} (release, hosted)...");
             child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
         }
         Command::Test { quick, tests } => {

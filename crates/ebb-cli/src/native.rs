@@ -24,8 +24,9 @@ pub const TARGET: &str = "x86_64-unknown-none";
 /// flags never invalidate the hosted build, and so that a native build run
 /// from inside `cargo test` does not wait on the outer build's lock).
 pub const TARGET_DIR: &str = "target/native";
-/// Default seconds before QEMU is stopped.
-pub const DEFAULT_TIMEOUT: u64 = 60;
+/// Default seconds before QEMU is stopped: none. A server runs until it is
+/// stopped (Ctrl-C); tests and benchmarks set their own `--timeout`.
+pub const DEFAULT_TIMEOUT: u64 = 0;
 
 /// The QEMU machine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -426,8 +427,8 @@ fn symbolize(image: &Path, output: &str) {
 pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Result<u8, String> {
     if !has_native_entry(root, app) {
         return Err(format!(
-            "'{app}' has no native entry: its package must depend on ebb-native and declare \
-             `ebb_native::entry!` (see apps/hello/src/native.rs)"
+            "'{app}' has no native entry: its package must depend on ebb-app and declare \
+             `ebb_app::main!` (see crates/ebb-app/README.md)"
         ));
     }
     network_args(settings)?;
@@ -435,6 +436,9 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     let cmdline = kernel_cmdline(settings, tsc_khz, args)?;
 
     let mut build = build_command(root, app);
+    // The first build takes a while: say what is happening before cargo's
+    // own progress.
+    eprintln!("ebb: building {app} (release, {TARGET})...");
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&build));
     }
@@ -621,7 +625,10 @@ mod tests {
 
     #[test]
     fn qemu_runs_under_timeout_with_debug_exit() {
-        let settings = Settings::default();
+        let settings = Settings {
+            timeout: 60,
+            ..Settings::default()
+        };
         let c = qemu_command(&settings, Path::new("/img"), "x -- y", false);
         let words = shell_words(&c);
         assert!(

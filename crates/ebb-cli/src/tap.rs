@@ -136,6 +136,7 @@ mod tests {
     fn qemu_runs_in_the_namespace_on_the_tap_with_the_guest_address() {
         let base = Settings {
             cores: 4,
+            timeout: 60,
             ..Settings::default()
         };
         let settings = tap_settings(&base, "ebb-memcached-42", 4);

@@ -7,8 +7,10 @@
 //! (which reaches the application directly) or a SIGTERM to `./ebb`
 //! (passed on to the application).
 
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +64,7 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
              run ./ebb as root ({why})"
         ));
     }
+    eprintln!("ebb: building {app} (release, hosted)...");
     let mut build = Command::new("cargo");
     build
         .args(["build", "--release", "-p", app])
@@ -79,20 +82,52 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
     println!(
         "userstack: {app} runs on Ebbflow's own stack at {stack_ip} on TAP {TAP} in network \
          namespace {ns} (kernel side {KERNEL_ADDR}). Reach it from the namespace, e.g.:\n  \
-         ip netns exec {ns} ping -c 3 {stack_ip}\n  \
-         ip netns exec {ns} python3 -c \"import socket; s=socket.socket(2,2); s.settimeout(2); \
-         s.sendto(b'hi',('{stack_ip}',7007)); print(s.recv(99))\"\n\
+         ip netns exec {ns} ping -c 3 {stack_ip}\n\
+         Once it is ready, how to reach what it listens on follows its ready line. \
          Ctrl-C stops it and deletes the namespace."
     );
-    let code = run_passing_sigterm(&mut app_command(&ns, &binary, args));
+    let code = run_passing_sigterm(&mut app_command(&ns, &binary, args), &ns);
     drop(tap);
     drop(namespace);
     code
 }
 
+/// How to reach, from namespace `ns`, each address an application's ready
+/// line (`NAME: ready: TCP 0.0.0.0:7007, UDP 0.0.0.0:7007 (...)`, see
+/// `ebb_app::ready`) names; addresses after `UDP` are UDP, others TCP.
+/// Nothing for any other line.
+pub fn reach_hints(line: &str, ns: &str, stack_ip: &str) -> Vec<String> {
+    let Some((_, what)) = line.split_once(": ready: ") else {
+        return Vec::new();
+    };
+    let mut udp = false;
+    let mut hints = Vec::new();
+    for word in what.split(|c: char| c.is_whitespace() || c == ',') {
+        match word {
+            "UDP" => udp = true,
+            "TCP" => udp = false,
+            _ => {
+                if let Ok(addr) = word.parse::<SocketAddr>() {
+                    let port = addr.port();
+                    hints.push(if udp {
+                        format!(
+                            "UDP port {port}: ip netns exec {ns} python3 -c \"import socket; \
+                             s=socket.socket(2,2); s.settimeout(2); \
+                             s.sendto(b'hi',('{stack_ip}',{port})); print(s.recv(99))\""
+                        )
+                    } else {
+                        format!("TCP port {port}: ip netns exec {ns} nc {stack_ip} {port}")
+                    });
+                }
+            }
+        }
+    }
+    hints
+}
+
 /// Runs `command` to completion like [`child::run`], passing a SIGTERM this
 /// process gets on to it (so that it stops and the namespace is deleted).
-fn run_passing_sigterm(command: &mut Command) -> Result<u8, String> {
+fn run_passing_sigterm(command: &mut Command, namespace: &str) -> Result<u8, String> {
     let terminated = Arc::new(AtomicBool::new(false));
     if let Err(e) =
         signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
@@ -100,8 +135,23 @@ fn run_passing_sigterm(command: &mut Command) -> Result<u8, String> {
         eprintln!("warning: cannot handle SIGTERM ({e}): it would leave the namespace behind");
     }
     let mut app = command
+        .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", child::describe(command)))?;
+    if let Some(stdout) = app.stdout.take() {
+        // Passes the application's output on, and after its ready line
+        // says how to reach each address it names.
+        let ns = namespace.to_owned();
+        std::thread::spawn(move || {
+            let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                println!("{line}");
+                for hint in reach_hints(&line, &ns, stack_ip) {
+                    println!("userstack: {hint}");
+                }
+            }
+        });
+    }
     loop {
         if let Some(status) = app
             .try_wait()
@@ -141,6 +191,31 @@ mod tests {
                 "-n ebb-echo-42 link set ebb0 up",
             ]
         );
+    }
+
+    #[test]
+    fn the_hints_name_what_the_ready_line_says_the_app_listens_on() {
+        let memcached = reach_hints(
+            "memcached: ready: listening on 0.0.0.0:11211 (1 core, userstack)",
+            "ns",
+            "10.99.0.2",
+        );
+        assert_eq!(
+            memcached,
+            ["TCP port 11211: ip netns exec ns nc 10.99.0.2 11211"]
+        );
+        let echo = reach_hints(
+            "echo: ready: TCP 0.0.0.0:7007, UDP 0.0.0.0:7008 (1 core, userstack)",
+            "ns",
+            "10.99.0.2",
+        );
+        assert_eq!(echo.len(), 2);
+        assert!(echo[0].starts_with("TCP port 7007: "), "{echo:?}");
+        assert!(
+            echo[1].starts_with("UDP port 7008: ") && echo[1].contains("7008))"),
+            "{echo:?}"
+        );
+        assert!(reach_hints("memcached: listening", "ns", "10.99.0.2").is_empty());
     }
 
     #[test]
