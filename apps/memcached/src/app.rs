@@ -148,7 +148,8 @@ fn setup(args: &Args) -> Result<Launch, UsageError> {
 }
 
 /// Core 0's first event: the server, its listeners, the ready line.
-fn serve(settings: Settings, addr: SocketAddr) {
+fn serve(mut settings: Settings, addr: SocketAddr) {
+    settings.threads = ebb_event::core_count();
     let stats = match Multicore::<Counters>::create(()) {
         Ok(stats) => stats,
         Err(error) => {

@@ -9,6 +9,8 @@ pub struct Settings {
     pub item_size_max: usize,
     /// `-c`: most simultaneous connections (default 1024).
     pub max_connections: usize,
+    /// `-t`: the cores serving clients (the node's core count once it runs).
+    pub threads: usize,
     /// `-C`: disable CAS (cas values are 0).
     pub cas_disabled: bool,
     /// `-v`: verbosity level.
@@ -26,6 +28,7 @@ impl Default for Settings {
             memory_limit: 64 << 20,
             item_size_max: 1 << 20,
             max_connections: 1024,
+            threads: 1,
             cas_disabled: false,
             verbosity: 0,
             shutdown_enabled: false,

@@ -10,14 +10,12 @@
 //! TCG, virtio-net on QEMU's user network, the port forwarded).
 
 mod common;
+mod native_boot;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use common::start_ours;
 
@@ -170,54 +168,12 @@ fn pymemcache_integration_tests_pass() {
     pymemcache_passes_against(server.port);
 }
 
-/// `./ebb run memcached --native` and QEMU in their own process group,
-/// stopped as a whole when the test ends (also on failure).
-struct NativeServer(Child);
-
-impl Drop for NativeServer {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn pymemcache_integration_tests_pass_against_native_memcached() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let port = common::free_port();
-    let mut child = Command::new(root.join("ebb"))
-        .args(["run", "memcached", "--native", "--timeout", "900"])
-        .args(["--forward", &format!("{port}:11211")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0)
-        .spawn()
-        .expect("run ./ebb run memcached --native");
-    let stdout = child.stdout.take().expect("stdout");
-    let _server = NativeServer(child);
-    let (lines, console) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    loop {
-        // Building the image and booting it under TCG on a busy machine.
-        match console.recv_timeout(Duration::from_secs(600)) {
-            Ok(line) => {
-                let ready = line.contains("memcached: ready: listening on 0.0.0.0:11211");
-                seen.push(line);
-                if ready {
-                    break;
-                }
-            }
-            Err(_) => panic!("native memcached did not start:\n{}", seen.join("\n")),
-        }
-    }
+    let _server = native_boot::NativeServer::start(
+        &["--timeout", "900", "--forward", &format!("{port}:11211")],
+        &[],
+    );
     pymemcache_passes_against(port);
 }

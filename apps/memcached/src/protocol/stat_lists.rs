@@ -52,11 +52,10 @@ fn seconds(time: core::time::Duration) -> String {
     alloc::format!("{}.{:06}", time.as_secs(), time.subsec_micros())
 }
 
-/// Cores serving clients: those with counters (at least 1).
+/// The cores the server runs on (`-t`), as memcached reports its worker
+/// threads: the same on every platform, whichever cores clients reached.
 fn threads(ctx: &Context<'_>) -> usize {
-    ebb_core::Multicore::root(ctx.stats)
-        .map_or(0, |root| root.cores_with_reps().count())
-        .max(1)
+    ctx.settings.threads
 }
 
 /// `stats` with no argument.

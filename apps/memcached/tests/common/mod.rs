@@ -107,7 +107,13 @@ pub const BINARY_SENTINEL: [u8; 24] = [
 impl Client {
     /// Connects to `server`.
     pub fn connect(server: &Server) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        Client::connect_to(server.port)
+    }
+
+    /// Connects to port `port` on 127.0.0.1 (a native server's forwarded
+    /// port).
+    pub fn connect_to(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
