@@ -203,8 +203,11 @@ fn scenario() -> Seen {
 
 #[test]
 fn requests_arrive_and_get_replies_leave_without_copies_by_the_stack() {
-    let (config, _) = ebb_hosted::Config::from_args(["--cores", "1", "--no-pin"].map(String::from))
-        .expect("config");
+    let config = ebb_hosted::Config {
+        cores: Some(1),
+        pin: false,
+        ..ebb_hosted::Config::default()
+    };
     let seen: Arc<Mutex<Option<Seen>>> = Arc::default();
     let result = Arc::clone(&seen);
     let code = ebb_hosted::run(config, move || {

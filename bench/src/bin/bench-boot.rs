@@ -171,8 +171,8 @@ fn run() -> Result<(), String> {
             "bytes",
             "hello's image with the line tables used to symbolize crash reports",
         )
-        .command("./ebb run hello --native --machine q35 --mem 512M --cores 1 -v -- --help")
-        .command("./ebb run hello --native --machine q35 --mem 512M --cores 4 -v -- --help")
+        .command("./ebb run hello --native --machine q35 --mem 512M --cores 1 --timeout 120 -v -- --help")
+        .command("./ebb run hello --native --machine q35 --mem 512M --cores 4 --timeout 120 -v -- --help")
         .command("objcopy --strip-all target/native/x86_64-unknown-none/release/hello");
     let path = report.finish()?;
     println!("wrote {}", path.display());

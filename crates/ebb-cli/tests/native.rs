@@ -154,7 +154,7 @@ fn application_exit_codes_leave_qemu() {
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("hello: unexpected argument '--frobnicate'"),
+        stdout.contains("error: unexpected argument '--frobnicate' found"),
         "{stdout}"
     );
 }

@@ -70,46 +70,46 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The platform options every hosted application accepts, for `--help`.
-pub const OPTIONS_HELP: &str = "\
-Platform options:
-  --cores N          number of cores (default: every CPU this process may use)
-  --cpus LIST        CPUs to pin cores to, comma-separated (e.g. 0,1)
-  --backend NAME     auto (default), io-uring or epoll
-  --no-pin           do not pin cores to CPUs";
+/// The platform's options, the same on every hosted command line (clap):
+/// applications get them through `ebb-app`, tools flatten them into their
+/// own parser.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = "Platform options")]
+pub struct PlatformArgs {
+    /// Number of cores (default: every CPU this process may use)
+    #[arg(long, value_name = "N", value_parser = parse_cores)]
+    pub cores: Option<usize>,
+    /// CPUs to pin cores to, comma-separated (e.g. 0,1)
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+    /// auto (default), io-uring or epoll
+    #[arg(long, value_name = "NAME", value_parser = parse_backend)]
+    pub backend: Option<Backend>,
+    /// Do not pin cores to CPUs
+    #[arg(long)]
+    pub no_pin: bool,
+}
 
-impl Config {
-    /// Takes the platform options out of `args` (without the program name)
-    /// and returns the rest for the application.
-    pub fn from_args(
-        args: impl IntoIterator<Item = String>,
-    ) -> Result<(Config, Vec<String>), ConfigError> {
-        let mut config = Config::default();
-        let mut rest = Vec::new();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) if name.starts_with("--") => {
-                    (name.to_string(), Some(value.to_string()))
-                }
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| ConfigError(format!("{name} needs a value")))
-            };
-            match name.as_str() {
-                "--cores" => config.cores = Some(parse_cores(&value("--cores")?)?),
-                "--cpus" => config.cpus = Some(parse_cpus(&value("--cpus")?)?),
-                "--backend" => config.backend = value("--backend")?.parse().map_err(ConfigError)?,
-                "--no-pin" => config.pin = false,
-                _ => rest.push(arg),
-            }
+/// `--cpus`' value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl PlatformArgs {
+    /// The node's configuration these options ask for.
+    #[must_use]
+    pub fn config(&self) -> Config {
+        Config {
+            cores: self.cores,
+            cpus: self.cpus.clone().map(|cpus| cpus.0),
+            backend: self.backend.unwrap_or(Backend::Auto),
+            pin: !self.no_pin,
+            ..Config::default()
         }
-        Ok((config, rest))
     }
+}
+
+fn parse_backend(text: &str) -> Result<Backend, ConfigError> {
+    text.parse().map_err(ConfigError)
 }
 
 /// `--cores`' value: a number above 0.
@@ -129,12 +129,13 @@ pub fn parse_cores(text: &str) -> Result<usize, ConfigError> {
 /// # Errors
 ///
 /// Anything else, with a sentence saying so.
-pub fn parse_cpus(text: &str) -> Result<Vec<usize>, ConfigError> {
+pub fn parse_cpus(text: &str) -> Result<CpuList, ConfigError> {
     text.split(',')
         .map(|cpu| cpu.trim().parse::<usize>())
         .collect::<Result<Vec<_>, _>>()
         .ok()
         .filter(|cpus| !cpus.is_empty())
+        .map(CpuList)
         .ok_or_else(|| {
             ConfigError(format!(
                 "--cpus takes a comma-separated list of CPU numbers, not '{text}'"
@@ -144,44 +145,56 @@ pub fn parse_cpus(text: &str) -> Result<Vec<usize>, ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<(Config, Vec<String>), ConfigError> {
-        Config::from_args(args.iter().map(|arg| arg.to_string()))
+    #[derive(Debug, Parser)]
+    struct Tool {
+        #[command(flatten)]
+        platform: PlatformArgs,
+        #[arg(short)]
+        verbose: bool,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        Tool::try_parse_from(["tool"].iter().chain(args))
+            .map(|tool| tool.platform.config())
+            .map_err(|error| error.to_string())
     }
 
     #[test]
-    fn platform_options_are_taken_and_the_rest_kept() {
-        let (config, rest) = parse(&[
+    fn platform_options_configure_the_node() {
+        let config = parse(&[
             "--cores",
             "3",
-            "hello",
             "--backend=epoll",
             "--cpus",
             "0,1",
-            "-v",
+            "--no-pin",
         ])
         .unwrap();
         assert_eq!(config.cores, Some(3));
         assert_eq!(config.backend, Backend::Epoll);
         assert_eq!(config.cpus, Some(vec![0, 1]));
-        assert_eq!(rest, vec!["hello", "-v"]);
+        assert!(!config.pin);
+        let config = parse(&[]).unwrap();
+        assert_eq!((config.cores, config.cpus, config.pin), (None, None, true));
     }
 
     #[test]
     fn bad_values_are_explained() {
-        assert_eq!(
-            parse(&["--cores", "zero"]).unwrap_err().0,
-            "--cores takes a number above 0, not 'zero'"
-        );
-        assert_eq!(parse(&["--cores"]).unwrap_err().0, "--cores needs a value");
+        assert!(parse(&["--cores", "zero"])
+            .unwrap_err()
+            .contains("--cores takes a number above 0, not 'zero'"));
+        assert!(parse(&["--cores"])
+            .unwrap_err()
+            .contains("a value is required for '--cores <N>'"));
         assert!(parse(&["--backend", "kqueue"])
             .unwrap_err()
-            .0
             .contains("unknown backend 'kqueue'"));
         assert!(parse(&["--cpus", "a,b"])
             .unwrap_err()
-            .0
             .contains("comma-separated"));
     }
 }

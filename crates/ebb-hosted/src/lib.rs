@@ -23,7 +23,9 @@ mod readiness;
 mod runtime;
 mod sys;
 
-pub use config::{parse_cores, parse_cpus, Config, ConfigError, NetStackFactory, OPTIONS_HELP};
+pub use config::{
+    parse_cores, parse_cpus, Config, ConfigError, CpuList, NetStackFactory, PlatformArgs,
+};
 pub use driver::Backend;
 pub use platform::HostedPlatform;
 pub use readiness::{watch_readable, ReadableWatch};

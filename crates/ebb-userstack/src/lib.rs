@@ -4,13 +4,13 @@
 //! runs on it unchanged: [`install`] makes the stack core 0's `NetStack`.
 //!
 //! ```no_run
-//! let (mut config, rest) = ebb_hosted::Config::from_args(std::env::args().skip(1)).unwrap();
-//! let (userstack, _rest) = ebb_userstack::Options::from_args(rest).unwrap();
-//! if let Some(options) = userstack {
-//!     ebb_userstack::install(&mut config, options).unwrap();
-//! }
+//! let mut config = ebb_hosted::Config::default();
+//! ebb_userstack::install(&mut config, ebb_userstack::Options::new("ebb0")).unwrap();
 //! ebb_hosted::run(config, || { /* ebb_net::udp_bind(...) */ }).unwrap();
 //! ```
+//!
+//! Applications get it with `--tap NAME` through `ebb-app`
+//! ([`TapArgs`]).
 //!
 //! This crate is hosted-only and is where the stack touches the machine
 //! (the TAP file's `open`, `ioctl`, `read`, `writev`); the protocol logic
@@ -31,7 +31,7 @@ use ebb_hosted::NetStackFactory;
 use ebb_net::{AcceptFn, NetError, NetStack, TcpConnection, TcpHandler, UdpHandler, UdpSocket};
 
 pub use driver::UserStack;
-pub use options::{parse_cidr, parse_mac, Options, OPTIONS_HELP};
+pub use options::{parse_cidr, parse_mac, Options, TapArgs};
 pub use tap::{TapDevice, TapFile, TapStats};
 
 /// Attaches to the TAP device `options.tap` now (so a missing device or

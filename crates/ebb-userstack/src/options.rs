@@ -1,19 +1,85 @@
 //! The command-line options that put an application on the user-space
-//! stack, taken out of its arguments like the platform's own options.
+//! stack ([`TapArgs`], clap), and what they configure ([`Options`]).
 
 use std::net::Ipv4Addr;
 
 use ebb_hosted::ConfigError;
 use ebb_netstack::{EthernetAddress, IpConfig, IpSetup};
 
-/// The options, for `--help`.
-pub const OPTIONS_HELP: &str = "\
-User-space network stack options (Ebbflow's own stack over a TAP device):
-  --tap NAME         run the network on our own stack over TAP device NAME
-  --tap-ip ADDR/LEN  static address, e.g. 10.0.0.2/24 (default: DHCP)
-  --tap-gateway ADDR default gateway for the static address
-  --tap-mac MAC      our Ethernet address (default 02:eb:00:00:00:02)
-  --tap-batch N      frames read per poll before other events run (default 64)";
+/// The options that put an application on the user-space stack, the same
+/// on every hosted command line (clap): applications get them through
+/// `ebb-app`, tools flatten them into their own parser.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = "User-space network stack options")]
+pub struct TapArgs {
+    /// Run the network on our own stack over TAP device NAME
+    #[arg(long, value_name = "NAME")]
+    pub tap: Option<String>,
+    /// Static address, e.g. 10.0.0.2/24 (default: DHCP)
+    #[arg(long, value_name = "ADDR/LEN", value_parser = parse_cidr)]
+    pub tap_ip: Option<(Ipv4Addr, u8)>,
+    /// Default gateway for the static address
+    #[arg(long, value_name = "ADDR")]
+    pub tap_gateway: Option<Ipv4Addr>,
+    /// Our Ethernet address (default 02:eb:00:00:00:02)
+    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    pub tap_mac: Option<EthernetAddress>,
+    /// Frames read per poll before other events run (default 64)
+    #[arg(long, value_name = "N", value_parser = parse_batch)]
+    pub tap_batch: Option<usize>,
+}
+
+impl TapArgs {
+    /// The user-space stack's options, `None` without `--tap`.
+    ///
+    /// # Errors
+    ///
+    /// `--tap-*` options without `--tap`, or a gateway without an address.
+    pub fn options(&self) -> Result<Option<Options>, ConfigError> {
+        let Some(tap) = &self.tap else {
+            if self.tap_ip.is_some()
+                || self.tap_gateway.is_some()
+                || self.tap_mac.is_some()
+                || self.tap_batch.is_some()
+            {
+                return Err(ConfigError(
+                    "--tap-ip, --tap-gateway, --tap-mac and --tap-batch need --tap".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let mut options = Options::new(tap);
+        match (self.tap_ip, self.tap_gateway) {
+            (Some((addr, prefix_len)), gateway) => {
+                options.ip = IpSetup::Static(IpConfig {
+                    addr,
+                    prefix_len,
+                    gateway,
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError(
+                    "--tap-gateway needs --tap-ip (DHCP gives the gateway)".into(),
+                ))
+            }
+            (None, None) => {}
+        }
+        if let Some(mac) = self.tap_mac {
+            options.hardware_addr = mac;
+        }
+        if let Some(batch) = self.tap_batch {
+            options.batch = batch;
+        }
+        Ok(Some(options))
+    }
+}
+
+fn parse_batch(text: &str) -> Result<usize, ConfigError> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| ConfigError(format!("--tap-batch takes a number above 0, not '{text}'")))
+}
 
 /// Where and how the user-space stack runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,83 +106,6 @@ impl Options {
             hardware_addr: EthernetAddress([0x02, 0xeb, 0, 0, 0, 2]),
             batch: 64,
         }
-    }
-
-    /// Takes the user-space stack's options out of `args`: `Some` if
-    /// `--tap` was given. Returns the other arguments unchanged.
-    ///
-    /// # Errors
-    ///
-    /// A malformed value, or `--tap-*` options without `--tap`.
-    pub fn from_args(
-        args: impl IntoIterator<Item = String>,
-    ) -> Result<(Option<Options>, Vec<String>), ConfigError> {
-        let mut tap = None;
-        let mut ip = None;
-        let mut gateway = None;
-        let mut mac = None;
-        let mut batch = None;
-        let mut rest = Vec::new();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) if name.starts_with("--tap") => {
-                    (name.to_string(), Some(value.to_string()))
-                }
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| ConfigError(format!("{name} needs a value")))
-            };
-            match name.as_str() {
-                "--tap" => tap = Some(value("--tap")?),
-                "--tap-ip" => ip = Some(parse_cidr(&value("--tap-ip")?)?),
-                "--tap-gateway" => {
-                    let text = value("--tap-gateway")?;
-                    gateway = Some(text.parse::<Ipv4Addr>().map_err(|_| {
-                        ConfigError(format!("--tap-gateway takes an IPv4 address, not '{text}'"))
-                    })?);
-                }
-                "--tap-mac" => mac = Some(parse_mac(&value("--tap-mac")?)?),
-                "--tap-batch" => {
-                    let text = value("--tap-batch")?;
-                    batch = Some(text.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(
-                        || ConfigError(format!("--tap-batch takes a number above 0, not '{text}'")),
-                    )?);
-                }
-                _ => rest.push(arg),
-            }
-        }
-        let Some(tap) = tap else {
-            if ip.is_some() || gateway.is_some() || mac.is_some() {
-                return Err(ConfigError(
-                    "--tap-ip, --tap-gateway and --tap-mac need --tap".into(),
-                ));
-            }
-            return Ok((None, rest));
-        };
-        let mut options = Options::new(&tap);
-        if let Some((addr, prefix_len)) = ip {
-            options.ip = IpSetup::Static(IpConfig {
-                addr,
-                prefix_len,
-                gateway,
-            });
-        } else if gateway.is_some() {
-            return Err(ConfigError(
-                "--tap-gateway needs --tap-ip (DHCP gives the gateway)".into(),
-            ));
-        }
-        if let Some(mac) = mac {
-            options.hardware_addr = mac;
-        }
-        if let Some(batch) = batch {
-            options.batch = batch;
-        }
-        Ok((Some(options), rest))
     }
 }
 
@@ -166,22 +155,31 @@ pub fn parse_mac(text: &str) -> Result<EthernetAddress, ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<(Option<Options>, Vec<String>), ConfigError> {
-        Options::from_args(args.iter().map(|arg| arg.to_string()))
+    #[derive(Debug, Parser)]
+    struct Tool {
+        #[command(flatten)]
+        tap: TapArgs,
+        #[arg(long)]
+        udp_port: Option<u16>,
+    }
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        let tool = Tool::try_parse_from(["tool"].iter().chain(args)).map_err(|e| e.to_string())?;
+        tool.tap.options().map_err(|error| error.0)
     }
 
     #[test]
     fn no_tap_means_no_user_space_stack() {
-        let (options, rest) = parse(&["--udp-port", "7"]).unwrap();
-        assert_eq!(options, None);
-        assert_eq!(rest, vec!["--udp-port", "7"]);
+        assert_eq!(parse(&["--udp-port", "7"]), Ok(None));
     }
 
     #[test]
     fn static_address_gateway_and_mac_are_read() {
-        let (options, rest) = parse(&[
+        let options = parse(&[
             "--tap",
             "ebb0",
             "--tap-ip=10.1.2.3/24",
@@ -191,10 +189,9 @@ mod tests {
             "02:00:00:00:00:09",
             "--tap-batch",
             "8",
-            "-v",
         ])
+        .unwrap()
         .unwrap();
-        let options = options.unwrap();
         assert_eq!(options.tap, "ebb0");
         assert_eq!(
             options.ip,
@@ -206,34 +203,31 @@ mod tests {
         );
         assert_eq!(options.hardware_addr, EthernetAddress([2, 0, 0, 0, 0, 9]));
         assert_eq!(options.batch, 8);
-        assert_eq!(rest, vec!["-v"]);
     }
 
     #[test]
     fn dhcp_is_the_default() {
-        let (options, _) = parse(&["--tap", "ebb0"]).unwrap();
-        assert_eq!(options.unwrap().ip, IpSetup::Dhcp);
+        let options = parse(&["--tap", "ebb0"]).unwrap().unwrap();
+        assert_eq!(options.ip, IpSetup::Dhcp);
     }
 
     #[test]
     fn bad_values_are_explained() {
         assert!(parse(&["--tap", "t", "--tap-ip", "10.0.0.1"])
             .unwrap_err()
-            .0
             .contains("ADDR/LEN"));
         assert!(parse(&["--tap", "t", "--tap-ip", "10.0.0.1/33"]).is_err());
         assert!(parse(&["--tap", "t", "--tap-mac", "01:00:00:00:00:00"])
             .unwrap_err()
-            .0
             .contains("six hex bytes"));
         assert!(parse(&["--tap-ip", "10.0.0.1/24"])
             .unwrap_err()
-            .0
             .contains("need --tap"));
         assert!(parse(&["--tap", "t", "--tap-gateway", "10.0.0.1"])
             .unwrap_err()
-            .0
             .contains("DHCP"));
-        assert_eq!(parse(&["--tap"]).unwrap_err().0, "--tap needs a value");
+        assert!(parse(&["--tap"])
+            .unwrap_err()
+            .contains("a value is required for '--tap <NAME>'"));
     }
 }

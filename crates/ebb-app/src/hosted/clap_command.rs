@@ -87,12 +87,10 @@ pub fn to_args(matches: &ArgMatches, sections: &[Section]) -> Args {
 mod tests {
     use std::format;
     use std::string::ToString;
-    use std::vec;
 
     use super::*;
     use crate::args::{parse, Parsed};
     use crate::options::Opt;
-    use crate::platform::{PLATFORM, USERSTACK};
     use crate::{help, Operands};
 
     const OPTIONS: &[Opt] = &[
@@ -107,14 +105,23 @@ mod tests {
         help: "Run the tests whose names contain one of these",
     };
 
-    fn sections() -> [Section; 3] {
+    /// Options under a heading of their own, as a platform's are.
+    const PLATFORM: &[Opt] = &[
+        Opt::long_value("cores", "N", "Number of cores"),
+        Opt::long_flag("no-pin", "Do not pin cores to CPUs"),
+        Opt::long_value("tap-ip", "ADDR/LEN", "Static address, e.g. 10.0.0.2/24"),
+    ];
+
+    fn sections() -> [Section; 2] {
         [
             Section {
                 heading: None,
                 options: OPTIONS,
             },
-            PLATFORM,
-            USERSTACK,
+            Section {
+                heading: Some("Platform options"),
+                options: PLATFORM,
+            },
         ]
     }
 
@@ -184,14 +191,7 @@ mod tests {
             &["-Cvv", "-v"],
             &["-vCp", "7"],
             &["--disable-cas", "--verbose", "--sink-port=9"],
-            &[
-                "--cores",
-                "3",
-                "--no-pin",
-                "--tap",
-                "t0",
-                "--tap-ip=10.0.0.2/24",
-            ],
+            &["--cores", "3", "--no-pin", "--tap-ip=10.0.0.2/24"],
             &["-h"],
             &["--help"],
             &["-vh"],
@@ -229,48 +229,5 @@ mod tests {
             "invalid value 'x' for '--port <PORT>': a port number"
         );
         assert_eq!(args.parse_or::<u16>("sink-port", 5, "a port").unwrap(), 5);
-    }
-
-    #[test]
-    fn platform_options_configure_the_node_and_the_user_space_stack() {
-        let sections = sections();
-        let parsed = |argv: &[&str]| {
-            let matches = command("demo", "", &sections, None)
-                .try_get_matches_from(["demo"].iter().chain(argv))
-                .expect("parses");
-            super::super::platform_options::configure(&to_args(&matches, &sections))
-        };
-        let (config, userstack) = parsed(&[
-            "--cores",
-            "3",
-            "--cpus",
-            "0,1",
-            "--backend",
-            "epoll",
-            "--no-pin",
-        ])
-        .unwrap();
-        assert_eq!(config.cores, Some(3));
-        assert_eq!(config.cpus, Some(vec![0, 1]));
-        assert_eq!(config.backend, ebb_hosted::Backend::Epoll);
-        assert!(!config.pin);
-        assert!(userstack.is_none());
-        let (_, userstack) = parsed(&["--tap", "t0", "--tap-batch", "8"]).unwrap();
-        assert_eq!(
-            userstack.map(|u| (u.tap, u.batch)),
-            Some(("t0".to_string(), 8))
-        );
-        assert_eq!(
-            parsed(&["--cores", "0"]).unwrap_err().0,
-            "--cores takes a number above 0, not '0'"
-        );
-        assert!(parsed(&["--tap-ip", "10.0.0.2/24"])
-            .unwrap_err()
-            .0
-            .contains("need --tap"));
-        assert!(parsed(&["--tap", "t", "--tap-gateway", "10.0.0.1"])
-            .unwrap_err()
-            .0
-            .contains("DHCP"));
     }
 }

@@ -1,10 +1,10 @@
 //! The hosted platform under [`crate::App`]: argv parsed by clap (the
-//! application's options and the platform's, `platform_options.rs`), the
-//! node run by `ebb_hosted` (on `ebb_userstack` with `--tap`), standard
-//! output and error, the system clock.
+//! application's options, and the platform's own, declared by the crates
+//! they configure: `ebb_hosted::PlatformArgs`, `ebb_userstack::TapArgs`),
+//! the node run by `ebb_hosted` (on `ebb_userstack` with `--tap`),
+//! standard output and error, the system clock.
 
 pub mod clap_command;
-mod platform_options;
 
 use std::io::Write;
 use std::string::String;
@@ -13,26 +13,30 @@ use std::vec::Vec;
 
 use core::fmt;
 
+use clap::{Args as _, FromArgMatches};
+use ebb_hosted::PlatformArgs;
+use ebb_userstack::TapArgs;
+
 use crate::options::Section;
 use crate::self_test::SelfTest;
 use crate::{exit, help, App, PlatformKind};
 
-pub use platform_options::{PLATFORM, USERSTACK};
-
 /// Hosted has no tests of its own to run in a node.
 pub const PLATFORM_TESTS: &[SelfTest] = &[];
 
-/// The sections of `app`'s command line on this platform.
+/// `app`'s whole command line on this platform: its own options, then the
+/// platform's under their headings.
 #[must_use]
-pub fn sections(app: &App) -> [Section; 3] {
-    [
-        Section {
-            heading: None,
-            options: app.options,
-        },
-        PLATFORM,
-        USERSTACK,
-    ]
+pub fn command(app: &App) -> clap::Command {
+    let own = clap_command::command(app.name, app.about, &sections(app), app.operands);
+    TapArgs::augment_args(PlatformArgs::augment_args(own))
+}
+
+fn sections(app: &App) -> [Section; 1] {
+    [Section {
+        heading: None,
+        options: app.options,
+    }]
 }
 
 /// Runs `app` with the process's arguments and returns its exit code.
@@ -50,9 +54,7 @@ fn run(app: &'static App) -> i32 {
     let argv: Vec<String> = std::env::args_os()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
-    let matches = match clap_command::command(app.name, app.about, &sections, app.operands)
-        .try_get_matches_from(argv)
-    {
+    let matches = match command(app).try_get_matches_from(argv) {
         Ok(matches) => matches,
         Err(error) => {
             // Help goes to standard output with 0, mistakes to standard
@@ -69,9 +71,14 @@ fn run(app: &'static App) -> i32 {
         );
         exit::USAGE
     };
-    let (mut config, userstack) = match platform_options::configure(&args) {
-        Ok(configured) => configured,
-        Err(error) => return usage_error(&error),
+    let platform = PlatformArgs::from_arg_matches(&matches);
+    let tap = TapArgs::from_arg_matches(&matches);
+    let (mut config, userstack) = match (platform, tap) {
+        (Ok(platform), Ok(tap)) => match tap.options() {
+            Ok(userstack) => (platform.config(), userstack),
+            Err(error) => return usage_error(&error),
+        },
+        (Err(error), _) | (_, Err(error)) => return usage_error(&error),
     };
     let kind = if userstack.is_some() {
         PlatformKind::UserStack

@@ -5,38 +5,35 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use ebb_event::{core_count, shutdown, timer_after};
-use ebb_hosted::{process_cpu_ns, Config, OPTIONS_HELP};
+use ebb_hosted::{process_cpu_ns, PlatformArgs};
 
-const USAGE: &str = "usage: ebb-idle-node [--measure SECS] [PLATFORM OPTIONS]";
+/// Runs a hosted node that does nothing, to show what an idle node costs.
+#[derive(Debug, Parser)]
+#[command(name = "ebb-idle-node")]
+struct Cli {
+    /// Print the process's CPU time over this many seconds, then exit
+    /// (default: run until Ctrl-C)
+    #[arg(long, value_name = "SECS", value_parser = parse_window)]
+    measure: Option<Duration>,
+    #[command(flatten)]
+    platform: PlatformArgs,
+}
+
+fn parse_window(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs < 3600.0 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("seconds between 0 and 3600, not '{text}'")),
+    }
+}
 
 /// Lets the cores finish starting before measuring.
 const SETTLE: Duration = Duration::from_millis(200);
 
 fn main() -> ExitCode {
-    let (config, rest) = match Config::from_args(std::env::args().skip(1)) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            eprintln!("ebb-idle-node: {error}\n{USAGE}\n{OPTIONS_HELP}");
-            return ExitCode::from(2);
-        }
-    };
-    let measure = match rest.as_slice() {
-        [] => None,
-        [flag, secs] if flag == "--measure" => match secs.parse::<f64>() {
-            Ok(secs) if secs > 0.0 && secs < 3600.0 => Some(Duration::from_secs_f64(secs)),
-            _ => {
-                eprintln!(
-                    "ebb-idle-node: --measure takes seconds between 0 and 3600, not '{secs}'"
-                );
-                return ExitCode::from(2);
-            }
-        },
-        _ => {
-            eprintln!("{USAGE}\n{OPTIONS_HELP}");
-            return ExitCode::from(2);
-        }
-    };
+    let cli = Cli::parse();
+    let (config, measure) = (cli.platform.config(), cli.measure);
     let result = ebb_hosted::run(config, move || {
         println!("ready: {} cores idle", core_count());
         if let Some(window) = measure {

@@ -9,9 +9,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ebb_hosted::Config;
+use clap::Parser;
+use ebb_hosted::PlatformArgs;
 use ebb_net::{IoBuf, IoChain, TcpConnection, TcpHandler, UdpHandler, UdpSocket};
-use ebb_userstack::Options;
+use ebb_userstack::TapArgs;
 
 /// Sends each datagram back as received: the very receive buffer.
 struct UdpEcho;
@@ -36,32 +37,36 @@ impl TcpHandler for TcpEcho {
     }
 }
 
+/// UDP and TCP echo servers on the user-space stack.
+#[derive(Debug, Parser)]
+#[command(name = "userstack-echo")]
+struct Cli {
+    /// UDP port
+    #[arg(long, value_name = "PORT", default_value_t = 7)]
+    udp_port: u16,
+    /// TCP port
+    #[arg(long, value_name = "PORT", default_value_t = 7)]
+    tcp_port: u16,
+    #[command(flatten)]
+    tap: TapArgs,
+    #[command(flatten)]
+    platform: PlatformArgs,
+}
+
 fn main() -> ExitCode {
-    let parsed = Config::from_args(std::env::args().skip(1))
-        .and_then(|(config, rest)| Ok((config, Options::from_args(rest)?)));
-    let (mut config, (options, rest)) = match parsed {
-        Ok(parsed) => parsed,
+    let cli = Cli::parse();
+    let (udp_port, tcp_port) = (cli.udp_port, cli.tcp_port);
+    let mut config = cli.platform.config();
+    let options = match cli.tap.options() {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            eprintln!("userstack-echo: --tap NAME is required");
+            return ExitCode::from(2);
+        }
         Err(error) => {
             eprintln!("userstack-echo: {error}");
             return ExitCode::from(2);
         }
-    };
-    let mut udp_port = 7;
-    let mut tcp_port = 7;
-    let mut rest = rest.into_iter();
-    while let Some(arg) = rest.next() {
-        match (arg.as_str(), rest.next().and_then(|text| text.parse().ok())) {
-            ("--udp-port", Some(value)) => udp_port = value,
-            ("--tcp-port", Some(value)) => tcp_port = value,
-            _ => {
-                eprintln!("userstack-echo: unexpected argument '{arg}'");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let Some(options) = options else {
-        eprintln!("userstack-echo: --tap NAME is required");
-        return ExitCode::from(2);
     };
     if let Err(error) = ebb_userstack::install(&mut config, options) {
         eprintln!("userstack-echo: {error}");
