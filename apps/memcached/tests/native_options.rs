@@ -208,7 +208,7 @@ fn native_memcached_has_hosted_options_unix_time_and_runs_until_stopped() {
     assert!(
         text(client.text(b"version\r\n")).starts_with("VERSION "),
         "native memcached stopped serving before 90 s:\n{}",
-        native.seen.join("\n")
+        native.console.text()
     );
     drop(native);
 }
