@@ -35,6 +35,7 @@ mod platform;
 pub mod rcu;
 pub mod rcu_map;
 mod root;
+mod sync;
 mod task;
 mod time;
 mod timer;

@@ -1,12 +1,11 @@
 //! A one-value channel whose receiver is a future; works across cores.
 
-use alloc::sync::Arc;
 use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 
-use spin::Mutex;
+use crate::sync::{Arc, Mutex};
 
 struct State<T> {
     value: Option<T>,
@@ -95,5 +94,69 @@ impl<T> Future for Receiver<T> {
             slot => *slot = Some(cx.waker().clone()),
         }
         Poll::Pending
+    }
+}
+
+/// Models of the channel's races (`RUSTFLAGS="--cfg loom" cargo test -p
+/// ebb-event --lib loom`): the state's lock and `Arc` are loom's, so every
+/// interleaving of send, drop and poll is explored; `block_on` parks the
+/// receiving thread, so a lost wake-up shows as a deadlock.
+#[cfg(all(test, loom))]
+mod tests {
+    use super::{oneshot, RecvError};
+    use crate::sync::{Arc, AtomicUsize};
+    use core::sync::atomic::Ordering;
+    use loom::future::block_on;
+    use loom::thread;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn loom_oneshot_send_wakes_receiver_and_delivers_once() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (sender, receiver) = oneshot();
+            let value = Counted(Arc::clone(&drops));
+            let sending = thread::spawn(move || sender.send(value));
+            let received = block_on(receiver);
+            assert_eq!(drops.load(Ordering::SeqCst), 0, "dropped before delivery");
+            drop(received.expect("the value arrives"));
+            sending.join().unwrap();
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "delivered exactly once");
+        });
+    }
+
+    #[test]
+    fn loom_oneshot_sender_dropped_wakes_receiver_with_error() {
+        loom::model(|| {
+            let (sender, receiver) = oneshot::<u32>();
+            let dropping = thread::spawn(move || drop(sender));
+            assert_eq!(block_on(receiver), Err(RecvError));
+            dropping.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_oneshot_receiver_dropped_value_dropped_once() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (sender, receiver) = oneshot();
+            let value = Counted(Arc::clone(&drops));
+            let sending = thread::spawn(move || sender.send(value));
+            drop(receiver);
+            sending.join().unwrap();
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "the unreceived value is dropped once"
+            );
+        });
     }
 }

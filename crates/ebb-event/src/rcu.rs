@@ -135,6 +135,17 @@ pub struct ReadGuard {
     _not_send: PhantomData<*const ()>,
 }
 
+#[cfg(all(test, loom))]
+impl ReadGuard {
+    /// A guard for a loom model's reader thread (models run no event loop
+    /// and never end a grace period, so every section is safe).
+    pub(crate) fn for_model() -> Self {
+        ReadGuard {
+            _not_send: PhantomData,
+        }
+    }
+}
+
 /// Runs `body` as a read-side section. References obtained through the
 /// guard cannot outlive the closure.
 ///

@@ -24,7 +24,20 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::hash::BuildHasher;
 use core::net::Ipv4Addr;
-use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
+
+// The loom model (`RUSTFLAGS="--cfg loom" cargo test -p ebb-netstack --lib
+// loom`) swaps in loom's atomics; the code is the same either way.
+#[cfg(not(all(test, loom)))]
+use core::{
+    hint::spin_loop as wait_for_filler,
+    sync::atomic::{fence, AtomicU32, AtomicU64},
+};
+#[cfg(all(test, loom))]
+use loom::{
+    sync::atomic::{fence, AtomicU32, AtomicU64},
+    thread::yield_now as wait_for_filler,
+};
 
 use ebb_core::CoreId;
 use ebb_iobuf::IoBuf;
@@ -218,7 +231,7 @@ fn settled_key(slot: &Slot) -> u64 {
         if key != FILLING {
             return key;
         }
-        core::hint::spin_loop();
+        wait_for_filler();
     }
     FILLING
 }
@@ -374,5 +387,45 @@ mod tests {
                 dir.remove(flow(round), owner);
             }
         }
+    }
+
+    /// Two cores claim one flow at once, in every interleaving loom finds
+    /// (the slots are loom atomics; `claim`'s wait for a slot being filled
+    /// yields to the filler). At most one core wins; the directory then
+    /// names the winner, and a loser is told the winner's core. The
+    /// protocol allows both to back off (each saw the other's slot): then
+    /// nobody owns the flow, the directory says so, and the next claim
+    /// wins.
+    #[cfg(loom)]
+    #[test]
+    fn loom_two_cores_claiming_one_flow_at_most_one_wins() {
+        use loom::sync::Arc;
+        loom::model(|| {
+            let dir = Arc::new(FlowDirectory::new(1, 5));
+            let other = {
+                let dir = Arc::clone(&dir);
+                loom::thread::spawn(move || dir.claim(flow(7), CoreId(1)))
+            };
+            let mine = dir.claim(flow(7), CoreId(0));
+            let theirs = other.join().unwrap();
+            match (mine, theirs) {
+                (Claim::Claimed, Claim::Taken(CoreId(0))) => {
+                    assert_eq!(dir.lookup(flow(7)), Some(CoreId(0)));
+                }
+                (Claim::Taken(CoreId(1)), Claim::Claimed) => {
+                    assert_eq!(dir.lookup(flow(7)), Some(CoreId(1)));
+                }
+                (Claim::Taken(CoreId(1)), Claim::Taken(CoreId(0))) => {
+                    assert_eq!(dir.lookup(flow(7)), None, "both backed off");
+                    assert_eq!(dir.claim(flow(7), CoreId(1)), Claim::Claimed);
+                    assert_eq!(dir.lookup(flow(7)), Some(CoreId(1)));
+                }
+                outcome => panic!("two cores, one flow: {outcome:?}"),
+            }
+            assert_eq!(
+                dir.claim(flow(7), CoreId(2)),
+                Claim::Taken(dir.lookup(flow(7)).unwrap())
+            );
+        });
     }
 }
