@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+/// The error when QEMU closes the connection.
+const CLOSED: &str = "QMP: QEMU closed the connection";
+
 /// The QEMU arguments that open a QMP socket at `path` without waiting
 /// for a client.
 pub fn qmp_args(path: &Path) -> [String; 2] {
@@ -122,15 +125,19 @@ impl Qmp {
         self.execute("system_powerdown", None).map(drop)
     }
 
-    /// Stops QEMU at once.
+    /// Stops QEMU at once. QEMU may exit, closing the connection, before
+    /// its reply is read: that is a success too.
     pub fn quit(&mut self) -> Result<(), String> {
-        self.execute("quit", None).map(drop)
+        match self.execute("quit", None) {
+            Err(e) if e == CLOSED => Ok(()),
+            result => result.map(drop),
+        }
     }
 
     fn read_message(&mut self) -> Result<Value, String> {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
-            Ok(0) => Err("QMP: QEMU closed the connection".to_owned()),
+            Ok(0) => Err(CLOSED.to_owned()),
             Ok(_) => serde_json::from_str(line.trim())
                 .map_err(|e| format!("QMP: bad message '{}': {e}", line.trim())),
             Err(e) => Err(format!("QMP: {e}")),
@@ -144,8 +151,8 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     /// A fake QEMU: greets, then answers each request line with the next of
-    /// `replies` (which may hold an event line first); returns what it
-    /// received.
+    /// `replies` (which may hold an event line first; an empty one closes
+    /// the connection instead); returns what it received.
     fn fake_server(
         path: &Path,
         replies: Vec<&'static str>,
@@ -161,6 +168,9 @@ mod tests {
             let mut lines = BufReader::new(stream).lines();
             for reply in replies {
                 received.push(lines.next().expect("a request").expect("read"));
+                if reply.is_empty() {
+                    break;
+                }
                 writer.write_all(reply.as_bytes()).expect("reply");
                 writer.write_all(b"\r\n").expect("reply");
             }
@@ -195,6 +205,21 @@ mod tests {
         assert_eq!(received[0], r#"{"execute":"qmp_capabilities"}"#);
         assert_eq!(received[1], r#"{"execute":"query-status"}"#);
         assert_eq!(received[2], r#"{"execute":"nope"}"#);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn quit_succeeds_when_qemu_closes_before_replying() {
+        let dir = std::env::temp_dir().join(format!("ebb-qmp-quit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("qmp.sock");
+        // Answers qmp_capabilities, then reads `quit` and closes.
+        let server = fake_server(&path, vec![r#"{"return": {}}"#, ""]);
+        let mut qmp = Qmp::connect(&path, Duration::from_secs(10)).expect("connect");
+        assert_eq!(qmp.quit(), Ok(()));
+        let received = server.join().expect("server");
+        assert_eq!(received[1], r#"{"execute":"quit"}"#);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
