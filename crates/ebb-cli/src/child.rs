@@ -1,34 +1,9 @@
-//! Running child processes: Ctrl-C handling and exit codes.
+//! Running child processes: exit codes, and passing on the signals that
+//! stop `./ebb` (see [`crate::stop`]).
 
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
-/// Set once SIGINT has reached this process (after [`guard_sigint`]); only
-/// tests read it: a child killed by Ctrl-C tells by its exit code (130).
-static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-
-/// Keeps this process alive on Ctrl-C so that it outlives its child.
-///
-/// The terminal sends SIGINT to the whole foreground process group, so the
-/// child gets it directly and decides for itself; this process only records
-/// it. A handler (rather than ignoring the signal) matters: an ignored signal
-/// stays ignored across `exec`, a handled one goes back to the default, so the
-/// child still reacts to Ctrl-C normally.
-pub fn guard_sigint() {
-    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
-    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(flag)) {
-        eprintln!("warning: cannot handle Ctrl-C ({e}); Ctrl-C may end ./ebb before its child");
-    }
-}
-
-/// Whether Ctrl-C was pressed since [`guard_sigint`].
-#[cfg(test)]
-pub fn interrupted() -> bool {
-    INTERRUPTED
-        .get()
-        .is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Relaxed))
-}
+use crate::stop;
 
 /// The shell's exit code for `status`: the code itself, or 128 + the signal
 /// number for a child killed by a signal.
@@ -44,11 +19,15 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-/// Runs `command` to completion and returns its exit code (see [`exit_code`]).
+/// Runs `command` to completion and returns its exit code (see
+/// [`exit_code`]); a stop signal to this process is passed on to it
+/// ([`stop::wait_passing_signals`]).
 pub fn run(command: &mut Command) -> Result<u8, String> {
-    let status = command
-        .status()
+    let mut child = command
+        .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", describe(command)))?;
+    let status = stop::wait_passing_signals(&mut child)
+        .map_err(|e| format!("waiting for `{}`: {e}", describe(command)))?;
     Ok(exit_code(status))
 }
 
@@ -99,21 +78,5 @@ mod tests {
         let mut c = Command::new("cargo");
         c.args(["run", "-p", "hello", "--", "x"]);
         assert_eq!(describe(&c), "cargo run -p hello -- x");
-    }
-
-    #[test]
-    fn guard_keeps_process_alive_and_child_gets_default_sigint() {
-        guard_sigint();
-        // A child sending SIGINT to itself still dies of it: the handler is
-        // not inherited as "ignore" across exec.
-        assert_eq!(run(&mut sh("kill -INT $$; sleep 5")), Ok(128 + 2));
-        // SIGINT to this process is caught and recorded, not fatal.
-        let me = std::process::id().to_string();
-        assert_eq!(run(Command::new("kill").args(["-INT", &me])), Ok(0));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !interrupted() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert!(interrupted());
     }
 }

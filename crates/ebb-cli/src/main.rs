@@ -16,7 +16,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
-use ebb_cli::{child, native, tap};
+use ebb_cli::{child, native, stop, tap};
 
 /// Exit code for a name that is not an application or benchmark.
 const EXIT_UNKNOWN_NAME: u8 = 2;
@@ -73,7 +73,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                     ),
                 ));
             }
-            child::guard_sigint();
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             if options.native {
                 let settings = native_settings(&options);
                 return match options.net.unwrap_or_default() {
@@ -94,10 +94,16 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                 return userstack::run(root, &app, &args).map_err(|e| (EXIT_ERROR, e));
             }
             eprintln!("ebb: building {app} (release, hosted)...");
-            child::run(&mut cargo_run(root, &["-p", &app], &args)).map_err(|e| (EXIT_ERROR, e))
+            // `cargo run` execs the application: the signal passed on
+            // reaches it, and it exits 128 + the signal too.
+            let code = child::run(&mut cargo_run(root, &["-p", &app], &args))
+                .map_err(|e| (EXIT_ERROR, e))?;
+            Ok(stop::report(&app).unwrap_or(code))
         }
         Command::Test { quick, tests } => {
-            child::guard_sigint();
+            // Ctrl-C only: the test step's output is read to its end, so a
+            // SIGTERM could not be passed on and keeps its default action.
+            stop::watch(&[stop::SIGINT]);
             Ok(steps::run_all(steps::STEPS, root, quick, &tests))
         }
         Command::Bench { name: None, .. } => {
@@ -118,7 +124,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                     ),
                 ));
             }
-            child::guard_sigint();
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             child::run(&mut cargo_run(
                 root,
                 &[
@@ -132,7 +138,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             .map_err(|e| (EXIT_ERROR, e))
         }
         Command::Loadgen { args } => {
-            child::guard_sigint();
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             child::run(&mut cargo_run(root, &["-p", "ebb-loadgen"], &args))
                 .map_err(|e| (EXIT_ERROR, e))
         }

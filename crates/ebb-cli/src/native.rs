@@ -1,7 +1,9 @@
 //! `./ebb run APP --native`: builds APP as a native image
 //! (`x86_64-unknown-none`, see `crates/ebb-native`), boots it under QEMU,
 //! streams its serial console, and exits with the application's exit code
-//! (decoded from QEMU's status, see `ebb_boot_abi::exit`).
+//! (decoded from QEMU's status, see `ebb_boot_abi::exit`). QEMU opens a QMP
+//! socket; a SIGTERM or SIGINT to `./ebb` stops the guest with QMP `quit`
+//! (see [`QemuStopper`]), reported as a stop (`crate::stop`), not a crash.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -10,9 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ebb_testbed::qemu::process::find_qemu;
+use ebb_testbed::qemu::qmp::{qmp_args, Qmp};
+
 use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
 
-use crate::child;
+use crate::{child, stop};
 
 // What every QEMU launch needs comes from the testbed, shared with the
 // benchmarks and the tests.
@@ -442,7 +447,11 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&build));
     }
-    match child::run(&mut build)? {
+    let built = child::run(&mut build)?;
+    if let Some(code) = stop::report(&format!("building {app}")) {
+        return Ok(code);
+    }
+    match built {
         0 => {}
         code => {
             return Err(format!(
@@ -461,6 +470,8 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
     let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
+    let qmp_dir = QmpDir::create()?;
+    qemu.args(qmp_args(&qmp_dir.socket()));
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&qemu));
     }
@@ -484,7 +495,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             )
         })?;
 
-    let sigterm = SigtermForwarder::start(process.id());
+    let stopper = QemuStopper::start(process.id(), qmp_dir.socket());
     let stderr = process.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -516,9 +527,12 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     }
     let elapsed = started.elapsed();
     let code = child::exit_code(status);
-    if sigterm.stop() {
-        eprintln!("ebb: stopped QEMU on SIGTERM");
-        return Ok(128 + 15);
+    stopper.finish();
+    // A stop signal ends QEMU one way or another (QMP `quit` here, or
+    // Ctrl-C reaching QEMU directly, after which it exits with 0 as on a
+    // guest reset): either way the run was stopped, not crashed.
+    if let Some(code) = stop::report(app) {
+        return Ok(code);
     }
     if settings.verbose {
         eprintln!(
@@ -549,54 +563,105 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     }
 }
 
-/// Passes a SIGTERM this process gets on to QEMU, so that QEMU stops and
-/// this process lives on to clean up after it (`--net tap` deletes its
-/// namespace); Ctrl-C needs no help, it reaches QEMU directly.
-struct SigtermForwarder {
-    terminated: Arc<AtomicBool>,
+/// A private directory for QEMU's QMP socket, deleted on drop.
+struct QmpDir(PathBuf);
+
+impl QmpDir {
+    fn create() -> Result<QmpDir, String> {
+        let dir = std::env::temp_dir().join(format!("ebb-qmp-{}", std::process::id()));
+        // A directory left by a killed run of a process with this id.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {} for QMP: {e}", dir.display()))?;
+        Ok(QmpDir(dir))
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.0.join("qmp.sock")
+    }
+}
+
+impl Drop for QmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Stops QEMU when a stop signal reaches this process, so that this
+/// process lives on to clean up after it (`--net tap` deletes its
+/// namespace): QMP `quit` first (QEMU exits at once, with status 0), then,
+/// should QEMU still run [`stop::STOP_GRACE`] later, SIGTERM to the
+/// process started (`timeout` passes it on), and SIGKILL to QEMU itself
+/// after as long again.
+struct QemuStopper {
     done: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
 }
 
-impl SigtermForwarder {
-    /// Starts watching for SIGTERM on behalf of process `pid` (QEMU, or
-    /// `timeout`, which passes the signal on to QEMU).
-    fn start(pid: u32) -> SigtermForwarder {
-        let terminated = Arc::new(AtomicBool::new(false));
+impl QemuStopper {
+    /// Starts watching for a stop signal on behalf of process `pid` (QEMU,
+    /// or the wrappers it runs under), whose QMP socket is `socket`.
+    fn start(pid: u32, socket: PathBuf) -> QemuStopper {
         let done = Arc::new(AtomicBool::new(false));
-        if let Err(e) =
-            signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
-        {
-            eprintln!("warning: cannot handle SIGTERM ({e}): QEMU would outlive ./ebb");
-        }
         let watcher = {
-            let (terminated, done) = (Arc::clone(&terminated), Arc::clone(&done));
+            let done = Arc::clone(&done);
             std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if terminated.load(Ordering::Relaxed) {
-                        let _ = Command::new("kill")
-                            .args(["-TERM", &pid.to_string()])
-                            .status();
+                let poll = Duration::from_millis(20);
+                let signal = loop {
+                    if done.load(Ordering::Relaxed) {
                         return;
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    if let Some(signal) = stop::received() {
+                        break signal;
+                    }
+                    std::thread::sleep(poll);
+                };
+                // QEMU's own pid, for SIGKILL (killing `timeout` would
+                // leave QEMU running), found before QEMU is gone.
+                let qemu = find_qemu(pid, 3);
+                let quit = Qmp::connect(&socket, Duration::from_secs(5)).and_then(|mut q| q.quit());
+                if let Err(e) = quit {
+                    // QEMU may close the socket before its reply: only a
+                    // QEMU that is still running counts.
+                    if !done.load(Ordering::Relaxed) {
+                        eprintln!(
+                            "ebb: QMP quit failed ({e}); sending {} to QEMU",
+                            stop::signal_name(signal)
+                        );
+                    }
+                }
+                let wait = |limit: Duration| {
+                    let started = Instant::now();
+                    while !done.load(Ordering::Relaxed) && started.elapsed() < limit {
+                        std::thread::sleep(poll);
+                    }
+                    done.load(Ordering::Relaxed)
+                };
+                if wait(stop::STOP_GRACE) {
+                    return;
+                }
+                stop::send(stop::SIGTERM, pid);
+                if wait(stop::STOP_GRACE) {
+                    return;
+                }
+                if let Some(qemu) = qemu {
+                    eprintln!("ebb: QEMU (process {qemu}) did not stop: killing it");
+                    stop::send(stop::SIGKILL, qemu);
                 }
             })
         };
-        SigtermForwarder {
-            terminated,
+        QemuStopper {
             done,
             watcher: Some(watcher),
         }
     }
 
-    /// Stops watching (QEMU has exited); returns whether a SIGTERM came.
-    fn stop(mut self) -> bool {
+    /// QEMU has exited: stops watching.
+    fn finish(mut self) {
         self.done.store(true, Ordering::Relaxed);
         if let Some(watcher) = self.watcher.take() {
             let _ = watcher.join();
         }
-        self.terminated.load(Ordering::Relaxed)
     }
 }
 

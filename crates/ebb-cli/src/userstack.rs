@@ -3,22 +3,18 @@
 //! TAP devices and private addresses only inside a namespace we create and
 //! delete). The namespace holds the TAP device, with the kernel's side at
 //! [`KERNEL_ADDR`]; the application's stack takes [`STACK_ADDR`]. The
-//! namespace is deleted when the application exits, also after Ctrl-C
-//! (which reaches the application directly) or a SIGTERM to `./ebb`
-//! (passed on to the application).
+//! namespace is deleted when the application exits, also after a SIGTERM
+//! or SIGINT to `./ebb` (passed on to the application, see `ebb_cli::stop`).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use ebb_testbed::netns::NetNamespace;
 use ebb_testbed::tap::{TapConfig, TapDevice};
 
-use crate::child;
+use crate::{child, stop};
 
 /// The TAP device inside the namespace.
 pub const TAP: &str = "ebb0";
@@ -69,7 +65,11 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
     build
         .args(["build", "--release", "-p", app])
         .current_dir(root);
-    match child::run(&mut build)? {
+    let built = child::run(&mut build)?;
+    if let Some(code) = stop::report(&format!("building {app}")) {
+        return Ok(code);
+    }
+    match built {
         0 => {}
         code => return Err(format!("building {app} failed (exit code {code})")),
     }
@@ -86,10 +86,10 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
          Once it is ready, how to reach what it listens on follows its ready line. \
          Ctrl-C stops it and deletes the namespace."
     );
-    let code = run_passing_sigterm(&mut app_command(&ns, &binary, args), &ns);
+    let code = run_showing_hints(&mut app_command(&ns, &binary, args), &ns);
     drop(tap);
     drop(namespace);
-    code
+    Ok(stop::report(app).unwrap_or(code?))
 }
 
 /// How to reach, from namespace `ns`, each address an application's ready
@@ -125,22 +125,17 @@ pub fn reach_hints(line: &str, ns: &str, stack_ip: &str) -> Vec<String> {
     hints
 }
 
-/// Runs `command` to completion like [`child::run`], passing a SIGTERM this
-/// process gets on to it (so that it stops and the namespace is deleted).
-fn run_passing_sigterm(command: &mut Command, namespace: &str) -> Result<u8, String> {
-    let terminated = Arc::new(AtomicBool::new(false));
-    if let Err(e) =
-        signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
-    {
-        eprintln!("warning: cannot handle SIGTERM ({e}): it would leave the namespace behind");
-    }
+/// Runs `command` to completion like [`child::run`] (which passes a stop
+/// signal on to it, so that it stops and the namespace is deleted), and
+/// after its ready line says how to reach what it listens on.
+fn run_showing_hints(command: &mut Command, namespace: &str) -> Result<u8, String> {
+    command.stdout(Stdio::piped());
+    // `ip netns exec` becomes the application (it execs), so the process
+    // the signal is passed to is the application.
     let mut app = command
-        .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", child::describe(command)))?;
     if let Some(stdout) = app.stdout.take() {
-        // Passes the application's output on, and after its ready line
-        // says how to reach each address it names.
         let ns = namespace.to_owned();
         std::thread::spawn(move || {
             let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
@@ -152,22 +147,9 @@ fn run_passing_sigterm(command: &mut Command, namespace: &str) -> Result<u8, Str
             }
         });
     }
-    loop {
-        if let Some(status) = app
-            .try_wait()
-            .map_err(|e| format!("waiting for the app: {e}"))?
-        {
-            return Ok(child::exit_code(status));
-        }
-        if terminated.swap(false, Ordering::Relaxed) {
-            // `ip netns exec` became the application (it execs), so this
-            // is the application's process id.
-            let _ = Command::new("kill")
-                .args(["-TERM", &app.id().to_string()])
-                .status();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let status =
+        stop::wait_passing_signals(&mut app).map_err(|e| format!("waiting for the app: {e}"))?;
+    Ok(child::exit_code(status))
 }
 
 #[cfg(test)]
