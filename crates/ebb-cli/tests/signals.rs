@@ -1,6 +1,6 @@
 //! Stopping `./ebb run memcached` with a signal, as `kill PID` from another
-//! shell does (the signal reaches `./ebb` only, not its process group), in
-//! each mode: hosted, `--userstack` and `--native` (needing root, `ip` and
+//! shell does (the signal reaches `./ebb` only, not its process group), or
+//! as Ctrl-C in a terminal does (SIGINT to the whole group), in each mode: hosted, `--userstack` and `--native` (needing root, `ip` and
 //! /dev/net/tun, or QEMU; skipped otherwise). The launcher must stop what
 //! it started, delete what it created, say it stopped on the signal, and
 //! exit as shells report a death by signal: 128 + the signal's number.
@@ -178,11 +178,20 @@ impl Drop for Launcher {
     }
 }
 
+/// Where a signal goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum To {
+    /// `./ebb`'s process only (`kill PID`).
+    Launcher,
+    /// Its whole process group (Ctrl-C in a terminal).
+    Group,
+}
+
 /// Runs `./ebb run memcached MODE... -- APP_ARGS...`, waits for
-/// memcached's ready line, sends `signal` to `./ebb` alone, and checks
+/// memcached's ready line, sends `signal` to `./ebb` (or `to` its group), and checks
 /// that it stops as a stop and leaves nothing behind: no process of its
 /// group, no namespace it made, and `port` (if any) free again.
-fn stops_on(signal: i32, mode: &[&str], app_args: &[&str], port: Option<u16>) {
+fn stops_on(signal: i32, to: To, mode: &[&str], app_args: &[&str], port: Option<u16>) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = launcher_namespaces();
     let mut args = vec!["run", "memcached"];
@@ -200,8 +209,11 @@ fn stops_on(signal: i32, mode: &[&str], app_args: &[&str], port: Option<u16>) {
         assert_eq!(made.len(), 1, "one namespace for the run: {made:?}");
     }
 
-    // `kill PID` from another shell: the launcher's process only.
-    kill(&format!("-{signal}"), &group.to_string());
+    match to {
+        // `kill PID` from another shell: the launcher's process only.
+        To::Launcher => kill(&format!("-{signal}"), &group.to_string()),
+        To::Group => kill(&format!("-{signal}"), &format!("-{group}")),
+    }
     let status = launcher.wait_exit();
     // What it left behind, once it is gone (or right away if it hangs).
     let left: Vec<(u32, String)> = (0..100)
@@ -219,8 +231,9 @@ fn stops_on(signal: i32, mode: &[&str], app_args: &[&str], port: Option<u16>) {
     kill("-KILL", &format!("-{group}"));
     let stderr = launcher.stderr_text();
     let what = format!(
-        "{} to ./ebb {}:\nstdout:\n{}\nstderr:\n{stderr}",
+        "{} to{} ./ebb {}:\nstdout:\n{}\nstderr:\n{stderr}",
         signal_name(signal),
+        if to == To::Group { " the group of" } else { "" },
         args.join(" "),
         launcher.seen.join("\n")
     );
@@ -267,20 +280,21 @@ fn stops_on(signal: i32, mode: &[&str], app_args: &[&str], port: Option<u16>) {
     );
 }
 
-fn hosted(signal: i32) {
+fn hosted(signal: i32, to: To) {
     let port = ebb_testbed::free_port().expect("a free port");
-    stops_on(signal, &[], &["-p", &port.to_string()], Some(port));
+    stops_on(signal, to, &[], &["-p", &port.to_string()], Some(port));
 }
 
 fn userstack(signal: i32) {
-    stops_on(signal, &["--userstack"], &[], None);
+    stops_on(signal, To::Launcher, &["--userstack"], &[], None);
 }
 
-fn native(signal: i32) {
+fn native(signal: i32, to: To) {
     let port = ebb_testbed::free_port().expect("a free port");
     let forward = format!("{port}:11211");
     stops_on(
         signal,
+        to,
         &["--native", "--accel", "tcg", "--forward", &forward],
         &[],
         Some(port),
@@ -289,12 +303,17 @@ fn native(signal: i32) {
 
 #[test]
 fn hosted_stops_on_sigterm() {
-    hosted(SIGTERM);
+    hosted(SIGTERM, To::Launcher);
 }
 
 #[test]
 fn hosted_stops_on_sigint() {
-    hosted(SIGINT);
+    hosted(SIGINT, To::Launcher);
+}
+
+#[test]
+fn hosted_stops_on_ctrl_c() {
+    hosted(SIGINT, To::Group);
 }
 
 #[test]
@@ -312,13 +331,21 @@ fn userstack_stops_on_sigint() {
 #[test]
 fn native_stops_on_sigterm() {
     skip_unless!(Need::Qemu);
-    native(SIGTERM);
+    native(SIGTERM, To::Launcher);
 }
 
 #[test]
 fn native_stops_on_sigint() {
     skip_unless!(Need::Qemu);
-    native(SIGINT);
+    native(SIGINT, To::Launcher);
+}
+
+/// Ctrl-C reaches QEMU too, which exits with status 0 as on a guest reset:
+/// it is still a stop, not a "triple fault".
+#[test]
+fn native_stops_on_ctrl_c() {
+    skip_unless!(Need::Qemu);
+    native(SIGINT, To::Group);
 }
 
 #[test]
@@ -326,6 +353,7 @@ fn native_on_a_tap_stops_on_sigint() {
     skip_unless!(Need::Qemu, Need::Root, Need::Ip, Need::Tun);
     stops_on(
         SIGINT,
+        To::Launcher,
         &["--native", "--accel", "tcg", "--net", "tap"],
         &[],
         None,
