@@ -178,12 +178,19 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_session_negotiates_then_skips_events_and_reports_errors() {
-        let dir = std::env::temp_dir().join(format!("ebb-qmp-test-{}", std::process::id()));
+    /// A fresh directory `ebb-qmp-TAG-PID` for a test's socket, and the
+    /// socket's path in it.
+    fn socket_dir(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ebb-qmp-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("qmp.sock");
+        (dir, path)
+    }
+
+    #[test]
+    fn a_session_negotiates_then_skips_events_and_reports_errors() {
+        let (dir, path) = socket_dir("test");
         let server = fake_server(
             &path,
             vec![
@@ -210,10 +217,7 @@ mod tests {
 
     #[test]
     fn quit_succeeds_when_qemu_closes_before_replying() {
-        let dir = std::env::temp_dir().join(format!("ebb-qmp-quit-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("qmp.sock");
+        let (dir, path) = socket_dir("quit");
         // Answers qmp_capabilities, then reads `quit` and closes.
         let server = fake_server(&path, vec![r#"{"return": {}}"#, ""]);
         let mut qmp = Qmp::connect(&path, Duration::from_secs(10)).expect("connect");
