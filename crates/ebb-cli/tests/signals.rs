@@ -172,9 +172,19 @@ impl Launcher {
 
 impl Drop for Launcher {
     fn drop(&mut self) {
-        // Whatever is left of the group (nothing, when the test passes).
+        // Whatever is left of the group (nothing, when the test passes),
+        // and the namespace a killed launcher could not delete (its name
+        // has the launcher's pid: `./ebb` execs it).
         kill("-KILL", &format!("-{}", self.child.id()));
         let _ = self.child.wait();
+        let _ = Command::new("ip")
+            .args([
+                "netns",
+                "delete",
+                &format!("ebb-memcached-{}", self.child.id()),
+            ])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -227,8 +237,15 @@ fn stops_on(signal: i32, to: To, mode: &[&str], app_args: &[&str], port: Option<
         .into_iter()
         .filter(|name| made.contains(name))
         .collect();
-    // Whatever is left would hold stderr open.
+    // Whatever is left would hold stderr open; and a namespace left is
+    // deleted here, before any assertion can fail.
     kill("-KILL", &format!("-{group}"));
+    for namespace in &namespaces_left {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", namespace])
+            .stderr(Stdio::null())
+            .status();
+    }
     let stderr = launcher.stderr_text();
     let what = format!(
         "{} to{} ./ebb {}:\nstdout:\n{}\nstderr:\n{stderr}",
@@ -252,12 +269,6 @@ fn stops_on(signal: i32, to: To, mode: &[&str], app_args: &[&str], port: Option<
         left.is_empty(),
         "processes left behind: {left:?} after {what}"
     );
-    for namespace in &made {
-        let _ = Command::new("ip")
-            .args(["netns", "delete", namespace])
-            .stderr(Stdio::null())
-            .status();
-    }
     assert!(
         namespaces_left.is_empty(),
         "namespaces left behind: {namespaces_left:?} after {what}"
