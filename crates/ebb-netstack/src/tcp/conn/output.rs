@@ -219,11 +219,24 @@ impl Tcb {
     /// as it first went: sent apart, the data and the FIN would draw two
     /// ACKs, and if the first closed our side (LAST-ACK), the second would
     /// find no connection and draw an RST that ends the peer's TIME-WAIT.
+    ///
+    /// It resends only what was sent (up to SND.MAX): the first segment
+    /// may have been cut short by the peer's window, and a full-sized
+    /// retransmission would carry new data past SND.MAX. A peer whose
+    /// window has reopened takes it and acknowledges beyond SND.MAX, an
+    /// ACK we must drop as acknowledging unsent data (RFC 9293 §3.10.7.4),
+    /// so both ends would wait for each other until the retries ran out.
     pub(super) fn retransmit_first(&mut self, ctx: &mut Ctx<'_>) -> usize {
         self.rtt_timed = None;
         let start = self.data_start();
         let offset = self.snd_una.since(start);
-        let len = self.send_queue.len().saturating_sub(offset).min(self.smss);
+        let sent = self.snd_max.since(self.snd_una);
+        let len = self
+            .send_queue
+            .len()
+            .saturating_sub(offset)
+            .min(self.smss)
+            .min(sent);
         let end = self.snd_una.wrapping_add(len);
         let fin = self.fin_seq() == Some(end) && self.snd_max.gt(end);
         if len == 0 && !fin {
