@@ -73,6 +73,14 @@ impl UserStackServer {
             .expect("memcached on the user-space stack did not listen within 20 s");
         made
     }
+
+    /// Runs `work` on a thread inside the namespace (threads it starts
+    /// are inside too): clients of the server.
+    pub fn run_inside<R: Send>(&self, work: impl FnOnce() -> R + Send) -> R {
+        self._namespace
+            .run_inside(work)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
 }
 
 impl Drop for UserStackServer {

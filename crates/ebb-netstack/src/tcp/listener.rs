@@ -4,7 +4,12 @@
 //! (its state is what the SYN,ACK needs); the backlog bounds how many such
 //! half-open connections one listener keeps, so a SYN flood costs at most
 //! `syn_backlog` connections per listener (further SYNs are dropped and
-//! counted; the peers retransmit).
+//! counted; the peers retransmit them, RFC 6298 §2.1, and a retransmitted
+//! SYN is answered once the backlog has room). A connection leaves the
+//! backlog when its handshake completes and goes straight to the
+//! application: there is no queue of completed connections to overflow.
+//! No SYN cookies: without timestamps they cannot carry the window scale,
+//! and the backlog already bounds what a flood costs.
 
 use core::net::Ipv4Addr;
 

@@ -84,6 +84,10 @@ pub struct TcpConfig {
     /// Whether to offer window scaling (RFC 7323 §2).
     pub window_scaling: bool,
     /// Half-open (SYN-RECEIVED) connections per listener (the SYN backlog).
+    /// 1024 by default, what memcached's `-b` defaults to: 400 clients
+    /// connecting at once are all answered at once (with 128, a quarter of
+    /// them waited a second for their SYN's retransmission). A flood costs
+    /// at most this many TCBs per listener, for the SYN,ACK retries' time.
     pub syn_backlog: usize,
     /// Connections of all kinds in the table.
     pub max_connections: usize,
@@ -109,7 +113,7 @@ impl Default for TcpConfig {
             max_out_of_order: 512,
             mss: None,
             window_scaling: true,
-            syn_backlog: 128,
+            syn_backlog: 1024,
             max_connections: 65_536,
             seed: 0x7c9e_15d1_4a2b_3c4d,
             trace_capacity: 0,
