@@ -21,6 +21,77 @@ use ebb_netstack::tcp::segment::{Flags, OutSegment};
 use ebb_netstack::tcp::{Seq, State, TcpConfig};
 use proptest::prelude::*;
 
+/// A SYN beyond the backlog is dropped, not lost for good: once the
+/// handshakes before it complete (they leave the backlog and go straight
+/// to the application; there is no accept queue to overflow), the peer's
+/// retransmitted SYN (RFC 6298 §2.1) is answered and accepted.
+#[test]
+fn a_syn_dropped_at_a_full_backlog_is_answered_when_resent() {
+    let tcp = TcpConfig {
+        syn_backlog: 2,
+        ..test_tcp()
+    };
+    let (mut sim, _a, b) = two_stacks(LinkConfig::default(), test_tcp(), tcp);
+    listen_recording(&b, 80, Recorder::new);
+    let raw = Raw::new(&mut sim);
+    let syn = |port: u16| from_x(port, (IP_B, 80), u32::from(port) * 1000, None, SYN);
+    for port in [5001, 5002, 5003] {
+        raw.send(MAC_B, &syn(port));
+    }
+    run_ms(&mut sim, 1);
+    let answers = raw.take();
+    let answered: Vec<u16> = answers.iter().map(|s| s.dst_port).collect();
+    assert_eq!(
+        answered,
+        [5001, 5002],
+        "the third SYN found the backlog full"
+    );
+    assert!(answers.iter().all(|s| s.flags.syn && s.flags.ack));
+    assert_eq!(b.tcp(|t| t.stats().syn_backlog_full), 1);
+    // The first two complete their handshakes and are accepted.
+    for synack in &answers {
+        let port = synack.dst_port;
+        let ack = from_x(
+            port,
+            (IP_B, 80),
+            u32::from(port) * 1000 + 1,
+            Some(synack.seq.0.wrapping_add(1)),
+            NONE,
+        );
+        raw.send(MAC_B, &ack);
+    }
+    run_ms(&mut sim, 1);
+    assert_eq!(accepted(80).len(), 2);
+    assert_eq!(
+        b.tcp(|t| t.half_open(80)),
+        0,
+        "accepted: out of the backlog"
+    );
+    // The third peer resends its SYN: answered, and its handshake completes.
+    raw.send(MAC_B, &syn(5003));
+    run_ms(&mut sim, 1);
+    let synack = raw.take();
+    assert_eq!(synack.len(), 1);
+    assert!(synack[0].flags.syn && synack[0].flags.ack && synack[0].dst_port == 5003);
+    let ack = from_x(
+        5003,
+        (IP_B, 80),
+        5_003_001,
+        Some(synack[0].seq.0.wrapping_add(1)),
+        NONE,
+    );
+    raw.send(MAC_B, &ack);
+    run_ms(&mut sim, 1);
+    assert_eq!(
+        accepted(80).len(),
+        3,
+        "the resent SYN's connection is accepted"
+    );
+    assert!(accepted(80)
+        .iter()
+        .all(|log| log.borrow().aborted.is_none()));
+}
+
 #[test]
 fn syn_flood_keeps_state_bounded_and_expires() {
     let mut tcp = test_tcp();
