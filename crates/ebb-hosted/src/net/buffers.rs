@@ -18,6 +18,15 @@ use super::Reactor;
 pub const BUFFER_COUNT: u16 = 128;
 /// Size of one receive buffer.
 pub const BUFFER_SIZE: usize = 32 * 1024;
+/// Buffers kept for the kernel whatever handlers hold: when, at the start
+/// of a loop turn, handlers still hold so many buffers that fewer than this
+/// are left, received data reaches handlers as a copy during that turn and
+/// its ring buffer goes back at once. Without a reserve, connections that
+/// keep their data (an unfinished request, unsent output) could take every
+/// buffer, and then nothing more is received on the core, not even their
+/// closing (issue 15, defect 3). Buffers taken and dropped within one turn
+/// do not count: a burst is not a hold.
+pub const RESERVED_BUFFERS: usize = BUFFER_COUNT as usize / 4;
 
 /// The memory the buffers live in, shared with every `IoBuf` made from it.
 pub(crate) struct BufferMemory {
@@ -81,6 +90,11 @@ pub(crate) struct BufferRing {
     entries: *mut BufRingEntry,
     entries_layout: Layout,
     tail: Cell<u16>,
+    /// Buffers handed out by `take` and not yet back in the ring.
+    out: Cell<usize>,
+    /// Handlers held more than all but `RESERVED_BUFFERS` at the start of
+    /// this turn: hand out copies.
+    copying: Cell<bool>,
     memory: Arc<BufferMemory>,
 }
 
@@ -111,6 +125,8 @@ impl BufferRing {
             entries,
             entries_layout,
             tail: Cell::new(0),
+            out: Cell::new(0),
+            copying: Cell::new(false),
             memory,
         };
         // SAFETY: `entries` is page-aligned memory for BUFFER_COUNT entries
@@ -158,17 +174,28 @@ impl BufferRing {
         }
         if count > 0 {
             self.publish();
+            self.out.set(self.out.get().saturating_sub(count));
         }
+        let left = usize::from(BUFFER_COUNT).saturating_sub(self.out.get());
+        self.copying.set(left < RESERVED_BUFFERS);
         count
     }
 
-    /// The `IoBuf` for a completed receive of `len` bytes into buffer `id`.
+    /// The `IoBuf` for a completed receive of `len` bytes into buffer `id`:
+    /// a view of the buffer itself, or, while handlers hold the ring down
+    /// to its reserve, a copy (and the buffer goes back to the ring).
     pub fn take(&self, id: u16, len: usize) -> IoBuf {
-        IoBuf::from_owner(ReceivedBuffer {
+        self.out.set(self.out.get() + 1);
+        let received = IoBuf::from_owner(ReceivedBuffer {
             memory: Arc::clone(&self.memory),
             id,
             len: len.min(BUFFER_SIZE),
-        })
+        });
+        if self.copying.get() {
+            IoBuf::from_vec(received.as_ref().to_vec())
+        } else {
+            received
+        }
     }
 
     /// Whether `ptr` points into this ring's buffers.

@@ -31,8 +31,18 @@ use buffers::BufferRing;
 use tcp::TcpConn;
 use udp::UdpSock;
 
-/// Receive buffers per core, and their size.
-pub use buffers::{BUFFER_COUNT, BUFFER_SIZE};
+/// Receive buffers per core, their size, and how many stay for the kernel.
+pub use buffers::{BUFFER_COUNT, BUFFER_SIZE, RESERVED_BUFFERS};
+
+/// How long an accept that ran out of descriptors waits before it tries
+/// again (if no connection closes first).
+const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether an accept failed for lack of descriptors or socket memory: the
+/// errors `accept(2)` returns when retrying at once cannot help.
+fn is_out_of_descriptors(result: i32) -> bool {
+    [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM].contains(&-result)
+}
 
 /// One core's sockets and buffers.
 pub(crate) struct NetCore {
@@ -44,6 +54,11 @@ pub(crate) struct NetCore {
     stalled: RefCell<Vec<Weak<TcpConn>>>,
     conns: RefCell<HashMap<u64, Rc<TcpConn>>>,
     listeners: RefCell<Vec<OwnedFd>>,
+    /// Accepts stopped for lack of descriptors, to re-arm (see
+    /// `back_off_accept`).
+    accepts_waiting: RefCell<Vec<(std::os::fd::RawFd, AcceptFn)>>,
+    /// Said that accepting stopped, and not accepted since.
+    accept_backed_off: Cell<bool>,
     udp: RefCell<Vec<Rc<UdpSock>>>,
     next_id: Cell<u64>,
 }
@@ -122,8 +137,12 @@ impl NetCore {
         let net = Rc::clone(self);
         let on_accept = move |result: i32, flags: u32| {
             if result >= 0 {
+                net.accept_backed_off.set(false);
                 net.adopt(result, &accept);
             } else if result == -libc::ECANCELED || result == -libc::EBADF {
+                return false;
+            } else if is_out_of_descriptors(result) && !io_uring::cqueue::more(flags) {
+                net.back_off_accept(listener, accept.clone());
                 return false;
             }
             if !io_uring::cqueue::more(flags) {
@@ -136,6 +155,45 @@ impl NetCore {
         // SAFETY: an accept points to no memory of ours.
         unsafe { reactor.submit(entry, Box::new(on_accept)) };
         Ok(())
+    }
+
+    /// Out of descriptors (or kernel memory for sockets): accepting again
+    /// at once would fail again at once, a spin that burns the core and
+    /// starves the connections it serves. As memcached does (it stops
+    /// accepting, "Too many open connections", and retries on a timer), we
+    /// retry after `ACCEPT_RETRY` or as soon as a connection of this core
+    /// closes, whichever comes first, and say so once per episode.
+    fn back_off_accept(self: &Rc<Self>, listener: std::os::fd::RawFd, accept: AcceptFn) {
+        if !self.accept_backed_off.replace(true) {
+            eprintln!(
+                "ebbflow: core {} is out of file descriptors: accepting again when a connection closes (retrying every {} ms)",
+                self.core,
+                ACCEPT_RETRY.as_millis()
+            );
+        }
+        self.accepts_waiting.borrow_mut().push((listener, accept));
+        let net = Rc::downgrade(self);
+        ebb_event::timer_after(ACCEPT_RETRY, move || {
+            if let Some(net) = net.upgrade() {
+                net.resume_accepts();
+            }
+        });
+    }
+
+    /// Re-arms the accepts that backed off (a connection closed, or the
+    /// retry time passed).
+    fn resume_accepts(self: &Rc<Self>) {
+        let waiting = std::mem::take(&mut *self.accepts_waiting.borrow_mut());
+        for (listener, accept) in waiting {
+            let still_listening = self
+                .listeners
+                .borrow()
+                .iter()
+                .any(|fd| fd.as_raw_fd() == listener);
+            if still_listening {
+                let _ = self.arm_accept(listener, accept);
+            }
+        }
     }
 
     fn adopt(self: &Rc<Self>, fd: i32, accept: &AcceptFn) {
@@ -223,6 +281,8 @@ pub(crate) fn install(
                 stalled: RefCell::new(Vec::new()),
                 conns: RefCell::new(HashMap::new()),
                 listeners: RefCell::new(Vec::new()),
+                accepts_waiting: RefCell::new(Vec::new()),
+                accept_backed_off: Cell::new(false),
                 udp: RefCell::new(Vec::new()),
                 next_id: Cell::new(1),
             });

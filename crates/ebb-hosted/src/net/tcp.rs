@@ -420,6 +420,8 @@ impl TcpConn {
         self.fd.borrow_mut().take();
         self.handler.borrow_mut().take();
         self.net.conns.borrow_mut().remove(&self.id);
+        // A descriptor is free again: accepts that ran out may go on.
+        self.net.resume_accepts();
     }
 
     /// At core shutdown: drop everything without callbacks.
@@ -469,15 +471,27 @@ impl TcpOps for TcpConn {
         self.state.borrow_mut().overflow.append(&mut data);
         self.refill();
         self.this().flush();
+        // What did not fit waits for credit: the handler hears when it is
+        // all out (`on_send_credit`), so a handler that paused receiving
+        // until then always resumes (issue 15, defect 5).
+        let mut state = self.state.borrow_mut();
+        if !state.overflow.is_empty() {
+            state.want_credit = true;
+        }
         Ok(())
     }
 
     fn send_credit(&self) -> usize {
-        if self.state.borrow().finished || !self.state.borrow().overflow.is_empty() {
+        let credit = if self.state.borrow().finished || !self.state.borrow().overflow.is_empty() {
             0
         } else {
             self.credit()
+        };
+        if credit == 0 {
+            // The caller found none: tell it when there is some again.
+            self.state.borrow_mut().want_credit = true;
         }
+        credit
     }
 
     fn pause_receive(&self) {
