@@ -12,10 +12,15 @@ use crate::protocol::{Context, Outcome, Protocol};
 use crate::stats::{Counters, Stats};
 use crate::{Settings, Store};
 
-/// A request still incomplete after this many received segments is copied
-/// into one buffer of its own, so that a slow or large request never holds
-/// many of the platform's receive buffers.
-const MAX_HELD_SEGMENTS: usize = 4;
+/// Held input (always copies, see `Connection::hold_rest`) is merged into
+/// one buffer past this many segments, so that a client sending a request
+/// a byte at a time does not make the parser walk thousands of segments.
+const MAX_HELD_SEGMENTS: usize = 64;
+
+/// Replies are handed to the platform in batches of about this many bytes;
+/// between batches the connection checks its send credit and stops reading
+/// requests once it has none (see `Connection::send_batch`).
+const OUTPUT_BATCH: usize = 256 * 1024;
 
 /// What every connection of the server shares.
 pub struct Server {
@@ -47,6 +52,9 @@ pub struct Connection {
     server: &'static Server,
     protocol: Option<Protocol>,
     input: IoChain,
+    /// Bytes at the front of `input` that are the connection's own copies
+    /// (the rest are views of the platform's receive buffers).
+    held: usize,
     /// Bytes still to throw away as they arrive (see `Outcome::Discard`).
     discarding: usize,
     closing: bool,
@@ -60,6 +68,7 @@ impl Connection {
             server,
             protocol: None,
             input: IoChain::new(),
+            held: 0,
             discarding: 0,
             closing: false,
             paused: false,
@@ -70,7 +79,8 @@ impl Connection {
         self.server.stats.get().ok()
     }
 
-    /// Handles every complete request in the input and sends the replies.
+    /// Handles every complete request in the input and sends the replies,
+    /// until the input runs out or the client stops reading its replies.
     fn process(&mut self, conn: &TcpConnection) {
         let Some(counters) = self.counters() else {
             conn.abort();
@@ -86,9 +96,10 @@ impl Connection {
             started: self.server.started,
             connections: self.server.connections.load(Ordering::Relaxed),
         };
+        let arrived = self.input.len();
         loop {
             self.discard_arrived();
-            if self.input.is_empty() || self.closing {
+            if self.input.is_empty() || self.closing || self.paused {
                 break;
             }
             let protocol = *self.protocol.get_or_insert_with(|| {
@@ -109,27 +120,62 @@ impl Connection {
                     self.discarding = discard;
                 }
             }
+            if out.len() >= OUTPUT_BATCH && !self.send_batch(conn, &mut out, counters) {
+                return;
+            }
+        }
+        let consumed = arrived - self.input.len();
+        self.held = self.held.saturating_sub(consumed);
+        self.hold_rest();
+        if !self.send_batch(conn, &mut out, counters) {
+            return;
+        }
+        if self.closing {
+            conn.close();
+        }
+    }
+
+    /// Hands `out` to the platform; once the send credit is gone, stops
+    /// reading from the client until it reads its replies
+    /// (`on_send_credit`), so that a client that pipelines without reading
+    /// makes the server buffer at most the send buffer and one batch
+    /// (issue 15, defect 4). False if the connection failed.
+    fn send_batch(&mut self, conn: &TcpConnection, out: &mut IoChain, counters: &Counters) -> bool {
+        if !out.is_empty() {
+            let batch = core::mem::take(out);
+            Counters::add(&counters.bytes_written, batch.len() as u64);
+            if conn.send_or_buffer(batch).is_err() {
+                conn.abort();
+                return false;
+            }
+        }
+        if !self.closing && !self.paused && conn.send_credit() == 0 {
+            self.paused = true;
+            conn.pause_receive();
+        }
+        true
+    }
+
+    /// Copies the input not yet handled (an unfinished request, or requests
+    /// waiting while paused) out of the platform's receive buffers into the
+    /// connection's own memory, so that a slow client never keeps receive
+    /// buffers the core needs to read other clients' requests (issue 15,
+    /// defect 3). What one connection holds is bounded by its largest
+    /// request (`-I` plus the request line) or, while paused, by what
+    /// arrived before receiving stopped.
+    fn hold_rest(&mut self) {
+        if self.held < self.input.len() {
+            let Ok(arrived) = self.input.split_off(self.held) else {
+                self.input.clear();
+                self.held = 0;
+                return;
+            };
+            self.input.push_back(IoBuf::from_vec(arrived.to_vec()));
         }
         if self.input.segment_count() > MAX_HELD_SEGMENTS {
             self.input = IoChain::from(IoBuf::from_vec(self.input.to_vec()));
         }
-        if !out.is_empty() {
-            Counters::add(&counters.bytes_written, out.len() as u64);
-            if conn.send_or_buffer(out).is_err() {
-                conn.abort();
-                return;
-            }
-        }
-        if self.closing {
-            conn.close();
-        } else if conn.send_credit() == 0 && !self.paused {
-            // The client is not reading its replies: stop reading its
-            // requests until it does, so that one client cannot make the
-            // server buffer without bound (at most one batch of replies
-            // waits beyond the send credit).
-            self.paused = true;
-            conn.pause_receive();
-        }
+        self.held = self.input.len();
     }
 }
 

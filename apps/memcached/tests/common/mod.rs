@@ -29,6 +29,13 @@ pub struct Server {
     pub port: u16,
 }
 
+impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -37,12 +44,23 @@ impl Drop for Server {
 }
 
 fn start(program: &str, args: &[&str]) -> Server {
+    start_wrapped(&[], program, args)
+}
+
+/// Starts `program` through the command `wrapper` (empty: directly), as
+/// `wrapper… program -p PORT -l 127.0.0.1 args…`.
+fn start_wrapped(wrapper: &[&str], program: &str, args: &[&str]) -> Server {
     let port = free_port();
     let port_text = port.to_string();
-    let mut full: Vec<&str> = vec!["-p", &port_text, "-l", "127.0.0.1"];
+    let mut full: Vec<&str> = wrapper.iter().skip(1).copied().collect();
+    full.extend_from_slice(&[program, "-p", &port_text, "-l", "127.0.0.1"]);
     full.extend_from_slice(args);
-    let child = Command::new(program)
-        .args(&full)
+    let (launcher, full) = match wrapper.first() {
+        Some(launcher) => (*launcher, &full[..]),
+        None => (program, &full[1..]),
+    };
+    let child = Command::new(launcher)
+        .args(full)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -75,6 +93,20 @@ pub fn start_ours(args: &[&str]) -> Server {
     let mut full = vec!["-t", "1"];
     full.extend_from_slice(args);
     start(env!("CARGO_BIN_EXE_memcached"), &full)
+}
+
+/// Our server, one core unless `args` say otherwise, allowed at most
+/// `open_files` file descriptors (`RLIMIT_NOFILE`, set by `prlimit`, which
+/// then runs the server in its own process).
+pub fn start_ours_with_file_limit(open_files: u32, args: &[&str]) -> Server {
+    let limit = format!("--nofile={open_files}");
+    let mut full = vec!["-t", "1"];
+    full.extend_from_slice(args);
+    start_wrapped(
+        &["prlimit", &limit, "--"],
+        env!("CARGO_BIN_EXE_memcached"),
+        &full,
+    )
 }
 
 /// Debian's memcached 1.6, one thread, no UDP.
