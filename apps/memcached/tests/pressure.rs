@@ -5,6 +5,7 @@
 //! fails the test instead of hanging it.
 
 mod common;
+mod native_boot;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,12 +13,17 @@ use std::thread;
 use std::time::Duration;
 
 use common::{start_ours, start_ours_with_file_limit, Client, Server};
+use native_boot::NativeServer;
 
 /// How long a client waits for any one read before calling the server dead.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn connect(server: &Server) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connecting");
+    connect_to(server.port)
+}
+
+fn connect_to(port: u16) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
     stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
     stream
@@ -63,7 +69,11 @@ fn read_exactly(stream: &mut TcpStream, len: usize) -> Vec<u8> {
 
 /// The other client: it must get answers while the hostile ones hold on.
 fn assert_serves(server: &Server, when: &str) {
-    let mut client = connect(server);
+    assert_serves_on(server.port, when);
+}
+
+fn assert_serves_on(port: u16, when: &str) {
+    let mut client = connect_to(port);
     let version = ask(&mut client, b"version\r\n", b"\r\n");
     assert!(
         version.starts_with(b"VERSION "),
@@ -120,6 +130,29 @@ fn unfinished_request_lines_do_not_starve_other_clients() {
     assert_serves(&server, "after they closed");
 }
 
+/// Opens `count` connections that each start a `set` of `value_len` bytes
+/// and send `pieces` writes of `piece_len` bytes of it, then wait.
+fn start_partial_sets(
+    port: u16,
+    count: usize,
+    value_len: usize,
+    piece_len: usize,
+    pieces: usize,
+) -> Vec<TcpStream> {
+    let piece = vec![b'v'; piece_len];
+    (0..count)
+        .map(|index| {
+            let mut stream = connect_to(port);
+            let line = format!("set partial{index} 0 0 {value_len}\r\n");
+            stream.write_all(line.as_bytes()).expect("sending a set");
+            for _ in 0..pieces {
+                stream.write_all(&piece).expect("sending part of a value");
+            }
+            stream
+        })
+        .collect()
+}
+
 /// Defect 3, realistic trigger: 300 clients each upload part of a 1 MB
 /// `set` (100 KB, in 10 KB writes) and stop, with `-m 64`.
 #[test]
@@ -129,18 +162,7 @@ fn partial_large_sets_do_not_starve_other_clients() {
     let mut keeper = connect(&server);
     let stored = ask(&mut keeper, b"set kept 0 0 4\r\nkept\r\n", b"\r\n");
     assert_eq!(stored, b"STORED\r\n");
-    let piece = vec![b'v'; 10 * 1024];
-    let holders: Vec<TcpStream> = (0..300)
-        .map(|index| {
-            let mut stream = connect(&server);
-            let line = format!("set partial{index} 0 0 {VALUE_LEN}\r\n");
-            stream.write_all(line.as_bytes()).expect("sending a set");
-            for _ in 0..10 {
-                stream.write_all(&piece).expect("sending part of a value");
-            }
-            stream
-        })
-        .collect();
+    let holders = start_partial_sets(server.port, 300, VALUE_LEN, 10 * 1024, 10);
     thread::sleep(Duration::from_millis(500));
     assert_serves(&server, "while 300 partial 1 MB sets wait");
     let kept = ask(&mut keeper, b"get kept\r\n", b"END\r\n");
@@ -150,6 +172,25 @@ fn partial_large_sets_do_not_starve_other_clients() {
     assert_serves(&server, "after they closed");
     let kept = ask(&mut keeper, b"get kept\r\n", b"END\r\n");
     assert_eq!(kept, b"VALUE kept 0 4\r\nkept\r\nEND\r\n");
+}
+
+/// Defect 3 natively: a connection's unfinished request used to keep up to
+/// 4 of the device's 1,024 receive buffers (2 KiB frames), so about 270
+/// slow clients took them all. 300 connections here each send a `set` line
+/// and four frames' worth of its value, then wait.
+#[test]
+fn native_partial_sets_do_not_starve_other_clients() {
+    let port = common::free_port();
+    let _server = NativeServer::start(
+        &["--timeout", "900", "--forward", &format!("{port}:11211")],
+        &[],
+    );
+    let holders = start_partial_sets(port, 300, 100_000, 5_500, 1);
+    thread::sleep(Duration::from_secs(2));
+    assert_serves_on(port, "natively, while 300 partial sets wait");
+    drop(holders);
+    thread::sleep(Duration::from_secs(1));
+    assert_serves_on(port, "natively, after they closed");
 }
 
 /// Stores `count` values of `len` bytes as k0, k1, ….
