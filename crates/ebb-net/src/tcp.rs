@@ -20,8 +20,10 @@ pub trait TcpHandler {
     /// the chain keeps those buffers; drop it (or the views) to return them.
     fn on_data(&mut self, conn: &TcpConnection, data: IoChain);
 
-    /// Send credit grew after a send found too little of it (or after
-    /// buffered data was flushed).
+    /// There is send credit again after a `send` or a `send_or_buffer`
+    /// found too little of it (what `send_or_buffer` buffered no longer
+    /// uses it all). A handler that pauses receiving because the credit is
+    /// gone may count on this call to resume.
     fn on_send_credit(&mut self, _conn: &TcpConnection) {}
 
     /// The peer finished sending (orderly close). The connection is gone
