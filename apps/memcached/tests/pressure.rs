@@ -208,6 +208,18 @@ fn store_large_values(stream: &mut TcpStream, count: usize, len: usize) {
     }
 }
 
+/// The size of the large values: 1 MB, within the default `-I` (1 MiB)
+/// with the item's key and header.
+const LARGE_VALUE_LEN: usize = 1_000_000;
+
+/// Our server holding k0…k9 of `LARGE_VALUE_LEN` bytes, and a connection to it.
+fn server_with_ten_large_values() -> (Server, TcpStream) {
+    let server = start_ours(&[]);
+    let mut stream = connect(&server);
+    store_large_values(&mut stream, 10, LARGE_VALUE_LEN);
+    (server, stream)
+}
+
 fn value_reply_len(index: usize, len: usize) -> usize {
     value_reply_len_named(&format!("k{index}"), len)
 }
@@ -216,14 +228,11 @@ fn value_reply_len(index: usize, len: usize) -> usize {
 /// send credit) used to wedge the connection forever.
 #[test]
 fn multi_get_of_ten_1mb_values_completes() {
-    const LEN: usize = 1_000_000;
-    let server = start_ours(&[]);
-    let mut stream = connect(&server);
-    store_large_values(&mut stream, 10, LEN);
+    let (_server, mut stream) = server_with_ten_large_values();
     let keys: Vec<String> = (0..10).map(|index| format!("k{index}")).collect();
     let request = format!("get {}\r\n", keys.join(" "));
     let expected: usize = (0..10)
-        .map(|index| value_reply_len(index, LEN))
+        .map(|index| value_reply_len(index, LARGE_VALUE_LEN))
         .sum::<usize>()
         + 5;
     stream.write_all(request.as_bytes()).unwrap();
@@ -237,12 +246,11 @@ fn multi_get_of_ten_1mb_values_completes() {
 /// Defect 5: ten pipelined `get`s of 1 MB values.
 #[test]
 fn ten_pipelined_1mb_gets_complete() {
-    const LEN: usize = 1_000_000;
-    let server = start_ours(&[]);
-    let mut stream = connect(&server);
-    store_large_values(&mut stream, 10, LEN);
+    let (_server, mut stream) = server_with_ten_large_values();
     let request: String = (0..10).map(|index| format!("get k{index}\r\n")).collect();
-    let expected: usize = (0..10).map(|index| value_reply_len(index, LEN) + 5).sum();
+    let expected: usize = (0..10)
+        .map(|index| value_reply_len(index, LARGE_VALUE_LEN) + 5)
+        .sum();
     stream.write_all(request.as_bytes()).unwrap();
     let reply = read_exactly(&mut stream, expected);
     assert_eq!(
