@@ -62,7 +62,7 @@ mod commands;
 mod tests;
 
 use alloc::boxed::Box;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ebb_event::rcu::try_read;
 use ebb_event::rcu_map::{MapUpdate, RcuHashMap};
@@ -92,6 +92,10 @@ pub struct Item {
     pub stored: u32,
     /// The data.
     pub value: IoBuf,
+    /// Invalidated by meta delete's `I` (memcached's `ITEM_STALE`): still
+    /// served, flagged `X`, and its first meta get wins the right to
+    /// recache it (`W`).
+    pub stale: bool,
 }
 
 /// How a store command treats an existing item (memcached's `NREAD_*`).
@@ -169,8 +173,13 @@ pub enum Update<R> {
     Put(Item, R),
     /// Change the item in place (memcached's in-place incr/decr, meta
     /// delete's invalidation): like `Put`, with a new CAS value, but not a
-    /// new item, so not counted in `total_items`.
+    /// new item, so not counted in `total_items`. It stays fetched if it
+    /// was, and keeps its win token unless it becomes stale (meta delete's
+    /// `I` hands the token out again).
     Modify(Item, R),
+    /// Store a new item whose win token is already given out (meta get's
+    /// `N` creating an item: the creator wins).
+    PutWon(Item, R),
     /// Remove the item.
     Remove(R),
 }
@@ -232,8 +241,99 @@ enum Dead {
 /// What the table holds per key.
 struct Entry {
     item: Item,
-    /// Unix time of the last read or write (for LRU eviction).
+    /// Unix time of the last write, or of a read after the first (for LRU
+    /// eviction and meta get's `l`): as memcached's `do_item_bump`, one
+    /// fetch only marks the item fetched, the next ones bump its time.
     last_access: AtomicU32,
+    /// Fetched since it was stored (memcached's `ITEM_FETCHED`, meta get's
+    /// `h`).
+    fetched: AtomicBool,
+    /// A meta get was told it won the right to recache this item
+    /// (memcached's `ITEM_TOKEN_SENT`): later ones are told `Z`.
+    token_sent: AtomicBool,
+}
+
+impl Entry {
+    fn new(item: Item, now: u32) -> Self {
+        Entry {
+            item,
+            last_access: AtomicU32::new(now),
+            fetched: AtomicBool::new(false),
+            token_sent: AtomicBool::new(false),
+        }
+    }
+
+    /// A fetch's LRU bump (memcached's `do_item_bump`): the first marks
+    /// the item fetched; later ones record the time (written only when it
+    /// changed, so hot keys do not bounce a cache line).
+    fn bump(&self, now: u32) {
+        if !self.fetched.load(Ordering::Relaxed) {
+            self.fetched.store(true, Ordering::Relaxed);
+        } else if self.last_access.load(Ordering::Relaxed) != now {
+            self.last_access.store(now, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What meta get reads of an item besides the item itself, as it was
+/// before this fetch's bump (memcached reads them under the item lock
+/// and bumps afterwards).
+pub struct Marks<'a> {
+    entry: &'a Entry,
+}
+
+impl Marks<'_> {
+    /// Fetched before (meta get's `h`).
+    pub fn fetched(&self) -> bool {
+        self.entry.fetched.load(Ordering::Relaxed)
+    }
+
+    /// Unix time of the last access as the LRU records it (meta get's `l`).
+    pub fn last_access(&self) -> u32 {
+        self.entry.last_access.load(Ordering::Relaxed)
+    }
+
+    /// A win token was already handed out (meta get's `Z`).
+    pub fn token_sent(&self) -> bool {
+        self.entry.token_sent.load(Ordering::Relaxed)
+    }
+
+    /// Takes the win token: `true` for the one caller that gets it (two
+    /// cores racing for a stale item cannot both win).
+    pub fn claim_token(&self) -> bool {
+        !self.entry.token_sent.swap(true, Ordering::Relaxed)
+    }
+}
+
+/// Where an entry's new item comes from (which marks it inherits).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A new item ([`Update::Put`]).
+    New,
+    /// A new item whose win token is given out ([`Update::PutWon`]).
+    Won,
+    /// The old item changed in place ([`Update::Modify`]).
+    Modified,
+}
+
+/// Sets the marks of `entry`, which replaces `old`, as memcached's item
+/// flags carry over: an item changed in place stays fetched and keeps its
+/// win token unless it becomes stale (meta delete's `I` hands it out
+/// again); a stale item stored over a stale one (meta set's `I` with an
+/// older CAS value, memcached's `CAS_STALE`) keeps the token; the creator
+/// of a [`Update::PutWon`] item holds it.
+fn inherit_marks(entry: &Entry, old: Option<&Entry>, origin: Origin) {
+    let old_token = old.is_some_and(|old| old.token_sent.load(Ordering::Relaxed));
+    let token = match origin {
+        Origin::Won => true,
+        Origin::New => entry.item.stale && old_token,
+        Origin::Modified => !entry.item.stale && old_token,
+    };
+    entry.token_sent.store(token, Ordering::Relaxed);
+    if origin == Origin::Modified {
+        let fetched = old.is_some_and(|old| old.fetched.load(Ordering::Relaxed));
+        entry.fetched.store(fetched, Ordering::Relaxed);
+    }
 }
 
 /// How many items eviction looks at to pick the least recently used.
@@ -373,29 +473,43 @@ impl Store {
     /// The live item under `key` (a reference to its value, not a copy).
     /// A dead item found is removed and counted.
     pub fn get(&self, key: &[u8], now: u32) -> Option<Item> {
-        let found = |entry: Option<&Entry>| {
+        self.fetch(key, now, true, |item, _| item.clone())
+    }
+
+    /// Fetches the live item under `key` for meta get: `read` sees it and
+    /// its [`Marks`] as they were before this fetch, then the fetch bumps
+    /// it unless `bump` is false (meta get's `u`). A dead item found is
+    /// removed and counted.
+    pub fn fetch<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        bump: bool,
+        read: impl FnOnce(&Item, &Marks<'_>) -> R,
+    ) -> Option<R> {
+        let mut read = Some(read);
+        let mut found = |entry: Option<&Entry>| {
             let entry = entry?;
             if self.dead(&entry.item, now).is_some() {
-                return Some(Err(()));
+                return Some(None);
             }
-            // A write only when the recorded time is stale: hot keys read
-            // many times a second do not bounce their cache line.
-            if entry.last_access.load(Ordering::Relaxed) != now {
-                entry.last_access.store(now, Ordering::Relaxed);
+            let result = read.take().map(|read| read(&entry.item, &Marks { entry }));
+            if bump {
+                entry.bump(now);
             }
-            Some(Ok(entry.item.clone()))
+            Some(result)
         };
-        let read = match try_read(|guard| found(self.map.get(key, guard))) {
-            Some(result) => result,
-            None => self.map.read_locked(key, found),
+        let outcome = match try_read(|guard| found(self.map.get(key, guard))) {
+            Some(outcome) => outcome,
+            None => self.map.read_locked(key, &mut found),
         };
-        match read? {
-            Ok(item) => Some(item),
-            Err(()) => {
+        match outcome? {
+            Some(result) => Some(result),
+            None => {
                 // Only dead items take the write path: removed (and
                 // counted) once, as memcached unlinks them on lookup.
-                let (item, _) = self.update(key, now, |current| Update::Keep(current.cloned()));
-                item
+                self.update(key, now, |_| Update::Keep(()));
+                None
             }
         }
     }
@@ -437,7 +551,7 @@ impl Store {
                 if let Some(old) = current {
                     removed = self.charge(key, &old.item);
                 }
-                let (mut item, new, result) = match f(live.map(|entry| &entry.item)) {
+                let (mut item, origin, result) = match f(live.map(|entry| &entry.item)) {
                     Update::Keep(result) if dead.is_some() => {
                         return MapUpdate::Remove((result, None))
                     }
@@ -446,20 +560,18 @@ impl Store {
                         return MapUpdate::Keep((result, None));
                     }
                     Update::Remove(result) => return MapUpdate::Remove((result, None)),
-                    Update::Put(item, result) => (item, true, result),
-                    Update::Modify(item, result) => (item, false, result),
+                    Update::Put(item, result) => (item, Origin::New, result),
+                    Update::PutWon(item, result) => (item, Origin::Won, result),
+                    Update::Modify(item, result) => (item, Origin::Modified, result),
                 };
                 let cas = self.next_cas();
                 item.cas = cas;
                 item.stored = now;
-                added = Some((self.charge(key, &item), new));
-                MapUpdate::Put(
-                    Entry {
-                        item,
-                        last_access: AtomicU32::new(now),
-                    },
-                    (result, Some(cas)),
-                )
+                added = Some((self.charge(key, &item), origin != Origin::Modified));
+                let entry = Entry::new(item, now);
+                let old = live.filter(|_| origin != Origin::Won);
+                inherit_marks(&entry, old, origin);
+                MapUpdate::Put(entry, (result, Some(cas)))
             },
         );
         if removed > 0 {
@@ -563,11 +675,12 @@ impl Store {
                 }
                 let mut item = entry.item.clone();
                 item.expires = expires;
-                let entry = Entry {
-                    item: item.clone(),
-                    last_access: AtomicU32::new(now),
-                };
-                MapUpdate::Put(entry, (Some(item), None))
+                // Touched in place in memcached: fetched (a touch is a
+                // fetch), the win token kept.
+                let touched = Entry::new(item.clone(), now);
+                inherit_marks(&touched, Some(entry), Origin::Modified);
+                touched.bump(now);
+                MapUpdate::Put(touched, (Some(item), None))
             },
         );
         if let Some((dead, charged)) = dead {

@@ -24,6 +24,7 @@ fn new(flags: u32, expires: u32, value: IoBuf, cas: u64) -> NewItem {
         expires,
         value,
         cas,
+        allow_stale: false,
     }
 }
 
@@ -139,6 +140,7 @@ fn update_is_atomic_read_modify_write() {
                     cas: 0,
                     stored: 0,
                     value: IoBuf::from_vec((n + 1).to_string().into_bytes()),
+                    stale: false,
                 };
                 Update::Put(item, ())
             });

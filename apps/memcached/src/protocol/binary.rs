@@ -472,6 +472,7 @@ fn store(
         expires: expiry(i64::from(exptime), now),
         value: IoBuf::from_vec(value),
         cas,
+        allow_stale: false,
     };
     let result = ctx.store.set(mode, key, new, now);
     ctx.counters.count_store(mode, result);
@@ -618,6 +619,7 @@ fn arithmetic(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcom
                 expires: expiry(i64::from(exptime), now),
                 value: IoBuf::from_vec(digits),
                 cas: 0,
+                allow_stale: false,
             };
             match ctx.store.set(SetMode::Add, req.key(), new, now) {
                 SetResult::Stored(cas) => success(out, initial, cas),
@@ -662,7 +664,8 @@ fn stat(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
         }
     } else {
         match sub {
-            b"items" | b"sizes_enable" | b"sizes_disable" => send_stats(out, opaque, &[], true),
+            b"items" => send_stats(out, opaque, &stat_lists::items(ctx), true),
+            b"sizes_enable" | b"sizes_disable" => send_stats(out, opaque, &[], true),
             b"slabs" => send_stats(out, opaque, &stat_lists::slabs(ctx), true),
             b"sizes" => send_stats(out, opaque, &stat_lists::sizes(), true),
             _ => req.responder().error(out, STATUS_KEY_ENOENT),

@@ -32,7 +32,13 @@
 //!   the store has no slabs, segmented LRU, crawler or logger;
 //! * `malloc_fails` 0: an allocation failure aborts, it is not counted;
 //! * `expired_unfetched`, `evicted_unfetched`, `evicted_active` 0: items
-//!   carry no "fetched" or "active" bit.
+//!   carry a "fetched" bit (meta get's `h`) but no "active" one, and the
+//!   store does not count unfetched expiries and evictions.
+//!
+//! `stats items` and `stats slabs` report the whole store as slab class 1
+//! with the fields it has an honest value for (see [`items`] and
+//! [`slabs`]); `tests/differential.rs` checks that memcached reports the
+//! same values when all items fall in its first class.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -275,12 +281,53 @@ pub fn settings(ctx: &Context<'_>) -> Vec<Stat> {
     stats
 }
 
-/// `stats slabs` of a store without slab classes.
+/// `stats slabs`. The store has no slab classes; clients read the
+/// per-class counters to watch fill and hit rates, so the whole store is
+/// reported as class 1 with the fields it has an honest value for:
+/// `used_chunks` (items), the per-class command counters (the server's
+/// totals) and `total_malloced` (the bytes charged against `-m`). Chunk
+/// and page geometry (`chunk_size`, `chunks_per_page`, `total_pages`,
+/// `total_chunks`, `free_chunks`, `free_chunks_end`) has no equivalent
+/// and is left out. An empty store reports no class, as memcached does.
 pub fn slabs(ctx: &Context<'_>) -> Vec<Stat> {
-    let _ = ctx;
+    let store = ctx.store.stats();
+    let mut stats = Vec::new();
+    if store.curr_items > 0 {
+        stats.extend([
+            ("1:used_chunks", store.curr_items.to_string()),
+            ("1:get_hits", counter(ctx, |c| &c.get_hits)),
+            ("1:cmd_set", counter(ctx, |c| &c.cmd_set)),
+            ("1:delete_hits", counter(ctx, |c| &c.delete_hits)),
+            ("1:incr_hits", counter(ctx, |c| &c.incr_hits)),
+            ("1:decr_hits", counter(ctx, |c| &c.decr_hits)),
+            ("1:cas_hits", counter(ctx, |c| &c.cas_hits)),
+            ("1:cas_badval", counter(ctx, |c| &c.cas_badval)),
+            ("1:touch_hits", counter(ctx, |c| &c.touch_hits)),
+        ]);
+    }
+    let classes = if store.curr_items > 0 { "1" } else { "0" };
+    stats.push(("active_slabs", classes.to_string()));
+    stats.push(("total_malloced", store.bytes.to_string()));
+    stats
+}
+
+/// `stats items`: as `stats slabs`, the whole store as class 1, with the
+/// fields it has: `number` (items), `mem_requested` (the bytes charged,
+/// memcached's `ITEM_ntotal` sum), `evicted`, `reclaimed` and
+/// `outofmemory` (stores refused for `-m`). The segmented LRU's fields
+/// (`number_hot`, `age_*`, `moves_*`, `hits_to_*`), the crawler's and
+/// the `*_unfetched` counters have no equivalent and are left out.
+pub fn items(ctx: &Context<'_>) -> Vec<Stat> {
+    let store = ctx.store.stats();
+    if store.curr_items == 0 {
+        return Vec::new();
+    }
     alloc::vec![
-        ("active_slabs", "0".to_string()),
-        ("total_malloced", "0".to_string())
+        ("items:1:number", store.curr_items.to_string()),
+        ("items:1:mem_requested", store.bytes.to_string()),
+        ("items:1:evicted", store.evictions.to_string()),
+        ("items:1:outofmemory", counter(ctx, |c| &c.store_no_memory)),
+        ("items:1:reclaimed", store.reclaimed.to_string()),
     ]
 }
 

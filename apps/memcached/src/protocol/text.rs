@@ -103,6 +103,7 @@ fn dispatch(
         b"cache_memlimit" => want(n == 3 || n == 4, reply, &mut |r| {
             commands::memlimit(tokens, r, done)
         }),
+        b"slabs" => commands::slabs(tokens, reply, done),
         b"verbosity" => want(n == 3 || n == 4, reply, &mut |r| {
             commands::verbosity(tokens, r, done)
         }),

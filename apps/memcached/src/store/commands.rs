@@ -23,6 +23,11 @@ pub struct NewItem {
     /// [`SetMode::Append`] and [`SetMode::Prepend`]; ignored with CAS
     /// disabled.
     pub cas: u64,
+    /// Meta set's `I`: a [`SetMode::Cas`] store with a CAS value older
+    /// than the item's still stores, as a stale item that keeps the old
+    /// expiry (memcached's `CAS_STALE`, for a recache that lost the race
+    /// with an invalidation).
+    pub allow_stale: bool,
 }
 
 /// A successful incr/decr.
@@ -78,26 +83,35 @@ impl Store {
         }
         let client_cas = self.shown_cas(new.cas);
         let matches = |item: &Item| client_cas != 0 && client_cas == self.shown_cas(item.cas);
-        let put = |value: IoBuf, flags, expires| {
+        let put = |value: IoBuf, flags, expires, stale| {
             let item = Item {
                 flags,
                 expires,
                 cas: 0,
                 stored: 0,
                 value,
+                stale,
             };
             Update::Put(item, SetResult::Stored(0))
         };
+        let older = |item: &Item| {
+            new.allow_stale && client_cas != 0 && client_cas < self.shown_cas(item.cas)
+        };
         let (result, cas) = self.update(key, now, |current| match (mode, current) {
             (SetMode::Set, _) | (SetMode::Add, None) | (SetMode::Replace, Some(_)) => {
-                put(new.value, new.flags, new.expires)
+                put(new.value, new.flags, new.expires, false)
             }
             (SetMode::Add, Some(_))
             | (SetMode::Replace | SetMode::Append | SetMode::Prepend, None) => {
                 Update::Keep(SetResult::NotStored)
             }
             (SetMode::Cas, None) => Update::Keep(SetResult::NotFound),
-            (SetMode::Cas, Some(item)) if matches(item) => put(new.value, new.flags, new.expires),
+            (SetMode::Cas, Some(item)) if matches(item) => {
+                put(new.value, new.flags, new.expires, false)
+            }
+            (SetMode::Cas, Some(item)) if older(item) => {
+                put(new.value, new.flags, item.expires, true)
+            }
             (SetMode::Cas, Some(_)) => Update::Keep(SetResult::Exists),
             (SetMode::Append | SetMode::Prepend, Some(item)) => {
                 if client_cas != 0 && !matches(item) {
@@ -116,7 +130,7 @@ impl Store {
                 let mut joined = Vec::with_capacity(len);
                 joined.extend_from_slice(first);
                 joined.extend_from_slice(second);
-                put(IoBuf::from_vec(joined), item.flags, item.expires)
+                put(IoBuf::from_vec(joined), item.flags, item.expires, false)
             }
         });
         match (result, cas) {
@@ -165,6 +179,9 @@ impl Store {
                 cas: 0,
                 stored: 0,
                 value: IoBuf::from_vec(value),
+                // memcached writes a result that fits into the old item,
+                // which stays stale if it was.
+                stale: in_place && item.stale,
             };
             let result = Ok((number, item.expires));
             if in_place {

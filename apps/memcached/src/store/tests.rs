@@ -21,6 +21,7 @@ fn new(flags: u32, value: &[u8], cas: u64) -> NewItem {
         expires: 0,
         value: IoBuf::copy_from_slice(value),
         cas,
+        allow_stale: false,
     }
 }
 
@@ -231,4 +232,51 @@ proptest! {
             "bytes adds up the size rule's measure"
         );
     }
+}
+
+#[test]
+fn the_win_token_goes_to_one_fetch_and_invalidation_hands_it_out_again() {
+    let store = Store::new(1 << 20, 1024);
+    let cas = stored(store.set(SetMode::Set, b"k", new(0, b"v", 0), NOW));
+    let claim = || store.fetch(b"k", NOW, true, |_, marks| marks.claim_token());
+    assert_eq!(claim(), Some(true));
+    assert_eq!(claim(), Some(false));
+    let invalidated = store.update(b"k", NOW, |current| {
+        let mut item = current.cloned().unwrap();
+        item.stale = true;
+        super::Update::Modify(item, ())
+    });
+    let fetched = store.fetch(b"k", NOW, true, |item, marks| {
+        (item.stale, marks.fetched(), marks.token_sent())
+    });
+    assert_eq!(fetched, Some((true, true, false)));
+    assert!(invalidated.1.is_some_and(|new_cas| new_cas > cas));
+}
+
+#[test]
+fn a_stale_set_with_an_older_cas_keeps_the_item_stale_and_its_expiry() {
+    let store = Store::new(1 << 20, 1024);
+    let first = NewItem {
+        expires: NOW + 100,
+        ..new(0, b"old", 0)
+    };
+    let old_cas = stored(store.set(SetMode::Set, b"k", first, NOW));
+    store.update(b"k", NOW, |current| {
+        let mut item = current.cloned().unwrap();
+        item.stale = true;
+        super::Update::Modify(item, ())
+    });
+    let without_stale = new(0, b"mid", old_cas);
+    assert_eq!(
+        store.set(SetMode::Cas, b"k", without_stale, NOW),
+        SetResult::Exists
+    );
+    let stale = NewItem {
+        allow_stale: true,
+        ..new(0, b"mid", old_cas)
+    };
+    stored(store.set(SetMode::Cas, b"k", stale, NOW));
+    let item = store.get(b"k", NOW).unwrap();
+    assert_eq!((item.stale, item.expires), (true, NOW + 100));
+    assert_eq!(item.value.to_vec(), b"mid".to_vec());
 }

@@ -101,6 +101,7 @@ fn vivify(ctx: &Context<'_>, flags: &Flags) -> Option<Delta> {
         expires: 0,
         value: IoBuf::from_vec(text),
         cas: 0,
+        allow_stale: false,
     };
     match store(ctx, SetMode::Add, &flags.key, new) {
         SetResult::Stored(cas) => Some(Delta {

@@ -47,19 +47,24 @@ pub fn md(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         Some(item) if flags.cas.is_some_and(|cas| cas != item.cas) => Update::Keep(Deleted::Exists),
         Some(item) if flags.invalidate => {
             // memcached marks the item stale in place and gives it a new
-            // CAS value.
+            // CAS value; the next meta get wins the right to recache it.
             let mut item = item.clone();
             item.expires = ttl.unwrap_or(item.expires);
+            item.stale = true;
             Update::Modify(item, Deleted::Hit)
         }
         Some(_) => Update::Remove(Deleted::Hit),
     });
+    // memcached counts an invalidation as neither a delete hit nor a miss.
+    let invalidated = result == Deleted::Hit && flags.invalidate;
     let counter = if result == Deleted::Hit {
         &ctx.counters.delete_hits
     } else {
         &ctx.counters.delete_misses
     };
-    Counters::add(counter, 1);
+    if !invalidated {
+        Counters::add(counter, 1);
+    }
     let status: &[u8] = match result {
         Deleted::Hit => b"HD",
         Deleted::NotFound => b"NF",

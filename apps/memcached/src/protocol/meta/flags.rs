@@ -16,6 +16,10 @@ pub struct Flags {
     pub vivify: Option<i32>,
     /// `T<ttl>`: new exptime.
     pub ttl: Option<i32>,
+    /// `R<ttl>`: win the right to recache a hit whose TTL is below this.
+    pub recache: Option<i32>,
+    /// `u`: do not bump the item in the LRU (nor mark it fetched).
+    pub no_update: bool,
     /// `v`: return the value.
     pub value: bool,
     /// `q`: noreply semantics.
@@ -81,12 +85,11 @@ pub fn preparse(tokens: &Tokens<'_>, start: usize) -> Result<Flags, &'static [u8
             }
             b'N' => flags.vivify = Some(number(parse_i32(arg), &mut error, bad_token).unwrap_or(0)),
             b'T' => flags.ttl = number(parse_i32(arg), &mut error, bad_token),
-            b'R' => {
-                number(parse_i32(arg), &mut error, bad_token);
-            }
+            b'R' => flags.recache = number(parse_i32(arg), &mut error, bad_token),
             b'v' => flags.value = true,
             b'q' => flags.no_reply = true,
-            b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'l' | b'h' | b'u' => {}
+            b'u' => flags.no_update = true,
+            b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'l' | b'h' => {}
             b'F' => match parse_u32(arg) {
                 Some(value) => flags.client_flags = value,
                 None => failed = true,

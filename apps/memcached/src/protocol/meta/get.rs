@@ -10,7 +10,7 @@ use crate::protocol::common::{expires_at, push_u64, KEY_MAX_LENGTH};
 use crate::protocol::text::{shown_cas, Reply, Tokens};
 use crate::protocol::Context;
 use crate::stats::Counters;
-use crate::store::{Item, Update};
+use crate::store::{Item, Marks, Update};
 
 const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
 
@@ -34,7 +34,17 @@ pub fn mg(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         Err(message) => return reply.error(message),
     };
     reply.noreply = flags.no_reply;
-    let (item, created) = fetch(ctx, &flags);
+    let now = ctx.now;
+    let looked_up = ctx
+        .store
+        .fetch(&flags.key, now, !flags.no_update, |item, marks| {
+            hit(tokens, ctx, &flags, item, Some(marks))
+        });
+    let found = match looked_up {
+        Some(built) => Some(built),
+        None if flags.vivify.is_some() => vivify(tokens, ctx, &flags),
+        None => None,
+    };
     let counters = ctx.counters;
     let (cmd, hits, misses) = if flags.ttl.is_some() {
         (
@@ -46,10 +56,21 @@ pub fn mg(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         (&counters.cmd_get, &counters.get_hits, &counters.get_misses)
     };
     Counters::add(cmd, 1);
-    match item {
-        Some(item) => {
+    match found {
+        Some(Ok(hit)) => {
             Counters::add(hits, 1);
-            hit(tokens, ctx, reply, &flags, &item, created);
+            if let Some(expires) = hit.new_expiry {
+                ctx.store.touch(&flags.key, expires, now);
+            }
+            reply.push(IoBuf::from_vec(hit.line));
+            if let Some(value) = hit.value {
+                reply.push(value);
+                reply.push(IoBuf::from_static(b"\r\n"));
+            }
+        }
+        Some(Err(message)) => {
+            Counters::add(hits, 1);
+            reply.error(message);
         }
         None => {
             Counters::add(misses, 1);
@@ -64,49 +85,67 @@ pub fn mg(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     }
 }
 
-/// The live item, or with `N` a new empty one (`true`: created).
-fn fetch(ctx: &Context<'_>, flags: &Flags) -> (Option<Item>, bool) {
-    let item = ctx.store.get(&flags.key, ctx.now);
-    if item.is_some() || flags.vivify.is_none() {
-        return (item, false);
-    }
+/// A hit's reply, and the expiry its `T`/`N` flags set.
+struct Hit {
+    line: Vec<u8>,
+    value: Option<IoBuf>,
+    new_expiry: Option<u32>,
+}
+
+/// `N` on a miss: creates an empty item (its creator wins the right to
+/// fill it, `W`) and builds the hit reply for it. If another request
+/// created it first, the reply is that of a hit on its item.
+fn vivify(
+    tokens: &Tokens<'_>,
+    ctx: &Context<'_>,
+    flags: &Flags,
+) -> Option<Result<Hit, &'static [u8]>> {
     let empty = Item {
         flags: 0,
         expires: 0,
         cas: 0,
         stored: 0,
         value: IoBuf::new(),
+        stale: false,
     };
-    let (existing, cas) = ctx
-        .store
-        .update(&flags.key, ctx.now, |current| match current {
-            Some(item) => Update::Keep(Some(item.clone())),
-            None => Update::Put(empty.clone(), None),
-        });
-    match (existing, cas) {
-        (Some(item), _) => (Some(item), false),
-        (None, Some(cas)) => (
-            Some(Item {
+    let now = ctx.now;
+    let (created, cas) = ctx.store.update(&flags.key, now, |current| match current {
+        Some(_) => Update::Keep(false),
+        None => Update::PutWon(empty.clone(), true),
+    });
+    match (created, cas) {
+        (true, Some(cas)) => {
+            let item = Item {
                 cas,
-                stored: ctx.now,
+                stored: now,
                 ..empty
+            };
+            Some(hit(tokens, ctx, flags, &item, None))
+        }
+        _ => ctx
+            .store
+            .fetch(&flags.key, now, !flags.no_update, |item, marks| {
+                hit(tokens, ctx, flags, item, Some(marks))
             }),
-            true,
-        ),
-        (None, None) => (None, false),
     }
 }
 
-/// Builds a hit's reply; applies `T`/`N` expiry changes in flag order.
+/// Builds a hit's reply (memcached 1.6.18's `process_mget_command`): the
+/// return flags in request order, `T`/`N`/`R` applied in that order too,
+/// then `Z` (a win token was already handed out), `X` (stale) and `W`
+/// (this request wins the right to recache: it created the item with `N`,
+/// its `R` is above the TTL left, or the item is stale). `marks` is `None`
+/// for an item this request just created.
 fn hit(
     tokens: &Tokens<'_>,
     ctx: &Context<'_>,
-    reply: &mut Reply,
     flags: &Flags,
     item: &Item,
-    created: bool,
-) {
+    marks: Option<&Marks<'_>>,
+) -> Result<Hit, &'static [u8]> {
     let now = ctx.now;
+    let created = marks.is_none();
+    let token_sent = marks.is_some_and(Marks::token_sent);
     let mut line = Vec::with_capacity(96);
     if flags.value {
         line.extend_from_slice(b"VA ");
@@ -115,38 +154,56 @@ fn hit(
         line.extend_from_slice(b"HD");
     }
     let mut expires = item.expires;
-    let mut won = false;
+    let mut wins = created;
     for token in tokens.list.iter().skip(2) {
         match token[0] {
             b'T' => expires = flags.ttl.map_or(expires, |ttl| expires_at(ttl, now)),
-            b'N' if created => {
-                expires = flags.vivify.map_or(expires, |ttl| expires_at(ttl, now));
-                won = true;
+            b'N' if created => expires = flags.vivify.map_or(expires, |ttl| expires_at(ttl, now)),
+            b'R' => {
+                let recache = flags.recache.map(|ttl| expires_at(ttl, now));
+                if !token_sent && !created && expires != 0 && recache.is_some_and(|r| expires < r) {
+                    wins = true;
+                }
             }
-            b'R' => {}
             b's' => push_flag(&mut line, b's', item.value.len() as u64),
             b't' => push_ttl(&mut line, expires, now),
             b'c' => push_flag(&mut line, b'c', shown_cas(ctx, item.cas)),
             b'f' => push_flag(&mut line, b'f', u64::from(item.flags)),
-            b'l' => push_flag(&mut line, b'l', u64::from(now.saturating_sub(item.stored))),
-            b'h' => line.extend_from_slice(b" h0"),
-            b'O' if push_opaque(&mut line, token).is_err() => return reply.error(OPAQUE_TOO_LONG),
+            b'l' => {
+                let last = marks.map_or(now, Marks::last_access);
+                push_flag(&mut line, b'l', u64::from(now.saturating_sub(last)));
+            }
+            b'h' => {
+                let fetched = marks.is_some_and(Marks::fetched);
+                line.extend_from_slice(if fetched { b" h1" } else { b" h0" });
+            }
+            b'O' => push_opaque(&mut line, token).map_err(|()| OPAQUE_TOO_LONG)?,
             b'k' => push_key(&mut line, &flags.key, flags.key_binary),
             _ => {}
         }
     }
-    if expires != item.expires {
-        ctx.store.touch(&flags.key, expires, now);
+    // A stale item's first fetch wins.
+    wins |= item.stale && !token_sent;
+    // Two cores may race for the token: only one takes it.
+    let won = match marks {
+        Some(marks) if wins => marks.claim_token(),
+        _ => wins,
+    };
+    if token_sent || (wins && !won) {
+        line.extend_from_slice(b" Z");
+    }
+    if item.stale {
+        line.extend_from_slice(b" X");
     }
     if won {
         line.extend_from_slice(b" W");
     }
     line.extend_from_slice(b"\r\n");
-    reply.push(IoBuf::from_vec(line));
-    if flags.value {
-        reply.push(item.value.clone());
-        reply.push(IoBuf::from_static(b"\r\n"));
-    }
+    Ok(Hit {
+        line,
+        value: flags.value.then(|| item.value.clone()),
+        new_expiry: (expires != item.expires).then_some(expires),
+    })
 }
 
 /// Appends ` <flag><value>`.

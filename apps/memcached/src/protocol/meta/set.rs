@@ -84,6 +84,7 @@ pub fn ms(
         expires: flags.ttl.map_or(0, |ttl| expires_at(ttl, ctx.now)),
         value: data,
         cas: flags.cas.unwrap_or(0),
+        allow_stale: flags.invalidate,
     };
     let stored = store(ctx, mode, &flags.key, new);
     finish(tokens, ctx, reply, &flags, stored);

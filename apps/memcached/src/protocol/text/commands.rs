@@ -158,6 +158,45 @@ pub fn verbosity(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outco
     done
 }
 
+/// `slabs reassign <src> <dst>` and `slabs automove <0|1|2>` or `slabs
+/// automove ratio <r>`, validated as memcached 1.6.18's
+/// `process_slabs_command` validates them. The store has no slab classes
+/// (see `store.rs`): a reassign names classes that do not exist
+/// (`BADCLASS`), and an accepted automove setting changes nothing.
+pub fn slabs(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
+    let n = tokens.count();
+    match tokens.get(1) {
+        b"reassign" if n == 5 => match (parse_i32(tokens.get(2)), parse_i32(tokens.get(3))) {
+            (Some(src), Some(dst)) if src == dst => {
+                reply.string(b"SAME src and dst class are identical")
+            }
+            (Some(_), Some(_)) => reply.string(b"BADCLASS invalid src or dst class id"),
+            _ => reply.string(b"CLIENT_ERROR bad command line format"),
+        },
+        b"automove" if n >= 4 => {
+            reply.noreply = tokens.noreply();
+            if tokens.get(2) == b"ratio" {
+                let ratio = core::str::from_utf8(tokens.get(3))
+                    .ok()
+                    .and_then(|text| text.parse::<f64>().ok());
+                if n < 5 || ratio.is_none() {
+                    reply.string(b"ERROR");
+                } else {
+                    reply.string(b"OK");
+                }
+            } else {
+                match parse_u32(tokens.get(2)) {
+                    None => reply.string(b"CLIENT_ERROR bad command line format"),
+                    Some(0..=2) => reply.string(b"OK"),
+                    Some(_) => reply.string(b"ERROR"),
+                }
+            }
+        }
+        _ => reply.string(b"ERROR"),
+    }
+    done
+}
+
 /// `cache_memlimit <megabytes> [noreply]`: checked as memcached checks
 /// it; the store's limit is fixed at start-up, so an accepted value is
 /// not applied.

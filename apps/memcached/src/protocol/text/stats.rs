@@ -45,7 +45,8 @@ pub fn stats(
             b"cachedump" => cachedump(tokens, reply),
             b"slabs" => reply.push(stat_lines(&stat_lists::slabs(ctx))),
             b"sizes" => reply.push(stat_lines(&stat_lists::sizes())),
-            b"items" | b"conns" => reply.string(b"END"),
+            b"items" => reply.push(stat_lines(&stat_lists::items(ctx))),
+            b"conns" => reply.string(b"END"),
             _ => reply.string(b"ERROR"),
         },
     }

@@ -90,6 +90,7 @@ pub fn update(
         expires: expires_at(exptime, ctx.now),
         value: data,
         cas,
+        allow_stale: false,
     };
     reply.string(match store(ctx, mode, key, new) {
         SetResult::Stored(_) => b"STORED",
