@@ -312,6 +312,18 @@ fn script() -> Vec<Step> {
         ),
         r("get after flush 0", req(GET, b"later")),
         r("general stats", req(STAT, b"").opaque(13)),
+        // Bodies larger than -I + 64 KB (issue 15, defect 7): refused, and
+        // the connection reads past them and goes on.
+        r(
+            "a set of more than -I + 64 KB",
+            set(b"huge", &vec![b'x'; (1 << 20) + (64 << 10) + 100], 0, 0),
+        ),
+        r("the huge set was not stored", req(GET, b"huge")),
+        r(
+            "an unknown opcode with more than -I + 64 KB of body",
+            req(0x7f, b"").value(&vec![b'y'; (1 << 20) + (64 << 10) + 100]),
+        ),
+        r("served after the huge bodies", req(GET, b"later")),
         // Errors that close the connection.
         Closes(
             "bad magic",

@@ -5,6 +5,7 @@
 mod handler_support;
 
 use handler_support::Harness;
+use memcached::protocol::binary::BODY_SLACK;
 use proptest::prelude::*;
 
 /// A request with arbitrary header fields and body: mostly nonsense.
@@ -177,19 +178,32 @@ fn a_value_split_across_many_segments_is_stored_whole() {
 }
 
 #[test]
-fn oversized_bodies_are_not_buffered() {
-    // A set whose value is far beyond -I: answered at once, then closed.
+fn oversized_bodies_are_discarded_as_they_arrive_and_the_connection_goes_on() {
+    // A set whose value is far beyond -I + 64 KB: answered at once, its
+    // value thrown away as it arrives (nothing held), the connection kept
+    // (memcached 1.6.18 swallows it and reads on).
     let harness = Harness::binary();
     let mut bytes = header(0x01, 1, 8, 1 + 8 + (64 << 20), 0);
     bytes.extend_from_slice(&[0; 8]);
     bytes.push(b'k');
-    let run = harness.deliver([bytes.as_slice()]);
-    assert!(run.closed);
+    let run = harness.deliver([bytes.as_slice(), &[0; 65536]]);
+    assert!(!run.closed);
     assert_eq!(&run.out[24..], b"Too large.");
+    assert_eq!(run.left, 0);
     // An unknown command whose body is far beyond -I: the same.
-    let run = Harness::binary().deliver([header(0x42, 0, 0, 64 << 20, 0).as_slice()]);
-    assert!(run.closed);
+    let run = Harness::binary().deliver([header(0x42, 0, 0, 64 << 20, 0).as_slice(), &[0; 4096]]);
+    assert!(!run.closed);
     assert_eq!(&run.out[24..], b"Unknown command");
+    assert_eq!(run.left, 0);
+    // Once the whole body has been discarded, the next request is served.
+    let body = memcached::Settings::default().item_size_max + BODY_SLACK + 1;
+    let mut stream = header(0x42, 0, 0, body, 0);
+    stream.extend(std::iter::repeat_n(b'z', body));
+    stream.extend(header(0x0a, 0, 0, 0, 0));
+    let run = Harness::binary().deliver(stream.chunks(65536));
+    assert!(!run.closed);
+    assert_eq!(run.out.len(), 24 + b"Unknown command".len() + 24);
+    assert_eq!(run.out[24 + 15 + 1], 0x0a, "the NOOP's response follows");
     // Within -I, the handler waits for the whole value.
     let mut bytes = header(0x01, 1, 8, 1 + 8 + 1000, 0);
     bytes.extend_from_slice(&[0; 8]);

@@ -14,7 +14,9 @@
 //! * `keylen + extlen > bodylen`: "Unknown command", then close;
 //! * keys over 250 bytes, or extras/key/body lengths a command does not
 //!   take: "Invalid arguments", then close;
-//! * header + extras + key over memcached's 16 KiB read buffer: close;
+//! * header + extras + key over memcached's 16 KiB read buffer: close
+//!   once that buffer's worth of bytes has arrived (before that, memcached
+//!   waits for more, and so do we);
 //! * an unknown opcode: "Unknown command", and `bodylen` bytes *after* the
 //!   extras and key are discarded (memcached's own off-by-extras-and-key);
 //! * values the store's size rule refuses ([`crate::store`]): "Too
@@ -23,9 +25,10 @@
 //!   1.6.18 counts none of these in `store_too_large`/`store_no_memory`.
 //!
 //! Where memcached would discard more than `-I` + [`BODY_SLACK`] bytes,
-//! we answer as it does and then close the connection instead of reading
-//! the rest: a handler keeps no state between requests, and buffering that
-//! much would let one client hold unbounded memory.
+//! we answer at once and discard the rest as it arrives
+//! ([`Outcome::Discard`]) instead of buffering it, then read on as
+//! memcached does: buffering that much would let one client hold
+//! unbounded memory.
 
 pub mod header;
 pub mod opcodes;
@@ -53,7 +56,8 @@ pub const KEY_MAX_LENGTH: usize = 250;
 pub const READ_BUFFER_SIZE: usize = 16384;
 
 /// Bytes beyond `-I` that we buffer to discard a body exactly as memcached
-/// does; past that we reply and close (see the module documentation).
+/// does; past that we reply at once and discard the body as it arrives
+/// (see the module documentation).
 pub const BODY_SLACK: usize = 64 << 10;
 
 /// Expiry value of incr/decr meaning "do not create a missing item".
@@ -203,7 +207,7 @@ impl Request {
 enum Tail {
     Here,
     Wait,
-    /// More than we buffer: answer, then close.
+    /// More than we buffer: answer now, discard the bytes as they come.
     Never,
 }
 
@@ -239,10 +243,11 @@ pub fn handle(input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outc
     let extlen = usize::from(header.extlen);
     let keylen = usize::from(header.keylen);
     let head = HEADER_LEN + extlen + keylen;
-    if head > READ_BUFFER_SIZE {
-        return Outcome::Close;
-    }
     if input.len() < head {
+        // memcached's read buffer full without a whole head: it closes.
+        if head > READ_BUFFER_SIZE && input.len() >= READ_BUFFER_SIZE {
+            return Outcome::Close;
+        }
         return Outcome::Incomplete;
     }
     let body = usize::try_from(header.bodylen).unwrap_or(usize::MAX);
@@ -350,7 +355,10 @@ fn unknown(
         }
         Tail::Never => {
             req.responder().error(out, STATUS_UNKNOWN_COMMAND);
-            Outcome::Close
+            Outcome::Discard {
+                consumed: req.head,
+                discard,
+            }
         }
     }
 }
@@ -451,7 +459,10 @@ fn store(
         return if here {
             Outcome::Consumed(req.head + vlen)
         } else {
-            Outcome::Close
+            Outcome::Discard {
+                consumed: req.head,
+                discard: vlen,
+            }
         };
     }
     if !here {
