@@ -11,7 +11,7 @@ use ebb_app::{exit, App, Args, Launch, Opt, UsageError};
 use ebb_core::Multicore;
 use ebb_event::{now, spawn_task};
 
-use crate::stats::Counters;
+use crate::stats::{Baseline, Counters};
 use crate::{accept_fn, Server, Settings, Store};
 
 /// memcached's port unless told otherwise.
@@ -150,7 +150,7 @@ fn setup(args: &Args) -> Result<Launch, UsageError> {
 /// Core 0's first event: the server, its listeners, the ready line.
 fn serve(mut settings: Settings, addr: SocketAddr) {
     settings.threads = ebb_event::core_count();
-    let stats = match Multicore::<Counters>::create(()) {
+    let stats = match Multicore::<Counters>::create(Baseline::default()) {
         Ok(stats) => stats,
         Err(error) => {
             ebb_app::error!("{error}");

@@ -2,12 +2,20 @@
 //! counting never makes cores write the same cache line: a multicore Ebb
 //! whose representatives are atomics written only by their own core
 //! (relaxed stores), summed when `stats` asks.
+//!
+//! `stats reset` (memcached's `stats_reset`) cannot zero another core's
+//! counters without racing its writes, so it records the current totals
+//! as a baseline in the Ebb's root instead, and every total is reported
+//! since that baseline. As in memcached, what describes the present
+//! (`curr_connections`, and the store's `curr_items` and `bytes`) is not
+//! reset; the store's running counts (`total_items`, `evictions`,
+//! `reclaimed`, `get_expired`, `get_flushed`) are.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use ebb_core::{CoreId, EbbError, EbbRef, Multicore, MulticoreEbb, MulticoreRoot};
 
-use crate::store::{Refused, SetMode, SetResult};
+use crate::store::{Refused, SetMode, SetResult, StoreStats};
 
 /// One core's counters.
 #[derive(Default, Debug)]
@@ -97,8 +105,51 @@ impl Counters {
     }
 }
 
+impl Counters {
+    /// Every counter `stats reset` resets: all but `curr_connections`.
+    fn resettable(&self) -> [&AtomicU64; 24] {
+        [
+            &self.cmd_get,
+            &self.get_hits,
+            &self.get_misses,
+            &self.cmd_set,
+            &self.cmd_meta,
+            &self.store_too_large,
+            &self.store_no_memory,
+            &self.cmd_touch,
+            &self.touch_hits,
+            &self.touch_misses,
+            &self.cmd_flush,
+            &self.delete_hits,
+            &self.delete_misses,
+            &self.incr_hits,
+            &self.incr_misses,
+            &self.decr_hits,
+            &self.decr_misses,
+            &self.cas_hits,
+            &self.cas_misses,
+            &self.cas_badval,
+            &self.bytes_read,
+            &self.bytes_written,
+            &self.total_connections,
+            &self.rejected_connections,
+        ]
+    }
+}
+
+/// The totals at the last `stats reset` (zero before any).
+#[derive(Default, Debug)]
+pub struct Baseline {
+    counters: Counters,
+    total_items: AtomicU64,
+    evictions: AtomicU64,
+    reclaimed: AtomicU64,
+    get_expired: AtomicU64,
+    get_flushed: AtomicU64,
+}
+
 impl MulticoreEbb for Counters {
-    type Root = ();
+    type Root = Baseline;
 
     fn create_rep(_: &'static MulticoreRoot<Self>, _: CoreId) -> Result<Self, EbbError> {
         Ok(Counters::default())
@@ -108,13 +159,58 @@ impl MulticoreEbb for Counters {
 /// The counters Ebb.
 pub type Stats = EbbRef<Multicore<Counters>>;
 
-/// Sums one counter over every core.
+/// Sums one counter over every core, since the last `stats reset`.
 pub fn total(stats: Stats, field: impl Fn(&Counters) -> &AtomicU64) -> u64 {
     let Ok(root) = Multicore::root(stats) else {
         return 0;
     };
-    root.cores_with_reps()
+    let sum = root
+        .cores_with_reps()
         .filter_map(|core| root.rep_on(core))
         .map(|counters| field(counters).load(Ordering::Relaxed))
-        .sum()
+        .fold(0u64, u64::wrapping_add);
+    sum.wrapping_sub(field(&root.shared().counters).load(Ordering::Relaxed))
+}
+
+/// The store's counters, its running counts since the last `stats reset`.
+pub fn store_since_reset(stats: Stats, mut store: StoreStats) -> StoreStats {
+    let Ok(root) = Multicore::root(stats) else {
+        return store;
+    };
+    let base = root.shared();
+    let since = |now: &mut u64, base: &AtomicU64| {
+        *now = now.saturating_sub(base.load(Ordering::Relaxed));
+    };
+    since(&mut store.total_items, &base.total_items);
+    since(&mut store.evictions, &base.evictions);
+    since(&mut store.reclaimed, &base.reclaimed);
+    since(&mut store.get_expired, &base.get_expired);
+    since(&mut store.get_flushed, &base.get_flushed);
+    store
+}
+
+/// `stats reset`: from now on, counters count from their current totals
+/// (see the module documentation).
+pub fn reset(stats: Stats, store: StoreStats) {
+    let Ok(root) = Multicore::root(stats) else {
+        return;
+    };
+    let base = root.shared();
+    let mut sums = [0u64; 24];
+    for counters in root.cores_with_reps().filter_map(|core| root.rep_on(core)) {
+        for (sum, counter) in sums.iter_mut().zip(counters.resettable()) {
+            *sum = sum.wrapping_add(counter.load(Ordering::Relaxed));
+        }
+    }
+    for (sum, counter) in sums.iter().zip(base.counters.resettable()) {
+        counter.store(*sum, Ordering::Relaxed);
+    }
+    // `stats` adds memcached's listening connection to `total_connections`;
+    // a reset zeroes memcached's count, listener included.
+    Counters::add(&base.counters.total_connections, 1);
+    base.total_items.store(store.total_items, Ordering::Relaxed);
+    base.evictions.store(store.evictions, Ordering::Relaxed);
+    base.reclaimed.store(store.reclaimed, Ordering::Relaxed);
+    base.get_expired.store(store.get_expired, Ordering::Relaxed);
+    base.get_flushed.store(store.get_flushed, Ordering::Relaxed);
 }

@@ -345,7 +345,8 @@ const EVICTION_ATTEMPTS: usize = 64;
 /// The store. Thread-safe; shared by all cores.
 pub struct Store {
     map: RcuHashMap<Box<[u8]>, Entry>,
-    memory_limit: usize,
+    /// `-m`, changed at run time by `cache_memlimit`.
+    memory_limit: AtomicUsize,
     item_size_max: usize,
     cas_enabled: bool,
     next_cas: AtomicU64,
@@ -374,7 +375,7 @@ impl Store {
     pub fn new(memory_limit: usize, item_size_max: usize) -> Self {
         Store {
             map: RcuHashMap::with_buckets((memory_limit / 256).clamp(1024, 1 << 24)),
-            memory_limit,
+            memory_limit: AtomicUsize::new(memory_limit),
             item_size_max,
             cas_enabled: true,
             next_cas: AtomicU64::new(1),
@@ -405,7 +406,14 @@ impl Store {
 
     /// The memory limit (`-m`), in bytes.
     pub fn memory_limit(&self) -> usize {
-        self.memory_limit
+        self.memory_limit.load(Ordering::Relaxed)
+    }
+
+    /// `cache_memlimit`: a new memory limit, in bytes. A lower one than
+    /// the items now use is reached by evicting on the next stores, as
+    /// memcached's slab rebalancer frees pages over time.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        self.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Whether items have CAS values (not `-C`).
@@ -438,7 +446,7 @@ impl Store {
         let size = self.item_size(key_len, flags, value_len);
         if size > self.item_size_max {
             Err(Refused::TooLarge)
-        } else if size > self.memory_limit {
+        } else if size > self.memory_limit() {
             Err(Refused::NoMemory)
         } else {
             Ok(())
@@ -582,7 +590,7 @@ impl Store {
                 self.total_items.fetch_add(1, Ordering::Relaxed);
             }
             let bytes = self.bytes.fetch_add(charged, Ordering::Relaxed) + charged;
-            if bytes > self.memory_limit as u64 {
+            if bytes > self.memory_limit() as u64 {
                 self.evict(key, now);
             }
         }
@@ -595,7 +603,7 @@ impl Store {
     /// `lru_pull_tail`).
     fn evict(&self, keep: &[u8], now: u32) {
         for _ in 0..EVICTION_ATTEMPTS {
-            if self.bytes.load(Ordering::Relaxed) <= self.memory_limit as u64 {
+            if self.bytes.load(Ordering::Relaxed) <= self.memory_limit() as u64 {
                 return;
             }
             let Some(victim) = self.pick_victim(keep, now) else {

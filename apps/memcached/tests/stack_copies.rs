@@ -21,7 +21,7 @@ use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::{LinkConfig, Sim};
 use ebb_netstack::{Config, Device, DeviceCapabilities, EthernetAddress, Instant, IpConfig, Stack};
-use memcached::stats::Counters;
+use memcached::stats::{Baseline, Counters};
 use memcached::{accept_fn, Server, Settings, Store};
 
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -135,7 +135,7 @@ struct Seen {
 
 /// A SET of a 4000-byte value, then a GET of it, on the simulated link.
 fn scenario() -> Seen {
-    let stats = Multicore::<Counters>::create(()).expect("counters");
+    let stats = Multicore::<Counters>::create(Baseline::default()).expect("counters");
     let settings = Settings::default();
     let server: &'static Server = Box::leak(Box::new(Server {
         store: Store::from_settings(&settings),

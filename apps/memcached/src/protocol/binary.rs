@@ -662,13 +662,18 @@ fn stat(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     if sub.is_empty() {
         send_stats(out, opaque, &stat_lists::general(ctx), true);
     } else if sub.starts_with(b"reset") {
+        crate::stats::reset(ctx.stats, ctx.store.stats());
         send_stats(out, opaque, &[], true);
     } else if sub.starts_with(b"settings") {
         send_stats(out, opaque, &stat_lists::settings(ctx), true);
     } else if let Some(detail) = sub.strip_prefix(b"detail") {
         if detail.starts_with(b" dump") {
             send_stats(out, opaque, &stat_lists::detail_dump(), true);
-        } else if detail.starts_with(b" on") || detail.starts_with(b" off") {
+        } else if detail.starts_with(b" on") {
+            // Per-prefix stats are not collected: refused, not pretended
+            // (see the text protocol's `stats detail`).
+            req.responder().error(out, STATUS_UNKNOWN_COMMAND);
+        } else if detail.starts_with(b" off") {
             send_stats(out, opaque, &[], true);
         } else {
             req.responder().error(out, STATUS_KEY_ENOENT);

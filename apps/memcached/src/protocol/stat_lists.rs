@@ -44,7 +44,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::protocol::Context;
-use crate::stats::{total, Counters};
+use crate::stats::{store_since_reset, total, Counters};
 
 /// A stat: name and value.
 pub type Stat = (&'static str, String);
@@ -66,7 +66,7 @@ fn threads(ctx: &Context<'_>) -> usize {
 
 /// `stats` with no argument.
 pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
-    let store = ctx.store.stats();
+    let store = store_since_reset(ctx.stats, ctx.store.stats());
     let zero = || "0".to_string();
     let connections = ctx.connections;
     let cpu = ebb_event::cpu_time().unwrap_or_default();
@@ -84,7 +84,7 @@ pub fn general(ctx: &Context<'_>) -> Vec<Stat> {
     put("curr_connections", connections.to_string());
     // memcached counts its listening socket among its connections (and
     // subtracts it from `curr_connections` only); we have one.
-    let total_connections = total(ctx.stats, |c| &c.total_connections) + 1;
+    let total_connections = total(ctx.stats, |c| &c.total_connections).wrapping_add(1);
     put("total_connections", total_connections.to_string());
     put(
         "rejected_connections",
@@ -290,7 +290,7 @@ pub fn settings(ctx: &Context<'_>) -> Vec<Stat> {
 /// `total_chunks`, `free_chunks`, `free_chunks_end`) has no equivalent
 /// and is left out. An empty store reports no class, as memcached does.
 pub fn slabs(ctx: &Context<'_>) -> Vec<Stat> {
-    let store = ctx.store.stats();
+    let store = store_since_reset(ctx.stats, ctx.store.stats());
     let mut stats = Vec::new();
     if store.curr_items > 0 {
         stats.extend([
@@ -318,7 +318,7 @@ pub fn slabs(ctx: &Context<'_>) -> Vec<Stat> {
 /// (`number_hot`, `age_*`, `moves_*`, `hits_to_*`), the crawler's and
 /// the `*_unfetched` counters have no equivalent and are left out.
 pub fn items(ctx: &Context<'_>) -> Vec<Stat> {
-    let store = ctx.store.stats();
+    let store = store_since_reset(ctx.stats, ctx.store.stats());
     if store.curr_items == 0 {
         return Vec::new();
     }

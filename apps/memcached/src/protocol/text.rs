@@ -101,7 +101,7 @@ fn dispatch(
             commands::flush_all(tokens, ctx, r, done)
         }),
         b"cache_memlimit" => want(n == 3 || n == 4, reply, &mut |r| {
-            commands::memlimit(tokens, r, done)
+            commands::memlimit(tokens, ctx, r, done)
         }),
         b"slabs" => commands::slabs(tokens, reply, done),
         b"verbosity" => want(n == 3 || n == 4, reply, &mut |r| {

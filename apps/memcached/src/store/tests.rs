@@ -280,3 +280,12 @@ fn a_stale_set_with_an_older_cas_keeps_the_item_stale_and_its_expiry() {
     assert_eq!((item.stale, item.expires), (true, NOW + 100));
     assert_eq!(item.value.to_vec(), b"mid".to_vec());
 }
+
+#[test]
+fn cache_memlimit_changes_the_limit_the_size_rule_applies() {
+    let store = Store::new(1 << 20, 1 << 20);
+    assert_eq!(store.admit(1, 0, 100_000), Ok(()));
+    store.set_memory_limit(64 << 10);
+    assert_eq!(store.memory_limit(), 64 << 10);
+    assert_eq!(store.admit(1, 0, 100_000), Err(super::Refused::NoMemory));
+}

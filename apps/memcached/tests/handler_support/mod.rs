@@ -6,7 +6,7 @@
 use ebb_core::{enter_core, CoreId, Multicore, Node};
 use ebb_iobuf::{IoBuf, IoChain};
 use memcached::protocol::{Context, Outcome, Protocol};
-use memcached::stats::{Counters, Stats};
+use memcached::stats::{Baseline, Counters, Stats};
 use memcached::{Settings, Store};
 
 /// The Unix time the handler is told it is.
@@ -17,7 +17,7 @@ thread_local! {
         // Each test thread is core 0 of a node of its own, for the counters.
         let node = Node::standalone(1);
         std::mem::forget(enter_core(CoreId(0), node).expect("enter core"));
-        Multicore::<Counters>::create(()).expect("counters")
+        Multicore::<Counters>::create(Baseline::default()).expect("counters")
     };
 }
 
@@ -60,9 +60,13 @@ impl Harness {
     /// A fresh server speaking `protocol` with `settings`.
     pub fn with_settings(protocol: Protocol, settings: Settings) -> Harness {
         let stats = STATS.with(|stats| *stats);
+        let store = Store::from_settings(&settings);
+        // The thread's counters start from zero for every fresh server, so
+        // that a `stats reset` in one run does not show in the next.
+        memcached::stats::reset(stats, store.stats());
         Harness {
             protocol,
-            store: Store::from_settings(&settings),
+            store,
             settings,
             stats,
         }

@@ -198,9 +198,14 @@ pub fn slabs(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
 }
 
 /// `cache_memlimit <megabytes> [noreply]`: checked as memcached checks
-/// it; the store's limit is fixed at start-up, so an accepted value is
-/// not applied.
-pub fn memlimit(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
+/// it, and an accepted value becomes the store's memory limit (`stats`
+/// `limit_maxbytes`, `stats settings` `maxbytes`).
+pub fn memlimit(
+    tokens: &Tokens<'_>,
+    ctx: &Context<'_>,
+    reply: &mut Reply,
+    done: Outcome,
+) -> Outcome {
     reply.noreply = tokens.noreply();
     match parse_u32(tokens.get(1)) {
         None => reply.string(b"ERROR"),
@@ -208,7 +213,12 @@ pub fn memlimit(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcom
         Some(1_000_000_001..) => {
             reply.string(b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes")
         }
-        Some(_) => reply.string(b"OK"),
+        Some(megabytes) => {
+            let bytes =
+                usize::try_from(megabytes).map_or(usize::MAX, |m| m.saturating_mul(1 << 20));
+            ctx.store.set_memory_limit(bytes);
+            reply.string(b"OK");
+        }
     }
     done
 }

@@ -35,9 +35,16 @@ pub fn stats(
     match tokens.count() {
         2 => reply.push(stat_lines(&stat_lists::general(ctx))),
         _ => match tokens.get(1) {
-            b"reset" => reply.string(b"RESET"),
+            b"reset" => {
+                crate::stats::reset(ctx.stats, ctx.store.stats());
+                reply.string(b"RESET");
+            }
+            // Per-prefix stats (memcached's `stats detail`) are not
+            // collected: turning them on is refused rather than answered
+            // `OK` for nothing; off is what they are, and a dump is empty.
             b"detail" => match tokens.get(2) {
-                b"on" | b"off" => reply.string(b"OK"),
+                b"on" => reply.string(b"SERVER_ERROR stats detail not supported"),
+                b"off" => reply.string(b"OK"),
                 b"dump" => reply.string(b"END"),
                 _ => reply.string(b"CLIENT_ERROR usage: stats detail on|off|dump"),
             },
