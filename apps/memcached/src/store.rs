@@ -42,8 +42,8 @@
 //!
 //! and an item is refused as too large when `size > -I` (memcached's
 //! `item_size_ok`), and as not fitting in memory when `size > -m`. The
-//! same size is what an item is charged against `-m` and what `stats
-//! bytes` adds up. The protocols apply the rule ([`Store::admit`]) before
+//! same size is what `stats bytes` adds up; what an item is charged
+//! against `-m` is its real cost (the next section). The protocols apply the rule ([`Store::admit`]) before
 //! they read a value, as memcached's `item_alloc` does, and [`Store::set`]
 //! applies it again to what it is about to store, including the joined
 //! value of an append or prepend. Where an older version of this server
@@ -56,6 +56,30 @@
 //! large for `-I` is answered with the protocol's "too large" error (its
 //! data is read and thrown away); an append or prepend whose joined value
 //! would be too large is `NotStored`.
+//!
+//! # Memory budget
+//!
+//! memcached's `ITEM_ntotal` is what an item takes in memcached's slabs,
+//! not in ours: a 10-byte value under a short key costs about 80 bytes
+//! by that measure and about 150 here, so a store that evicted by it grew
+//! to twice `-m` and more (issue 15). Eviction therefore keeps the sum of
+//! every item's real cost ([`Store::cost`]) within `-m`: the allocations
+//! an item holds, each rounded as the allocator rounds it
+//! (`ebb_mem::size_class::footprint`): the table entry (key box pointer,
+//! item, last access, chain link), the key, the value, and the three-word
+//! header the value's buffer allocates when it is first shared (every
+//! `get` shares it). Computing it from the allocator's size classes makes
+//! the budget deterministic and testable, where measuring the
+//! allocator's bytes in use would charge one core's buffers to another's
+//! items.
+//!
+//! Not charged, and so a fixed overhead beyond `-m`: the table's buckets
+//! (8 bytes per 256 bytes of `-m`, 3%), connections and their receive
+//! and reply buffers, entries replaced or evicted but not yet freed
+//! (freed after an RCU grace period, a few milliseconds), and the partly
+//! used slab of each size class on each core (at most 44 × 64 KiB per
+//! core). `tests/memory_budget.rs` bounds the peak RSS by `-m` × 1.2, the
+//! idle process's RSS and 4 MiB for those.
 
 mod commands;
 #[cfg(test)]
@@ -67,6 +91,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 use ebb_event::rcu::try_read;
 use ebb_event::rcu_map::{MapUpdate, RcuHashMap};
 use ebb_iobuf::IoBuf;
+use ebb_mem::size_class::footprint;
 
 use crate::Settings;
 
@@ -191,7 +216,7 @@ pub struct StoreStats {
     pub curr_items: u64,
     /// Items ever stored.
     pub total_items: u64,
-    /// Bytes charged now ([`item_size`] of every item).
+    /// Bytes of items now ([`item_size`] of every item).
     pub bytes: u64,
     /// Live items evicted to make room.
     pub evictions: u64,
@@ -236,6 +261,14 @@ enum Dead {
     Flushed,
     /// Past its expiry time.
     Expired,
+}
+
+/// What an item is counted as: its size by memcached's measure (`stats
+/// bytes`) and its real cost (the memory budget).
+#[derive(Clone, Copy, Debug)]
+struct Charge {
+    size: u64,
+    cost: u64,
 }
 
 /// What the table holds per key.
@@ -358,6 +391,9 @@ pub struct Store {
     /// flush survive it).
     oldest_cas: AtomicU64,
     bytes: AtomicU64,
+    /// Sum of every item's [`Store::cost`]: what eviction keeps within
+    /// `memory_limit`.
+    cost: AtomicU64,
     total_items: AtomicU64,
     evictions: AtomicU64,
     reclaimed: AtomicU64,
@@ -382,6 +418,7 @@ impl Store {
             oldest_live: AtomicU64::new(0),
             oldest_cas: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            cost: AtomicU64::new(0),
             total_items: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
@@ -453,8 +490,44 @@ impl Store {
         }
     }
 
-    fn charge(&self, key: &[u8], item: &Item) -> u64 {
-        u64::try_from(self.item_size(key.len(), item.flags, item.value.len())).unwrap_or(u64::MAX)
+    fn charge(&self, key: &[u8], item: &Item) -> Charge {
+        let size = self.item_size(key.len(), item.flags, item.value.len());
+        Charge {
+            size: u64::try_from(size).unwrap_or(u64::MAX),
+            cost: u64::try_from(Store::cost(key.len(), item.value.len())).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// What an item with a `key_len`-byte key and `value_len` bytes of data
+    /// really takes from memory (see "Memory budget" in the module
+    /// documentation): its allocations as the allocator rounds them.
+    pub fn cost(key_len: usize, value_len: usize) -> usize {
+        let entry = RcuHashMap::<Box<[u8]>, Entry>::ENTRY_LAYOUT;
+        let value = if value_len == 0 {
+            0
+        } else {
+            // The buffer, and the header (pointer, capacity, reference
+            // count) its first clone allocates to share it.
+            footprint(value_len, 1) + footprint(3 * size_of::<usize>(), align_of::<usize>())
+        };
+        footprint(entry.size(), entry.align()) + footprint(key_len, 1) + value
+    }
+
+    /// Adds `charge` to the counters; returns the new total cost.
+    fn add_charge(&self, charge: Charge) -> u64 {
+        self.bytes.fetch_add(charge.size, Ordering::Relaxed);
+        self.cost.fetch_add(charge.cost, Ordering::Relaxed) + charge.cost
+    }
+
+    /// Takes `charge` off the counters.
+    fn remove_charge(&self, charge: Charge) {
+        self.bytes.fetch_sub(charge.size, Ordering::Relaxed);
+        self.cost.fetch_sub(charge.cost, Ordering::Relaxed);
+    }
+
+    /// Whether the items' cost is over the memory limit.
+    fn over_budget(&self) -> bool {
+        self.cost.load(Ordering::Relaxed) > self.memory_limit() as u64
     }
 
     /// Why `item` is no longer live, if it is not: flushed first, then
@@ -547,8 +620,8 @@ impl Store {
         now: u32,
         f: impl FnOnce(Option<&Item>) -> Update<R>,
     ) -> (R, Option<u64>, Option<Dead>) {
-        let mut added: Option<(u64, bool)> = None;
-        let mut removed: u64 = 0;
+        let mut added: Option<(Charge, bool)> = None;
+        let mut removed: Option<Charge> = None;
         let mut dead = None;
         let (result, cas) = self.map.update(
             key,
@@ -557,14 +630,14 @@ impl Store {
                 dead = current.and_then(|entry| self.dead(&entry.item, now));
                 let live = current.filter(|_| dead.is_none());
                 if let Some(old) = current {
-                    removed = self.charge(key, &old.item);
+                    removed = Some(self.charge(key, &old.item));
                 }
                 let (mut item, origin, result) = match f(live.map(|entry| &entry.item)) {
                     Update::Keep(result) if dead.is_some() => {
                         return MapUpdate::Remove((result, None))
                     }
                     Update::Keep(result) => {
-                        removed = 0;
+                        removed = None;
                         return MapUpdate::Keep((result, None));
                     }
                     Update::Remove(result) => return MapUpdate::Remove((result, None)),
@@ -582,15 +655,14 @@ impl Store {
                 MapUpdate::Put(entry, (result, Some(cas)))
             },
         );
-        if removed > 0 {
-            self.bytes.fetch_sub(removed, Ordering::Relaxed);
+        if let Some(charge) = removed {
+            self.remove_charge(charge);
         }
-        if let Some((charged, new)) = added {
+        if let Some((charge, new)) = added {
             if new {
                 self.total_items.fetch_add(1, Ordering::Relaxed);
             }
-            let bytes = self.bytes.fetch_add(charged, Ordering::Relaxed) + charged;
-            if bytes > self.memory_limit() as u64 {
+            if self.add_charge(charge) > self.memory_limit() as u64 {
                 self.evict(key, now);
             }
         }
@@ -603,7 +675,7 @@ impl Store {
     /// `lru_pull_tail`).
     fn evict(&self, keep: &[u8], now: u32) {
         for _ in 0..EVICTION_ATTEMPTS {
-            if self.bytes.load(Ordering::Relaxed) <= self.memory_limit() as u64 {
+            if !self.over_budget() {
                 return;
             }
             let Some(victim) = self.pick_victim(keep, now) else {
@@ -691,8 +763,8 @@ impl Store {
                 MapUpdate::Put(touched, (Some(item), None))
             },
         );
-        if let Some((dead, charged)) = dead {
-            self.bytes.fetch_sub(charged, Ordering::Relaxed);
+        if let Some((dead, charge)) = dead {
+            self.remove_charge(charge);
             self.count_dead(dead);
         }
         touched

@@ -86,6 +86,10 @@ impl<K, V, S> RcuHashMap<K, V, S> {
         }
     }
 
+    /// The layout of the allocation that holds one entry (key, value and
+    /// chain link), for callers that charge entries what they cost.
+    pub const ENTRY_LAYOUT: core::alloc::Layout = core::alloc::Layout::new::<Node<K, V>>();
+
     /// Entries now.
     pub fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)

@@ -164,6 +164,28 @@ pub const fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     }
 }
 
+/// The bytes an allocation of `size` bytes aligned to `align` really takes
+/// from memory: its class's size when a slab serves it, otherwise the
+/// virtual region's pages (the size rounded up to whole pages, plus the
+/// leading page that holds the region's header, or the alignment if larger:
+/// see `vmem::AddressSpace::reserve`). Zero bytes take nothing (Rust does
+/// not allocate them). For callers that charge memory to a budget as the
+/// allocator will use it (memcached's `-m`).
+pub const fn footprint(size: usize, align: usize) -> usize {
+    if size == 0 {
+        return 0;
+    }
+    match class_for_aligned(size, align) {
+        Some(class) => CLASS_SIZE[class],
+        None => {
+            let lead = if align > PAGE_SIZE { align } else { PAGE_SIZE };
+            size.div_ceil(PAGE_SIZE)
+                .saturating_mul(PAGE_SIZE)
+                .saturating_add(lead)
+        }
+    }
+}
+
 /// The class of a type, computed at compile time.
 ///
 /// `ClassOf::<T>::CLASS` is a constant: typed allocation
@@ -180,6 +202,17 @@ impl<T> ClassOf<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprint_is_the_class_or_the_pages_with_their_header() {
+        assert_eq!(footprint(0, 1), 0);
+        assert_eq!(footprint(10, 1), 16);
+        assert_eq!(footprint(65, 8), 80);
+        assert_eq!(footprint(MAX_SMALL, 8), MAX_SMALL);
+        // A virtual region: whole pages and the header's page.
+        assert_eq!(footprint(MAX_SMALL + 1, 8), MAX_SMALL + 2 * PAGE_SIZE);
+        assert_eq!(footprint(1_000_000, 1), 245 * PAGE_SIZE + PAGE_SIZE);
+    }
 
     #[test]
     fn classes_are_increasing_and_cover_max() {
