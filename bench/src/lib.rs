@@ -6,12 +6,14 @@
 //! and the versions used), and small statistics and measurement helpers.
 //! The Linux comparison guest, network namespaces, TAP devices, QEMU and
 //! CPU pinning come from `ebb-testbed`. [`memcached`] starts ours and stock memcached and
-//! measures them under `ebb-loadgen` (in a namespace or not), and
+//! measures them under `ebb-loadgen` (in a namespace or not), [`evict`]
+//! times the `set`s that evict large values, and
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
 //! [`plot`] draws throughput–p99 curves.
 
+pub mod evict;
 pub mod memcached;
 pub mod plot;
 pub mod report;

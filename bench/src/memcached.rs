@@ -3,7 +3,7 @@
 //! loopback, `./ebb bench tcp` on TAP in a namespace).
 //!
 //! A [`Server`] is one of the two, started with the same `-t 1 -m 64 -c
-//! 1024` and pinned to one CPU, optionally inside a [`NetNamespace`] (then
+//! 1024` (another `-m` if [`Launch::memory_mib`] says so) and pinned to one CPU, optionally inside a [`NetNamespace`] (then
 //! `ip netns exec` becomes the server: it execs, so the child's process id
 //! is the server's). [`Server::measure`] runs `ebb-loadgen` against it —
 //! inside the namespace when the server is in one — and divides the
@@ -74,6 +74,8 @@ pub struct Launch<'ns> {
     pub namespace: Option<&'ns NetNamespace>,
     /// Options before the common ones (e.g. `--tap ...` for ours).
     pub extra: Vec<String>,
+    /// `-m`, in MiB (64 unless a benchmark needs more).
+    pub memory_mib: usize,
     /// How long it may take until it accepts connections.
     pub ready_within: Duration,
 }
@@ -90,6 +92,7 @@ impl<'ns> Launch<'ns> {
             connect: SocketAddr::new(listen, free_port()),
             namespace: None,
             extra: Vec::new(),
+            memory_mib: 64,
             ready_within: Duration::from_secs(10),
         }
     }
@@ -126,6 +129,7 @@ impl<'ns> Launch<'ns> {
             connect: SocketAddr::new(IpAddr::V4(connect), 11211),
             namespace: Some(namespace),
             extra,
+            memory_mib: 64,
             // Ours attaches to the TAP device and configures its address
             // first.
             ready_within: Duration::from_secs(20),
@@ -155,9 +159,10 @@ impl<'ns> Launch<'ns> {
         words.extend(self.extra.iter().cloned());
         let port = self.connect.port().to_string();
         let listen = self.listen.to_string();
+        let memory = self.memory_mib.to_string();
         words.extend(
             [
-                "-p", &port, "-l", &listen, "-t", "1", "-m", "64", "-c", "1024",
+                "-p", &port, "-l", &listen, "-t", "1", "-m", &memory, "-c", "1024",
             ]
             .map(String::from),
         );

@@ -12,7 +12,13 @@
 //! 3. a sweep of offered load upward (×1.25 per step) against both, to the
 //!    highest rate whose p99 stays ≤ 500 µs with achieved ≥ 95 % of offered.
 //!
-//! Keys: `cpu_ratio_{text,binary}` = stock CPU per request / ours, the worst
+//! 4. with `-m 1024` and 1 MB values, the median time of a `set` that
+//!    must evict, once the server is full (issue 15: ours took 7.2 ms
+//!    where stock took 0.8).
+//!
+//! Keys: `evict_set_us_ratio` = ours / stock median µs per evicting set
+//! (target ≤ 1.0), with `evict_set_p50_us_{stock,ours}`;
+//! `cpu_ratio_{text,binary}` = stock CPU per request / ours, the worst
 //! of the three matched loads; `p99_ratio_{text,binary}` = ours / stock p99
 //! at 50 %; `sla_qps_{ours,stock}_{text,binary}`. Targets: CPU ratios ≥ 1.25,
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
@@ -21,6 +27,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use ebb_bench::evict::{evicting_set_p50_us, TIMED_SETS, VALUE_LEN};
 use ebb_bench::memcached::{
     build_ours, closed_loop_max, matched_loads, Launch, MatchedLoad, Plan, Server, Which, STOCK,
 };
@@ -31,6 +38,8 @@ use ebb_loadgen::ProtocolKind;
 const SERVER_CPU: usize = 1;
 const GENERATOR_CPU: usize = 0;
 const SLA_P99_US: f64 = 500.0;
+/// `-m` for the eviction measurement, in MiB (the issue's).
+const EVICT_MEMORY_MIB: usize = 1024;
 
 struct Point {
     achieved: f64,
@@ -109,6 +118,42 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
     })
 }
 
+/// Median µs per evicting set, stock's then ours (one server at a time:
+/// each holds `-m` of values).
+fn evict_sets() -> Result<[f64; 2], String> {
+    let mut p50 = [0.0; 2];
+    for (index, which) in [Which::Stock, Which::Ours].into_iter().enumerate() {
+        let mut launch = Launch::loopback(which, SERVER_CPU);
+        launch.memory_mib = EVICT_MEMORY_MIB;
+        let server = Server::start(&launch)?;
+        println!(
+            "memcached: evicting sets, {} with -m {EVICT_MEMORY_MIB}...",
+            which.name()
+        );
+        p50[index] = evicting_set_p50_us(&server, EVICT_MEMORY_MIB)?;
+        println!(
+            "  {} p50 {:.0} us per evicting set",
+            which.name(),
+            p50[index]
+        );
+    }
+    Ok(p50)
+}
+
+/// The eviction figures.
+fn report_evict(report: &mut Report, [stock, ours]: [f64; 2]) {
+    let note = format!("median of {TIMED_SETS} sets of {VALUE_LEN} B, -m {EVICT_MEMORY_MIB}, full");
+    report
+        .metric("evict_set_p50_us_stock", stock, "us", note.clone())
+        .metric("evict_set_p50_us_ours", ours, "us", note)
+        .metric(
+            "evict_set_us_ratio",
+            ours / stock,
+            "x",
+            "ours/stock p50 per evicting set; target <= 1.0",
+        );
+}
+
 fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> {
     let curve = |label: &str, color: &str, points: &[Point]| Curve {
         label: label.to_owned(),
@@ -128,7 +173,7 @@ fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> 
     write_p99_svg(&panels, SLA_P99_US, path)
 }
 
-fn run(plan: Plan) -> Result<(), String> {
+fn run(plan: Plan, evict_only: bool) -> Result<(), String> {
     if !Path::new(STOCK).exists() {
         return Err(format!(
             "{STOCK} is missing: run via ./ebb bench memcached, which installs it"
@@ -136,10 +181,19 @@ fn run(plan: Plan) -> Result<(), String> {
     }
     println!("memcached: building our server...");
     build_ours()?;
+    if evict_only {
+        let mut report = Report::new("memcached-evict");
+        report_evict(&mut report, evict_sets()?);
+        let path = report.finish()?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
+    let evict = evict_sets()?;
     let text = run_protocol(ProtocolKind::Text, &plan)?;
     let binary = run_protocol(ProtocolKind::Binary, &plan)?;
 
     let mut report = Report::new("memcached");
+    report_evict(&mut report, evict);
     for (name, result) in [("text", &text), ("binary", &binary)] {
         let worst_cpu_ratio = result
             .matched
@@ -217,6 +271,7 @@ fn run(plan: Plan) -> Result<(), String> {
         .command("./ebb bench memcached")
         .command(format!("taskset -c {SERVER_CPU} {STOCK} -U 0 [-u root] -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
         .command(format!("target/release/memcached --cpus {SERVER_CPU} -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
+        .command(format!("evicting sets: the same servers with -m {EVICT_MEMORY_MIB}, one blocking client"))
         .command(format!("ebb-loadgen (library): ETC, 1 thread on CPU {GENERATOR_CPU}, 4 connections, depth 4 closed / 64 open, {} s windows", plan.window.as_secs_f64()));
     let path = report.finish()?;
     let svg = output_dir().join("memcached.svg");
@@ -235,10 +290,14 @@ struct Args {
     /// One run of 1 s instead of three of 3 s.
     #[arg(long)]
     quick: bool,
+    /// Only the eviction measurement (to `memcached-evict.json`).
+    #[arg(long)]
+    evict_only: bool,
 }
 
 fn main() -> ExitCode {
-    let plan = if <Args as clap::Parser>::parse().quick {
+    let args = <Args as clap::Parser>::parse();
+    let plan = if args.quick {
         Plan {
             runs: 1,
             window: Duration::from_secs(1),
@@ -251,7 +310,7 @@ fn main() -> ExitCode {
             warmup: Duration::from_millis(500),
         }
     };
-    match run(plan) {
+    match run(plan, args.evict_only) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("memcached bench: {error}");
