@@ -3,6 +3,8 @@
 use alloc::collections::vec_deque::{self, VecDeque};
 use alloc::vec::Vec;
 
+use bytes::BytesMut;
+
 use crate::{Cursor, IoBuf, IoBufError, IoBufMut};
 
 /// An ordered sequence of [`IoBuf`] segments that together form one logical
@@ -227,6 +229,40 @@ impl IoChain {
         Ok(())
     }
 
+    /// Gathers all bytes into one segment, for a reader that keeps a
+    /// growing request (a large value arriving in many receive buffers)
+    /// without holding on to the buffers. The first segment's memory is
+    /// extended in place when this chain alone owns it and it has room;
+    /// otherwise the bytes move to a new buffer with room for as many again.
+    /// A request coalesced every few segments while it grows to n bytes is
+    /// so copied O(n) bytes in all, where copying it whole each time
+    /// copied O(n² / segment size).
+    pub fn coalesce(&mut self) {
+        if self.segs.len() <= 1 {
+            return;
+        }
+        let total = self.len;
+        let Some(first) = self.segs.pop_front() else {
+            return;
+        };
+        let mut merged = match first.into_bytes().try_into_mut() {
+            Ok(owned) if owned.capacity() >= total => owned,
+            Ok(owned) => Self::with_room(&owned, total),
+            Err(shared) => Self::with_room(&shared, total),
+        };
+        for seg in self.segs.drain(..) {
+            merged.extend_from_slice(&seg);
+        }
+        self.segs.push_back(IoBuf::from(merged.freeze()));
+    }
+
+    /// A buffer holding `head` with capacity for twice `total` bytes.
+    fn with_room(head: &[u8], total: usize) -> BytesMut {
+        let mut buf = BytesMut::with_capacity(total.saturating_mul(2));
+        buf.extend_from_slice(head);
+        buf
+    }
+
     /// Whether the bytes are in at most one segment.
     #[must_use]
     pub fn is_contiguous(&self) -> bool {
@@ -407,6 +443,42 @@ mod tests {
     use crate::{IoBuf, IoBufError, IoBufMut};
     use alloc::vec;
     use alloc::vec::Vec;
+
+    #[test]
+    fn coalesce_keeps_the_bytes_in_one_segment_and_reuses_its_room() {
+        let mut c = IoChain::new();
+        c.push_back(IoBuf::from_static(b"get "));
+        c.push_back(IoBuf::from_vec(b"some".to_vec()));
+        c.push_back(IoBuf::from_vec(b"key".to_vec()));
+        c.coalesce();
+        assert_eq!(c.segment_count(), 1);
+        assert_eq!(c.to_vec(), b"get somekey");
+        assert_eq!(c.len(), 11);
+        // The new buffer has room for as many bytes again: the next
+        // coalesce appends in place.
+        let first = c.segments().next().unwrap().as_ptr();
+        c.push_back(IoBuf::from_vec(b" more".to_vec()));
+        c.coalesce();
+        assert_eq!(c.to_vec(), b"get somekey more");
+        assert_eq!(c.segments().next().unwrap().as_ptr(), first);
+        // After the front is consumed, the rest still coalesces.
+        c.trim_front(4).unwrap();
+        c.push_back(IoBuf::from_static(b"!"));
+        c.coalesce();
+        assert_eq!(c.to_vec(), b"somekey more!");
+        assert_eq!(c.segment_count(), 1);
+    }
+
+    #[test]
+    fn coalesce_does_not_write_into_a_shared_first_segment() {
+        let shared = IoBuf::from_vec(b"abc".to_vec());
+        let mut c = IoChain::new();
+        c.push_back(shared.clone());
+        c.push_back(IoBuf::from_static(b"def"));
+        c.coalesce();
+        assert_eq!(c.to_vec(), b"abcdef");
+        assert_eq!(shared.as_slice(), b"abc");
+    }
 
     fn chain(parts: &[&'static [u8]]) -> IoChain {
         parts.iter().map(|p| IoBuf::from_static(p)).collect()
