@@ -372,6 +372,15 @@ fn inherit_marks(entry: &Entry, old: Option<&Entry>, origin: Origin) {
 /// How many items eviction looks at to pick the least recently used.
 const EVICTION_SAMPLE: usize = 16;
 
+/// How many buckets eviction scans at most for one victim once it has
+/// seen an item. The table has a bucket per 256 bytes of `-m`, so with
+/// large items it is sparse (with `-m 1024` and 1 MB values, 4 M buckets
+/// for 1,000 items): a sample of 16 would scan 64 K buckets per victim,
+/// milliseconds per evicting set (issue 15, defect 10). With this bound a
+/// sparse table's sample is smaller, which matters little there: few
+/// large items, each evicted one frees much.
+const EVICTION_SCAN: usize = 4096;
+
 /// How many evictions one store may do before giving up.
 const EVICTION_ATTEMPTS: usize = 64;
 
@@ -716,15 +725,18 @@ impl Store {
             }
             seen.get() < EVICTION_SAMPLE
         };
-        for step in 0..buckets {
-            let bucket = start.wrapping_add(step);
-            let scanned = try_read(|guard| {
+        // One read section for the whole scan (entering one per bucket
+        // cost more than reading the bucket).
+        try_read(|guard| {
+            for step in 0..buckets {
+                let bucket = start.wrapping_add(step);
                 self.map.for_each_in_bucket(bucket, guard, &mut sample);
-            });
-            if scanned.is_none() || seen.get() >= EVICTION_SAMPLE {
-                break;
+                let enough = seen.get() >= EVICTION_SAMPLE;
+                if enough || (step >= EVICTION_SCAN && seen.get() > 0) {
+                    break;
+                }
             }
-        }
+        });
         best.map(|(_, key, cas)| (key, cas))
     }
 
