@@ -11,6 +11,7 @@ use ebb_app::{exit, App, Args, Launch, Opt, UsageError};
 use ebb_core::Multicore;
 use ebb_event::{now, spawn_task};
 
+use crate::memory::fit_memory_limit;
 use crate::stats::{Baseline, Counters};
 use crate::{accept_fn, Server, Settings, Store};
 
@@ -108,6 +109,7 @@ pub fn configure(args: &Args) -> Result<(Settings, SocketAddr, Option<usize>), U
     let listen = args.parse_or("listen", ebb_app::net::default_listen_ip(), "an IP address")?;
     let port = args.parse_or("port", DEFAULT_PORT, "a port number")?;
     if let Some(megabytes) = positive(args, "memory-limit")? {
+        settings.memory_limit_given = true;
         settings.memory_limit = megabytes.checked_mul(1 << 20).ok_or_else(|| {
             args.invalid(
                 "memory-limit",
@@ -150,6 +152,18 @@ fn setup(args: &Args) -> Result<Launch, UsageError> {
 /// Core 0's first event: the server, its listeners, the ready line.
 fn serve(mut settings: Settings, addr: SocketAddr) {
     settings.threads = ebb_event::core_count();
+    if let Some(ram) = ebb_event::memory_bytes() {
+        let fitted = fit_memory_limit(&settings, ram);
+        if settings.memory_limit_given && fitted < settings.memory_limit {
+            ebb_app::warn!(
+                "-m {} MiB is more than {} MiB of RAM allows; using -m {} MiB",
+                settings.memory_limit >> 20,
+                ram >> 20,
+                fitted >> 20
+            );
+        }
+        settings.memory_limit = fitted;
+    }
     let stats = match Multicore::<Counters>::create(Baseline::default()) {
         Ok(stats) => stats,
         Err(error) => {

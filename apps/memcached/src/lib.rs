@@ -12,6 +12,7 @@ extern crate alloc;
 
 pub mod app;
 pub mod connection;
+pub mod memory;
 pub mod protocol;
 pub mod settings;
 pub mod stats;

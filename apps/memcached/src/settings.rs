@@ -3,8 +3,12 @@
 /// What `-m`, `-I`, `-c` and friends set.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// `-m`: memory for items, in bytes (memcached's default: 64 MiB).
+    /// `-m`: memory for items, in bytes (memcached's default: 64 MiB;
+    /// where the platform has a fixed amount of RAM, what it allows: see
+    /// `memory::fit_memory_limit`).
     pub memory_limit: usize,
+    /// Whether `-m` was given (else `memory_limit` is the default).
+    pub memory_limit_given: bool,
     /// `-I`: the largest item value, in bytes (default 1 MiB).
     pub item_size_max: usize,
     /// `-c`: most simultaneous connections (default 1024).
@@ -26,6 +30,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             memory_limit: 64 << 20,
+            memory_limit_given: false,
             item_size_max: 1 << 20,
             max_connections: 1024,
             threads: 1,

@@ -44,9 +44,9 @@ pub use blocking::{block_on, spawn_stackful, DEFAULT_STACK_BYTES};
 pub use error::EventError;
 pub use idle::IdleId;
 pub use manager::{
-    add_idle_handler, cancel_timer, core_count, cpu_time, current_core, now, process_id,
-    remove_idle_handler, run_core, shutdown, sleep, spawn, spawn_on, timer_after, timer_every,
-    yield_now, EventManager, EVENT_BATCH, EVENT_MANAGER,
+    add_idle_handler, cancel_timer, core_count, cpu_time, current_core, memory_bytes, now,
+    process_id, remove_idle_handler, run_core, shutdown, sleep, spawn, spawn_on, timer_after,
+    timer_every, yield_now, EventManager, EVENT_BATCH, EVENT_MANAGER,
 };
 pub use oneshot::{oneshot, Receiver, RecvError, Sender};
 pub use platform::{CoreDriver, CpuTime, Platform};

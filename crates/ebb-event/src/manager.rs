@@ -364,6 +364,12 @@ pub fn cpu_time() -> Option<CpuTime> {
     manager().and_then(|manager| manager.root.platform().cpu_time())
 }
 
+/// The RAM this node may use, where it has a fixed amount
+/// ([`Platform::memory_bytes`]; `None` hosted or off a core).
+pub fn memory_bytes() -> Option<usize> {
+    manager().and_then(|manager| manager.root.platform().memory_bytes())
+}
+
 /// Asks every core of this node to stop; the node exits with `code`.
 /// Fails if the node is already stopping (shutdown called twice).
 pub fn shutdown(code: i32) -> Result<(), EventError> {

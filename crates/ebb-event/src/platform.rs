@@ -36,6 +36,13 @@ pub trait Platform: Send + Sync + 'static {
     fn cpu_time(&self) -> Option<CpuTime> {
         None
     }
+
+    /// The RAM the node's allocator manages, in bytes, where that is all
+    /// the node may use (native: the guest's usable RAM); `None` where the
+    /// node shares a machine's memory with others (hosted).
+    fn memory_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// One core's connection to the machine, used only by that core.

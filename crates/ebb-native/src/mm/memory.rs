@@ -133,6 +133,15 @@ pub fn prepare_core_page(frame: u64) {
     unsafe { slot.write(EMPTY_CACHE.as_ptr()) };
 }
 
+/// Bytes of usable RAM handed to the page allocator (set by [`init`]).
+static USABLE_BYTES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes of usable RAM the page allocator manages: what the application
+/// may use in all (`Platform::memory_bytes`).
+pub fn usable_bytes() -> usize {
+    USABLE_BYTES.load(core::sync::atomic::Ordering::Relaxed)
+}
+
 /// Hands all usable RAM to the page allocator, as 256 MiB arenas with
 /// holes. Runs once, on core 0, before anything allocates.
 pub fn init(plan: &MemoryPlan) {
@@ -151,6 +160,10 @@ pub fn init(plan: &MemoryPlan) {
         }
     }
     let usable = &usable[..count];
+    USABLE_BYTES.store(
+        usable.iter().map(|&(start, end)| end - start).sum(),
+        core::sync::atomic::Ordering::Relaxed,
+    );
     let pages = ROOT.slabs.pages(0);
     let mut arenas = 0;
     let first = usable.iter().map(|r| r.0).min().unwrap_or(0) & !(ARENA_BYTES - 1);

@@ -87,6 +87,10 @@ impl Platform for NativePlatform {
             x86_64::instructions::interrupts::without_interrupts(|| apic::send_wake(id));
         }
     }
+
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(crate::mm::memory::usable_bytes())
+    }
 }
 
 /// One core's half: device interrupts, halting until an interrupt or the
