@@ -53,6 +53,12 @@ pub const STEPS: &[Step] = &[
         quick: true,
         note: "release: the concurrency tests are heavy, not timing-sensitive",
     },
+    Step {
+        name: "unsafe",
+        command: "bash crates/ebb-cli/scripts/check-unsafe.sh",
+        quick: false,
+        note: "loom models of the lock-free handshakes; Miri (nightly) over the unsafe code",
+    },
 ];
 
 /// The step whose output is counted (libtest's totals, skipped tests).
@@ -240,9 +246,12 @@ mod tests {
     use crate::root::tests::TempDir;
 
     #[test]
-    fn steps_are_fmt_clippy_no_std_native_test_and_quick_runs_only_tests() {
+    fn steps_are_fmt_clippy_no_std_native_test_unsafe_and_quick_runs_only_tests() {
         let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
-        assert_eq!(names, ["fmt", "clippy", "no_std", "native", "test"]);
+        assert_eq!(
+            names,
+            ["fmt", "clippy", "no_std", "native", "test", "unsafe"]
+        );
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);
         assert!(STEPS[4].command.contains("--release"));

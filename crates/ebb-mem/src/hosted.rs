@@ -36,6 +36,7 @@ pub struct MmapSpace;
 
 /// Maps `len` bytes of anonymous memory aligned to `align`, reserving swap
 /// lazily (`MAP_NORESERVE`): the kernel backs pages on first touch.
+#[cfg(not(miri))]
 fn mmap_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
     let align = align.max(PAGE_SIZE);
     let over = len.checked_add(align - PAGE_SIZE)?;
@@ -68,6 +69,21 @@ fn mmap_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
     NonNull::new(p.wrapping_add(head))
 }
 
+/// Under Miri, which supports neither `MAP_NORESERVE` nor unmapping part of
+/// a mapping: zeroed memory from the system allocator (not the global one,
+/// which may be ours and would recurse), which Miri tracks like any
+/// allocation, so every access the allocators make to it is checked.
+#[cfg(miri)]
+fn mmap_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    let layout = Layout::from_size_align(len, align.max(PAGE_SIZE)).ok()?;
+    if layout.size() == 0 {
+        return None;
+    }
+    // SAFETY: the layout's size is not zero (checked above).
+    NonNull::new(unsafe { System.alloc_zeroed(layout) })
+}
+
 // SAFETY: each call returns a fresh anonymous mapping, readable and
 // writable, aligned as asked, used by nothing else.
 unsafe impl PageSource for MmapPages {
@@ -76,18 +92,33 @@ unsafe impl PageSource for MmapPages {
     }
 }
 
-// SAFETY: as for `MmapPages`; `release` and `protect` act on ranges of
-// such mappings only (caller's contract).
+// SAFETY: `reserve` returns a fresh anonymous mapping, readable and
+// writable, aligned as asked, used by nothing else; `release` and
+// `protect` act on ranges of such mappings only (caller's contract).
 unsafe impl AddressSpace for MmapSpace {
     fn reserve(&self, len: usize, align: usize) -> Option<NonNull<u8>> {
         mmap_aligned(len, align)
     }
 
+    #[cfg(not(miri))]
     unsafe fn release(&self, ptr: NonNull<u8>, len: usize) {
         // SAFETY: the caller passes exactly a live reservation.
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
     }
 
+    /// Under Miri the reservation came from the system allocator, whose
+    /// `dealloc` needs the alignment `release` is not told: it is leaked.
+    #[cfg(miri)]
+    unsafe fn release(&self, _ptr: NonNull<u8>, _len: usize) {}
+
+    /// Under Miri, which has no `mprotect`: nothing changes (a guard page
+    /// stays accessible, so Miri cannot check that it faults).
+    #[cfg(miri)]
+    unsafe fn protect(&self, _ptr: NonNull<u8>, _len: usize, _prot: Protection) -> bool {
+        true
+    }
+
+    #[cfg(not(miri))]
     unsafe fn protect(&self, ptr: NonNull<u8>, len: usize, prot: Protection) -> bool {
         let prot = match prot {
             Protection::None => libc::PROT_NONE,
@@ -130,6 +161,7 @@ std::thread_local! {
 }
 
 /// The NUMA node of the CPU this thread runs on (0 if unknown).
+#[cfg(not(miri))]
 fn current_node() -> usize {
     let mut cpu = 0u32;
     let mut node = 0u32;
@@ -148,6 +180,13 @@ fn current_node() -> usize {
     } else {
         0
     }
+}
+
+/// Miri has no `getcpu`: under it every thread is on node 0 (the node
+/// only picks which depot a cache draws from).
+#[cfg(miri)]
+fn current_node() -> usize {
+    0
 }
 
 /// The hosted platform: per-thread core caches.

@@ -9,6 +9,10 @@ use proptest::prelude::*;
 
 static PAGES: MmapPages = MmapPages;
 
+/// Miri interprets every step: its runs use this fraction of the loop
+/// counts, still enough to fill, drain and return many slabs.
+const SCALE: usize = if cfg!(miri) { 20 } else { 1 };
+
 fn heap() -> &'static SlabAllocator {
     Box::leak(Box::new(SlabAllocator::new(&PAGES)))
 }
@@ -38,7 +42,7 @@ fn empty_slabs_return_pages_after_a_burst() {
     let baseline = settle(heap, &[c]);
     assert_eq!(baseline, 1, "one page for the cache");
     let mut objs = Vec::new();
-    for i in 0..200_000usize {
+    for i in 0..200_000 / SCALE {
         let class = i % 12;
         // SAFETY: `c` is ours; valid class.
         let p = unsafe { heap.alloc(c, class) };
@@ -48,7 +52,7 @@ fn empty_slabs_return_pages_after_a_burst() {
         objs.push((p, class, i));
     }
     let peak = heap.used_pages();
-    assert!(peak > 1000, "burst used {peak} pages");
+    assert!(peak > 1000 / SCALE, "burst used {peak} pages");
     for (p, class, i) in objs.drain(..) {
         // SAFETY: the object is live and carries its index.
         assert_eq!(unsafe { p.cast::<usize>().read() }, i);
@@ -58,8 +62,10 @@ fn empty_slabs_return_pages_after_a_burst() {
     // Without any flush, all but one spare slab per class has left the
     // core: the node depot keeps at most a few, the rest went back.
     let after_free = heap.used_pages();
+    // At Miri's scale the spares and the depot's slabs alone are a quarter
+    // of the peak: the ratio means something at full scale only.
     assert!(
-        after_free < peak / 4,
+        SCALE > 1 || after_free < peak / 4,
         "after free {after_free}, peak {peak}"
     );
     assert_eq!(settle(heap, &[c]), baseline, "memory use back to baseline");
@@ -71,7 +77,7 @@ fn remote_frees_return_to_the_owner() {
     let (a, b) = (cache(heap), cache(heap));
     let baseline = settle(heap, &[a, b]);
     let mut objs = Vec::new();
-    for _ in 0..50_000 {
+    for _ in 0..50_000 / SCALE {
         // SAFETY: `a` is ours.
         objs.push(unsafe { heap.alloc(a, 3) });
     }
@@ -83,7 +89,7 @@ fn remote_frees_return_to_the_owner() {
     // objects are still queued for `a`.
     // SAFETY: `b` is ours.
     unsafe { heap.flush_cache(b) };
-    assert!(heap.used_pages() > baseline + 50);
+    assert!(heap.used_pages() > baseline + 50 / SCALE);
     // The owner drains on its next refill or flush; then all is returned.
     assert_eq!(settle(heap, &[a, b]), baseline);
     // And the objects are reusable by the owner.
@@ -119,6 +125,10 @@ fn retired_caches_are_adopted_with_their_slabs() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; remote_frees_return_to_the_owner drives the same cross-cache path"
+)]
 fn threads_with_cross_frees_return_everything() {
     let heap = heap();
     const T: usize = 4;
@@ -132,9 +142,9 @@ fn threads_with_cross_frees_return_everything() {
             let barrier = &barrier;
             s.spawn(move || {
                 let c = cache(heap);
-                for round in 0..20 {
+                for round in 0..20 / SCALE.min(10) {
                     let mut out = Vec::new();
-                    for i in 0..2000 {
+                    for i in 0..2000 / SCALE {
                         let class = (i * 7 + round) % NUM_CLASSES.min(20);
                         // SAFETY: `c` is this thread's.
                         let p = unsafe { heap.alloc(c, class) };
@@ -173,12 +183,14 @@ enum Op {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // Miri interprets every step: a few cases still drive each path.
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 64 }, ..ProptestConfig::default() })]
 
     /// Two simulated cores allocate and free (locally and remotely) in any
     /// order: objects never overlap, keep their contents, and once all are
     /// freed every page goes back.
     #[test]
+    #[cfg_attr(miri, ignore = "proptest reads its regression file (file system) and is slow under Miri")]
     fn two_core_model(ops in proptest::collection::vec(prop_oneof![
         4 => (any::<bool>(), 0..NUM_CLASSES).prop_map(|(core, class)| Op::Alloc { core, class }),
         4 => (any::<bool>(), any::<usize>()).prop_map(|(core, pick)| Op::Free { core, pick }),
