@@ -149,7 +149,8 @@ pub struct RemoteFreeQueues<N, H, M, const Q: usize> {
 // SAFETY: the queues only hold pointers to nodes handed over by `push`; all
 // shared state is in the atomics `H` and `M`, which are `Sync`.
 unsafe impl<N, H: Sync, M: Sync, const Q: usize> Sync for RemoteFreeQueues<N, H, M, Q> {}
-// SAFETY: as above; the node pointers carry no thread affinity.
+// SAFETY: the queues own nothing but pointers to nodes handed over by
+// `push`, which carry no thread affinity; the atomics are `Send`.
 unsafe impl<N, H: Send, M: Send, const Q: usize> Send for RemoteFreeQueues<N, H, M, Q> {}
 
 /// The queues of one core cache in the allocator.
@@ -261,7 +262,8 @@ pub struct TakeAllStack<N, H> {
 // SAFETY: the stack only holds pointers to nodes handed over by `push_chain`;
 // all shared state is in the atomic `H`, which is `Sync`.
 unsafe impl<N, H: Sync> Sync for TakeAllStack<N, H> {}
-// SAFETY: as above; the node pointers carry no thread affinity.
+// SAFETY: the stack owns nothing but pointers to nodes handed over by
+// `push_chain`, which carry no thread affinity; `H` is `Send`.
 unsafe impl<N, H: Send> Send for TakeAllStack<N, H> {}
 
 impl<N> TakeAllStack<N, AtomicPtr<N>> {
@@ -421,6 +423,10 @@ mod tests {
     /// owner while the owner drains; every object reaches the owner exactly
     /// once, and no link is read before it was published.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "loom needs system calls Miri lacks (getrlimit); the model checks this code"
+    )]
     fn loom_remote_free_two_producers() {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
@@ -434,7 +440,8 @@ mod tests {
                         // SAFETY: the node is fresh and owned by this thread.
                         unsafe { queues.push(t, a) };
                         let b = node(10 * t + 2);
-                        // SAFETY: as above; both go on queue 1 to contend.
+                        // SAFETY: `b` is fresh and owned by this thread; both threads push to
+                        // queue 1 to contend.
                         unsafe { queues.push(1, b) };
                     })
                 })
@@ -463,6 +470,10 @@ mod tests {
 
     /// Model check of the chain push used for batched remote frees.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "loom needs system calls Miri lacks (getrlimit); the model checks this code"
+    )]
     fn loom_remote_free_chain_push() {
         loom::model(|| {
             let queues = loom::sync::Arc::new(new_loom_queues());
@@ -557,11 +568,12 @@ mod tests {
             // SAFETY: a taken magazine is ours; its link was published.
             let next = unsafe { LMag::next(m) };
             seen.push(read(m));
-            // SAFETY: as above.
+            // SAFETY: `m` is a taken magazine, ours until given back; `take_all`'s
+            // Acquire made its fields visible.
             let home = unsafe { (*m).home };
             run = match run {
                 Some((h, first, last)) if h == home => {
-                    // SAFETY: as above.
+                    // SAFETY: `m` is ours and on no list; `first` heads our run.
                     unsafe { LMag::set_next(m, first) };
                     Some((h, m, last))
                 }
@@ -576,7 +588,7 @@ mod tests {
             m = next;
         }
         if let Some((h, first, last)) = run {
-            // SAFETY: as above.
+            // SAFETY: the run's magazines are ours, linked by us, all with home `h`.
             unsafe { returned[h].push_chain(first, last) };
         }
     }
@@ -587,6 +599,10 @@ mod tests {
     /// were not ordered before the home's rewrite (or the home's write
     /// before the owner's read).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "loom needs system calls Miri lacks (getrlimit); the model checks this code"
+    )]
     fn loom_magazine_round_trip() {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
@@ -608,7 +624,7 @@ mod tests {
                     loom::thread::yield_now();
                 }
                 fill(m, 2);
-                // SAFETY: as above: it came back.
+                // SAFETY: `m` came back to its home, this thread: ours and on no list.
                 unsafe { inbox2.push_chain(m, m) };
             });
             let mut seen = Vec::new();
@@ -629,6 +645,10 @@ mod tests {
     /// while it drains; every magazine is read once and returns to its own
     /// home, runs of one home as one chain.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "loom needs system calls Miri lacks (getrlimit); the model checks this code"
+    )]
     fn loom_magazines_two_homes() {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(2);
@@ -667,7 +687,8 @@ mod tests {
                     // SAFETY: back home; nobody else uses it.
                     let b = unsafe { Box::from_raw(m) };
                     assert_eq!(b.home, h);
-                    // SAFETY: as above.
+                    // SAFETY: `b` is a live box of a magazine back home; its link cell is
+                    // valid.
                     m = unsafe { LMag::next(&raw const *b as *mut LMag) };
                     n += 1;
                 }
@@ -690,7 +711,7 @@ mod tests {
         let (a, b) = objs.split_at_mut(1);
         // SAFETY: the objects live on this stack frame and are on no list.
         unsafe { queues.push(3, &mut a[0]) };
-        // SAFETY: as above.
+        // SAFETY: `b[0]` lives on this stack frame and is on no list.
         unsafe { queues.push(1, &mut b[0]) };
         assert!(queues.pending());
         let mut got = Vec::new();

@@ -504,42 +504,52 @@ impl SlabAllocator {
         // SAFETY: the caller owns `cache`, hence every slab it owns; no
         // reference to a local part outlives its use (here and below).
         let pending = unsafe { &(*cache).remote.0 }.pending();
-        // SAFETY: see above.
+        // SAFETY: the caller owns `cache`, so its pending magazines (and the
+        // objects in them) are ours to push to their owners.
         unsafe { Self::flush_remote(cache) };
         if pending {
-            // SAFETY: see above.
+            // SAFETY: the caller owns `cache`, so this thread is the only consumer
+            // of its inbox, and every slab whose objects arrive there is ours.
             unsafe { self.drain_remote(cache) };
         }
-        // SAFETY: see above.
+        // SAFETY: `cache` is the caller's; the reference to its local part ends
+        // with this statement.
         let cur = unsafe { cl(cache) }.current[class];
         if !cur.is_null() {
-            // SAFETY: see above.
+            // SAFETY: `cur` is this cache's current slab, so its local part is ours;
+            // no other reference to it is live.
             let l = unsafe { sl(cur) };
             if !l.local_free.is_null() {
-                // SAFETY: see above.
+                // SAFETY: `cur` is owned by `cache`, which the caller owns, and has free
+                // objects, as `make_current` needs; `l` is not used again.
                 unsafe { Self::make_current(cache, cur) };
-                // SAFETY: see above.
+                // SAFETY: `cache` is the caller's and `class < NUM_CLASSES` (contract);
+                // `make_current` just filled its free list.
                 return unsafe { Self::alloc_fast(cache, class) };
             }
             l.state = FULL;
-            // SAFETY: see above.
+            // SAFETY: `cache` is the caller's; `l` is not used after this.
             unsafe { cl(cache) }.current[class] = ptr::null_mut();
         }
-        // SAFETY: see above.
+        // SAFETY: `cache` is the caller's; the reference ends with the statement.
         let mut s = unsafe { cl(cache) }.partial[class];
         if !s.is_null() {
-            // SAFETY: see above; `s` is on the partial list.
+            // SAFETY: `s` heads this cache's partial list, so it is an owned slab
+            // on that list, as `unlink_partial` needs; no local reference is live.
             unsafe { Self::unlink_partial(cache, s) };
         } else {
-            // SAFETY: see above.
+            // SAFETY: `cache` is a cache of this allocator owned by the caller and
+            // `class < NUM_CLASSES` (contract); no local reference is live.
             s = unsafe { self.acquire_slab(cache, class) };
             if s.is_null() {
                 return ptr::null_mut();
             }
         }
-        // SAFETY: see above; `s` is owned and off every list.
+        // SAFETY: `s` was just unlinked or acquired: owned by `cache`, on no
+        // list, with free objects.
         unsafe { Self::make_current(cache, s) };
-        // SAFETY: see above.
+        // SAFETY: `cache` is the caller's and `class < NUM_CLASSES`;
+        // `make_current` just filled its free list.
         unsafe { Self::alloc_fast(cache, class) }
     }
 
@@ -676,14 +686,18 @@ impl SlabAllocator {
         if p.owner != owner || m.is_null() {
             // SAFETY: the magazine is ours.
             unsafe { flush_pending(p) };
-            // SAFETY: as above.
+            // SAFETY: `cache` is ours (caller's contract) and `p`, the only
+            // reference to its local part, is not used again before it is rebuilt.
             m = unsafe { self.take_magazine(cache, class) };
             if m.is_null() {
-                // SAFETY: as for a core without a cache.
+                // SAFETY: no magazine to batch into (out of memory): the dead object
+                // passes to its owner alone; caches are never deallocated, so `owner` is
+                // valid.
                 unsafe { Self::push_object(owner, obj, class) };
                 return;
             }
-            // SAFETY: as above (`p` is dead).
+            // SAFETY: `cache` is ours; `p` is dead, so this is the only reference
+            // to its local part.
             unsafe { cl(cache) }.pending[class] = Pending { owner, magazine: m };
         }
         // SAFETY: `m` is the magazine we are filling.
@@ -693,7 +707,8 @@ impl SlabAllocator {
         mg.slots[n].write(obj);
         mg.count += 1;
         if n + 1 == MAGAZINE_SLOTS {
-            // SAFETY: as above (`mg` is dead).
+            // SAFETY: `cache` is ours; `mg` points into the magazine, not the
+            // cache, and `p` from above is dead: this is the only local reference.
             let p = unsafe { &mut cl(cache).pending[class] };
             // SAFETY: the magazine is ours.
             unsafe { flush_pending(p) };
@@ -738,13 +753,16 @@ impl SlabAllocator {
                     c.magazines = m;
                     c.nmagazines += 1;
                 } else {
-                    // SAFETY: as above; `c` is not used during the call.
+                    // SAFETY: `m` is a returned magazine of `cache` (ours again, on no
+                    // list); `free_magazine` takes the local part itself and `c` is not
+                    // used during the call.
                     unsafe { self.free_magazine(cache, m) };
                 }
                 m = next;
             }
         }
-        // SAFETY: as above (earlier references are dead).
+        // SAFETY: the caller's contract; `c` from the loop above is dead, so
+        // this is the only reference to the local part.
         let c = unsafe { cl(cache) };
         let m = c.magazines;
         if m.is_null() {
@@ -818,54 +836,65 @@ impl SlabAllocator {
         // SAFETY: the caller owns `cache` and so every slab it owns; objects
         // on its lists are dead and ours (here and below).
         unsafe { Self::flush_remote(cache) };
-        // SAFETY: see above.
+        // SAFETY: the caller owns `cache`: this thread is the only consumer of
+        // its inbox and owns every slab whose objects arrive there.
         unsafe { self.drain_remote(cache) };
         // Our empty magazines, pooled and given back, return to their slabs.
-        // SAFETY: see above.
+        // SAFETY: the caller owns `cache`; no other reference to its local part
+        // is live.
         let c = unsafe { cl(cache) };
         let pool = core::mem::replace(&mut c.magazines, ptr::null_mut());
         c.nmagazines = 0;
-        // SAFETY: see above.
+        // SAFETY: `cache` is valid; only its owner, the caller, takes its
+        // returned magazines.
         let back = unsafe { &(*cache).returned.0 }.take_all();
         for mut m in [pool, back] {
             while !m.is_null() {
                 // SAFETY: these magazines are ours.
                 let next = unsafe { mag(m) }.next;
-                // SAFETY: as above; `c` is dead.
+                // SAFETY: `m` is one of our own magazines, pooled or given back, on no
+                // list now; `c` is not used again, so `free_magazine` may take the
+                // local part.
                 unsafe { self.free_magazine(cache, m) };
                 m = next;
             }
         }
         for class in 0..NUM_CLASSES {
-            // SAFETY: see above.
+            // SAFETY: the caller owns `cache`; each iteration takes the local part
+            // afresh and no earlier reference is live.
             let c = unsafe { cl(cache) };
             let cur = core::mem::replace(&mut c.current[class], ptr::null_mut());
             let mut list = core::mem::replace(&mut c.free[class], ptr::null_mut());
             let spare = core::mem::replace(&mut c.spare[class], ptr::null_mut());
             if !cur.is_null() {
-                // SAFETY: see above.
+                // SAFETY: `cur` was this cache's current slab, so it is owned by the
+                // caller's cache; nothing else references its local part.
                 let l = unsafe { sl(cur) };
                 while !list.is_null() {
-                    // SAFETY: see above.
+                    // SAFETY: `list` is a dead object on this cache's free list, which
+                    // holds objects of the current slab only.
                     let next = unsafe { *link(list) };
-                    // SAFETY: see above.
+                    // SAFETY: `list` is still that dead object (the caller holds it): its
+                    // first word is the link we own.
                     unsafe { *link(list) = l.local_free };
                     l.local_free = list;
                     l.nfree += 1;
                     list = next;
                 }
                 if l.nfree == l.capacity {
-                    // SAFETY: see above; the slab is empty.
+                    // SAFETY: every object of `cur` is free, so the slab is empty; it is
+                    // owned and on no list (it was current).
                     unsafe { self.release_to_depot(cur) };
                 } else if l.nfree == 0 {
                     l.state = FULL;
                 } else {
-                    // SAFETY: see above.
+                    // SAFETY: `cur` is owned by `cache` and on no list (it was current);
+                    // `c` and `l` are not used again.
                     unsafe { Self::push_partial(cache, cur) };
                 }
             }
             if !spare.is_null() {
-                // SAFETY: see above; spares are empty.
+                // SAFETY: spares are empty slabs owned by the cache and on no list.
                 unsafe { self.release_to_depot(spare) };
             }
         }
@@ -904,9 +933,10 @@ impl SlabAllocator {
     unsafe fn make_current(cache: *mut CoreCache, s: *mut Slab) {
         // SAFETY: the caller owns `cache` and `s` (here and below).
         let c = unsafe { cl(cache) };
-        // SAFETY: see above.
+        // SAFETY: the caller owns `s`, so its local part is ours; it lives in
+        // the slab, not the cache, so it does not alias `c`.
         let l = unsafe { sl(s) };
-        // SAFETY: see above.
+        // SAFETY: `s` is an initialized slab header the caller holds.
         let class = unsafe { class_of(s) };
         debug_assert!(c.free[class].is_null());
         c.free[class] = core::mem::replace(&mut l.local_free, ptr::null_mut());
@@ -921,19 +951,24 @@ impl SlabAllocator {
     unsafe fn transition(&self, cache: *mut CoreCache, s: *mut Slab) {
         // SAFETY: the caller owns `cache` and `s` (here and below).
         let c = unsafe { cl(cache) };
-        // SAFETY: see above.
+        // SAFETY: the caller owns `s`; its local part lives in the slab and
+        // does not alias `c`.
         let l = unsafe { sl(s) };
-        // SAFETY: see above.
+        // SAFETY: `s` is an initialized slab header the caller holds.
         let class = unsafe { class_of(s) };
         if c.current[class] == s {
             return;
         }
         if l.nfree == l.capacity {
-            // SAFETY: as above; `s` is on the partial list.
+            // SAFETY: `s` is owned by `cache` and, being neither current nor full
+            // before this free, on its partial list; `c` and `l` are not used
+            // again.
             unsafe { Self::unlink_partial(cache, s) };
-            // SAFETY: as above (the previous references are dead).
+            // SAFETY: the caller owns `cache`; the references before the unlink
+            // are dead.
             let c = unsafe { cl(cache) };
-            // SAFETY: as above.
+            // SAFETY: the caller owns `s`; the slab's local part is not the cache's,
+            // so it does not alias `c`.
             unsafe { sl(s) }.state = SPARE;
             // Keep the newest empty slab as the spare; the older one goes
             // to the node.
@@ -944,7 +979,8 @@ impl SlabAllocator {
             }
         } else {
             debug_assert_eq!(l.state, FULL);
-            // SAFETY: as above.
+            // SAFETY: `s` was full, so it is on no list, and owned by `cache`;
+            // `c` and `l` are not used again.
             unsafe { Self::push_partial(cache, s) };
         }
     }
@@ -953,14 +989,15 @@ impl SlabAllocator {
         // SAFETY: the caller owns `cache` and `s`; list members are owned
         // slabs with valid links.
         let c = unsafe { cl(cache) };
-        // SAFETY: see above.
+        // SAFETY: `s` is an initialized slab header the caller holds.
         let class = unsafe { class_of(s) };
         let head = c.partial[class];
         if !head.is_null() {
-            // SAFETY: as above.
+            // SAFETY: `head` is on this cache's partial list, so it is an owned
+            // slab with a valid header, and not `s` (which is on no list).
             unsafe { sl(head) }.prev = s;
         }
-        // SAFETY: as above.
+        // SAFETY: the caller owns `s`; the reference to `head` ended above.
         let l = unsafe { sl(s) };
         l.prev = ptr::null_mut();
         l.next = head;
@@ -969,21 +1006,25 @@ impl SlabAllocator {
     }
 
     unsafe fn unlink_partial(cache: *mut CoreCache, s: *mut Slab) {
-        // SAFETY: as in `push_partial`; `s` is on the partial list.
+        // SAFETY: the caller owns `cache` and `s`, and `s` is on its partial
+        // list; no other reference to `s`'s local part is live.
         let l = unsafe { sl(s) };
         debug_assert_eq!(l.state, PARTIAL);
         let (prev, next) = (l.prev, l.next);
-        // SAFETY: as above.
+        // SAFETY: `s` is an initialized slab header the caller holds.
         let class = unsafe { class_of(s) };
         if prev.is_null() {
-            // SAFETY: as above.
+            // SAFETY: the caller owns `cache`; no reference to its local part is
+            // live.
             unsafe { cl(cache) }.partial[class] = next;
         } else {
-            // SAFETY: as above.
+            // SAFETY: `prev` is `s`'s neighbour on the partial list: an owned slab,
+            // distinct from `s`, whose local part nothing else references.
             unsafe { sl(prev) }.next = next;
         }
         if !next.is_null() {
-            // SAFETY: as above.
+            // SAFETY: `next` is `s`'s neighbour on the partial list: an owned slab,
+            // distinct from `s` and `prev`.
             unsafe { sl(next) }.prev = prev;
         }
     }
@@ -1006,7 +1047,8 @@ impl SlabAllocator {
             let mg = unsafe { mag(m) };
             let (next, home, class) = (mg.next, mg.home, mg.class as usize);
             for s in &mg.slots[..mg.count as usize] {
-                // SAFETY: as above: slots `0..count` were written.
+                // SAFETY: the sender wrote slots `0..count` before its Release push,
+                // and `take_all`'s Acquire makes them visible.
                 let obj = unsafe { s.assume_init() };
                 let s = slab_of(obj.cast(), class);
                 // SAFETY: the object is dead and ours, so is its slab.
@@ -1028,16 +1070,19 @@ impl SlabAllocator {
             m = next;
         }
         if !back_first.is_null() {
-            // SAFETY: as above.
+            // SAFETY: the chain holds empty magazines we drained, linked by us,
+            // all with home `back_home`; it passes to that home.
             unsafe { give_back(back_home, back_first, back_last) };
         }
         if inbox.objects.pending() {
             let take = |class: usize, obj: *mut FreeObject| {
                 let s = slab_of(obj.cast(), class);
-                // SAFETY: as above: the slab is ours, the object dead and ours.
+                // SAFETY: objects in our inbox are dead, and their slabs are ours (a
+                // remote free goes to the slab's owner).
                 unsafe { self.free_owned(cache, s, obj) };
             };
-            // SAFETY: single consumer (see above).
+            // SAFETY: the caller owns `cache`, so this thread is the inbox's only
+            // consumer.
             unsafe { inbox.objects.drain(take) };
         }
     }
@@ -1111,7 +1156,8 @@ impl SlabAllocator {
                 node: node as u8,
             },
         };
-        // SAFETY: the header lies at the start of the block (as above).
+        // SAFETY: `s` is the start of the empty block the caller owns, which
+        // is larger than and aligned for a `Slab` header.
         unsafe { s.write(header) };
         s
     }
@@ -1121,7 +1167,7 @@ impl SlabAllocator {
     unsafe fn release_to_depot(&self, s: *mut Slab) {
         // SAFETY: the caller owns the empty slab `s`.
         let node = usize::from(unsafe { (*s).shared.node });
-        // SAFETY: as above.
+        // SAFETY: the caller owns `s`, whose header is initialized.
         let class = unsafe { class_of(s) };
         let n = &self.nodes[node];
         let order = SLAB_ORDER[class];
@@ -1129,7 +1175,8 @@ impl SlabAllocator {
         {
             let mut d = n.depot.lock();
             if d.counts[i] < DEPOT_SLABS {
-                // SAFETY: as above; the depot takes ownership.
+                // SAFETY: the caller owns the empty slab `s` and it is on no list; the
+                // depot takes ownership under its lock.
                 unsafe { sl(s) }.next = d.lists[i];
                 d.lists[i] = s;
                 d.counts[i] += 1;
@@ -1152,14 +1199,17 @@ impl SlabAllocator {
             let c = list.0;
             // SAFETY: list members are valid caches.
             if c.is_null()
-                // SAFETY: as above.
+                // SAFETY: `c` is not null and on the abandoned list, so it is a valid
+                // cache (caches are never deallocated); `remote` is shared state.
                 || (!unsafe { &(*c).remote.0 }.pending()
-                    // SAFETY: as above.
+                    // SAFETY: `c` is a valid cache (see the check above it); `returned`
+                    // is shared state.
                     && unsafe { &(*c).returned.0 }.is_empty())
             {
                 return;
             }
-            // SAFETY: as above; we take `c` off the list and own it.
+            // SAFETY: `c` is on the abandoned list, whose lock we hold: no core
+            // owns it, so we may take its local part to unlink it.
             list.0 = unsafe { cl(c) }.next_abandoned;
             c
         };

@@ -78,7 +78,8 @@ impl<T> Deref for SpinGuard<'_, T> {
 
 impl<T> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`; `&mut self` makes this the only access.
+        // SAFETY: the guard exists only while this thread holds the lock, and
+        // `&mut self` makes this the only reference to the value.
         unsafe { &mut *self.lock.value.get() }
     }
 }

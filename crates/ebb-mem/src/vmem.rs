@@ -241,7 +241,7 @@ impl VMemAllocator {
             unsafe { (*prev).next = next };
         }
         if !next.is_null() {
-            // SAFETY: as above.
+            // SAFETY: `next` is a live list member; we hold the lock.
             unsafe { (*next).prev = prev };
         }
         drop(list);
