@@ -40,7 +40,10 @@ pub(crate) struct BufferMemory {
 // ring (owned by one `ReceivedBuffer`), so no two parties race on one
 // buffer; `returned` is a thread-safe queue.
 unsafe impl Send for BufferMemory {}
-// SAFETY: as above.
+// SAFETY: shared references only hand out a buffer to the one
+// `ReceivedBuffer` that took it out of the ring (the kernel writes only
+// buffers in the ring), and `returned` is a lock-free queue built for
+// concurrent `&self` use.
 unsafe impl Sync for BufferMemory {}
 
 impl BufferMemory {
@@ -110,7 +113,8 @@ impl BufferRing {
             .map_err(std::io::Error::other)?;
         // SAFETY: both layouts have non-zero size.
         let entries = unsafe { alloc_zeroed(entries_layout) }.cast::<BufRingEntry>();
-        // SAFETY: as above.
+        // SAFETY: `memory_layout` has non-zero size (BUFFER_COUNT buffers of
+        // BUFFER_SIZE bytes).
         let base = unsafe { alloc_zeroed(memory_layout) };
         if entries.is_null() || base.is_null() {
             return Err(std::io::Error::from(std::io::ErrorKind::OutOfMemory));

@@ -54,7 +54,8 @@ impl RawAddr {
                     },
                     sin6_scope_id: v6.scope_id(),
                 };
-                // SAFETY: as above, for sockaddr_in6.
+                // SAFETY: sockaddr_storage is larger than and aligned for
+                // sockaddr_in6; we write one whole value.
                 unsafe {
                     std::ptr::write(
                         (&mut raw.storage as *mut libc::sockaddr_storage).cast(),

@@ -109,8 +109,9 @@ unsafe impl CoreLocal for Native {
 
     #[inline(always)]
     fn current_core_cache() -> *mut CoreCache {
-        // SAFETY: see the impl: the slot is mapped and initialized on
-        // every core before it runs code that allocates.
+        // SAFETY: CORE_CACHE_SLOT is in this core's own context page, mapped
+        // and initialized (`prepare_core_page`) on every core before it runs
+        // code that allocates.
         unsafe { (CORE_CACHE_SLOT as *const *mut CoreCache).read() }
     }
 
@@ -118,7 +119,8 @@ unsafe impl CoreLocal for Native {
         let Some(cache) = ROOT.slabs.new_cache(0) else {
             return ptr::null_mut();
         };
-        // SAFETY: as in `current_core_cache`; this core's slot.
+        // SAFETY: CORE_CACHE_SLOT is in this core's own context page (only
+        // this core maps it), mapped and aligned for a pointer.
         unsafe { (CORE_CACHE_SLOT as *mut *mut CoreCache).write(cache.as_ptr()) };
         cache.as_ptr()
     }

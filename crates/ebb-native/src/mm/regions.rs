@@ -121,7 +121,9 @@ pub struct DemandZeroRegion {
 // SAFETY: the region's memory is ordinary memory mapped the same on every
 // core; access goes through `&self`/`&mut self` like a `Box<[u8]>`.
 unsafe impl Send for DemandZeroRegion {}
-// SAFETY: as above: `&self` only reads.
+// SAFETY: the only `&self` access is reading `start` and `len` and the
+// memory through shared slices; the pages are mapped on every core, so
+// concurrent readers on different cores see the same bytes.
 unsafe impl Sync for DemandZeroRegion {}
 
 impl DemandZeroRegion {
@@ -141,7 +143,8 @@ impl DemandZeroRegion {
 
     /// The region's bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`; `&mut self` makes the access exclusive.
+        // SAFETY: `len` bytes from `start` are this region's, writable
+        // (demand-zero) while it lives; `&mut self` makes the access exclusive.
         unsafe { core::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
     }
 

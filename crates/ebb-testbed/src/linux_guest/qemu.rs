@@ -292,7 +292,8 @@ impl RunningGuest {
             // Its parent (`timeout`, our child) has not been reaped, and it
             // would have exited had QEMU exited (checked in the loop above).
             // SAFETY: kill(2) on the QEMU found under our own child a moment
-            // ago, whose pid cannot have been reused (see above).
+            // ago, whose pid cannot have been reused while that parent is
+            // unreaped.
             unsafe { libc::kill(qemu, libc::SIGKILL) };
         }
         let _ = self.child.kill();

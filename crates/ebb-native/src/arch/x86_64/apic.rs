@@ -54,8 +54,9 @@ fn write(register: usize, value: u32) {
     if x2apic() {
         return lapic_modes::write_msr(register, value);
     }
-    // SAFETY: as in `read`; writing these registers affects only this
-    // core's interrupt delivery, which this module owns.
+    // SAFETY: the LAPIC page is identity mapped uncached (paging.rs), and
+    // `register` is one of its 32-bit registers; writing these registers
+    // affects only this core's interrupt delivery, which this module owns.
     unsafe { ((LAPIC_BASE as usize + register) as *mut u32).write_volatile(value) }
 }
 
@@ -74,7 +75,8 @@ pub fn init() {
     // SAFETY: masking every line of the 8259 PICs only stops legacy
     // interrupts, which nothing here uses.
     unsafe { pic1.write(0xff) };
-    // SAFETY: as above, the second PIC.
+    // SAFETY: masking every line of the second (slave) 8259 only stops
+    // legacy interrupts, which nothing here uses.
     unsafe { pic2.write(0xff) };
     enable();
     write(TIMER_INITIAL, u32::MAX);
@@ -234,15 +236,19 @@ impl crate::arch::x86_64::ioapic::IoApicRegisters for MmioIoApic {
         // MADT, mapped by `mask_ioapics`), only core 0 touches it, at boot;
         // IOREGSEL is at 0x00 and IOWIN at 0x10.
         unsafe { base.write_volatile(u32::from(index)) };
-        // SAFETY: as above.
+        // SAFETY: IOWIN is the window's register at byte offset 0x10 (four
+        // u32s past `base`), inside the mapped window; only core 0 at boot.
         unsafe { base.wrapping_add(4).read_volatile() }
     }
 
     fn write(&mut self, index: u8, value: u32) {
         let base = self.0 as *mut u32;
-        // SAFETY: as in `read`.
+        // SAFETY: `base` is an I/O APIC's mapped register window (from the
+        // MADT, mapped by `mask_ioapics`); selecting a register through
+        // IOREGSEL (offset 0x00) only changes which register IOWIN shows.
         unsafe { base.write_volatile(u32::from(index)) };
-        // SAFETY: as above; masking entries is the only write made.
+        // SAFETY: IOWIN (offset 0x10) is inside the mapped window; the only
+        // writes made mask redirection entries, which stops interrupts.
         unsafe { base.wrapping_add(4).write_volatile(value) };
     }
 }

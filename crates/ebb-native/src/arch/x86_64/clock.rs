@@ -63,7 +63,8 @@ impl TimeInfoSource for Hardware {
 
     fn fields(&self) -> Snapshot {
         let info = KVMCLOCK_INFO.0.get();
-        // SAFETY: as in `version`: a volatile copy of the whole structure
+        // SAFETY: the static is valid and aligned; a volatile copy of the
+        // whole structure because the hypervisor may change it at any time
         // (a torn copy is caught by the version protocol).
         let copy = unsafe { info.read_volatile() };
         fence(Ordering::Acquire);
@@ -124,7 +125,8 @@ fn pit_count() -> u16 {
     unsafe { command.write(0x00) };
     // SAFETY: reads the latched count, low byte first.
     let low = unsafe { data.read() };
-    // SAFETY: as above, the high byte.
+    // SAFETY: the second read of the data port returns the latched count's
+    // high byte and ends the latch; no other effect.
     let high = unsafe { data.read() };
     u16::from_le_bytes([low, high])
 }

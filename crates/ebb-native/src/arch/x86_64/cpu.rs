@@ -257,15 +257,17 @@ unsafe fn make_gdt(tss: *const TaskStateSegment) -> Gdt {
 /// Loads `gdt` (its segments and TSS) and the shared IDT on this core.
 fn load(gdt: &'static Gdt) {
     gdt.table.load();
-    // SAFETY: (for this block and the next three) the selectors name this
-    // GDT's flat 64-bit code and data segments, which map the same
-    // addresses as the boot GDT's; reloading them changes no translation.
+    // SAFETY: the selector names this GDT's flat 64-bit code segment, which
+    // maps the same addresses as the boot GDT's; no translation changes.
     unsafe { CS::set_reg(gdt.code) };
-    // SAFETY: as above.
+    // SAFETY: the selector names this GDT's flat data segment; the stack's
+    // addresses stay the same.
     unsafe { SS::set_reg(gdt.data) };
-    // SAFETY: as above.
+    // SAFETY: the flat data segment maps every address as before, so data
+    // accesses through DS are unchanged.
     unsafe { DS::set_reg(gdt.data) };
-    // SAFETY: as above.
+    // SAFETY: the flat data segment maps every address as before, so string
+    // instructions' ES accesses are unchanged.
     unsafe { ES::set_reg(gdt.data) };
     // SAFETY: the selector names this GDT's descriptor of its 'static TSS,
     // which is this core's own: not loaded (busy) on any other core.
@@ -557,7 +559,8 @@ pub fn backtrace(rip: Option<u64>, mut rbp: u64) {
         // SAFETY: `rbp` is 8-aligned and both words lie in mapped RAM (just
         // checked); a stale chain yields wrong addresses, not a fault.
         let next = unsafe { at.read() };
-        // SAFETY: as above, the second word.
+        // SAFETY: `rbp + 8` is the second of the two words checked mapped
+        // above, 8-aligned; a stale chain yields a wrong address, not a fault.
         let ret = unsafe { at.wrapping_add(1).read() };
         if ret == 0 {
             break;

@@ -187,7 +187,8 @@ fn next_table(table: u64, index: u64, frames: &mut impl FrameSource) -> Result<u
         return Ok(value & ADDRESS);
     }
     let frame = frames.zeroed()?;
-    // SAFETY: as above; the new table is zeroed (all entries absent).
+    // SAFETY: `entry` is inside `table`, one of our page-table frames
+    // (`index < 512`); the new table is zeroed (all entries absent).
     unsafe { entry.write(frame | PRESENT | WRITABLE) };
     Ok(frame)
 }
@@ -414,10 +415,13 @@ pub fn share_new_entries(pml4: u64) {
     for entry in 0..511 {
         // SAFETY: both are page-table frames of 512 entries; entry < 511.
         let ours = unsafe { entries(core0).wrapping_add(entry).read() };
-        // SAFETY: as above.
+        // SAFETY: `pml4` is a page-table frame of 512 entries (from
+        // `new_core_pml4`); entry < 511.
         let theirs = unsafe { entries(pml4).wrapping_add(entry).read() };
         if ours & PRESENT != 0 && theirs & PRESENT == 0 {
-            // SAFETY: as above; an aligned 8-byte store is never torn.
+            // SAFETY: the entry is inside `pml4`'s frame (entry < 511) and was
+            // absent, so no translation changes under a running core; an
+            // aligned 8-byte store is never torn.
             unsafe { entries(pml4).wrapping_add(entry).write_volatile(ours) };
         }
     }
@@ -452,7 +456,8 @@ pub fn map_device(start: u64, end: u64) -> Result<(), PagingError> {
         let giant = unsafe { entries(pdpt).wrapping_add(index(addr, 2) as usize).read() };
         if giant & (PRESENT | LARGE) != PRESENT | LARGE {
             let pd = next_table(pdpt, index(addr, 2), &mut PageAllocatorFrames)?;
-            // SAFETY: as above, for the page directory.
+            // SAFETY: `pd` is one of our page-table frames (from
+            // `next_table`); index < 512.
             let large = unsafe { entries(pd).wrapping_add(index(addr, 1) as usize).read() };
             if large & PRESENT == 0 {
                 set(pd, index(addr, 1), addr | flags | LARGE);
@@ -555,7 +560,8 @@ pub fn unmap_page(addr: u64) -> Option<u64> {
     if value & PRESENT == 0 {
         return None;
     }
-    // SAFETY: as above; the page is no longer used (caller's contract).
+    // SAFETY: `entry` is inside `table`, one of our page-table frames
+    // (index < 512); the page is no longer used (caller's contract).
     unsafe { entry.write(0) };
     x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(addr));
     Some(value & ADDRESS)

@@ -102,7 +102,8 @@ pub fn read_cmos() -> Option<u64> {
         // SAFETY: selecting a CMOS register (bit 7 clear keeps NMIs
         // enabled, as they are) and reading it changes nothing else.
         unsafe { select.write(index & 0x7f) };
-        // SAFETY: as above.
+        // SAFETY: reading CMOS data port 0x71 returns the register just
+        // selected and has no side effect on the RTC.
         unsafe { data.read() }
     }
     fn reading() -> RtcReading {

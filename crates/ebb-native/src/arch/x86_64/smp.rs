@@ -130,7 +130,7 @@ impl PhysicalMemory for IdentityMapped {
     fn read(&self, addr: u64, buffer: &mut [u8]) {
         for (i, byte) in buffer.iter_mut().enumerate() {
             // SAFETY: the ACPI walk reads firmware tables in ranges the
-            // page tables identity-map (see above); volatile because it is
+            // page tables identity-map (this type's contract); volatile because it is
             // memory the firmware wrote, read once.
             *byte = unsafe { ((addr + i as u64) as *const u8).read_volatile() };
         }
