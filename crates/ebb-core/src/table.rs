@@ -47,8 +47,14 @@ mod imp {
 
     struct Table([Cell<*const ()>; SLOTS]);
 
+    /// One bit per slot ever stored since the last `clear`, so that leaving
+    /// a core clears those slots instead of all 65,536 (which takes Miri
+    /// half a minute per node).
+    struct Stored([Cell<u64>; SLOTS / 64]);
+
     std::thread_local! {
         static TABLE: Table = const { Table([const { Cell::new(ptr::null()) }; SLOTS]) };
+        static STORED: Stored = const { Stored([const { Cell::new(0) }; SLOTS / 64]) };
         static CONTEXT: Cell<Context> = const { Cell::new(Context::NONE) };
     }
 
@@ -64,10 +70,23 @@ mod imp {
 
     pub(crate) fn store(slot: usize, rep: *const ()) {
         TABLE.with(|table| table.0[slot].set(rep));
+        STORED.with(|stored| {
+            let word = &stored.0[slot / 64];
+            word.set(word.get() | 1 << (slot % 64));
+        });
     }
 
     pub(crate) fn clear() {
-        TABLE.with(|table| table.0.iter().for_each(|entry| entry.set(ptr::null())));
+        STORED.with(|stored| {
+            for (index, word) in stored.0.iter().enumerate() {
+                let mut slots = word.replace(0);
+                while slots != 0 {
+                    let slot = index * 64 + slots.trailing_zeros() as usize;
+                    slots &= slots - 1;
+                    TABLE.with(|table| table.0[slot].set(ptr::null()));
+                }
+            }
+        });
     }
 
     pub(crate) fn context() -> Context {

@@ -30,6 +30,7 @@ mod error;
 mod idle;
 mod mailbox;
 mod manager;
+pub mod manual_clock;
 mod oneshot;
 mod platform;
 pub mod rcu;

@@ -1,10 +1,11 @@
-//! The event layer on real hosted nodes: spawning, wakers, timers, idle
-//! handlers, stackful blocking, errors. Each behaviour runs on both
-//! backends where the backend matters.
+//! The event layer on real hosted nodes: spawning, wakers, idle handlers,
+//! stackful blocking, errors. Each behaviour runs on both backends where
+//! the backend matters. (The timers' order and periods are tested on a
+//! manual clock, in crates/ebb-event/tests/timers.rs.)
 
 mod common;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -16,9 +17,8 @@ use std::time::Duration;
 use common::{on_node, wait_until, BACKENDS};
 use ebb_core::{CoreId, EbbError, EbbRef, Shared};
 use ebb_event::{
-    add_idle_handler, block_on, cancel_timer, core_count, current_core, oneshot,
-    remove_idle_handler, shutdown, sleep, spawn, spawn_on, spawn_stackful, spawn_task,
-    spawn_task_on, timer_after, timer_every, EventError,
+    add_idle_handler, block_on, core_count, current_core, oneshot, remove_idle_handler, shutdown,
+    sleep, spawn, spawn_on, spawn_stackful, spawn_task, spawn_task_on, timer_after, EventError,
 };
 
 #[test]
@@ -131,60 +131,6 @@ fn a_waker_fired_from_a_foreign_thread_resumes_the_task_at_home() {
         result
     });
     assert_eq!(cores, CoreId(1));
-}
-
-#[test]
-fn timers_fire_in_deadline_order_and_cancelled_ones_never_fire() {
-    for backend in BACKENDS {
-        let fired = on_node(1, backend, || async {
-            let fired = Rc::new(RefCell::new(Vec::new()));
-            let mut cancelled = Vec::new();
-            for (label, delay_ms, cancel) in [
-                ("c", 30, false),
-                ("a", 10, false),
-                ("x", 15, true),
-                ("b", 20, false),
-                ("a2", 10, false),
-                ("y", 1, true),
-                ("d", 40, false),
-            ] {
-                let log = Rc::clone(&fired);
-                let id = timer_after(Duration::from_millis(delay_ms), move || {
-                    log.borrow_mut().push(label)
-                });
-                if cancel {
-                    cancelled.push(id);
-                }
-            }
-            for id in cancelled {
-                assert!(cancel_timer(id));
-                assert!(!cancel_timer(id), "cancelling twice reports false");
-            }
-            sleep(Duration::from_millis(80)).await;
-            let fired = fired.borrow().clone();
-            fired
-        });
-        assert_eq!(fired, ["a", "a2", "b", "c", "d"], "{backend:?}");
-    }
-}
-
-#[test]
-fn periodic_timers_repeat_until_cancelled() {
-    let ticks = on_node(1, BACKENDS[0], || async {
-        let ticks = Rc::new(Cell::new(0));
-        let counter = Rc::clone(&ticks);
-        let id = timer_every(Duration::from_millis(2), move || {
-            counter.set(counter.get() + 1)
-        });
-        let counter = Rc::clone(&ticks);
-        assert!(wait_until(move || counter.get() >= 5).await);
-        assert!(cancel_timer(id));
-        let at_cancel = ticks.get();
-        sleep(Duration::from_millis(20)).await;
-        (at_cancel, ticks.get())
-    });
-    assert!(ticks.0 >= 5);
-    assert_eq!(ticks.0, ticks.1, "a cancelled periodic timer fired");
 }
 
 #[test]
