@@ -684,8 +684,12 @@ mod tests {
             boot_args: vec!["--".into()],
             ..Settings::default()
         };
-        assert!(kernel_cmdline(&bad, None, &[]).is_err());
-        assert!(kernel_cmdline(&settings, None, &["a b".into()]).is_err());
+        assert!(
+            matches!(kernel_cmdline(&bad, None, &[]), Err(e) if e.contains("--boot-arg cannot be empty"))
+        );
+        assert!(
+            matches!(kernel_cmdline(&settings, None, &["a b".into()]), Err(e) if e.contains("native application arguments cannot be empty or contain spaces"))
+        );
     }
 
     #[test]
@@ -743,7 +747,10 @@ mod tests {
             })
         );
         for bad in ["", "0", "x", "1:", "70000", "1:2:3"] {
-            assert!(Forward::parse(bad).is_err(), "{bad}");
+            assert!(
+                matches!(Forward::parse(bad), Err(e) if e.contains("--forward takes [HOST:]GUEST port numbers")),
+                "{bad}"
+            );
         }
         let q35 = Settings {
             forwards: vec!["17007:7007".to_owned(), "11211".to_owned()],
@@ -766,7 +773,9 @@ mod tests {
             forwards: vec!["7007".to_owned()],
             ..microvm
         };
-        assert!(network_args(&forwarded).is_err());
+        assert!(
+            matches!(network_args(&forwarded), Err(e) if e.contains("--forward needs --machine q35"))
+        );
         let own = Settings {
             qemu_args: vec!["-netdev".to_owned(), "tap,id=n".to_owned()],
             ..Settings::default()
@@ -776,7 +785,9 @@ mod tests {
             forwards: vec!["7007".to_owned()],
             ..own
         };
-        assert!(network_args(&both).is_err());
+        assert!(
+            matches!(network_args(&both), Err(e) if e.contains("--forward needs the default user networking"))
+        );
     }
 
     #[test]

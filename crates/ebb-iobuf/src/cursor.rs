@@ -406,7 +406,13 @@ mod tests {
         assert_eq!(cur.read_array::<3>(), Ok([7, 8, 9]));
         assert_eq!(cur.remaining(), 0);
         assert!(cur.chunk().is_empty());
-        assert!(cur.read_u8().is_err());
+        assert_eq!(
+            cur.read_u8(),
+            Err(IoBufError::Truncated {
+                needed: 1,
+                remaining: 0
+            })
+        );
     }
 
     #[test]
@@ -422,7 +428,13 @@ mod tests {
         assert_eq!(cur.peek_header::<Udp>(), Ok(want));
         cur.skip(1).unwrap();
         cur.skip(1).unwrap();
-        assert!(cur.read_header::<Udp>().is_err());
+        assert_eq!(
+            cur.read_header::<Udp>(),
+            Err(IoBufError::Truncated {
+                needed: 8,
+                remaining: 7
+            })
+        );
         assert_eq!(cur.position(), 2);
         assert_eq!(
             cur.skip(8),

@@ -316,7 +316,13 @@ mod tests {
             b.slice(core::ops::Range { start: 2, end: 1 }),
             Err(IoBufError::InvalidRange { start: 2, end: 1 })
         );
-        assert!(b.slice(..=usize::MAX).is_err());
+        assert_eq!(
+            b.slice(..=usize::MAX),
+            Err(IoBufError::OutOfRange {
+                requested: usize::MAX,
+                available: 3
+            })
+        );
         assert_eq!(&*b, b"abc");
         b.trim_front(1).unwrap();
         b.trim_back(1).unwrap();

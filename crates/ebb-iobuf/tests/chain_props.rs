@@ -234,7 +234,10 @@ proptest! {
         trimmed.trim_front(lo).unwrap();
         trimmed.trim_back(data.len() - hi).unwrap();
         prop_assert_eq!(&*trimmed, &data[lo..hi]);
-        prop_assert!(base.slice(lo..=data.len()).is_err());
+        prop_assert_eq!(
+            base.slice(lo..=data.len()),
+            Err(out_of_range(data.len() + 1, data.len()))
+        );
     }
 
     /// Chain splits and trims keep pointing into the original allocation.

@@ -191,14 +191,28 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        assert!(config(&["--rate", "0"]).is_err());
-        assert!(config(&["--depth", "0"]).is_err());
-        assert!(config(&["--update", "1.5"]).is_err());
-        assert!(config(&["--duration", "-1"]).is_err());
-        assert!(config(&["--duration", "0"]).is_err());
-        assert!(config(&["--key-size", "huge"]).is_err());
-        assert!(config(&["--cpus", "x"]).is_err());
-        assert!(config(&["--protocol", "http"]).is_err());
+        assert!(
+            matches!(config(&["--rate", "0"]), Err(e) if e.contains("--rate must be a positive number"))
+        );
+        assert!(
+            matches!(config(&["--depth", "0"]), Err(e) if e.contains("--depth must be at least 1"))
+        );
+        assert!(
+            matches!(config(&["--update", "1.5"]), Err(e) if e.contains("--update must be in 0..=1"))
+        );
+        assert!(
+            matches!(config(&["--duration=-1"]), Err(e) if e.contains("--duration must be a number of seconds >= 0"))
+        );
+        assert!(
+            matches!(config(&["--duration", "0"]), Err(e) if e.contains("--duration must be above 0"))
+        );
+        assert!(
+            matches!(config(&["--key-size", "huge"]), Err(e) if e.contains("invalid value 'huge' for '--key-size"))
+        );
+        assert!(matches!(config(&["--cpus", "x"]), Err(e) if e.contains("'x' is not a CPU list")));
+        assert!(
+            matches!(config(&["--protocol", "http"]), Err(e) if e.contains("invalid value 'http' for '--protocol"))
+        );
     }
 
     #[test]

@@ -458,10 +458,18 @@ mod tests {
     #[test]
     fn text_garbage_is_an_error() {
         let mut p = MemcachedText;
-        assert!(p.parse_one(b"HELLO\r\n").is_err());
-        assert!(p.parse_one(b"VALUE k 0 x\r\n").is_err());
-        assert!(p.parse_one(b"VALUE k 0 1\r\nab\r\nEND\r\n").is_err());
-        assert!(p.parse_one(&[b'a'; MAX_LINE + 1]).is_err());
+        assert!(
+            matches!(p.parse_one(b"HELLO\r\n"), Err(ProtocolError(e)) if e.contains("unexpected memcached text reply"))
+        );
+        assert!(
+            matches!(p.parse_one(b"VALUE k 0 x\r\n"), Err(ProtocolError(e)) if e.contains("malformed VALUE line"))
+        );
+        assert!(
+            matches!(p.parse_one(b"VALUE k 0 1\r\nab\r\nEND\r\n"), Err(ProtocolError(e)) if e.contains("not followed by \\r\\n"))
+        );
+        assert!(
+            matches!(p.parse_one(&[b'a'; MAX_LINE + 1]), Err(ProtocolError(e)) if e.contains("no end of line in the first 8192 bytes"))
+        );
         assert_eq!(p.parse_one(b"STOR").expect("partial"), None);
     }
 
@@ -516,6 +524,8 @@ mod tests {
                 "split {split}"
             );
         }
-        assert!(p.parse_one(&[0x80; 24]).is_err());
+        assert!(
+            matches!(p.parse_one(&[0x80; 24]), Err(ProtocolError(e)) if e.contains("not 0x81"))
+        );
     }
 }

@@ -437,6 +437,10 @@ mod tests {
             RxError::Truncated
         );
         buf[5] = 16; // protocol length
-        assert!(parse(&IoBuf::from_vec(buf)).is_err());
+        assert_eq!(
+            parse(&IoBuf::from_vec(buf)).unwrap_err(),
+            RxError::Truncated,
+            "16-byte protocol addresses reach past the packet"
+        );
     }
 }

@@ -203,7 +203,11 @@ mod tests {
         );
         let mut short_total = good.clone();
         short_total[2..4].copy_from_slice(&10u16.to_be_bytes());
-        assert!(parse(&IoBuf::from_vec(short_total), false).is_err());
+        assert_eq!(
+            parse(&IoBuf::from_vec(short_total), false).unwrap_err(),
+            RxError::Truncated,
+            "a total length below the header's"
+        );
         let mut v6 = good.clone();
         v6[0] = 0x65;
         assert_eq!(
