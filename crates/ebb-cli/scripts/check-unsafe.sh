@@ -2,27 +2,32 @@
 # `./ebb test`'s `unsafe` step: the checks on our unsafe and lock-free code.
 #
 # 1. The loom models (stable Rust): the mailbox sleep/wake handshake, the
-#    RCU hash map, the oneshot channel (ebb-event) and the flow-steering
-#    claim (ebb-netstack). They need `--cfg loom`, which changes every
-#    crate's fingerprint, so they build in their own target directory
-#    instead of evicting the main build. (ebb-mem's remote-free models are
-#    generic over their atomics and run in the `test` step.)
+#    RCU hash map, the oneshot channel (ebb-event), the flow-steering
+#    claim (ebb-netstack) and the remote-free queues (ebb-mem). ebb-event's
+#    and ebb-netstack's need `--cfg loom`, which changes every crate's
+#    fingerprint, so they build in their own target directory instead of
+#    evicting the main build. (ebb-mem's are generic over their atomics and
+#    also run in the `test` step.)
 # 2. Miri (nightly, installed by ./ebb for this step only; the product
 #    never builds with nightly) over the tests that drive the unsafe code
 #    of ebb-mem (buddy, slabs, magazines, remote frees), ebb-iobuf
-#    (buffer ownership and sharing) and ebb-event. (ebb-mem's
-#    global_alloc tests are not run under Miri yet: too slow for the budget.)
+#    (buffer ownership and sharing) and ebb-event (its executor, tasks and
+#    wakers, driven by the timer tests on the manual clock, which make no
+#    system calls). (ebb-mem's global_alloc tests are not run under Miri
+#    yet: too slow for the budget.)
 #    Tests that make system calls Miri lacks or are too slow for it are
 #    `#[cfg_attr(miri, ignore = "...")]` with the reason.
 #
 # Without nightly Miri the Miri half prints one `SKIPPED:` line, except
 # under CI=true, where it must run.
 set -euo pipefail
+# shellcheck source=crates/ebb-cli/scripts/skip.sh
+source "$(dirname "$0")/skip.sh"
 cd "${EBB_ROOT:-$(dirname "$0")/../../..}"
 
-echo "loom models: RUSTFLAGS=\"--cfg loom\" cargo test --release -p ebb-event -p ebb-netstack --lib loom"
+echo "loom models: RUSTFLAGS=\"--cfg loom\" cargo test --release -p ebb-event -p ebb-netstack -p ebb-mem --lib loom"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test --release -p ebb-event -p ebb-netstack --lib loom
+    cargo test --release -p ebb-event -p ebb-netstack -p ebb-mem --lib loom
 
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
     if [ "${CI:-}" = true ]; then
@@ -30,7 +35,7 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
         echo "(install it: rustup toolchain install nightly --profile minimal --component miri)" >&2
         exit 1
     fi
-    echo "SKIPPED: miri: the nightly toolchain with its miri component is not installed (./ebb test tries to install it)"
+    skip_group miri "the nightly toolchain with its miri component is not installed (./ebb test tries to install it)"
     exit 0
 fi
 
@@ -47,4 +52,4 @@ run() {
 run -p ebb-mem --lib
 run -p ebb-mem --test slab_levels
 run -p ebb-iobuf --lib --test owner
-run -p ebb-event --lib
+run -p ebb-event --lib --test timers

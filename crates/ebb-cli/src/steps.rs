@@ -59,10 +59,22 @@ pub const STEPS: &[Step] = &[
         quick: false,
         note: "loom models of the lock-free handshakes; Miri (nightly) over the unsafe code",
     },
+    Step {
+        name: "fuzz",
+        command: "bash crates/ebb-cli/scripts/fuzz.sh",
+        quick: false,
+        note: "each cargo-fuzz target, 60 s under CI=true (10 s elsewhere, skipped without cargo-fuzz)",
+    },
 ];
 
-/// The step whose output is counted (libtest's totals, skipped tests).
+/// The step that `tests` narrows.
 const TEST_STEP: &str = "test";
+
+/// The steps whose output is counted (libtest's `test result:` lines,
+/// skipped tests), each summed on a line of its own. A script step that
+/// skips a group of tests (Miri or cargo-fuzz missing) reports it as a
+/// skipping test does: one passed result, recorded in `EBB_TEST_SKIPS`.
+const COUNTED_STEPS: &[&str] = &[TEST_STEP, "unsafe", "fuzz"];
 
 /// Why a step failed when it died of SIGINT (exit code 130).
 const INTERRUPTED: &str = "interrupted";
@@ -138,7 +150,7 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8
     let to_run = outcomes.iter().filter(|o| **o == Outcome::NotRun).count();
     let mut failure: Option<(usize, String)> = None;
     let mut ordinal = 0;
-    let mut test_lines = None;
+    let mut counts: Vec<String> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         if outcomes[i] == Outcome::Skipped {
             continue;
@@ -154,13 +166,20 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8
             step.name, step.command
         );
         let start = Instant::now();
-        let result = if step.name == TEST_STEP {
-            test_summary::run_counting(&mut test_command(step, root, tests), root).map(
-                |(code, summary)| {
-                    test_lines = Some(summary);
-                    code
-                },
-            )
+        let result = if COUNTED_STEPS.contains(&step.name) {
+            let mut command = if step.name == TEST_STEP {
+                test_command(step, root, tests)
+            } else {
+                command(step, root)
+            };
+            test_summary::run_counting(&mut command, root).map(|(code, summary)| {
+                counts.push(if step.name == TEST_STEP {
+                    summary
+                } else {
+                    summary.replace("tests: ", &format!("tests ({} step): ", step.name))
+                });
+                code
+            })
         } else {
             child::run(&mut command(step, root))
         };
@@ -190,7 +209,7 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8
     }
     println!();
     print!("{}", summary(steps, &outcomes));
-    if let Some(lines) = test_lines {
+    for lines in counts {
         print!("{lines}");
     }
     match failure {
@@ -246,11 +265,11 @@ mod tests {
     use crate::root::tests::TempDir;
 
     #[test]
-    fn steps_are_fmt_clippy_no_std_native_test_unsafe_and_quick_runs_only_tests() {
+    fn steps_are_fmt_clippy_no_std_native_test_unsafe_fuzz_and_quick_runs_only_tests() {
         let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
         assert_eq!(
             names,
-            ["fmt", "clippy", "no_std", "native", "test", "unsafe"]
+            ["fmt", "clippy", "no_std", "native", "test", "unsafe", "fuzz"]
         );
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);

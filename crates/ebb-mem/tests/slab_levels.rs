@@ -10,8 +10,9 @@ use proptest::prelude::*;
 static PAGES: MmapPages = MmapPages;
 
 /// Miri interprets every step: its runs use this fraction of the loop
-/// counts, still enough to fill, drain and return many slabs.
-const SCALE: usize = if cfg!(miri) { 20 } else { 1 };
+/// counts (the step stays within minutes), still enough to fill, drain
+/// and return slabs of every class.
+const SCALE: usize = if cfg!(miri) { 100 } else { 1 };
 
 fn heap() -> &'static SlabAllocator {
     Box::leak(Box::new(SlabAllocator::new(&PAGES)))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `./ebb test`'s `fuzz` step: runs every cargo-fuzz target for a bounded
+# time (nightly and cargo-fuzz, installed by ./ebb for this step only; the
+# product never builds with nightly).
+#
+# - Under CI=true each target runs EBB_FUZZ_SECONDS (default 60) seconds,
+#   and a missing cargo-fuzz fails the step.
+# - Elsewhere each target runs EBB_FUZZ_SECONDS (default 10) seconds when
+#   cargo-fuzz is installed, and the step prints SKIPPED otherwise: a
+#   developer's `./ebb test` does not compile cargo-fuzz (minutes) unasked.
+#
+# The seed corpora (fuzz/corpus/TARGET, replayed as ordinary tests by
+# apps/memcached/tests/fuzz_corpus.rs and crates/ebb-netstack/tests/
+# *_fuzz_corpus.rs) are read, never written: what libFuzzer finds goes to a
+# scratch corpus under target/fuzz. A crash fails the step and leaves its
+# input under target/fuzz/artifacts; once fixed, copy it into the seed
+# corpus so that the stable tests replay it from then on.
+set -euo pipefail
+# shellcheck source=crates/ebb-cli/scripts/skip.sh
+source "$(dirname "$0")/skip.sh"
+cd "${EBB_ROOT:-$(dirname "$0")/../../..}"
+
+# Directory holding a cargo-fuzz package, and its targets.
+TARGETS=(
+    "apps/memcached text_request"
+    "apps/memcached binary_request"
+    "crates/ebb-netstack frame"
+    "crates/ebb-netstack segment"
+)
+
+if [ "${CI:-}" = true ]; then
+    seconds=${EBB_FUZZ_SECONDS:-60}
+else
+    seconds=${EBB_FUZZ_SECONDS:-10}
+fi
+
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    if [ "${CI:-}" = true ]; then
+        echo "error: the fuzz step must run under CI=true, but 'cargo +nightly fuzz' is not available" >&2
+        echo "(install it: rustup toolchain install nightly --profile minimal; cargo install cargo-fuzz --locked)" >&2
+        exit 1
+    fi
+    skip_group fuzz "cargo-fuzz is not installed (./ebb installs it under CI=true; or: cargo install cargo-fuzz --locked)"
+    exit 0
+fi
+
+scratch=$PWD/target/fuzz
+for entry in "${TARGETS[@]}"; do
+    read -r dir target <<<"$entry"
+    corpus=$scratch/corpus/$target
+    artifacts=$scratch/artifacts/$target/
+    mkdir -p "$corpus" "$artifacts"
+    echo "fuzz: $target ($dir) for ${seconds}s"
+    # The first corpus directory receives new inputs: the scratch one.
+    # No sanitizer: the fuzzed code is safe Rust (the unsafe code under it
+    # is Miri's, in the unsafe step), and without AddressSanitizer the
+    # build is minutes shorter and each second runs more inputs. No leak
+    # check: the store's RCU map frees replaced nodes after a grace period,
+    # which the harness (no event loop) never reaches, by design.
+    (cd "$dir" && cargo +nightly fuzz run --sanitizer none --target-dir "$scratch/build" "$target" \
+        "$corpus" "fuzz/corpus/$target" -- \
+        -max_total_time="$seconds" -artifact_prefix="$artifacts" -detect_leaks=0 -print_final_stats=1)
+    echo "fuzz: $target: no crash in ${seconds}s"
+done
