@@ -30,13 +30,8 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test --release -p ebb-event -p ebb-netstack -p ebb-mem --lib loom
 
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
-    if [ "${CI:-}" = true ]; then
-        echo "error: Miri must run under CI=true, but 'cargo +nightly miri' is not available" >&2
-        echo "(install it: rustup toolchain install nightly --profile minimal --component miri)" >&2
-        exit 1
-    fi
-    skip_group miri "the nightly toolchain with its miri component is not installed (./ebb test tries to install it)"
-    exit 0
+    missing_tool miri "'cargo +nightly miri' is not available" \
+        "rustup toolchain install nightly --profile minimal --component miri"
 fi
 
 # The allocators turn addresses into pointers (page and buddy arithmetic):
