@@ -1,8 +1,10 @@
 //! 64 MiB of pipelined 20 KB values through `--forward` (QEMU's user
 //! networking) to native memcached: no connection reset, every reply.
-//! Both tests are ignored until issue 15 defect 3's fix (receive buffers
-//! held by paused connections) is in: both hang now and then (see them);
-//! run them with `--ignored`.
+//! Both hung now and then before receive buffers stopped being held:
+//! memcached copies an unfinished request out of them (issue 15, defect 3)
+//! and the stack gathers what a paused connection holds into memory of its
+//! own (`a_paused_connection_holds_its_data_in_few_buffers` in
+//! crates/ebb-netstack/tests/tcp_interface.rs).
 //!
 //! Issue 15, defect 8: memtier_benchmark pipelining values up to 20 KB
 //! through `--forward` saw connections reset and one run hang. memtier is
@@ -150,25 +152,23 @@ fn pipelined_through_forward(connections: usize) {
     }
 }
 
-/// On one connection. It too hung once in three fresh boots (no reset:
-/// the replies stopped after 1342 sets), most likely the same wedge.
+/// On one connection. It too hung once in three fresh boots before the
+/// fix (no reset: the replies stopped after 1342 sets).
 #[test]
-#[ignore = "hangs now and then until receive buffers held by paused connections are bounded (issue 15 defect 3)"]
 fn pipelined_20_kb_values_through_forward_are_all_answered() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
     pipelined_through_forward(1);
 }
 
-/// The same on 4 connections at once. It wedges the guest in about one
-/// run of three: two connections whose replies back up pause receiving
+/// The same on 4 connections at once. Before the fix it wedged the guest
+/// in about one run of three: two connections whose replies back up pause receiving
 /// and hold what they received, up to their 1 MiB windows, in the
 /// virtio-net receive buffers; at 1024 lent buffers the device's ring is
 /// empty and the guest receives nothing more, not even the ACKs that
 /// would let the replies drain (a capture shows the guest retransmitting
 /// into silence and never answering new SYNs). That is issue 15 defect 3
-/// (receive buffers held by connections), the back-pressure work's part.
+/// (receive buffers held by connections).
 #[test]
-#[ignore = "wedges until receive buffers held by paused connections are bounded (issue 15 defect 3)"]
 fn pipelined_20_kb_values_on_four_connections_through_forward_are_all_answered() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
     pipelined_through_forward(CONNECTIONS);

@@ -11,6 +11,10 @@ use super::super::seq::Seq;
 use super::super::trace::TraceKind;
 use super::{ConnEvent, Ctx, State, Tcb};
 
+/// Segments a paused connection holds before it gathers them into one
+/// buffer of its own (see `Tcb::deliver`).
+pub const MAX_HELD_SEGMENTS: usize = 16;
+
 impl Tcb {
     // ----- SEGMENT ARRIVES (RFC 9293 §3.10.7) -----
 
@@ -447,6 +451,17 @@ impl Tcb {
         if self.paused {
             let mut data = data;
             self.held.append(&mut data);
+            // Data held for a paused application is gathered into memory of
+            // its own every few segments, so that it gives the device's
+            // receive buffers back: a paused connection may hold up to its
+            // whole window (1 MiB, hundreds of frames), and a few of them
+            // holding frames emptied native virtio-net's receive ring, after
+            // which the guest received nothing, not even the ACKs that would
+            // let it drain (issue 15, defect 8). `coalesce` copies each byte
+            // O(1) times in all.
+            if self.held.segment_count() > MAX_HELD_SEGMENTS {
+                self.held.coalesce();
+            }
         } else {
             ctx.events.push(ConnEvent::Data(data));
         }
