@@ -40,10 +40,18 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 
 scratch=$PWD/target/fuzz
-for entry in "${TARGETS[@]}"; do
-    read -r dir target <<<"$entry"
-    corpus=$scratch/corpus/$target
-    artifacts=$scratch/artifacts/$target/
+
+# Builds every target first (one cargo build per fuzz package), so that
+# the runs below start at once.
+for dir in apps/memcached crates/ebb-netstack; do
+    echo "fuzz: building the targets of $dir"
+    (cd "$dir" && cargo +nightly fuzz build --sanitizer none --target-dir "$scratch/build")
+done
+
+# Runs one target for $seconds.
+run_target() {
+    local dir=$1 target=$2
+    local corpus=$scratch/corpus/$target artifacts=$scratch/artifacts/$target/
     mkdir -p "$corpus" "$artifacts"
     echo "fuzz: $target ($dir) for ${seconds}s"
     # The first corpus directory receives new inputs: the scratch one.
@@ -52,8 +60,35 @@ for entry in "${TARGETS[@]}"; do
     # build is minutes shorter and each second runs more inputs. No leak
     # check: the store's RCU map frees replaced nodes after a grace period,
     # which the harness (no event loop) never reaches, by design.
+    local status=0
     (cd "$dir" && cargo +nightly fuzz run --sanitizer none --target-dir "$scratch/build" "$target" \
         "$corpus" "fuzz/corpus/$target" -- \
-        -max_total_time="$seconds" -artifact_prefix="$artifacts" -detect_leaks=0 -print_final_stats=1)
-    echo "fuzz: $target: no crash in ${seconds}s"
+        -max_total_time="$seconds" -artifact_prefix="$artifacts" -detect_leaks=0 -print_final_stats=1) \
+        >"$scratch/$target.log" 2>&1 || status=$?
+    tail -n 15 "$scratch/$target.log"
+    if [ "$status" -eq 0 ]; then
+        echo "fuzz: $target: no crash in ${seconds}s"
+    else
+        echo "fuzz: $target: FAILED (exit $status; input under $artifacts, log $scratch/$target.log)"
+    fi
+    return "$status"
+}
+
+# As many targets at once as there are CPUs: each is one process, and the
+# step's time is what CI's budget feels.
+jobs=$(nproc)
+failed=0
+pids=()
+for entry in "${TARGETS[@]}"; do
+    read -r dir target <<<"$entry"
+    run_target "$dir" "$target" &
+    pids+=("$!")
+    if [ "${#pids[@]}" -ge "$jobs" ]; then
+        wait "${pids[0]}" || failed=1
+        pids=("${pids[@]:1}")
+    fi
 done
+for pid in "${pids[@]}"; do
+    wait "$pid" || failed=1
+done
+exit "$failed"
