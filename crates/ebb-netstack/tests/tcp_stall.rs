@@ -195,3 +195,44 @@ fn a_retransmission_stops_at_snd_max() {
     assert_eq!(rest.len(), 1);
     assert_eq!((rest[0].seq.0, rest[0].payload.len()), (a_nxt + 400, 600));
 }
+
+/// The send credit can fall to 0 with no send using it up: here the peer
+/// acknowledges our data with a zero window. An application that finds 0
+/// then and pauses (as memcached does between reply batches) must hear
+/// `on_send_credit` when the window opens again, or it never reads again
+/// (issue 15, defect 5, on Ebbflow's stack): asking for the credit and
+/// getting 0 is asking to be told.
+#[test]
+fn a_zero_credit_found_without_a_send_is_followed_by_on_send_credit() {
+    let mut sim = Sim::new(LinkConfig::default());
+    let a = ebb_netstack::Stack::new(
+        sim.wire().port(),
+        config(MAC_A, IP_A, test_tcp()),
+        sim.now(),
+    );
+    sim.add(Box::new(a.clone()));
+    let raw = Raw::new(&mut sim);
+    let log = Log::default();
+    let (port, a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
+    let conn = log.borrow().conn.clone().unwrap();
+    // Well within the credit: this send does not ask to hear of it.
+    conn.send_or_buffer(IoChain::from(IoBuf::from_vec(pattern(1000, 4))))
+        .unwrap();
+    run_ms(&mut sim, 1);
+    assert_eq!(raw.take().len(), 1);
+    let mut closed = from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE);
+    closed.window = 0;
+    raw.send(MAC_A, &closed);
+    run_ms(&mut sim, 1);
+    let calls_before = log.borrow().credit_calls;
+    assert_eq!(conn.send_credit(), 0, "the peer's window is closed");
+    conn.pause_receive();
+    let open = from_x(80, (IP_A, port), x_nxt, Some(a_nxt + 1000), NONE);
+    raw.send(MAC_A, &open);
+    run_ms(&mut sim, 1);
+    assert_eq!(
+        log.borrow().credit_calls,
+        calls_before + 1,
+        "the window update brought the credit back and said so"
+    );
+}

@@ -616,8 +616,10 @@ impl TcpLayer {
 
     /// The send credit of connection `id` (0 if it is gone).
     #[must_use]
-    pub fn send_credit(&self, id: u64) -> usize {
-        self.conns.get(&id).map_or(0, |e| e.tcb.send_credit())
+    pub fn send_credit(&mut self, id: u64) -> usize {
+        self.conns
+            .get_mut(&id)
+            .map_or(0, |e| e.tcb.send_credit_for_application())
     }
 
     /// Pauses receiving on `id`.

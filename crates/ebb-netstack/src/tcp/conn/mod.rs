@@ -408,6 +408,19 @@ impl Tcb {
 
     // ----- the application's calls (RFC 9293 §3.10.2–§3.10.5) -----
 
+    /// [`Tcb::send_credit`] as the application asks for it: an answer of 0
+    /// also asks to hear when the credit grows again. The credit can fall
+    /// to 0 with no send using it up (the peer's window closing as our
+    /// queue drains into it), and an application that pauses on that 0
+    /// must still be resumed (`TcpHandler::on_send_credit`).
+    pub fn send_credit_for_application(&mut self) -> usize {
+        let credit = self.send_credit();
+        if credit == 0 {
+            self.want_credit = true;
+        }
+        credit
+    }
+
     /// Bytes the connection takes now without queueing beyond what the
     /// windows allow: min(cwnd, SND.WND) minus what is queued.
     #[must_use]
