@@ -381,8 +381,25 @@ const EVICTION_SAMPLE: usize = 16;
 /// large items, each evicted one frees much.
 const EVICTION_SCAN: usize = 4096;
 
-/// How many evictions one store may do before giving up.
-const EVICTION_ATTEMPTS: usize = 64;
+/// How many eviction attempts in a row may free nothing (their victim was
+/// replaced or removed by another core meanwhile) before a store gives up.
+/// Attempts that free something do not count: a large item stored over
+/// small ones evicts as many as it takes to fit (a fixed count let 1 MB
+/// values over tiny items grow the store past `-m` without limit).
+const EVICTION_FUTILE_ATTEMPTS: usize = 64;
+
+/// A counter of charges read as the signed sum it is. Charges are added
+/// and taken off after the map's bucket lock is released, so a removal on
+/// one core can land before the matching addition on another: the sum then
+/// dips below zero for a moment, which unsigned arithmetic would read as
+/// about 2⁶⁴ (every store over budget, `stats bytes` absurd).
+fn not_below_zero(counter: u64) -> u64 {
+    if counter > i64::MAX as u64 {
+        0
+    } else {
+        counter
+    }
+}
 
 /// The store. Thread-safe; shared by all cores.
 pub struct Store {
@@ -525,7 +542,11 @@ impl Store {
     /// Adds `charge` to the counters; returns the new total cost.
     fn add_charge(&self, charge: Charge) -> u64 {
         self.bytes.fetch_add(charge.size, Ordering::Relaxed);
-        self.cost.fetch_add(charge.cost, Ordering::Relaxed) + charge.cost
+        not_below_zero(
+            self.cost
+                .fetch_add(charge.cost, Ordering::Relaxed)
+                .wrapping_add(charge.cost),
+        )
     }
 
     /// Takes `charge` off the counters.
@@ -536,7 +557,7 @@ impl Store {
 
     /// Whether the items' cost is over the memory limit.
     fn over_budget(&self) -> bool {
-        self.cost.load(Ordering::Relaxed) > self.memory_limit() as u64
+        not_below_zero(self.cost.load(Ordering::Relaxed)) > self.memory_limit() as u64
     }
 
     /// Why `item` is no longer live, if it is not: flushed first, then
@@ -683,7 +704,8 @@ impl Store {
     /// count as reclaimed, live ones as evictions (memcached's
     /// `lru_pull_tail`).
     fn evict(&self, keep: &[u8], now: u32) {
-        for _ in 0..EVICTION_ATTEMPTS {
+        let mut futile = 0;
+        while futile < EVICTION_FUTILE_ATTEMPTS {
             if !self.over_budget() {
                 return;
             }
@@ -698,6 +720,8 @@ impl Store {
                 self.reclaimed.fetch_add(1, Ordering::Relaxed);
             } else if evicted {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
+            } else {
+                futile += 1;
             }
         }
     }
@@ -813,7 +837,7 @@ impl Store {
         StoreStats {
             curr_items: self.map.len() as u64,
             total_items: self.total_items.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
+            bytes: not_below_zero(self.bytes.load(Ordering::Relaxed)),
             evictions: self.evictions.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
             get_expired: self.get_expired.load(Ordering::Relaxed),

@@ -149,6 +149,43 @@ fn update_is_atomic_read_modify_write() {
     });
 }
 
+/// A large value stored over many small items evicts as many of them as it
+/// takes: a fixed number of evictions per store let 1 MB values over tiny
+/// items grow the store past `-m` without limit (issue 15 review).
+#[test]
+fn a_large_value_over_tiny_items_evicts_as_many_as_it_takes() {
+    let (bytes_after, limit, evictions) = on_core(|| {
+        let limit = 1 << 20;
+        let store = Store::new(limit, 1 << 20);
+        for i in 0..40_000u32 {
+            let key = format!("t-{i}");
+            store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                new(0, 0, IoBuf::from_vec(vec![1]), 0),
+                NOW,
+            );
+        }
+        let mut bytes_after = Vec::new();
+        for i in 0..4 {
+            let key = format!("large-{i}");
+            store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                new(0, 0, IoBuf::from_vec(vec![2; 256 << 10]), 0),
+                NOW + 1,
+            );
+            bytes_after.push(store.stats().bytes);
+        }
+        (bytes_after, limit as u64, store.stats().evictions)
+    });
+    assert!(
+        bytes_after.iter().all(|&bytes| bytes <= limit),
+        "bytes after each 256 KB set: {bytes_after:?}, limit {limit}"
+    );
+    assert!(evictions > 1000, "{evictions} evictions");
+}
+
 #[test]
 fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
     let (bytes, limit, hot_kept, evictions) = on_core(|| {

@@ -231,7 +231,7 @@ pub fn memlimit(
         Some(megabytes) => {
             let bytes =
                 usize::try_from(megabytes).map_or(usize::MAX, |m| m.saturating_mul(1 << 20));
-            ctx.store.set_memory_limit(bytes);
+            ctx.store.set_memory_limit(fit_to_ram(bytes));
             reply.string(b"OK");
         }
     }
@@ -246,4 +246,25 @@ pub fn version(ctx: &Context<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
     line.extend_from_slice(b"\r\n");
     reply.line(line);
     done
+}
+
+/// `bytes` as a memory limit this node's RAM allows: clamped as `-m` is at
+/// start (`crate::memory`), with the same warning, so that `cache_memlimit`
+/// cannot run a native guest's allocator dry.
+fn fit_to_ram(bytes: usize) -> usize {
+    let Some(ram) = ebb_event::memory_bytes() else {
+        return bytes;
+    };
+    let allowed = crate::memory::memory_allowed(ram);
+    if bytes > allowed {
+        ebb_app::warn!(
+            "cache_memlimit {} MiB is more than {} MiB of RAM allows; using {} MiB",
+            bytes >> 20,
+            ram >> 20,
+            allowed >> 20
+        );
+        allowed
+    } else {
+        bytes
+    }
 }
