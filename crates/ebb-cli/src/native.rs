@@ -568,10 +568,16 @@ struct QmpDir(PathBuf);
 
 impl QmpDir {
     fn create() -> Result<QmpDir, String> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = std::env::temp_dir().join(format!("ebb-qmp-{}", std::process::id()));
         // A directory left by a killed run of a process with this id.
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
+        // Created anew and private: whoever controls the socket's directory
+        // controls QEMU, so a path someone else created meanwhile (or a
+        // symbolic link placed there) is an error, not a directory to use.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
             .map_err(|e| format!("cannot create {} for QMP: {e}", dir.display()))?;
         Ok(QmpDir(dir))
     }
@@ -619,14 +625,18 @@ impl QemuStopper {
                 // QEMU's own pid, for SIGKILL (killing `timeout` would
                 // leave QEMU running), found before QEMU is gone.
                 let qemu = find_qemu(pid, 3);
-                let quit = Qmp::connect(&socket, Duration::from_secs(5)).and_then(|mut q| q.quit());
+                // QEMU's socket exists from its start: a second is plenty
+                // to connect, and a QEMU that the terminal's Ctrl-C already
+                // stopped does not keep this process waiting.
+                let quit = Qmp::connect(&socket, Duration::from_secs(1)).and_then(|mut q| q.quit());
                 if let Err(e) = quit {
                     // QEMU may close the socket before its reply: only a
                     // QEMU that is still running counts.
                     if !done.load(Ordering::Relaxed) {
                         eprintln!(
-                            "ebb: QMP quit failed ({e}); sending {} to QEMU",
-                            stop::signal_name(signal)
+                            "ebb: QMP quit on {} failed ({e}); QEMU gets SIGTERM if it still runs in {} s",
+                            stop::signal_name(signal),
+                            stop::STOP_GRACE.as_secs()
                         );
                     }
                 }

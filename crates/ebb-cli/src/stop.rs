@@ -14,7 +14,7 @@
 //! script sees one code for a stop whichever process the signal reached.
 
 use std::io;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -83,12 +83,25 @@ pub fn report(what: &str) -> Option<u8> {
     Some(exit_code(signal))
 }
 
-/// Sends `signal` to process `pid` (quietly: it may have exited).
+/// Sends `signal` to process `pid`. A process that has exited meanwhile
+/// (ESRCH) is what a stop expects; any other failure is said.
 pub fn send(signal: i32, pid: u32) {
-    let _ = Command::new("kill")
-        .args([format!("-{signal}"), pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    let Some(target) = target else {
+        eprintln!("warning: cannot signal process {pid}: not a process id");
+        return;
+    };
+    // SIGINT, SIGTERM and SIGKILL are the only signals passed on.
+    let Some(signal) = rustix::process::Signal::from_named_raw(signal) else {
+        eprintln!("warning: cannot send signal {signal} to process {pid}: unknown signal");
+        return;
+    };
+    match rustix::process::kill_process(target, signal) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(e) => eprintln!("warning: cannot send {signal:?} to process {pid}: {e}"),
+    }
 }
 
 /// Waits for `child` to exit. A stop signal is passed on to it (SIGINT
@@ -132,6 +145,7 @@ pub fn wait_passing_signals(child: &mut Child) -> io::Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn sh(script: &str) -> Child {
         Command::new("sh")

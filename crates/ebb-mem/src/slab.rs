@@ -501,8 +501,9 @@ impl SlabAllocator {
     #[inline(never)]
     pub unsafe fn refill(&self, cache: *mut CoreCache, class: usize) -> *mut u8 {
         debug_assert!(!is_empty_cache(cache));
-        // SAFETY: the caller owns `cache`, hence every slab it owns; no
-        // reference to a local part outlives its use (here and below).
+        // SAFETY: the caller owns `cache`, so reading its inbox's pending
+        // flag races no other reader of this cache; the reference ends with
+        // the call.
         let pending = unsafe { &(*cache).remote.0 }.pending();
         // SAFETY: the caller owns `cache`, so its pending magazines (and the
         // objects in them) are ours to push to their owners.
@@ -833,8 +834,8 @@ impl SlabAllocator {
     /// # Safety
     /// `cache` must be a cache from this allocator owned by the caller.
     pub unsafe fn flush_cache(&self, cache: *mut CoreCache) {
-        // SAFETY: the caller owns `cache` and so every slab it owns; objects
-        // on its lists are dead and ours (here and below).
+        // SAFETY: the caller owns `cache`, so its pending magazines (and the
+        // objects in them, dead and ours) are ours to push to their owners.
         unsafe { Self::flush_remote(cache) };
         // SAFETY: the caller owns `cache`: this thread is the only consumer of
         // its inbox and owns every slab whose objects arrive there.
@@ -931,7 +932,8 @@ impl SlabAllocator {
 
     /// Moves the slab's free objects to the allocation list.
     unsafe fn make_current(cache: *mut CoreCache, s: *mut Slab) {
-        // SAFETY: the caller owns `cache` and `s` (here and below).
+        // SAFETY: the caller owns `cache` (this function's contract), so no
+        // other reference to the core cache exists while `c` lives.
         let c = unsafe { cl(cache) };
         // SAFETY: the caller owns `s`, so its local part is ours; it lives in
         // the slab, not the cache, so it does not alias `c`.
@@ -949,7 +951,8 @@ impl SlabAllocator {
     #[cold]
     #[inline(never)]
     unsafe fn transition(&self, cache: *mut CoreCache, s: *mut Slab) {
-        // SAFETY: the caller owns `cache` and `s` (here and below).
+        // SAFETY: the caller owns `cache` (this function's contract), so no
+        // other reference to the core cache exists while `c` lives.
         let c = unsafe { cl(cache) };
         // SAFETY: the caller owns `s`; its local part lives in the slab and
         // does not alias `c`.

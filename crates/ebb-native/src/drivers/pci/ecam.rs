@@ -43,7 +43,8 @@ impl ConfigSpace for EcamSpace {
 
     fn write32(&self, bdf: Bdf, offset: u16, value: u32) {
         if self.decodes(bdf) {
-            // SAFETY: as for reads; only drivers and the BAR sizing write,
+            // SAFETY: the window covers every bus it decodes and is mapped
+            // uncached by `init`; only drivers and the BAR sizing write,
             // to registers the PCI specification defines.
             unsafe { self.address(bdf, offset).write_volatile(value) }
         }
