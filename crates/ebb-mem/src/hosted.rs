@@ -21,6 +21,7 @@ extern crate std;
 
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::gpa::{CoreLocal, GeneralPurposeAllocator, MemoryRoot};
 use crate::page::PageSource;
@@ -84,6 +85,50 @@ fn mmap_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
     NonNull::new(unsafe { System.alloc_zeroed(layout) })
 }
 
+/// The environment variable that makes every region (every allocation
+/// above the largest size class, 32 KiB) larger than its value in bytes
+/// fail, as if the machine were out of memory. Fault injection for tests of
+/// what a program does when an allocation fails (memcached answers
+/// `SERVER_ERROR out of memory`): the failure comes from the real global
+/// allocator, on the program's real paths. Unset, nothing fails.
+pub const REGION_LIMIT_VAR: &core::ffi::CStr = c"EBB_MEM_REGION_LIMIT";
+
+/// [`REGION_LIMIT_VAR`] as read on the first region (0: not read yet).
+static REGION_LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// The largest region `MmapSpace` maps: [`REGION_LIMIT_VAR`]'s value, or
+/// no limit. Read once, without allocating (`getenv`), since the allocator
+/// calls it; a region is an `mmap` already, so one more load costs nothing.
+fn region_limit() -> usize {
+    let limit = REGION_LIMIT.load(Ordering::Relaxed);
+    if limit != 0 {
+        return limit;
+    }
+    let limit = read_region_limit().unwrap_or(usize::MAX).max(1);
+    REGION_LIMIT.store(limit, Ordering::Relaxed);
+    limit
+}
+
+#[cfg(not(miri))]
+fn read_region_limit() -> Option<usize> {
+    // SAFETY: `getenv` reads the environment with a NUL-terminated name;
+    // the pointer it returns (if any) is a NUL-terminated string that stays
+    // valid until the environment changes, and it is read at once.
+    let value = unsafe { libc::getenv(REGION_LIMIT_VAR.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: `value` is non-null and NUL-terminated (`getenv`'s contract).
+    let text = unsafe { core::ffi::CStr::from_ptr(value) };
+    text.to_str().ok()?.trim().parse().ok()
+}
+
+/// Miri has no `getenv` shim worth trusting here: no limit.
+#[cfg(miri)]
+fn read_region_limit() -> Option<usize> {
+    None
+}
+
 // SAFETY: each call returns a fresh anonymous mapping, readable and
 // writable, aligned as asked, used by nothing else.
 unsafe impl PageSource for MmapPages {
@@ -97,6 +142,9 @@ unsafe impl PageSource for MmapPages {
 // `protect` act on ranges of such mappings only (caller's contract).
 unsafe impl AddressSpace for MmapSpace {
     fn reserve(&self, len: usize, align: usize) -> Option<NonNull<u8>> {
+        if len > region_limit() {
+            return None;
+        }
         mmap_aligned(len, align)
     }
 
