@@ -3,7 +3,7 @@
 use alloc::collections::vec_deque::{self, VecDeque};
 use alloc::vec::Vec;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::{Cursor, IoBuf, IoBufError, IoBufMut};
 
@@ -202,10 +202,32 @@ impl IoChain {
     #[must_use]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);
+        self.extend_vec(&mut v);
+        v
+    }
+
+    /// Copies all bytes into a new buffer of exactly their length, or
+    /// fails without aborting when the allocator has no memory for it (a
+    /// server copying a client's data answers "out of memory" instead).
+    ///
+    /// # Errors
+    ///
+    /// [`IoBufError::OutOfMemory`] if the buffer cannot be allocated.
+    pub fn try_to_iobuf(&self) -> Result<IoBuf, IoBufError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(self.len)
+            .map_err(|_| IoBufError::OutOfMemory {
+                requested: self.len,
+            })?;
+        self.extend_vec(&mut v);
+        Ok(IoBuf::from_vec(v))
+    }
+
+    /// Appends every segment to `v`.
+    fn extend_vec(&self, v: &mut Vec<u8>) {
         for seg in &self.segs {
             v.extend_from_slice(seg);
         }
-        v
     }
 
     /// Copies the first `dst.len()` bytes into `dst`.
@@ -237,30 +259,54 @@ impl IoChain {
     /// A request coalesced every few segments while it grows to n bytes is
     /// so copied O(n) bytes in all, where copying it whole each time
     /// copied O(n² / segment size).
+    ///
+    /// If a new buffer is needed and the allocator has no memory for it,
+    /// the chain is left as it was (the same bytes, only not gathered), so
+    /// a server under memory pressure carries on instead of aborting.
     pub fn coalesce(&mut self) {
+        // The error only says the chain stayed in segments.
+        let _ = self.try_coalesce();
+    }
+
+    /// [`IoChain::coalesce`], saying whether there was memory.
+    ///
+    /// # Errors
+    ///
+    /// [`IoBufError::OutOfMemory`] if a new buffer was needed and could
+    /// not be allocated; the chain is unchanged.
+    pub fn try_coalesce(&mut self) -> Result<(), IoBufError> {
         if self.segs.len() <= 1 {
-            return;
+            return Ok(());
         }
         let total = self.len;
         let Some(first) = self.segs.pop_front() else {
-            return;
+            return Ok(());
         };
         let mut merged = match first.into_bytes().try_into_mut() {
             Ok(owned) if owned.capacity() >= total => owned,
-            Ok(owned) => Self::with_room(&owned, total),
-            Err(shared) => Self::with_room(&shared, total),
+            Ok(owned) => self.with_room(owned.freeze(), total)?,
+            Err(shared) => self.with_room(shared, total)?,
         };
         for seg in self.segs.drain(..) {
             merged.extend_from_slice(&seg);
         }
         self.segs.push_back(IoBuf::from(merged.freeze()));
+        Ok(())
     }
 
-    /// A buffer holding `head` with capacity for twice `total` bytes.
-    fn with_room(head: &[u8], total: usize) -> BytesMut {
-        let mut buf = BytesMut::with_capacity(total.saturating_mul(2));
-        buf.extend_from_slice(head);
-        buf
+    /// A buffer holding `head` with capacity for twice `total` bytes, or
+    /// `head` put back at the front of the chain if there is no memory.
+    fn with_room(&mut self, head: Bytes, total: usize) -> Result<BytesMut, IoBufError> {
+        let capacity = total.saturating_mul(2);
+        let mut buf = Vec::new();
+        if buf.try_reserve_exact(capacity).is_err() {
+            self.segs.push_front(IoBuf::from(head));
+            return Err(IoBufError::OutOfMemory {
+                requested: capacity,
+            });
+        }
+        buf.extend_from_slice(&head);
+        Ok(BytesMut::from(Bytes::from(buf)))
     }
 
     /// Whether the bytes are in at most one segment.
@@ -467,6 +513,14 @@ mod tests {
         c.coalesce();
         assert_eq!(c.to_vec(), b"somekey more!");
         assert_eq!(c.segment_count(), 1);
+    }
+
+    #[test]
+    fn try_to_iobuf_copies_every_segment_into_one_buffer() {
+        let c = chain(&[b"ab", b"cde", b"f"]);
+        let copy = c.try_to_iobuf().unwrap();
+        assert_eq!(copy.as_slice(), b"abcdef");
+        assert_eq!(c.segment_count(), 3);
     }
 
     #[test]

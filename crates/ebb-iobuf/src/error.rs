@@ -36,6 +36,13 @@ pub enum IoBufError {
         /// How many bytes of headroom are left.
         headroom: usize,
     },
+    /// The allocator could not provide a buffer this large (a `try_`
+    /// operation, for callers that answer "out of memory" instead of
+    /// aborting).
+    OutOfMemory {
+        /// How many bytes were asked for.
+        requested: usize,
+    },
 }
 
 impl fmt::Display for IoBufError {
@@ -59,6 +66,9 @@ impl fmt::Display for IoBufError {
                 f,
                 "prepending {needed} bytes needs more than the {headroom} bytes of headroom left"
             ),
+            Self::OutOfMemory { requested } => {
+                write!(f, "no memory for a buffer of {requested} bytes")
+            }
         }
     }
 }
