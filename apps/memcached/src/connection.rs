@@ -170,7 +170,13 @@ impl Connection {
                 self.held = 0;
                 return;
             };
-            self.input.push_back(IoBuf::from_vec(arrived.to_vec()));
+            match arrived.try_to_iobuf() {
+                Ok(copy) => self.input.push_back(copy),
+                // No memory for the copy: keeping the receive buffers
+                // starves other connections a while, aborting loses every
+                // item.
+                Err(_) => self.input.append(&mut { arrived }),
+            }
         }
         if self.input.segment_count() > MAX_HELD_SEGMENTS {
             // In place where it can: copying the whole request each time

@@ -709,21 +709,37 @@ impl Store {
             if !self.over_budget() {
                 return;
             }
-            let Some(victim) = self.pick_victim(keep, now) else {
-                return;
-            };
-            let (evicted, _, dead) = self.apply(&victim.0, now, |current| match current {
-                Some(item) if item.cas == victim.1 => Update::Remove(true),
-                _ => Update::Keep(false),
-            });
-            if dead.is_some() {
-                self.reclaimed.fetch_add(1, Ordering::Relaxed);
-            } else if evicted {
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-            } else {
-                futile += 1;
+            match self.evict_one(keep, now) {
+                None => return,
+                Some(true) => {}
+                Some(false) => futile += 1,
             }
         }
+    }
+
+    /// Evicts the least recently used item of a sample, for a request whose
+    /// allocation failed and will be retried once (memcached's
+    /// `do_item_alloc` pulls from the LRU tail and tries again). False if
+    /// the store had nothing to evict.
+    pub fn evict_for_allocation(&self, now: u32) -> bool {
+        self.evict_one(&[], now).is_some()
+    }
+
+    /// Removes one victim (never `keep`), counted as reclaimed if dead,
+    /// else as an eviction: whether it was removed (another core may have
+    /// replaced or removed it meanwhile), or `None` if there was no victim.
+    fn evict_one(&self, keep: &[u8], now: u32) -> Option<bool> {
+        let victim = self.pick_victim(keep, now)?;
+        let (evicted, _, dead) = self.apply(&victim.0, now, |current| match current {
+            Some(item) if item.cas == victim.1 => Update::Remove(true),
+            _ => Update::Keep(false),
+        });
+        if dead.is_some() {
+            self.reclaimed.fetch_add(1, Ordering::Relaxed);
+        } else if evicted {
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(dead.is_some() || evicted)
     }
 
     /// The key and CAS of the least recently used of a sample of items.

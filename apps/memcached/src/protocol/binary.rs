@@ -33,7 +33,6 @@
 pub mod header;
 pub mod opcodes;
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use ebb_iobuf::{IoBuf, IoBufMut, IoChain};
@@ -420,6 +419,17 @@ fn refusal(responder: &Responder, out: &mut IoChain, refused: Refused) {
     }
 }
 
+/// A store whose item cannot be allocated (memcached's `item_alloc`
+/// failed, for -m or for lack of memory): refused (not counted, see the
+/// module's notes), and, for a set, the old value dropped so that it does
+/// not linger.
+fn refuse_store(req: &Request, ctx: &Context<'_>, out: &mut IoChain, refused: Refused) {
+    refusal(&req.responder(), out, refused);
+    if req.cmd == SET {
+        ctx.store.delete(req.key(), None, ctx.now);
+    }
+}
+
 /// set, add, replace (with CAS if the header has one), append, prepend.
 fn store(
     req: &Request,
@@ -451,11 +461,7 @@ fn store(
         Tail::Never => false,
     };
     if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
-        refusal(&responder, out, refused);
-        // A failed set must not leave the old value in place.
-        if req.cmd == SET {
-            ctx.store.delete(key, None, now);
-        }
+        refuse_store(req, ctx, out, refused);
         return if here {
             Outcome::Consumed(req.head + vlen)
         } else {
@@ -469,19 +475,23 @@ fn store(
         // Unreachable: a value that fits in -I is within what we buffer.
         return Outcome::Incomplete;
     }
-    // Copy the value out of the receive buffers into its own allocation.
-    let mut value = vec![0u8; vlen];
     let mut cursor = input.cursor();
-    if cursor.skip(req.head).is_err() || cursor.read_into(&mut value).is_err() {
+    let Ok(value) = cursor.skip(req.head).and_then(|()| cursor.read_chain(vlen)) else {
         return Outcome::Incomplete;
-    }
+    };
+    // Copy the value out of the receive buffers into its own allocation.
+    let Some(value) = ctx.copy_value(&value) else {
+        // memcached's `item_alloc` failed in `process_bin_update`.
+        refuse_store(req, ctx, out, Refused::NoMemory);
+        return Outcome::Consumed(req.head + vlen);
+    };
     Counters::add(&ctx.counters.cmd_set, 1);
     let cas = ctx.store.shown_cas(req.header.cas);
     let mode = set_mode(req.cmd, cas);
     let new = NewItem {
         flags,
         expires: expiry(i64::from(exptime), now),
-        value: IoBuf::from_vec(value),
+        value,
         cas,
         allow_stale: false,
     };

@@ -13,7 +13,7 @@ pub mod meta;
 mod stat_lists;
 pub mod text;
 
-use ebb_iobuf::IoChain;
+use ebb_iobuf::{IoBuf, IoChain};
 
 use crate::stats::{Counters, Stats};
 use crate::{Settings, Store};
@@ -56,6 +56,21 @@ pub struct Context<'a> {
     pub started: u32,
     /// Connections now, server-wide.
     pub connections: u64,
+}
+
+impl Context<'_> {
+    /// Copies a value out of the receive buffers into its own allocation,
+    /// the one allocation a store makes whose size the client chooses. If
+    /// the allocator has no memory for it, evicts one item and tries once
+    /// more, as memcached's `do_item_alloc` pulls from the LRU tail before
+    /// giving up; `None` then means "out of memory" (the caller answers
+    /// it, counts it and carries on: the server never aborts for it).
+    pub fn copy_value(&self, value: &IoChain) -> Option<IoBuf> {
+        value.try_to_iobuf().ok().or_else(|| {
+            self.store.evict_for_allocation(self.now);
+            value.try_to_iobuf().ok()
+        })
+    }
 }
 
 /// Which protocol a connection speaks.

@@ -30,8 +30,7 @@ pub fn handle(input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outc
     let Some(request) = Request::parse(input) else {
         return line::without_newline(input);
     };
-    let line = request.line.clone();
-    let tokens = tokenize(&line);
+    let tokens = tokenize(&request.line);
     let mut reply = Reply::new();
     let outcome = dispatch(&request, &tokens, ctx, &mut reply);
     if outcome != Outcome::Incomplete {

@@ -127,7 +127,11 @@ impl Store {
                 } else {
                     (new.value.as_slice(), item.value.as_slice())
                 };
-                let mut joined = Vec::with_capacity(len);
+                let mut joined = Vec::new();
+                if joined.try_reserve_exact(len).is_err() {
+                    // As above: memcached's `do_item_alloc` failed.
+                    return Update::Keep(SetResult::NotStored);
+                }
                 joined.extend_from_slice(first);
                 joined.extend_from_slice(second);
                 put(IoBuf::from_vec(joined), item.flags, item.expires, false)

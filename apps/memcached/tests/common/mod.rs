@@ -109,6 +109,17 @@ pub fn start_ours_with_file_limit(open_files: u32, args: &[&str]) -> Server {
     )
 }
 
+/// Our server, one core unless `args` say otherwise, with the environment
+/// variable assignments `vars` (`NAME=VALUE`, set by `env`, which then
+/// runs the server in its own process).
+pub fn start_ours_with_env(vars: &[&str], args: &[&str]) -> Server {
+    let mut wrapper = vec!["env"];
+    wrapper.extend_from_slice(vars);
+    let mut full = vec!["-t", "1"];
+    full.extend_from_slice(args);
+    start_wrapped(&wrapper, env!("CARGO_BIN_EXE_memcached"), &full)
+}
+
 /// Debian's memcached 1.6, one thread, no UDP.
 pub fn start_stock(args: &[&str]) -> Server {
     assert!(

@@ -62,11 +62,14 @@ pub fn ms(
     if !opaque_ok {
         return refuse(reply, b"CLIENT_ERROR opaque token too long");
     }
-    if let Err(refused) = ctx.store.admit(flags.key.len(), flags.client_flags, vlen) {
+    let refuse_item = |reply: &mut Reply, refused: Refused| {
         // memcached's mset drops the old item whatever the mode.
         ctx.counters.count_refused(refused);
         ctx.store.delete(&flags.key, None, ctx.now);
-        return refuse(reply, refusal(refused));
+        refuse(reply, refusal(refused))
+    };
+    if let Err(refused) = ctx.store.admit(flags.key.len(), flags.client_flags, vlen) {
+        return refuse_item(reply, refused);
     }
     let data = match data_block(request.input, request.line_end, block_len) {
         Block::Incomplete => return Outcome::Incomplete,
@@ -78,6 +81,10 @@ pub fn ms(
     let Some(data) = data else {
         reply.error(b"CLIENT_ERROR bad data chunk");
         return consumed;
+    };
+    let Some(data) = ctx.copy_value(&data) else {
+        // memcached's `item_alloc` failed.
+        return refuse_item(reply, Refused::NoMemory);
     };
     let new = NewItem {
         flags: flags.client_flags,

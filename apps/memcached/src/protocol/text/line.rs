@@ -3,7 +3,7 @@
 
 use alloc::vec::Vec;
 
-use ebb_iobuf::{IoBuf, IoChain};
+use ebb_iobuf::IoChain;
 
 use crate::protocol::Outcome;
 
@@ -72,8 +72,9 @@ pub enum Block {
     Incomplete,
     /// It does not end with `\r\n`.
     Bad,
-    /// The value (without `\r\n`), copied out of the receive buffers.
-    Good(IoBuf),
+    /// The value (without `\r\n`), still in the receive buffers (the
+    /// caller copies it: [`crate::protocol::Context::copy_value`]).
+    Good(IoChain),
 }
 
 /// The block of `len` bytes (value and `\r\n`) starting at `start`.
@@ -89,9 +90,7 @@ pub fn data_block(input: &IoChain, start: usize, len: usize) -> Block {
         return Block::Incomplete;
     };
     match cursor.read_array::<2>() {
-        Ok(crlf) if crlf == *b"\r\n" && cursor.position() == end => {
-            Block::Good(IoBuf::from_vec(value.to_vec()))
-        }
+        Ok(crlf) if crlf == *b"\r\n" && cursor.position() == end => Block::Good(value),
         Ok(_) => Block::Bad,
         Err(_) => Block::Incomplete,
     }

@@ -85,6 +85,18 @@ pub fn update(
         reply.string(b"CLIENT_ERROR bad data chunk");
         return consumed;
     };
+    let Some(data) = ctx.copy_value(&data) else {
+        // memcached's `item_alloc` failed: the same reply and swallowing
+        // as a store refused for -m (its data has arrived already).
+        return refuse(
+            request,
+            ctx,
+            reply,
+            (mode, key),
+            vlen + 2,
+            Refused::NoMemory,
+        );
+    };
     let new = NewItem {
         flags,
         expires: expires_at(exptime, ctx.now),
