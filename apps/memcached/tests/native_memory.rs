@@ -113,3 +113,57 @@ fn native_fill_beyond_memory_evicts_and_keeps_serving() {
         native.console.text()
     );
 }
+
+/// Keys in the multiget of [`native_multiget_beyond_memory_is_refused_without_a_panic`]:
+/// a 2.4 MB request line (under memcached's limit for a `get` line) whose
+/// reply, gathered before it is sent, needs far more than the guest's RAM
+/// (a header and three segments per hit).
+const MULTIGET_KEYS: usize = 1_200_000;
+
+/// An allocation that fails on the request path is answered, not a
+/// panic: a multiget whose reply outgrows the guest's RAM gets memcached's
+/// `SERVER_ERROR out of memory writing get response`, and the guest goes
+/// on serving.
+#[test]
+fn native_multiget_beyond_memory_is_refused_without_a_panic() {
+    ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
+    let port = free_port();
+    let native = NativeServer::start(
+        &["--mem", GUEST_MEM, "--forward", &format!("{port}:11211")],
+        &["-U", "0", "-l", "0.0.0.0"],
+    );
+    let mut client = Client::connect_to(port);
+    assert_eq!(client.text(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
+    let mut request = b"get".to_vec();
+    for _ in 0..MULTIGET_KEYS {
+        request.extend_from_slice(b" k");
+    }
+    request.extend_from_slice(b"\r\n");
+    stream.write_all(&request).unwrap();
+    let expected = b"SERVER_ERROR out of memory writing get response\r\n";
+    let mut reply = Vec::new();
+    let mut chunk = [0; 4096];
+    while reply.len() < expected.len() {
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(
+            n > 0,
+            "the guest closed the connection:\n{}",
+            native.console.text()
+        );
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        String::from_utf8_lossy(expected)
+    );
+    assert_eq!(client.text(b"get k\r\n"), b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    assert!(
+        !native.console.text().contains("panicked"),
+        "the guest panicked:\n{}",
+        native.console.text()
+    );
+}

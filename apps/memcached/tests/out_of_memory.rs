@@ -5,7 +5,9 @@
 //! item`, as `item_alloc` failing in 1.6.18's proto_text.c and
 //! proto_bin.c), is counted as `outofmemory`, its data is swallowed, and
 //! the same connection keeps being served. An append whose joined value
-//! cannot be allocated is NOT_STORED, as in memcached.
+//! cannot be allocated is NOT_STORED, and a multiget whose reply cannot
+//! grow is `SERVER_ERROR out of memory writing get response`, as in
+//! memcached.
 //!
 //! The failure is real: the hosted server runs with `EBB_MEM_REGION_LIMIT`
 //! set (see `ebb_mem::hosted::REGION_LIMIT_VAR`), so its global allocator
@@ -122,4 +124,24 @@ fn a_binary_set_that_cannot_be_allocated_gets_enomem_and_the_connection_goes_on(
     assert_eq!(u16::from_be_bytes([reply[6], reply[7]]), 0);
     let reply = client.binary(&req(0x00, b"after").bytes());
     assert!(reply.ends_with(b"ok"), "get after: {reply:?}");
+}
+
+/// A multiget whose reply needs a segment list larger than the limit
+/// (200,000 hits of three segments each) gets memcached's
+/// `SERVER_ERROR out of memory writing get response` instead of its values.
+#[test]
+fn a_multiget_whose_reply_cannot_grow_is_refused_and_the_connection_goes_on() {
+    let server = server();
+    let mut client = Client::connect(&server);
+    assert_eq!(client.text(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
+    let mut request = b"get".to_vec();
+    for _ in 0..200_000 {
+        request.extend_from_slice(b" k");
+    }
+    request.extend_from_slice(b"\r\n");
+    assert_eq!(
+        client.text(&request),
+        b"SERVER_ERROR out of memory writing get response\r\n"
+    );
+    assert_eq!(client.text(b"get k\r\n"), b"VALUE k 0 1\r\nv\r\nEND\r\n");
 }

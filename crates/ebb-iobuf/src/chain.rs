@@ -68,6 +68,22 @@ impl IoChain {
         }
     }
 
+    /// Makes room for `segments` more segments without aborting when
+    /// memory runs out, so that a reply that grows with what a client asks
+    /// for can be refused instead.
+    ///
+    /// # Errors
+    ///
+    /// [`IoBufError::OutOfMemory`] if the segment list cannot grow; the
+    /// chain is unchanged.
+    pub fn try_reserve(&mut self, segments: usize) -> Result<(), IoBufError> {
+        self.segs
+            .try_reserve(segments)
+            .map_err(|_| IoBufError::OutOfMemory {
+                requested: segments.saturating_mul(core::mem::size_of::<IoBuf>()),
+            })
+    }
+
     /// Prepends `buf` as the first segment (dropped if empty); this is how a
     /// header buffer goes in front of a payload.
     pub fn push_front(&mut self, buf: IoBuf) {
@@ -513,6 +529,17 @@ mod tests {
         c.coalesce();
         assert_eq!(c.to_vec(), b"somekey more!");
         assert_eq!(c.segment_count(), 1);
+    }
+
+    #[test]
+    fn try_reserve_makes_room_for_segments_and_refuses_the_impossible() {
+        let mut c = chain(&[b"ab"]);
+        c.try_reserve(3).unwrap();
+        assert!(matches!(
+            c.try_reserve(usize::MAX),
+            Err(IoBufError::OutOfMemory { .. })
+        ));
+        assert_eq!(c.to_vec(), b"ab");
     }
 
     #[test]
