@@ -26,6 +26,19 @@ fn stat(client: &mut Client, request: &[u8], name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no stat {name} in {reply:?}"))
 }
 
+/// Boots memcached with `args` in a [`GUEST_MEM`] guest, forwarded from a
+/// free port on 127.0.0.1 (returned).
+fn boot(args: &[&str]) -> (u16, NativeServer) {
+    let port = free_port();
+    let mut full = vec!["-U", "0", "-l", "0.0.0.0"];
+    full.extend_from_slice(args);
+    let native = NativeServer::start(
+        &["--mem", GUEST_MEM, "--forward", &format!("{port}:11211")],
+        &full,
+    );
+    (port, native)
+}
+
 /// Sends `count` `noreply` sets of `len`-byte values under `prefix`, in
 /// batches, reading `known` after each batch (so it stays recently used)
 /// and checking it is still there.
@@ -67,11 +80,7 @@ fn fill(port: u16, prefix: &str, count: usize, len: usize, known: &mut Client) {
 #[test]
 fn native_fill_beyond_memory_evicts_and_keeps_serving() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
-    let port = free_port();
-    let native = NativeServer::start(
-        &["--mem", GUEST_MEM, "--forward", &format!("{port}:11211")],
-        &["-m", "1024", "-U", "0", "-l", "0.0.0.0"],
-    );
+    let (port, native) = boot(&["-m", "1024"]);
     assert!(
         native.console.text().contains("-m 1024 MiB is more than"),
         "no warning that -m was clamped:\n{}",
@@ -127,11 +136,7 @@ const MULTIGET_KEYS: usize = 1_200_000;
 #[test]
 fn native_multiget_beyond_memory_is_refused_without_a_panic() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
-    let port = free_port();
-    let native = NativeServer::start(
-        &["--mem", GUEST_MEM, "--forward", &format!("{port}:11211")],
-        &["-U", "0", "-l", "0.0.0.0"],
-    );
+    let (port, native) = boot(&[]);
     let mut client = Client::connect_to(port);
     assert_eq!(client.text(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
