@@ -10,6 +10,7 @@ use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
 
 use crate::protocol::{Context, Outcome, Protocol};
 use crate::stats::{Counters, Stats};
+use crate::watch::{Site, Watcher, WATCHERS};
 use crate::{Settings, Store};
 
 /// Held input (always copies, see `Connection::hold_rest`) is merged into
@@ -59,6 +60,9 @@ pub struct Connection {
     discarding: usize,
     closing: bool,
     paused: bool,
+    /// Set once the connection watches (`watch`): it reads no more
+    /// requests and receives log lines until it closes.
+    watcher: Option<Arc<Watcher>>,
 }
 
 impl Connection {
@@ -72,6 +76,7 @@ impl Connection {
             discarding: 0,
             closing: false,
             paused: false,
+            watcher: None,
         }
     }
 
@@ -95,11 +100,17 @@ impl Connection {
             now: self.server.unix_now(),
             started: self.server.started,
             connections: self.server.connections.load(Ordering::Relaxed),
+            site: Site {
+                started: self.server.started,
+                started_mono: self.server.started_mono,
+                client: conn.id(),
+            },
+            watch: None,
         };
         let arrived = self.input.len();
         loop {
             self.discard_arrived();
-            if self.input.is_empty() || self.closing || self.paused {
+            if self.input.is_empty() || self.closing || self.paused || self.watcher.is_some() {
                 break;
             }
             let protocol = *self.protocol.get_or_insert_with(|| {
@@ -109,6 +120,9 @@ impl Connection {
                 Outcome::Consumed(consumed) => {
                     if self.input.trim_front(consumed).is_err() {
                         self.input.clear();
+                    }
+                    if let Some(streams) = ctx.watch.take() {
+                        self.start_watching(conn, streams, &mut out);
                     }
                 }
                 Outcome::Incomplete => break,
@@ -132,6 +146,23 @@ impl Connection {
         }
         if self.closing {
             conn.close();
+        }
+    }
+
+    /// Makes this connection a watcher of `streams` (memcached answers
+    /// `OK`, or refuses past its watcher limit); a watcher ignores what
+    /// its client sends from then on, as 1.6.18's watchers do.
+    fn start_watching(&mut self, conn: &TcpConnection, streams: u8, out: &mut IoChain) {
+        match WATCHERS.start(conn, streams) {
+            Some(watcher) => {
+                self.watcher = Some(watcher);
+                self.input.clear();
+                self.held = 0;
+                out.push_back(IoBuf::from_static(b"OK\r\n"));
+            }
+            None => out.push_back(IoBuf::from_static(
+                b"WATCHER_TOO_MANY log watcher limit reached\r\n",
+            )),
         }
     }
 
@@ -188,6 +219,13 @@ impl Connection {
 }
 
 impl Connection {
+    /// Ends this connection's watching, if it watches.
+    fn stop_watching(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            WATCHERS.stop(&watcher);
+        }
+    }
+
     /// Throws away what has arrived of the bytes being discarded.
     fn discard_arrived(&mut self) {
         let now = self.discarding.min(self.input.len());
@@ -205,6 +243,9 @@ impl TcpHandler for Connection {
         if let Some(counters) = self.counters() {
             Counters::add(&counters.bytes_read, data.len() as u64);
         }
+        if self.watcher.is_some() {
+            return;
+        }
         self.input.append(&mut data);
         self.process(conn);
     }
@@ -218,12 +259,18 @@ impl TcpHandler for Connection {
     }
 
     fn on_closed(&mut self, conn: &TcpConnection) {
+        self.stop_watching();
         conn.close();
+    }
+
+    fn on_aborted(&mut self, _conn: &TcpConnection, _error: ebb_net::NetError) {
+        self.stop_watching();
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        self.stop_watching();
         self.server.connections.fetch_sub(1, Ordering::Relaxed);
         if let Some(counters) = self.counters() {
             Counters::add(&counters.curr_connections, u64::MAX);

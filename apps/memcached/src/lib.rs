@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod settings;
 pub mod stats;
 pub mod store;
+pub mod watch;
 
 pub use app::APP;
 pub use connection::{accept_fn, Connection, Server};

@@ -1,18 +1,20 @@
 //! Admin commands memcached 1.6.18 accepts and this server does not
 //! implement (issue 15, defect 11): each is refused with a
 //! `SERVER_ERROR` naming it, not `ERROR` (a command never heard of) and
-//! not `OK` (a pretence), and the connection goes on.
+//! not `OK` (a pretence), and the connection goes on. `watch` is
+//! implemented for its `fetchers` and `mutations` streams (`tests/watch.rs`);
+//! its other streams are refused the same way.
 
 mod handler_support;
 
 use handler_support::Harness;
 
 #[test]
-fn lru_crawler_lru_and_watch_are_refused_by_name() {
+fn lru_crawler_and_lru_are_refused_by_name() {
     let harness = Harness::text();
     let replies = harness.run(
         b"lru_crawler metadump all\r\nlru_crawler crawl 1\r\nlru mode flat\r\n\
-          lru temp_ttl 10\r\nwatch fetchers mutations\r\nwatch\r\nversion\r\n",
+          lru temp_ttl 10\r\nversion\r\n",
     );
     assert_eq!(
         replies,
@@ -20,9 +22,24 @@ fn lru_crawler_lru_and_watch_are_refused_by_name() {
          SERVER_ERROR lru_crawler not supported\r\n\
          SERVER_ERROR lru not supported\r\n\
          SERVER_ERROR lru not supported\r\n\
-         SERVER_ERROR watch not supported\r\n\
-         SERVER_ERROR watch not supported\r\n\
          VERSION 1.6.18\r\n"
+    );
+}
+
+#[test]
+fn watch_takes_fetchers_and_mutations_and_refuses_other_streams() {
+    let harness = Harness::text();
+    let replies = harness.run(
+        b"watch evictions\r\nwatch fetchers sysevents\r\nwatch bogus\r\n\
+          watch fetchers mutations\r\nwatch\r\n",
+    );
+    assert_eq!(
+        replies,
+        "SERVER_ERROR watch stream not supported\r\n\
+         SERVER_ERROR watch stream not supported\r\n\
+         ERROR\r\n\
+         OK\r\n\
+         OK\r\n"
     );
 }
 

@@ -16,6 +16,7 @@ pub mod text;
 use ebb_iobuf::{IoBuf, IoChain};
 
 use crate::stats::{Counters, Stats};
+use crate::watch::Site;
 use crate::{Settings, Store};
 
 /// What a handler did with the input.
@@ -56,6 +57,11 @@ pub struct Context<'a> {
     pub started: u32,
     /// Connections now, server-wide.
     pub connections: u64,
+    /// Where the request came from, for `watch` lines.
+    pub site: Site,
+    /// Set by `watch`: the connection becomes a watcher of these streams
+    /// (see `watch.rs`) and answers `OK`, or refuses past the limit.
+    pub watch: Option<u8>,
 }
 
 impl Context<'_> {

@@ -103,7 +103,8 @@ fn dispatch(
             commands::memlimit(tokens, ctx, r, done)
         }),
         b"slabs" => commands::slabs(tokens, reply, done),
-        b"lru_crawler" | b"lru" | b"watch" => commands::unsupported(command, reply, done),
+        b"lru_crawler" | b"lru" => commands::unsupported(command, reply, done),
+        b"watch" => commands::watch(tokens, ctx, reply, done),
         b"verbosity" => want(n == 3 || n == 4, reply, &mut |r| {
             commands::verbosity(tokens, r, done)
         }),

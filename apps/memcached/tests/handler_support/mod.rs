@@ -4,9 +4,11 @@
 #![allow(dead_code)]
 
 use ebb_core::{enter_core, CoreId, Multicore, Node};
+use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use memcached::protocol::{Context, Outcome, Protocol};
 use memcached::stats::{Baseline, Counters, Stats};
+use memcached::watch::Site;
 use memcached::{Settings, Store};
 
 /// The Unix time the handler is told it is.
@@ -88,6 +90,12 @@ impl Harness {
             now: NOW,
             started: NOW - 100,
             connections: 1,
+            site: Site {
+                started: NOW - 100,
+                started_mono: Instant(0),
+                client: 1,
+            },
+            watch: None,
         };
         loop {
             // Throw away what a refused store left to swallow.
@@ -103,6 +111,11 @@ impl Harness {
                     assert!(n > 0, "consumed nothing");
                     assert!(n <= input.len(), "consumed {n} of {} bytes", input.len());
                     input.trim_front(n).expect("trim");
+                    // `watch`: the connection answers and starts watching;
+                    // here the harness answers and goes on reading.
+                    if ctx.watch.take().is_some() {
+                        out.push_back(IoBuf::from_static(b"OK\r\n"));
+                    }
                 }
                 Outcome::Incomplete => {
                     assert_eq!(out.len(), before, "replied to an incomplete request");

@@ -8,6 +8,7 @@ use crate::protocol::common::{expires_at, parse_i32, parse_u32, parse_u64, push_
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::{ArithError, DeleteResult};
+use crate::watch::WATCHERS;
 
 /// `delete <key> [0] [noreply]`.
 pub fn delete(
@@ -30,6 +31,11 @@ pub fn delete(
     let key = tokens.get(1);
     if reply.refuse_long_key(key) {
         return done;
+    }
+    if WATCHERS.active() {
+        // The lookup memcached's delete makes, logged before it deletes.
+        let size = ctx.store.get(key, ctx.now).map(|item| item.value.len());
+        WATCHERS.item_get(ctx.site, key, size);
     }
     if ctx.store.delete(key, None, ctx.now) == DeleteResult::Deleted {
         Counters::add(&ctx.counters.delete_hits, 1);
@@ -108,10 +114,9 @@ pub fn touch(
         reply.string(b"CLIENT_ERROR invalid exptime argument");
         return done;
     };
-    let touched = ctx
-        .store
-        .touch(key, expires_at(exptime, ctx.now), ctx.now)
-        .is_some();
+    let touched = ctx.store.touch(key, expires_at(exptime, ctx.now), ctx.now);
+    WATCHERS.item_get(ctx.site, key, touched.as_ref().map(|item| item.value.len()));
+    let touched = touched.is_some();
     Counters::add(&ctx.counters.cmd_touch, 1);
     if touched {
         Counters::add(&ctx.counters.touch_hits, 1);
@@ -197,10 +202,31 @@ pub fn slabs(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
     done
 }
 
-/// `lru_crawler …`, `lru …` and `watch …`, which memcached 1.6.18 accepts
-/// and this server does not implement: the store has no LRU crawler
-/// (dead items are removed when a lookup or an eviction finds them), no
-/// segmented LRU to tune (it samples, see `store.rs`), and no log stream.
+/// `watch [<stream>…]`: the connection becomes a watcher once this request
+/// is answered (the connection answers `OK`, see `watch.rs`); streams this
+/// server does not log are refused by name, unknown ones with `ERROR`, as
+/// 1.6.18's `process_watch_command` does.
+pub fn watch(
+    tokens: &Tokens<'_>,
+    ctx: &mut Context<'_>,
+    reply: &mut Reply,
+    done: Outcome,
+) -> Outcome {
+    let names = tokens.list.iter().skip(1).copied();
+    match crate::watch::parse_streams(names) {
+        Ok(streams) => ctx.watch = Some(streams),
+        Err(crate::watch::WatchError::Unknown) => reply.string(b"ERROR"),
+        Err(crate::watch::WatchError::Unsupported) => {
+            reply.string(b"SERVER_ERROR watch stream not supported")
+        }
+    }
+    done
+}
+
+/// `lru_crawler …` and `lru …`, which memcached 1.6.18 accepts and this
+/// server does not implement: the store has no LRU crawler (dead items
+/// are removed when a lookup or an eviction finds them) and no segmented
+/// LRU to tune (it samples, see `store.rs`).
 /// An honest refusal naming the command, rather than the `ERROR` of a
 /// command never heard of or an `OK` that does nothing.
 pub fn unsupported(command: &[u8], reply: &mut Reply, done: Outcome) -> Outcome {

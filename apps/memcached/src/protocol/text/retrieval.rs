@@ -10,6 +10,7 @@ use crate::protocol::common::{expires_at, parse_i32, push_u64, KEY_MAX_LENGTH};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::Item;
+use crate::watch::WATCHERS;
 
 /// The CAS value a client sees (0 with `-C`).
 pub fn shown_cas(ctx: &Context<'_>, cas: u64) -> u64 {
@@ -64,7 +65,7 @@ pub fn get(
 
 fn lookup(ctx: &Context<'_>, key: &[u8], expires: Option<u32>) -> Option<Item> {
     let counters = ctx.counters;
-    match expires {
+    let item = match expires {
         Some(expires) => {
             let item = ctx.store.touch(key, expires, ctx.now);
             Counters::add(&counters.cmd_touch, 1);
@@ -87,7 +88,10 @@ fn lookup(ctx: &Context<'_>, key: &[u8], expires: Option<u32>) -> Option<Item> {
             Counters::add(counter, 1);
             item
         }
-    }
+    };
+    let size = item.as_ref().map(|item| item.value.len());
+    WATCHERS.item_get(ctx.site, key, size);
+    item
 }
 
 /// Segments [`value_reply`] appends at most.

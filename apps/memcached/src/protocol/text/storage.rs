@@ -5,6 +5,7 @@ use crate::protocol::common::{expires_at, parse_i32, parse_u32, parse_u64};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::{NewItem, Refused, SetMode, SetResult};
+use crate::watch::WATCHERS;
 
 /// The store mode of a text command name.
 pub fn mode_of(command: &[u8]) -> SetMode {
@@ -21,8 +22,10 @@ pub fn mode_of(command: &[u8]) -> SetMode {
 /// Stores `new` under `key` as `mode` asks (the store decides the
 /// outcome) and counts it.
 pub fn store(ctx: &Context<'_>, mode: SetMode, key: &[u8], new: NewItem) -> SetResult {
+    let (ttl, size) = (new.expires.saturating_sub(ctx.now), new.value.len());
     let result = ctx.store.set(mode, key, new, ctx.now);
     ctx.counters.count_store(mode, result);
+    WATCHERS.item_store(ctx.site, key, (mode, result), ttl, size);
     result
 }
 

@@ -1,0 +1,169 @@
+//! `watch` (issue 15, defect 11): a connection that asks to watch the
+//! `fetchers` and `mutations` streams gets `OK` and then one log line per
+//! lookup and per store, in memcached 1.6.18's format (logger.c's
+//! `item_get` and `item_store` entries), while another client works.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{start_ours, start_stock, Server};
+
+/// Opens a connection with read and write timeouts.
+fn connect(server: &Server) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+}
+
+/// Sends `request` and reads until the reply ends with `end`.
+fn ask(stream: &mut TcpStream, request: &[u8], end: &str) -> String {
+    stream.write_all(request).unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0; 4096];
+    while !String::from_utf8_lossy(&reply).ends_with(end) {
+        let n = stream.read(&mut buf).expect("reply within the timeout");
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&reply));
+        reply.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(reply).unwrap()
+}
+
+/// A log line with the values that differ between runs and servers (time,
+/// global id, client descriptor, slab class) replaced by their names.
+fn normalize(line: &str) -> String {
+    line.split(' ')
+        .map(|field| match field.split_once('=') {
+            Some((name @ ("ts" | "gid" | "cfd" | "clsid"), _)) => format!("{name}=_"),
+            _ => field.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The client's commands, each a store or a lookup that stock logs once
+/// (its storage commands also log the lookup they make first: those
+/// `item_get` lines are filtered out below, see `watched`).
+const SESSION: &[(&[u8], &str)] = &[
+    (b"set k 5 0 3\r\nabc\r\n", "STORED\r\n"),
+    (b"get k\r\n", "END\r\n"),
+    (b"get nope\r\n", "END\r\n"),
+    (b"set n 0 100 1\r\n1\r\n", "STORED\r\n"),
+    (b"add n 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+    (b"gets n\r\n", "END\r\n"),
+    (b"delete k\r\n", "DELETED\r\n"),
+    (b"get a%20b\r\n", "END\r\n"),
+];
+
+/// The normalized lines a watcher of `streams` sees while a client runs
+/// `SESSION`, without the `item_get` line stock logs before each store.
+fn watched(server: &Server, streams: &[u8]) -> Vec<String> {
+    let mut watcher = connect(server);
+    assert_eq!(ask(&mut watcher, streams, "\r\n"), "OK\r\n");
+    let mut client = connect(server);
+    for (request, end) in SESSION {
+        ask(&mut client, request, end);
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut reader = BufReader::new(watcher);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The last command's line ends the session.
+    while Instant::now() < deadline && !lines.last().is_some_and(|last| last.contains("a%2520b")) {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        lines.push(line);
+    }
+    let mut seen: Vec<String> = lines.iter().map(|line| normalize(line)).collect();
+    // Stock logs the lookup `set` and `add` make before storing (an
+    // `item_get` just before each `item_store` of the same key); ours logs
+    // the commands' own lookups only.
+    let mut i = 0;
+    while i + 1 < seen.len() {
+        let key = seen[i].split(' ').find(|field| field.starts_with("key="));
+        let store_of_key_follows = seen[i + 1].contains("type=item_store")
+            && key.is_some_and(|key| seen[i + 1].split(' ').any(|field| field == key));
+        if seen[i].contains("type=item_get") && store_of_key_follows {
+            seen.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    seen
+}
+
+const EXPECTED: &[&str] = &[
+    "ts=_ gid=_ type=item_store key=k status=stored cmd=set ttl=0 clsid=_ cfd=_ size=3\n",
+    "ts=_ gid=_ type=item_get key=k status=found clsid=_ cfd=_ size=3\n",
+    "ts=_ gid=_ type=item_get key=nope status=not_found clsid=_ cfd=_ size=0\n",
+    "ts=_ gid=_ type=item_store key=n status=stored cmd=set ttl=100 clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_store key=n status=not_stored cmd=add ttl=0 clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_get key=k status=found clsid=_ cfd=_ size=3\n",
+    "ts=_ gid=_ type=item_get key=a%2520b status=not_found clsid=_ cfd=_ size=0\n",
+];
+
+#[test]
+fn watch_fetchers_and_mutations_streams_lookups_and_stores() {
+    let server = start_ours(&[]);
+    let seen = watched(&server, b"watch fetchers mutations\r\n");
+    assert_eq!(seen, EXPECTED);
+}
+
+#[test]
+fn watch_lines_match_stock_memcached() {
+    let stock = start_stock(&["-u", "root"]);
+    let seen = watched(&stock, b"watch fetchers mutations\r\n");
+    assert_eq!(seen, EXPECTED);
+}
+
+#[test]
+fn watch_without_streams_watches_fetchers_only_and_ignores_commands() {
+    let server = start_ours(&[]);
+    let mut watcher = connect(&server);
+    assert_eq!(ask(&mut watcher, b"watch\r\n", "\r\n"), "OK\r\n");
+    // A watching connection reads no more commands (as in 1.6.18).
+    watcher.write_all(b"version\r\n").unwrap();
+    let mut client = connect(&server);
+    ask(&mut client, b"set k 0 0 1\r\nx\r\n", "STORED\r\n");
+    ask(&mut client, b"get k\r\n", "END\r\n");
+    let mut line = String::new();
+    BufReader::new(watcher).read_line(&mut line).unwrap();
+    assert_eq!(
+        normalize(&line),
+        "ts=_ gid=_ type=item_get key=k status=found clsid=_ cfd=_ size=1\n"
+    );
+}
+
+#[test]
+fn watch_stops_when_the_watcher_closes_and_bad_streams_are_errors() {
+    let server = start_ours(&[]);
+    let mut client = connect(&server);
+    for round in 0..3 {
+        let mut watcher = connect(&server);
+        assert_eq!(ask(&mut watcher, b"watch mutations\r\n", "\r\n"), "OK\r\n");
+        ask(&mut client, b"set k 0 0 1\r\nx\r\n", "STORED\r\n");
+        let mut line = String::new();
+        BufReader::new(&mut watcher).read_line(&mut line).unwrap();
+        assert!(
+            line.contains("type=item_store key=k"),
+            "round {round}: {line}"
+        );
+    }
+    // The closed watchers are gone: the server still answers at once.
+    assert_eq!(
+        ask(&mut client, b"get k\r\n", "END\r\n"),
+        "VALUE k 0 1\r\nx\r\nEND\r\n"
+    );
+    for bad in [&b"watch bogus\r\n"[..], b"watch fetchers bogus\r\n"] {
+        assert_eq!(ask(&mut client, bad, "\r\n"), "ERROR\r\n");
+    }
+}
