@@ -82,6 +82,7 @@
 //! idle process's RSS and 4 MiB for those.
 
 mod commands;
+mod crawler;
 #[cfg(test)]
 mod tests;
 
@@ -96,6 +97,7 @@ use ebb_mem::size_class::footprint;
 use crate::Settings;
 
 pub use commands::{Delta, NewItem};
+pub use crawler::ItemMeta;
 
 /// memcached's boundary between relative and absolute expiry times.
 pub const RELATIVE_EXPIRY_MAX: i64 = 60 * 60 * 24 * 30;

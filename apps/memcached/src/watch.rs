@@ -14,7 +14,8 @@
 //! next batch starts with `skipped=N`, as memcached's logger does.
 //!
 //! What differs from 1.6.18 (the store has no slab classes and makes no
-//! internal lookups): `clsid` is always 0; `cfd` is the connection's
+//! internal lookups): `clsid` is 1 for every item (the store reports
+//! itself as slab class 1, see `stat_lists.rs`) and 0 for a miss; `cfd` is the connection's
 //! number on its core, not a file descriptor; only the commands' own
 //! lookups are logged (1.6.18 also logs the lookup its store commands
 //! make before storing); a miss is `not_found` (never `expired` or
@@ -165,7 +166,9 @@ impl Watchers {
         } else {
             b" status=not_found"
         });
-        self.finish(site, line, size.unwrap_or(0), FETCHERS);
+        // A miss has no class (0); the store's items are class 1.
+        let class = u64::from(size.is_some());
+        self.finish(site, line, class, size.unwrap_or(0), FETCHERS);
     }
 
     /// A store command (`mutations`): logger.c's `item_store` entry.
@@ -201,7 +204,7 @@ impl Watchers {
         });
         line.extend_from_slice(b" ttl=");
         push_u64(&mut line, u64::from(ttl));
-        self.finish(site, line, size, MUTATIONS);
+        self.finish(site, line, 1, size, MUTATIONS);
     }
 
     /// `ts=<s>.<µs> gid=<n> type=<kind> key=<uri-encoded key>`.
@@ -221,10 +224,12 @@ impl Watchers {
         line
     }
 
-    /// Appends ` clsid=0 cfd=<client> size=<size>\n` and hands the line to
-    /// every watcher of `stream`.
-    fn finish(&self, site: Site, mut line: Vec<u8>, size: usize, stream: u8) {
-        line.extend_from_slice(b" clsid=0 cfd=");
+    /// Appends ` clsid=<class> cfd=<client> size=<size>\n` and hands the
+    /// line to every watcher of `stream`.
+    fn finish(&self, site: Site, mut line: Vec<u8>, class: u64, size: usize, stream: u8) {
+        line.extend_from_slice(b" clsid=");
+        push_u64(&mut line, class);
+        line.extend_from_slice(b" cfd=");
         push_u64(&mut line, site.client);
         line.extend_from_slice(b" size=");
         push_u64(&mut line, size as u64);
@@ -300,7 +305,7 @@ async fn send_lines(conn: TcpConnection, watcher: Arc<Watcher>) {
 
 /// memcached's `uriencode`: letters, digits and `-._~` as they are, every
 /// other byte as `%XX`.
-fn push_uri_encoded(out: &mut Vec<u8>, key: &[u8]) {
+pub(crate) fn push_uri_encoded(out: &mut Vec<u8>, key: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &byte in key {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {

@@ -2,29 +2,13 @@
 //! implement (issue 15, defect 11): each is refused with a
 //! `SERVER_ERROR` naming it, not `ERROR` (a command never heard of) and
 //! not `OK` (a pretence), and the connection goes on. `watch` is
-//! implemented for its `fetchers` and `mutations` streams (`tests/watch.rs`);
-//! its other streams are refused the same way.
+//! implemented for its `fetchers` and `mutations` streams (`tests/watch.rs`),
+//! `lru_crawler` and `lru` as far as the store can honour them
+//! (`tests/lru_commands.rs`); the rest of them are refused the same way.
 
 mod handler_support;
 
 use handler_support::Harness;
-
-#[test]
-fn lru_crawler_and_lru_are_refused_by_name() {
-    let harness = Harness::text();
-    let replies = harness.run(
-        b"lru_crawler metadump all\r\nlru_crawler crawl 1\r\nlru mode flat\r\n\
-          lru temp_ttl 10\r\nversion\r\n",
-    );
-    assert_eq!(
-        replies,
-        "SERVER_ERROR lru_crawler not supported\r\n\
-         SERVER_ERROR lru_crawler not supported\r\n\
-         SERVER_ERROR lru not supported\r\n\
-         SERVER_ERROR lru not supported\r\n\
-         VERSION 1.6.18\r\n"
-    );
-}
 
 #[test]
 fn watch_takes_fetchers_and_mutations_and_refuses_other_streams() {

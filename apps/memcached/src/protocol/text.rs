@@ -8,6 +8,7 @@
 
 mod commands;
 mod line;
+mod lru;
 mod reply;
 mod retrieval;
 mod stats;
@@ -103,7 +104,8 @@ fn dispatch(
             commands::memlimit(tokens, ctx, r, done)
         }),
         b"slabs" => commands::slabs(tokens, reply, done),
-        b"lru_crawler" | b"lru" => commands::unsupported(command, reply, done),
+        b"lru_crawler" => lru::lru_crawler(tokens, ctx, reply, done),
+        b"lru" => lru::lru(tokens, reply, done),
         b"watch" => commands::watch(tokens, ctx, reply, done),
         b"verbosity" => want(n == 3 || n == 4, reply, &mut |r| {
             commands::verbosity(tokens, r, done)

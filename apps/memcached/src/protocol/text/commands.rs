@@ -223,21 +223,6 @@ pub fn watch(
     done
 }
 
-/// `lru_crawler …` and `lru …`, which memcached 1.6.18 accepts and this
-/// server does not implement: the store has no LRU crawler (dead items
-/// are removed when a lookup or an eviction finds them) and no segmented
-/// LRU to tune (it samples, see `store.rs`).
-/// An honest refusal naming the command, rather than the `ERROR` of a
-/// command never heard of or an `OK` that does nothing.
-pub fn unsupported(command: &[u8], reply: &mut Reply, done: Outcome) -> Outcome {
-    let mut line = Vec::with_capacity(48);
-    line.extend_from_slice(b"SERVER_ERROR ");
-    line.extend_from_slice(command);
-    line.extend_from_slice(b" not supported\r\n");
-    reply.line(line);
-    done
-}
-
 /// `cache_memlimit <megabytes> [noreply]`: checked as memcached checks
 /// it, and an accepted value becomes the store's memory limit (`stats`
 /// `limit_maxbytes`, `stats settings` `maxbytes`).

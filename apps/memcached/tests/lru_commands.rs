@@ -1,0 +1,211 @@
+//! `lru_crawler` and `lru` (issue 15, defect 11): accepted with memcached
+//! 1.6.18's argument checks and replies where the store honours them
+//! (`metadump` lists the items, `crawl` frees the dead ones), refused by
+//! name where it cannot (see `src/protocol/text/lru.rs`).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{start_ours, start_stock, Server};
+
+fn connect(server: &Server) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+}
+
+/// Sends `request` and reads one reply: a line, or lines up to `END`.
+fn ask(stream: &mut TcpStream, request: &str) -> String {
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&reply);
+        // Only `END` and one-line replies end in `\r\n`; metadump's lines
+        // end in `\n` alone.
+        let complete = if request.starts_with("get") {
+            text.ends_with("END\r\n")
+        } else {
+            text.ends_with("\r\n")
+        };
+        if complete && !reply.is_empty() {
+            return text.into_owned();
+        }
+        let n = stream.read(&mut buf).expect("a reply within the timeout");
+        assert!(n > 0, "closed after {text:?}");
+        reply.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Commands both servers answer the same way, byte for byte.
+const SAME: &[&str] = &[
+    "lru_crawler\r\n",
+    "lru_crawler bogus\r\n",
+    "lru_crawler crawl\r\n",
+    "lru_crawler crawl all\r\n",
+    "lru_crawler crawl 1\r\n",
+    "lru_crawler crawl 1,2\r\n",
+    "lru_crawler crawl 63\r\n",
+    "lru_crawler crawl 0\r\n",
+    "lru_crawler crawl 64\r\n",
+    "lru_crawler crawl x\r\n",
+    "lru_crawler crawl 1,x\r\n",
+    "lru_crawler crawl all x\r\n",
+    "lru_crawler crawl all noreply\r\n",
+    "lru_crawler metadump\r\n",
+    "lru_crawler metadump 99\r\n",
+    "lru_crawler metadump 0\r\n",
+    "lru_crawler metadump all x\r\n",
+    "lru_crawler metadump 2\r\n",
+    "lru_crawler sleep x\r\n",
+    "lru_crawler sleep -1\r\n",
+    "lru_crawler sleep 2000000\r\n",
+    "lru_crawler tocrawl 10\r\n",
+    "lru_crawler tocrawl 0\r\n",
+    "lru_crawler tocrawl x\r\n",
+    "lru_crawler enable\r\n",
+    "lru_crawler disable\r\n",
+    "lru_crawler disable\r\n",
+    "lru_crawler crawl all\r\n",
+    "lru_crawler metadump all\r\n",
+    "lru_crawler enable\r\n",
+    "lru_crawler enable\r\n",
+    "lru mode flat\r\n",
+    "lru mode bogus\r\n",
+    "lru mode\r\n",
+    "lru flat\r\n",
+    "lru\r\n",
+    "lru bogus 1\r\n",
+    "lru temp_ttl x\r\n",
+    "lru temp_ttl -1\r\n",
+    "lru tune 50 50 2 2\r\n",
+    "lru tune x 1 2 2\r\n",
+    "version\r\n",
+];
+
+#[test]
+fn lru_crawler_and_lru_replies_match_stock_memcached() {
+    let ours = start_ours(&[]);
+    let stock = start_stock(&["-u", "root"]);
+    let (mut ours, mut stock) = (connect(&ours), connect(&stock));
+    for request in SAME {
+        let expected = ask(&mut stock, request);
+        let expected = expected.replace("VERSION 1.6.18", "VERSION");
+        let got = ask(&mut ours, request).replace("VERSION 1.6.18", "VERSION");
+        assert_eq!(got, expected, "{request:?}");
+    }
+}
+
+#[test]
+fn what_the_store_cannot_honour_is_refused_by_name() {
+    let server = start_ours(&[]);
+    let mut client = connect(&server);
+    let refusals = [
+        (
+            "lru_crawler sleep 100\r\n",
+            "SERVER_ERROR lru_crawler sleep not supported\r\n",
+        ),
+        (
+            "lru mode segmented\r\n",
+            "SERVER_ERROR lru mode segmented not supported\r\n",
+        ),
+        (
+            "lru temp_ttl 10\r\n",
+            "SERVER_ERROR lru temp_ttl not supported\r\n",
+        ),
+        (
+            "lru tune 10 20 2 2\r\n",
+            "SERVER_ERROR lru tune not supported\r\n",
+        ),
+    ];
+    for (request, reply) in refusals {
+        assert_eq!(ask(&mut client, request), reply, "{request:?}");
+    }
+}
+
+/// `key=k exp=… la=… cas=… fetch=… cls=… size=…` with the times, CAS and
+/// size (which differ between the servers) replaced by their names.
+fn normalize_dump(dump: &str) -> Vec<String> {
+    let mut lines: Vec<String> = dump
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .map(|field| match field.split_once('=') {
+                    Some(("exp", "-1")) => "exp=-1".to_string(),
+                    Some((name @ ("exp" | "la" | "cas" | "size"), _)) => format!("{name}=_"),
+                    _ => field.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn dump_after_writes(server: &Server) -> Vec<String> {
+    let mut client = connect(server);
+    assert_eq!(ask(&mut client, "set k 5 100 3\r\nabc\r\n"), "STORED\r\n");
+    assert_eq!(ask(&mut client, "set a%b 0 0 1\r\nx\r\n"), "STORED\r\n");
+    assert_eq!(
+        ask(&mut client, "get k\r\n"),
+        "VALUE k 5 3\r\nabc\r\nEND\r\n"
+    );
+    normalize_dump(&ask(&mut client, "lru_crawler metadump all\r\n"))
+}
+
+#[test]
+fn metadump_lists_the_items_as_stock_memcached_does() {
+    let ours = dump_after_writes(&start_ours(&[]));
+    let stock = dump_after_writes(&start_stock(&["-u", "root"]));
+    assert_eq!(ours, stock);
+    assert_eq!(
+        ours,
+        [
+            "END",
+            "key=a%25b exp=-1 la=_ cas=_ fetch=no cls=1 size=_",
+            "key=k exp=_ la=_ cas=_ fetch=yes cls=1 size=_",
+        ]
+    );
+}
+
+/// The `curr_items` of `stats`.
+fn current_items(client: &mut TcpStream) -> u64 {
+    client.write_all(b"stats\r\n").unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0; 8192];
+    while !reply.ends_with(b"END\r\n") {
+        let n = client.read(&mut buf).expect("stats within the timeout");
+        assert!(n > 0, "closed");
+        reply.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8(reply).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("STAT curr_items "))
+        .expect("curr_items");
+    line["STAT curr_items ".len()..].parse().unwrap()
+}
+
+#[test]
+fn crawl_frees_flushed_items() {
+    let server = start_ours(&[]);
+    let mut client = connect(&server);
+    for i in 0..100 {
+        assert_eq!(
+            ask(&mut client, &format!("set k{i} 0 0 1\r\nx\r\n")),
+            "STORED\r\n"
+        );
+    }
+    assert_eq!(ask(&mut client, "flush_all\r\n"), "OK\r\n");
+    // Flushed items wait for a lookup, an eviction or a crawl to free them.
+    assert_eq!(current_items(&mut client), 100);
+    assert_eq!(ask(&mut client, "lru_crawler crawl all\r\n"), "OK\r\n");
+    assert_eq!(current_items(&mut client), 0);
+    assert_eq!(ask(&mut client, "lru_crawler metadump all\r\n"), "END\r\n");
+}
