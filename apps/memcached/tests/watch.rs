@@ -167,3 +167,88 @@ fn watch_stops_when_the_watcher_closes_and_bad_streams_are_errors() {
         assert_eq!(ask(&mut client, bad, "\r\n"), "ERROR\r\n");
     }
 }
+
+/// Reads from `watcher` until `marker` appears in a line or nothing comes
+/// for the timeout; returns the log lines read and the sum of the
+/// `skipped=N` lines.
+fn drain(watcher: &mut BufReader<TcpStream>, marker: &str) -> (u64, u64, bool) {
+    let (mut lines, mut skipped) = (0, 0);
+    loop {
+        let mut line = String::new();
+        match watcher.read_line(&mut line) {
+            Ok(0) => panic!("the watcher was closed"),
+            Ok(_) => {}
+            Err(_) => return (lines, skipped, false),
+        }
+        if let Some(count) = line.strip_prefix("skipped=") {
+            skipped += count.trim_end().parse::<u64>().expect("skipped=N");
+            continue;
+        }
+        assert!(line.starts_with("ts=") && line.ends_with('\n'), "{line:?}");
+        lines += 1;
+        if line.contains(marker) {
+            return (lines, skipped, true);
+        }
+    }
+}
+
+#[test]
+fn a_watcher_that_does_not_read_skips_lines_and_counts_them() {
+    let server = start_ours(&[]);
+    let mut watcher = connect(&server);
+    assert_eq!(ask(&mut watcher, b"watch fetchers\r\n", "\r\n"), "OK\r\n");
+    watcher
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut client = connect(&server);
+    // 60,000 misses with 250-byte keys: about 20 MB of log lines, more
+    // than the socket buffers of a watcher that does not read can hold.
+    let key = "k".repeat(250);
+    let batch: Vec<u8> = format!("get {key}\r\n").repeat(1000).into_bytes();
+    let mut events = 0;
+    for _ in 0..60 {
+        ask(&mut client, &batch, &"END\r\n".repeat(1000));
+        events += 1000;
+    }
+    let mut watcher = BufReader::new(watcher);
+    let (mut lines, mut skipped, _) = drain(&mut watcher, "key=final");
+    // Now that the watcher reads, the next line comes after `skipped=N`.
+    for _ in 0..10 {
+        ask(&mut client, b"get final\r\n", "END\r\n");
+        events += 1;
+        let (more_lines, more_skipped, seen) = drain(&mut watcher, "key=final");
+        lines += more_lines;
+        skipped += more_skipped;
+        if seen {
+            break;
+        }
+    }
+    assert!(skipped > 0, "nothing skipped of {events} lines");
+    assert!(lines > 0, "nothing delivered");
+    assert_eq!(lines + skipped, events, "every line delivered or counted");
+}
+
+#[test]
+fn a_watcher_sees_the_events_of_every_core() {
+    let server = start_ours(&["-t", "2"]);
+    let mut watcher = connect(&server);
+    assert_eq!(ask(&mut watcher, b"watch fetchers\r\n", "\r\n"), "OK\r\n");
+    // Eight clients: the server spreads connections over its two cores.
+    let mut clients: Vec<TcpStream> = (0..8).map(|_| connect(&server)).collect();
+    for (i, client) in clients.iter_mut().enumerate() {
+        ask(client, format!("get c{i}\r\n").as_bytes(), "END\r\n");
+    }
+    let mut reader = BufReader::new(watcher);
+    let mut keys = Vec::new();
+    for _ in 0..8 {
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .expect("a line within the timeout");
+        let key = line.split(' ').find(|field| field.starts_with("key="));
+        keys.push(key.expect("key=").to_string());
+    }
+    keys.sort();
+    let expected: Vec<String> = (0..8).map(|i| format!("key=c{i}")).collect();
+    assert_eq!(keys, expected);
+}
