@@ -59,6 +59,7 @@ const SESSION: &[(&[u8], &str)] = &[
     (b"add n 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
     (b"gets n\r\n", "END\r\n"),
     (b"delete k\r\n", "DELETED\r\n"),
+    (b"mg n s v\r\n", "\r\n1\r\n"),
     (b"get a%20b\r\n", "END\r\n"),
 ];
 
@@ -108,6 +109,7 @@ const EXPECTED: &[&str] = &[
     "ts=_ gid=_ type=item_store key=n status=not_stored cmd=add ttl=0 clsid=_ cfd=_ size=1\n",
     "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
     "ts=_ gid=_ type=item_get key=k status=found clsid=_ cfd=_ size=3\n",
+    "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
     "ts=_ gid=_ type=item_get key=a%2520b status=not_found clsid=_ cfd=_ size=0\n",
 ];
 

@@ -11,6 +11,7 @@ use crate::protocol::text::{shown_cas, Reply, Tokens};
 use crate::protocol::Context;
 use crate::stats::Counters;
 use crate::store::{Item, Marks, Update};
+use crate::watch::WATCHERS;
 
 const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
 
@@ -35,11 +36,14 @@ pub fn mg(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     };
     reply.noreply = flags.no_reply;
     let now = ctx.now;
+    let mut size = None;
     let looked_up = ctx
         .store
         .fetch(&flags.key, now, !flags.no_update, |item, marks| {
+            size = Some(item.value.len());
             hit(tokens, ctx, &flags, item, Some(marks))
         });
+    WATCHERS.item_get(ctx.site, &flags.key, size);
     let found = match looked_up {
         Some(built) => Some(built),
         None if flags.vivify.is_some() => vivify(tokens, ctx, &flags),
