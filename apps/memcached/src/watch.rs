@@ -156,10 +156,30 @@ impl Watchers {
     }
 
     /// A key lookup (`fetchers`): logger.c's `item_get` entry.
+    #[inline]
     pub fn item_get(&self, site: Site, key: &[u8], size: Option<usize>) {
-        if !self.active() {
-            return;
+        if self.active() {
+            self.log_item_get(site, key, size);
         }
+    }
+
+    /// A store command (`mutations`): logger.c's `item_store` entry.
+    #[inline]
+    pub fn item_store(
+        &self,
+        site: Site,
+        key: &[u8],
+        outcome: (SetMode, SetResult),
+        ttl: u32,
+        size: usize,
+    ) {
+        if self.active() {
+            self.log_item_store(site, key, outcome, ttl, size);
+        }
+    }
+
+    #[inline(never)]
+    fn log_item_get(&self, site: Site, key: &[u8], size: Option<usize>) {
         let mut line = self.header(site, b"item_get", key);
         line.extend_from_slice(if size.is_some() {
             b" status=found"
@@ -171,8 +191,8 @@ impl Watchers {
         self.finish(site, line, class, size.unwrap_or(0), FETCHERS);
     }
 
-    /// A store command (`mutations`): logger.c's `item_store` entry.
-    pub fn item_store(
+    #[inline(never)]
+    fn log_item_store(
         &self,
         site: Site,
         key: &[u8],
@@ -180,9 +200,6 @@ impl Watchers {
         ttl: u32,
         size: usize,
     ) {
-        if !self.active() {
-            return;
-        }
         let mut line = self.header(site, b"item_store", key);
         line.extend_from_slice(b" status=");
         line.extend_from_slice(match result {

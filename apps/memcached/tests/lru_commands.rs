@@ -5,41 +5,19 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use common::{start_ours, start_stock, Client, Server};
 
-use common::{start_ours, start_stock, Server};
-
-fn connect(server: &Server) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    stream
-}
-
-/// Sends `request` and reads one reply: a line, or lines up to `END`.
-fn ask(stream: &mut TcpStream, request: &str) -> String {
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut buf = [0; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&reply);
-        // Only `END` and one-line replies end in `\r\n`; metadump's lines
-        // end in `\n` alone.
-        let complete = if request.starts_with("get") {
-            text.ends_with("END\r\n")
-        } else {
-            text.ends_with("\r\n")
-        };
-        if complete && !reply.is_empty() {
-            return text.into_owned();
-        }
-        let n = stream.read(&mut buf).expect("a reply within the timeout");
-        assert!(n > 0, "closed after {text:?}");
-        reply.extend_from_slice(&buf[..n]);
-    }
+/// Sends `request` alone and returns its reply as text. Not with a
+/// sentinel: 1.6.18 reads nothing more on a connection until its metadump
+/// is done. A reply ends at its first `\r\n` (metadump's item lines end
+/// in `\n` alone) except for `get` and `stats`, which end with `END`.
+fn ask(client: &mut Client, request: &str) -> String {
+    let last_line: &[u8] = if request.starts_with("get") || request.starts_with("stats") {
+        b"END\r\n"
+    } else {
+        b"\r\n"
+    };
+    String::from_utf8(client.text_alone(request.as_bytes(), last_line)).expect("a text reply")
 }
 
 /// Commands both servers answer the same way, byte for byte.
@@ -92,7 +70,7 @@ const SAME: &[&str] = &[
 fn lru_crawler_and_lru_replies_match_stock_memcached() {
     let ours = start_ours(&[]);
     let stock = start_stock(&["-u", "root"]);
-    let (mut ours, mut stock) = (connect(&ours), connect(&stock));
+    let (mut ours, mut stock) = (Client::connect(&ours), Client::connect(&stock));
     for request in SAME {
         let expected = ask(&mut stock, request);
         let expected = expected.replace("VERSION 1.6.18", "VERSION");
@@ -104,7 +82,7 @@ fn lru_crawler_and_lru_replies_match_stock_memcached() {
 #[test]
 fn what_the_store_cannot_honour_is_refused_by_name() {
     let server = start_ours(&[]);
-    let mut client = connect(&server);
+    let mut client = Client::connect(&server);
     let refusals = [
         (
             "lru_crawler sleep 100\r\n",
@@ -149,7 +127,7 @@ fn normalize_dump(dump: &str) -> Vec<String> {
 }
 
 fn dump_after_writes(server: &Server) -> Vec<String> {
-    let mut client = connect(server);
+    let mut client = Client::connect(server);
     assert_eq!(ask(&mut client, "set k 5 100 3\r\nabc\r\n"), "STORED\r\n");
     assert_eq!(ask(&mut client, "set a%b 0 0 1\r\nx\r\n"), "STORED\r\n");
     assert_eq!(
@@ -175,16 +153,8 @@ fn metadump_lists_the_items_as_stock_memcached_does() {
 }
 
 /// The `curr_items` of `stats`.
-fn current_items(client: &mut TcpStream) -> u64 {
-    client.write_all(b"stats\r\n").unwrap();
-    let mut reply = Vec::new();
-    let mut buf = [0; 8192];
-    while !reply.ends_with(b"END\r\n") {
-        let n = client.read(&mut buf).expect("stats within the timeout");
-        assert!(n > 0, "closed");
-        reply.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8(reply).unwrap();
+fn current_items(client: &mut Client) -> u64 {
+    let text = ask(client, "stats\r\n");
     let line = text
         .lines()
         .find(|line| line.starts_with("STAT curr_items "))
@@ -195,7 +165,7 @@ fn current_items(client: &mut TcpStream) -> u64 {
 #[test]
 fn crawl_frees_flushed_items() {
     let server = start_ours(&[]);
-    let mut client = connect(&server);
+    let mut client = Client::connect(&server);
     for i in 0..100 {
         assert_eq!(
             ask(&mut client, &format!("set k{i} 0 0 1\r\nx\r\n")),
