@@ -380,7 +380,8 @@ const EVICTION_SAMPLE: usize = 16;
 /// for 1,000 items): a sample of 16 would scan 64 K buckets per victim,
 /// milliseconds per evicting set (issue 15, defect 10). With this bound a
 /// sparse table's sample is smaller, which matters little there: few
-/// large items, each evicted one frees much.
+/// large items, each evicted one frees much. Samples resume where the last
+/// stopped, so over a sweep of the table each bucket is read about once.
 const EVICTION_SCAN: usize = 4096;
 
 /// How many eviction attempts in a row may free nothing (their victim was
@@ -429,6 +430,8 @@ pub struct Store {
     get_flushed: AtomicU64,
     /// Where the next eviction sample starts.
     sample_cursor: AtomicUsize,
+    /// Buckets read by eviction samples so far.
+    buckets_scanned: AtomicU64,
 }
 
 impl Store {
@@ -453,6 +456,7 @@ impl Store {
             get_expired: AtomicU64::new(0),
             get_flushed: AtomicU64::new(0),
             sample_cursor: AtomicUsize::new(0),
+            buckets_scanned: AtomicU64::new(0),
         }
     }
 
@@ -493,6 +497,12 @@ impl Store {
         } else {
             0
         }
+    }
+
+    /// Buckets read by eviction samples so far (what a sample costs on a
+    /// sparse table).
+    pub fn buckets_scanned(&self) -> u64 {
+        self.buckets_scanned.load(Ordering::Relaxed)
     }
 
     /// Buckets in the table (a power of two), for `stats hash_*`.
@@ -747,7 +757,7 @@ impl Store {
     /// The key and CAS of the least recently used of a sample of items.
     fn pick_victim(&self, keep: &[u8], now: u32) -> Option<(Box<[u8]>, u64)> {
         let buckets = self.map.bucket_count();
-        let start = self.sample_cursor.fetch_add(97, Ordering::Relaxed);
+        let start = self.sample_cursor.load(Ordering::Relaxed);
         let mut best: Option<(u32, Box<[u8]>, u64)> = None;
         let seen = core::cell::Cell::new(0);
         // The map hands out `&K`, and `K` is `Box<[u8]>`.
@@ -769,16 +779,27 @@ impl Store {
         };
         // One read section for the whole scan (entering one per bucket
         // cost more than reading the bucket).
+        let mut read = 0;
         try_read(|guard| {
-            for step in 0..buckets {
-                let bucket = start.wrapping_add(step);
-                self.map.for_each_in_bucket(bucket, guard, &mut sample);
+            while read < buckets {
+                self.map
+                    .for_each_in_bucket(start.wrapping_add(read), guard, &mut sample);
+                read += 1;
                 let enough = seen.get() >= EVICTION_SAMPLE;
-                if enough || (step >= EVICTION_SCAN && seen.get() > 0) {
+                if enough || (read > EVICTION_SCAN && seen.get() > 0) {
                     break;
                 }
             }
         });
+        // The next sample starts where this one stopped (a clock hand): a
+        // sample starting a fixed step further would walk again the run of
+        // buckets this one's victims have just emptied, and on a sparse
+        // table those runs grow with every eviction (issue 15, defect 10).
+        // Racing cores may both sample a stretch; that only costs a read.
+        self.sample_cursor
+            .store(start.wrapping_add(read), Ordering::Relaxed);
+        self.buckets_scanned
+            .fetch_add(read as u64, Ordering::Relaxed);
         best.map(|(_, key, cas)| (key, cas))
     }
 

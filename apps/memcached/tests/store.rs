@@ -240,3 +240,40 @@ fn the_store_works_off_a_core_too() {
     store.set(SetMode::Set, b"k", new(0, 0, value("v"), 0), NOW);
     assert_eq!(store.get(b"k", NOW).unwrap().value.as_slice(), b"v");
 }
+
+#[test]
+fn evicting_from_a_sparse_table_reads_each_bucket_about_once_per_sweep() {
+    // Issue 15, defect 10: with -m 1024 and 1 MB values the table has 4 M
+    // buckets for about 1,000 items. Each victim's sample used to start
+    // just past the last one's, so the scans walked ever longer runs of
+    // buckets they had emptied themselves. A sample now resumes where the
+    // last one stopped: over many evictions each bucket is read about once
+    // per sweep, so an eviction reads about the table's buckets per item.
+    // (-m 256 keeps the test's memory down at the same buckets per item.)
+    const VALUE: usize = 1_000_000;
+    on_core(|| {
+        let store = Store::new(256 << 20, 1 << 20);
+        let value = IoBuf::from_vec(vec![b'x'; VALUE]);
+        let set = |key: String| {
+            let result = store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                new(0, 0, value.clone(), 0),
+                NOW,
+            );
+            assert!(matches!(result, SetResult::Stored(_)), "{key}: {result:?}");
+        };
+        (0..256 * 5 / 4).for_each(|index| set(format!("fill:{index}")));
+        let scanned_before = store.buckets_scanned();
+        let evictions_before = store.stats().evictions;
+        (0..200).for_each(|index| set(format!("timed:{index}")));
+        let evictions = store.stats().evictions - evictions_before;
+        assert!(evictions >= 200, "{evictions} evictions for 200 sets");
+        let per_eviction = (store.buckets_scanned() - scanned_before) / evictions;
+        let per_item = store.buckets() as u64 / store.stats().curr_items.max(1);
+        assert!(
+            per_eviction <= 4 * per_item,
+            "{per_eviction} buckets read per eviction; the table has {per_item} per item"
+        );
+    });
+}
