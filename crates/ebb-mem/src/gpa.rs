@@ -13,6 +13,7 @@ use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
 
 use crate::page::PageSource;
+use crate::region_cache::RegionCache;
 use crate::size_class::{class_for, ClassOf, CLASS_SIZE};
 use crate::slab::{is_empty_cache, CoreCache, SlabAllocator};
 use crate::vmem::{AddressSpace, FaultPolicy, VMemAllocator};
@@ -24,6 +25,8 @@ pub struct MemoryRoot {
     pub slabs: SlabAllocator,
     /// Virtual regions (large allocations, stacks, owner-managed ranges).
     pub vmem: VMemAllocator,
+    /// Freed large allocations kept for the next of about their size.
+    pub large: RegionCache,
 }
 
 impl MemoryRoot {
@@ -33,6 +36,7 @@ impl MemoryRoot {
         Self {
             slabs: SlabAllocator::new(pages),
             vmem: VMemAllocator::new(space),
+            large: RegionCache::new(),
         }
     }
 }
@@ -157,10 +161,20 @@ impl<P: CoreLocal> GeneralPurposeAllocator<P> {
         unsafe { slabs.alloc(cache, class) }
     }
 
+    /// A region for `layout`: a kept one if there is one of about its size
+    /// (zeroed here if `zeroed`, as a fresh one is), else a fresh one.
     #[cold]
-    fn alloc_large(layout: Layout) -> *mut u8 {
-        P::root()
-            .vmem
+    fn alloc_large(layout: Layout, zeroed: bool) -> *mut u8 {
+        let root = P::root();
+        if let Some((start, _)) = root.large.take(layout.size(), layout.align()) {
+            if zeroed {
+                // SAFETY: a kept region is live, ours alone, and at least
+                // `layout.size()` bytes long (`take` checks its length).
+                unsafe { ptr::write_bytes(start.as_ptr(), 0, layout.size()) };
+            }
+            return start.as_ptr();
+        }
+        root.vmem
             .reserve(
                 layout.size(),
                 layout.align(),
@@ -172,24 +186,32 @@ impl<P: CoreLocal> GeneralPurposeAllocator<P> {
 
     #[cold]
     unsafe fn dealloc_large(ptr: *mut u8) {
-        if let Some(p) = NonNull::new(ptr) {
-            // SAFETY: large allocations are regions of `vmem` (caller's
-            // contract: `ptr` came from `alloc_large`).
-            unsafe { P::root().vmem.release(p) };
+        let Some(p) = NonNull::new(ptr) else {
+            return;
+        };
+        let root = P::root();
+        // SAFETY: large allocations are regions of `vmem` (caller's
+        // contract: `ptr` came from `alloc_large`).
+        let len = unsafe { root.vmem.region_len(p) };
+        if let Err(p) = root.large.keep(p, len) {
+            // SAFETY: `p` is the start of a live `vmem` region (it came
+            // from `alloc_large`), no longer used (the caller frees it), and
+            // the cache gave it back rather than keeping it.
+            unsafe { root.vmem.release(p) };
         }
     }
 }
 
 // SAFETY: small requests get objects of a class whose size and alignment
-// cover the layout (`class_for`); large requests get fresh regions aligned as
-// asked. Objects are handed out once until freed (slab free lists), and
+// cover the layout (`class_for`); large requests get regions (fresh, or freed
+// ones kept unused in `large`) aligned as asked. Objects are handed out once until freed (slab free lists), and
 // failure returns null.
 unsafe impl<P: CoreLocal> GlobalAlloc for GeneralPurposeAllocator<P> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match class_for(layout.size(), layout.align()) {
             Some(class) => self.alloc_class(class),
-            None => Self::alloc_large(layout),
+            None => Self::alloc_large(layout, false),
         }
     }
 
@@ -214,8 +236,8 @@ unsafe impl<P: CoreLocal> GlobalAlloc for GeneralPurposeAllocator<P> {
                 }
                 p
             }
-            // Regions are demand-zero: fresh pages read as zero.
-            None => Self::alloc_large(layout),
+            // Fresh regions are demand-zero; kept ones are zeroed.
+            None => Self::alloc_large(layout, true),
         }
     }
 

@@ -11,7 +11,8 @@
 //!   ([`size_class`]), each served by a slab allocator, and virtual regions
 //!   for large requests.
 //! - [`vmem::VMemAllocator`]: virtual regions carrying their owner's
-//!   page-fault policy.
+//!   page-fault policy; [`region_cache::RegionCache`] keeps a few freed
+//!   large allocations for reuse.
 //!
 //! The crate is `no_std` and does not use `alloc`: an allocator cannot
 //! allocate to run. Platform code sits behind two traits — [`CoreLocal`]
@@ -25,6 +26,7 @@ pub mod gpa;
 #[cfg(feature = "hosted")]
 pub mod hosted;
 pub mod page;
+pub mod region_cache;
 pub mod remote_free;
 pub mod size_class;
 pub mod slab;
