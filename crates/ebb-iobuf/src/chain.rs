@@ -294,14 +294,35 @@ impl IoChain {
         if self.segs.len() <= 1 {
             return Ok(());
         }
-        let total = self.len;
+        self.merge(self.len, self.len.saturating_mul(2))
+    }
+
+    /// Gathers all bytes into one segment with room for `capacity` bytes
+    /// in all, for a reader that knows how long the request it is
+    /// receiving will be (memcached's `set` line gives the value's
+    /// length): later segments up to `capacity` then [`IoChain::coalesce`]
+    /// in place, so that each byte is copied once, into a buffer allocated
+    /// once at its final size. A first segment this chain alone owns, with
+    /// that much room, is extended in place. Without memory for the buffer
+    /// the chain stays in segments, as with [`IoChain::coalesce`].
+    pub fn gather(&mut self, capacity: usize) {
+        let capacity = capacity.max(self.len);
+        // The error only says the chain stayed in segments.
+        let _ = self.merge(capacity, capacity);
+    }
+
+    /// Merges every segment into one: in the first segment's memory if this
+    /// chain alone owns it and it has room for `fits` bytes, else into a
+    /// new buffer with room for `room`. Without memory for that buffer the
+    /// chain is left as it was.
+    fn merge(&mut self, fits: usize, room: usize) -> Result<(), IoBufError> {
         let Some(first) = self.segs.pop_front() else {
             return Ok(());
         };
         let mut merged = match first.into_bytes().try_into_mut() {
-            Ok(owned) if owned.capacity() >= total => owned,
-            Ok(owned) => self.with_room(owned.freeze(), total)?,
-            Err(shared) => self.with_room(shared, total)?,
+            Ok(owned) if owned.capacity() >= fits => owned,
+            Ok(owned) => self.with_room(owned.freeze(), room)?,
+            Err(shared) => self.with_room(shared, room)?,
         };
         for seg in self.segs.drain(..) {
             merged.extend_from_slice(&seg);
@@ -310,10 +331,10 @@ impl IoChain {
         Ok(())
     }
 
-    /// A buffer holding `head` with capacity for twice `total` bytes, or
-    /// `head` put back at the front of the chain if there is no memory.
-    fn with_room(&mut self, head: Bytes, total: usize) -> Result<BytesMut, IoBufError> {
-        let capacity = total.saturating_mul(2);
+    /// A buffer holding `head` with capacity for `room` bytes, or `head`
+    /// put back at the front of the chain if there is no memory.
+    fn with_room(&mut self, head: Bytes, room: usize) -> Result<BytesMut, IoBufError> {
+        let capacity = room.max(head.len());
         let mut buf = Vec::new();
         if buf.try_reserve_exact(capacity).is_err() {
             self.segs.push_front(IoBuf::from(head));
@@ -548,6 +569,25 @@ mod tests {
         let copy = c.try_to_iobuf().unwrap();
         assert_eq!(copy.as_slice(), b"abcdef");
         assert_eq!(c.segment_count(), 3);
+    }
+
+    #[test]
+    fn gather_allocates_once_at_the_size_asked_and_fills_in_place() {
+        let mut c = IoChain::new();
+        c.push_back(IoBuf::from_static(b"set k 0 0 6\r\n"));
+        c.push_back(IoBuf::from_static(b"ab"));
+        c.gather(21);
+        assert_eq!(c.segment_count(), 1);
+        let first = c.segments().next().unwrap().as_ptr();
+        for part in [&b"cd"[..], b"ef", b"\r\n"] {
+            c.push_back(IoBuf::from_vec(part.to_vec()));
+            c.coalesce();
+            assert_eq!(c.segments().next().unwrap().as_ptr(), first);
+        }
+        assert_eq!(c.to_vec(), b"set k 0 0 6\r\nabcdef\r\n");
+        // Gathering again at the size it has room for copies nothing.
+        c.gather(21);
+        assert_eq!(c.segments().next().unwrap().as_ptr(), first);
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct Context<'a> {
     /// Set by `watch`: the connection becomes a watcher of these streams
     /// (see `watch.rs`) and answers `OK`, or refuses past the limit.
     pub watch: Option<u8>,
+    /// Set by a handler answering `Outcome::Incomplete` once it knows how
+    /// many bytes the unfinished request takes in all (a storage command's
+    /// line gives its data length); 0 otherwise. The connection then
+    /// gathers the request into one buffer of that size as it arrives.
+    pub expected: usize,
 }
 
 impl Context<'_> {

@@ -96,6 +96,7 @@ impl Harness {
                 client: 1,
             },
             watch: None,
+            expected: 0,
         };
         loop {
             // Throw away what a refused store left to swallow.

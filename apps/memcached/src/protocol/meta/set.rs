@@ -72,7 +72,10 @@ pub fn ms(
         return refuse_item(reply, refused);
     }
     let data = match data_block(request.input, request.line_end, block_len) {
-        Block::Incomplete => return Outcome::Incomplete,
+        Block::Incomplete => {
+            ctx.expected = request.line_end + block_len;
+            return Outcome::Incomplete;
+        }
         Block::Bad => None,
         Block::Good(data) => Some(data),
     };

@@ -78,7 +78,10 @@ pub fn update(
     }
     let block = data_block(request.input, request.line_end, vlen + 2);
     let value = match block {
-        Block::Incomplete => return Outcome::Incomplete,
+        Block::Incomplete => {
+            ctx.expected = request.line_end + vlen + 2;
+            return Outcome::Incomplete;
+        }
         Block::Bad => None,
         Block::Good(data) => Some(data),
     };
