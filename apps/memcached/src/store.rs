@@ -78,7 +78,8 @@
 //! and reply buffers, entries replaced or evicted but not yet freed
 //! (freed after an RCU grace period, a few milliseconds), and the partly
 //! used slab of each size class on each core (at most 44 × 64 KiB per
-//! core). `tests/memory_budget.rs` bounds the peak RSS by `-m` × 1.2, the
+//! core), and the freed large regions `ebb-mem` keeps for reuse (at most
+//! 16 MiB). `tests/memory_budget.rs` bounds the peak RSS by `-m` × 1.2, the
 //! idle process's RSS and 4 MiB for those.
 
 mod commands;
