@@ -20,8 +20,9 @@ pub const SLOTS: usize = 8;
 /// hold much memory no one uses. With [`SLOTS`], at most 16 MiB is kept.
 pub const MAX_CACHED_LEN: usize = 2 << 20;
 
-/// A kept region: its usable start (as an address, so that the cache is
-/// `Sync`) and usable length.
+/// A kept region: its usable start (as an address whose provenance is
+/// exposed, so that the cache is `Sync` without `unsafe`) and usable
+/// length.
 #[derive(Clone, Copy)]
 struct Kept {
     start: usize,
@@ -61,7 +62,8 @@ impl RegionCache {
         })?;
         let kept = slot.take()?;
         drop(slots);
-        Some((NonNull::new(kept.start as *mut u8)?, kept.len))
+        let start = core::ptr::with_exposed_provenance_mut::<u8>(kept.start);
+        Some((NonNull::new(start)?, kept.len))
     }
 
     /// Keeps the freed region at `start` with `len` usable bytes if it is
@@ -75,7 +77,7 @@ impl RegionCache {
         match slots.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => {
                 *slot = Some(Kept {
-                    start: start.as_ptr() as usize,
+                    start: start.as_ptr().expose_provenance(),
                     len,
                 });
                 Ok(())
