@@ -287,6 +287,12 @@ struct Entry {
     /// A meta get was told it won the right to recache this item
     /// (memcached's `ITEM_TOKEN_SENT`): later ones are told `Z`.
     token_sent: AtomicBool,
+    /// Read since eviction last sampled it: a second chance (the CLOCK
+    /// algorithm's reference bit). `last_access` has one-second steps, so
+    /// within a second an item read all along and one never read look the
+    /// same age; this bit keeps the read one, as memcached's segmented LRU
+    /// keeps active items out of the cold tail.
+    referenced: AtomicBool,
 }
 
 impl Entry {
@@ -296,6 +302,7 @@ impl Entry {
             last_access: AtomicU32::new(now),
             fetched: AtomicBool::new(false),
             token_sent: AtomicBool::new(false),
+            referenced: AtomicBool::new(false),
         }
     }
 
@@ -303,6 +310,9 @@ impl Entry {
     /// the item fetched; later ones record the time (written only when it
     /// changed, so hot keys do not bounce a cache line).
     fn bump(&self, now: u32) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
         if !self.fetched.load(Ordering::Relaxed) {
             self.fetched.store(true, Ordering::Relaxed);
         } else if self.last_access.load(Ordering::Relaxed) != now {
@@ -759,16 +769,25 @@ impl Store {
     fn pick_victim(&self, keep: &[u8], now: u32) -> Option<(Box<[u8]>, u64)> {
         let buckets = self.map.bucket_count();
         let start = self.sample_cursor.load(Ordering::Relaxed);
-        let mut best: Option<(u32, Box<[u8]>, u64)> = None;
+        let mut best: Option<(u64, Box<[u8]>, u64)> = None;
         let seen = core::cell::Cell::new(0);
         // The map hands out `&K`, and `K` is `Box<[u8]>`.
         #[allow(clippy::borrowed_box)]
         let mut sample = |key: &Box<[u8]>, entry: &Entry| {
             if &**key != keep {
                 seen.set(seen.get() + 1);
-                // Dead items go first.
+                // Dead items go first, then items not read since the last
+                // sample (the oldest first), then read ones, whose second
+                // chance this sample uses up.
                 let age = if self.dead(&entry.item, now).is_none() {
-                    entry.last_access.load(Ordering::Relaxed)
+                    // Written only when set, so sampling does not bounce
+                    // the cache lines of entries nobody reads.
+                    let referenced = entry.referenced.load(Ordering::Relaxed);
+                    if referenced {
+                        entry.referenced.store(false, Ordering::Relaxed);
+                    }
+                    (u64::from(referenced) << 32)
+                        | u64::from(entry.last_access.load(Ordering::Relaxed))
                 } else {
                     0
                 };
