@@ -208,8 +208,13 @@ impl Connection {
             // it once as it arrives (issue 15, defect 10: a 1 MB set
             // gathered in 32 KiB copies and merged took milliseconds).
             self.input.gather(self.expected);
-            self.held = self.input.len();
-            return;
+            if self.input.is_contiguous() {
+                self.held = self.input.len();
+                return;
+            }
+            // No memory for the whole value at once: the chain still holds
+            // receive buffers, which must not stay held (they are the
+            // core's, defect 3), so they are copied out piece by piece.
         }
         if self.held < self.input.len() {
             let Ok(arrived) = self.input.split_off(self.held) else {
