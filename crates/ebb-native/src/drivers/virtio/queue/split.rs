@@ -136,10 +136,9 @@ impl SplitQueue {
     fn store<T: Copy>(&mut self, offset: usize, value: T) {
         assert!(offset + core::mem::size_of::<T>() <= self.len);
         let p = self.base.wrapping_add(offset).cast::<T>();
-        // SAFETY: inside the block this queue owns (checked above), aligned
-        // (every field is at a multiple of its size); the driver writes
-        // only descriptors the device does not own and the driver ring, so
-        // no write races the device's.
+        // SAFETY: inside the block this queue owns (checked above), aligned;
+        // the driver writes only descriptors the device does not own and the
+        // driver ring, so no write races the device's.
         unsafe { p.write_volatile(value) }
     }
 

@@ -121,10 +121,8 @@ impl Registers {
 
     /// Writes the register of type `T` at `offset`.
     pub fn write<T: Copy>(&self, offset: usize, value: T) {
-        // SAFETY: `at` checked the offset is inside the window, which is
-        // mapped device memory (see the type); volatile, as registers are,
-        // and writing a register the virtio spec defines has no effect on
-        // memory Rust owns.
+        // SAFETY: `at` checked the offset is inside the mapped device window;
+        // a virtio register write touches no memory Rust owns.
         unsafe { self.at::<T>(offset).write_volatile(value) }
     }
 }
