@@ -155,16 +155,7 @@ fn a_bursty_reader_with_a_larger_buffer_gets_every_byte() {
 /// sent; new data waits for the window).
 #[test]
 fn a_retransmission_stops_at_snd_max() {
-    let mut sim = Sim::new(LinkConfig::default());
-    let a = ebb_netstack::Stack::new(
-        sim.wire().port(),
-        config(MAC_A, IP_A, test_tcp()),
-        sim.now(),
-    );
-    sim.add(Box::new(a.clone()));
-    let raw = Raw::new(&mut sim);
-    let log = Log::default();
-    let (port, a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
+    let (mut sim, _a, raw, log, (port, a_nxt, x_nxt)) = connected_to_raw_peer();
     let mut small = from_x(80, (IP_A, port), x_nxt, Some(a_nxt), NONE);
     small.window = 400;
     raw.send(MAC_A, &small);
@@ -204,16 +195,7 @@ fn a_retransmission_stops_at_snd_max() {
 /// getting 0 is asking to be told.
 #[test]
 fn a_zero_credit_found_without_a_send_is_followed_by_on_send_credit() {
-    let mut sim = Sim::new(LinkConfig::default());
-    let a = ebb_netstack::Stack::new(
-        sim.wire().port(),
-        config(MAC_A, IP_A, test_tcp()),
-        sim.now(),
-    );
-    sim.add(Box::new(a.clone()));
-    let raw = Raw::new(&mut sim);
-    let log = Log::default();
-    let (port, a_nxt, x_nxt) = establish_with_raw(&mut sim, &a, &raw, &log);
+    let (mut sim, _a, raw, log, (port, a_nxt, x_nxt)) = connected_to_raw_peer();
     let conn = log.borrow().conn.clone().unwrap();
     // Well within the credit: this send does not ask to hear of it.
     conn.send_or_buffer(IoChain::from(IoBuf::from_vec(pattern(1000, 4))))
@@ -235,4 +217,26 @@ fn a_zero_credit_found_without_a_send_is_followed_by_on_send_credit() {
         calls_before + 1,
         "the window update brought the credit back and said so"
     );
+}
+
+/// Stack A connected to raw peer X on a default link: the simulation, A,
+/// X, A's handler log, and (A's port, A's next sequence number, X's).
+fn connected_to_raw_peer() -> (
+    Sim,
+    ebb_netstack::Stack<ebb_netstack::sim::SimPort>,
+    Raw,
+    Log,
+    (u16, u32, u32),
+) {
+    let mut sim = Sim::new(LinkConfig::default());
+    let a = ebb_netstack::Stack::new(
+        sim.wire().port(),
+        config(MAC_A, IP_A, test_tcp()),
+        sim.now(),
+    );
+    sim.add(Box::new(a.clone()));
+    let raw = Raw::new(&mut sim);
+    let log = Log::default();
+    let numbers = establish_with_raw(&mut sim, &a, &raw, &log);
+    (sim, a, raw, log, numbers)
 }
