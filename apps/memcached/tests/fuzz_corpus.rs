@@ -75,6 +75,27 @@ fn a_long_line_without_newline_closes_but_a_multiget_waits() {
 }
 
 #[test]
+fn a_long_line_closes_even_when_its_newline_arrives_with_it() {
+    // 2049 bytes before `\n`: in pieces it closes (above), so it closes
+    // whole too; a short line and a long multiget are answered.
+    let mut long = vec![b'x'; 2049];
+    long.extend_from_slice(b"\r\nversion\r\n");
+    let run = Harness::text().deliver([&long[..]]);
+    assert!(run.closed && run.out.is_empty());
+    let mut at_limit = vec![b'x'; 2048];
+    at_limit.extend_from_slice(b"\n");
+    let run = Harness::text().deliver([&at_limit[..]]);
+    assert!(!run.closed);
+    assert_eq!(run.out, b"ERROR\r\n");
+    let mut multiget = b"get ".to_vec();
+    multiget.extend(std::iter::repeat_n(b"k ", 2000).flatten());
+    multiget.extend_from_slice(b"\r\n");
+    let run = Harness::text().deliver([&multiget[..]]);
+    assert!(!run.closed);
+    assert_eq!(run.out, b"END\r\n");
+}
+
+#[test]
 fn pipelined_requests_in_one_read_all_get_replies() {
     let h = Harness::text();
     let out = h.run(b"set a 0 0 3\r\nabc\r\nset b 5 0 0\r\n\r\nget a b c\r\nmn\r\n");

@@ -4,7 +4,9 @@
 //! Framing follows memcached 1.6.18: a request line ends at `\n` (a `\r`
 //! before it is dropped), stops at a NUL byte, and is split into tokens
 //! at spaces only. A line that has no `\n` after 2048 bytes closes the
-//! connection, unless it is a `get`/`gets` (a large multiget).
+//! connection, unless it is a `get`/`gets` (a large multiget); unlike
+//! memcached, whether it has arrived whole does not matter
+//! ([`line::line_too_long`]).
 
 mod commands;
 mod line;
@@ -31,6 +33,9 @@ pub fn handle(input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outc
     let Some(request) = Request::parse(input) else {
         return line::without_newline(input);
     };
+    if line::line_too_long(input, request.line_end - 1) {
+        return Outcome::Close;
+    }
     let tokens = tokenize(&request.line);
     let mut reply = Reply::new();
     let outcome = dispatch(&request, &tokens, ctx, &mut reply);
