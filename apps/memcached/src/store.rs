@@ -382,6 +382,34 @@ fn inherit_marks(entry: &Entry, old: Option<&Entry>, origin: Origin) {
     }
 }
 
+/// An item's place in eviction order, lowest first: dead items (rank 0,
+/// given by the caller), then items not read since eviction last sampled
+/// them, then read ones, whose second chance (the CLOCK reference bit)
+/// the sample uses up. Within each, the oldest `last_access` first, and
+/// within one second items never fetched before fetched ones: memcached's
+/// segmented LRU keeps fetched (active) items in its warm segment, out of
+/// the cold tail, and `last_access`'s one-second steps alone would tie a
+/// key read a moment ago with every item a fast fill wrote in that second.
+fn eviction_rank(entry: &Entry) -> u64 {
+    // Written only when set, so sampling does not bounce the cache lines
+    // of entries nobody reads.
+    let referenced = entry.referenced.load(Ordering::Relaxed);
+    if referenced {
+        entry.referenced.store(false, Ordering::Relaxed);
+    }
+    let fetched = entry.fetched.load(Ordering::Relaxed);
+    let rank = (u64::from(entry.last_access.load(Ordering::Relaxed)) << 1) | u64::from(fetched);
+    if referenced {
+        rank | REFERENCED_RANK
+    } else {
+        rank
+    }
+}
+
+/// The rank bit of items read since they were last sampled
+/// ([`eviction_rank`]): above any `last_access << 1 | fetched`.
+const REFERENCED_RANK: u64 = 1 << 33;
+
 /// How many items eviction looks at to pick the least recently used.
 const EVICTION_SAMPLE: usize = 16;
 
@@ -771,34 +799,30 @@ impl Store {
         let start = self.sample_cursor.load(Ordering::Relaxed);
         let mut best: Option<(u64, Box<[u8]>, u64)> = None;
         let seen = core::cell::Cell::new(0);
+        let unread_seen = core::cell::Cell::new(false);
         // The map hands out `&K`, and `K` is `Box<[u8]>`.
         #[allow(clippy::borrowed_box)]
         let mut sample = |key: &Box<[u8]>, entry: &Entry| {
             if &**key != keep {
                 seen.set(seen.get() + 1);
-                // Dead items go first, then items not read since the last
-                // sample (the oldest first), then read ones, whose second
-                // chance this sample uses up.
-                let age = if self.dead(&entry.item, now).is_none() {
-                    // Written only when set, so sampling does not bounce
-                    // the cache lines of entries nobody reads.
-                    let referenced = entry.referenced.load(Ordering::Relaxed);
-                    if referenced {
-                        entry.referenced.store(false, Ordering::Relaxed);
-                    }
-                    (u64::from(referenced) << 32)
-                        | u64::from(entry.last_access.load(Ordering::Relaxed))
+                let rank = if self.dead(&entry.item, now).is_none() {
+                    eviction_rank(entry)
                 } else {
                     0
                 };
-                if best.as_ref().is_none_or(|(oldest, _, _)| age < *oldest) {
-                    best = Some((age, key.clone(), entry.item.cas));
+                if rank < REFERENCED_RANK {
+                    unread_seen.set(true);
+                }
+                if best.as_ref().is_none_or(|(lowest, _, _)| rank < *lowest) {
+                    best = Some((rank, key.clone(), entry.item.cas));
                 }
             }
             seen.get() < EVICTION_SAMPLE
         };
         // One read section for the whole scan (entering one per bucket
-        // cost more than reading the bucket).
+        // cost more than reading the bucket). A sparse table's sample may
+        // stop early, but not on read items alone: their second chance
+        // was just used up, and the next unread item may be a bucket away.
         let mut read = 0;
         try_read(|guard| {
             while read < buckets {
@@ -806,7 +830,7 @@ impl Store {
                     .for_each_in_bucket(start.wrapping_add(read), guard, &mut sample);
                 read += 1;
                 let enough = seen.get() >= EVICTION_SAMPLE;
-                if enough || (read > EVICTION_SCAN && seen.get() > 0) {
+                if enough || (read > EVICTION_SCAN && unread_seen.get()) {
                     break;
                 }
             }

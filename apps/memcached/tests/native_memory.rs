@@ -78,7 +78,6 @@ fn fill(port: u16, prefix: &str, count: usize, len: usize, known: &mut Client) {
 }
 
 #[test]
-#[ignore = "the known key is evicted in about half the runs since eviction goes on until the store fits (issue 15 stays open on it); run with --ignored"]
 fn native_fill_beyond_memory_evicts_and_keeps_serving() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
     let (port, native) = boot(&["-m", "1024"]);

@@ -235,6 +235,71 @@ fn the_memory_limit_holds_and_recently_used_items_survive_eviction() {
 }
 
 #[test]
+fn a_key_read_between_batches_outlives_items_written_in_the_same_second() {
+    // Issue 15's native fill: a key read after each batch of a fast fill
+    // was evicted in about half the runs. `last_access` moves in whole
+    // seconds, so once a sample had used up the key's reference bit it
+    // tied with every item the fill wrote that second, and the first of a
+    // tie seen was the victim. Within a second, never-fetched items go
+    // first now.
+    let (survived, evictions) = on_core(|| {
+        let store = Store::new(1 << 20, 1024);
+        store.set(SetMode::Set, b"known", new(0, 0, value("alive"), 0), NOW);
+        let tiny = IoBuf::from_vec(vec![b'v'; 10]);
+        let mut survived = 0;
+        for batch in 0..40u32 {
+            for i in 0..2000u32 {
+                let key = format!("tiny:{batch}:{i}");
+                store.set(
+                    SetMode::Set,
+                    key.as_bytes(),
+                    new(0, 0, tiny.clone(), 0),
+                    NOW,
+                );
+            }
+            if store.get(b"known", NOW).is_none() {
+                break;
+            }
+            survived += 1;
+        }
+        (survived, store.stats().evictions)
+    });
+    assert!(evictions > 50_000, "{evictions} evictions");
+    assert_eq!(survived, 40, "the key read after every batch was evicted");
+}
+
+#[test]
+fn a_sparse_sample_holding_only_a_read_key_looks_further() {
+    // On a sparse table (a bucket per 256 bytes of -m, 1 MB values) a
+    // sample stops once it has read `EVICTION_SCAN` buckets and seen an
+    // item. When that item was a key read since its last sample, it was
+    // evicted although unread items were a few buckets away: the native
+    // fill's known key went this way. Such a sample now looks further.
+    let survived = on_core(|| {
+        let store = Store::new(8 << 20, 1 << 20);
+        let large = IoBuf::from_vec(vec![b'x'; 1_000_000]);
+        store.set(SetMode::Set, b"known", new(0, 0, value("alive"), 0), NOW);
+        let mut survived = 0;
+        for i in 0..100u32 {
+            store.get(b"known", NOW + i);
+            let key = format!("large:{i}");
+            store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                new(0, 0, large.clone(), 0),
+                NOW + i,
+            );
+            if store.get(b"known", NOW + i).is_none() {
+                break;
+            }
+            survived += 1;
+        }
+        survived
+    });
+    assert_eq!(survived, 100, "the key read before every set was evicted");
+}
+
+#[test]
 fn the_store_works_off_a_core_too() {
     let store = Store::new(1 << 20, 1024);
     store.set(SetMode::Set, b"k", new(0, 0, value("v"), 0), NOW);
