@@ -101,9 +101,9 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             Ok(stop::report(&app).unwrap_or(code))
         }
         Command::Test { quick, tests } => {
-            // Ctrl-C only: the test step's output is read to its end, so a
-            // SIGTERM could not be passed on and keeps its default action.
-            stop::watch(&[stop::SIGINT]);
+            // Each step is stopped with its process group (the counted
+            // steps' test binaries and servers too: `test_summary`).
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             Ok(steps::run_all(steps::STEPS, root, quick, &tests))
         }
         Command::Bench { name: None, .. } => {

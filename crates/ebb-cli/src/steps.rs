@@ -192,7 +192,7 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8
             Ok(code) => {
                 println!("--> {} FAILED in {secs:.1} s (exit code {code})", step.name);
                 outcomes[i] = Outcome::Failed(secs);
-                let why = if code == 128 + 2 {
+                let why = if code == 128 + 2 || crate::stop::received().is_some() {
                     INTERRUPTED.to_owned()
                 } else {
                     format!("exit code {code}")
@@ -226,8 +226,13 @@ pub fn run_all(steps: &[Step], root: &Path, quick: bool, tests: &[String]) -> u8
         Some((i, why)) => {
             let step = &steps[i];
             if why == INTERRUPTED {
-                eprintln!("error: interrupted (Ctrl-C) during step '{}'", step.name);
-                130
+                let signal = crate::stop::received().unwrap_or(crate::stop::SIGINT);
+                eprintln!(
+                    "ebb: stopped on {} during step '{}'",
+                    crate::stop::signal_name(signal),
+                    step.name
+                );
+                crate::stop::exit_code(signal)
             } else {
                 eprintln!(
                     "error: step '{}' failed ({why}); rerun it with: {}",

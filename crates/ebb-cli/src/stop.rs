@@ -104,10 +104,49 @@ pub fn send(signal: i32, pid: u32) {
     }
 }
 
+/// Whom [`wait_passing`] passes a stop signal on to.
+#[derive(Clone, Copy)]
+pub enum PassTo {
+    /// The child alone (it stops what it started itself: a hosted
+    /// application, the user-space stack's runner).
+    Child,
+    /// The child's process group, which the child leads (spawned with
+    /// `process_group(0)`): `./ebb test`'s steps, whose cargo does not pass
+    /// a signal on to the test binaries and servers under it.
+    Group,
+}
+
+/// Sends `signal` to the process group led by `leader`; a group gone
+/// meanwhile (ESRCH) is what a stop expects.
+pub fn send_group(signal: i32, leader: u32) {
+    let group = i32::try_from(leader)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    let (Some(group), Some(named)) = (group, rustix::process::Signal::from_named_raw(signal))
+    else {
+        eprintln!("warning: cannot send signal {signal} to process group {leader}");
+        return;
+    };
+    match rustix::process::kill_process_group(group, named) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(e) => eprintln!("warning: cannot send {named:?} to process group {leader}: {e}"),
+    }
+}
+
 /// Waits for `child` to exit. A stop signal is passed on to it (SIGINT
 /// after [`SIGINT_PASS_DELAY`], unless the child has exited by then), and
 /// a child still running [`STOP_GRACE`] after that is killed.
 pub fn wait_passing_signals(child: &mut Child) -> io::Result<ExitStatus> {
+    wait_passing(child, PassTo::Child)
+}
+
+/// [`wait_passing_signals`], passing the signal to `to`.
+pub fn wait_passing(child: &mut Child, to: PassTo) -> io::Result<ExitStatus> {
+    let id = child.id();
+    let pass = |signal: i32| match to {
+        PassTo::Child => send(signal, id),
+        PassTo::Group => send_group(signal, id),
+    };
     let mut signalled: Option<(i32, Instant)> = None;
     let mut passed = false;
     loop {
@@ -124,7 +163,7 @@ pub fn wait_passing_signals(child: &mut Child) -> io::Result<ExitStatus> {
                 Duration::ZERO
             };
             if !passed && at.elapsed() >= delay {
-                send(signal, child.id());
+                pass(signal);
                 passed = true;
             }
             if at.elapsed() >= delay + STOP_GRACE {
@@ -134,6 +173,7 @@ pub fn wait_passing_signals(child: &mut Child) -> io::Result<ExitStatus> {
                     STOP_GRACE.as_secs(),
                     signal_name(signal)
                 );
+                pass(SIGKILL);
                 child.kill()?;
                 return child.wait();
             }
@@ -198,5 +238,40 @@ mod tests {
         let status = wait_passing_signals(&mut child).expect("wait");
         assert_eq!(status.signal(), Some(SIGINT), "{status}");
         assert_eq!(report("the test child"), Some(130));
+
+        // Passed to a group, it reaches what the child started too. (A
+        // shell's background job ignores SIGINT, POSIX's rule for
+        // non-interactive shells: SIGTERM shows it.)
+        use std::os::unix::process::CommandExt;
+        let pid_file = std::env::temp_dir().join(format!("ebb-stop-{}", std::process::id()));
+        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let mut leader = Command::new("sh")
+            .args(["-c", &script])
+            .process_group(0)
+            .spawn()
+            .expect("start sh");
+        let started = Instant::now() + Duration::from_secs(10);
+        while std::fs::metadata(&pid_file).map_or(true, |m| m.len() == 0) {
+            assert!(Instant::now() < started, "the group's shell did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        signal_self(SIGTERM);
+        let status = wait_passing(&mut leader, PassTo::Group).expect("wait");
+        assert_eq!(status.signal(), Some(SIGTERM), "{status}");
+        let grandchild = std::fs::read_to_string(&pid_file).expect("pid file");
+        let _ = std::fs::remove_file(&pid_file);
+        let gone = Instant::now() + Duration::from_secs(10);
+        // Gone, or a zombie waiting for init to reap it.
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", grandchild.trim()))
+                .is_ok_and(|stat| !stat.contains(") Z "))
+        };
+        while running() {
+            assert!(
+                Instant::now() < gone,
+                "the group's other process was not stopped"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }

@@ -10,10 +10,11 @@
 //! N skipped`, where passed excludes the skipped ones.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::child;
+use crate::{child, stop};
 
 /// Where the test step's skips are collected, under the target directory.
 pub fn skips_file(root: &Path) -> PathBuf {
@@ -88,22 +89,33 @@ pub fn run_counting(command: &mut Command, root: &Path) -> Result<(u8, String), 
         let _ = std::fs::create_dir_all(dir);
     }
     std::fs::write(&skips, "").map_err(|e| format!("cannot empty {}: {e}", skips.display()))?;
+    // Its own process group, so that a stop signal to `./ebb` reaches the
+    // test binaries and the servers they started, not only cargo
+    // (`stop::PassTo::Group`); the output is read on another thread
+    // meanwhile.
     let mut child = command
         .env(ebb_testbed::need::SKIPS_ENV, &skips)
         .stdout(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", child::describe(command)))?;
-    let mut totals = Totals::default();
-    if let Some(stdout) = child.stdout.take() {
-        let mut out = std::io::stdout();
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            totals.add_line(&line);
-            let _ = writeln!(out, "{line}");
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut totals = Totals::default();
+        if let Some(stdout) = stdout {
+            let mut out = std::io::stdout();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                totals.add_line(&line);
+                let _ = writeln!(out, "{line}");
+            }
         }
-    }
-    let status = child
-        .wait()
+        totals
+    });
+    let status = stop::wait_passing(&mut child, stop::PassTo::Group)
         .map_err(|e| format!("waiting for the tests: {e}"))?;
+    let totals = reader
+        .join()
+        .map_err(|_| "the thread reading the tests' output panicked".to_owned())?;
     let recorded = std::fs::read_to_string(&skips).unwrap_or_default();
     let skipped = ebb_testbed::need::read_skips(&recorded);
     Ok((child::exit_code(status), summary(totals, &skipped)))

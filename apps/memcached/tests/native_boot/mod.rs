@@ -1,10 +1,13 @@
 //! Native memcached as a user runs it: `./ebb run memcached --native
-//! --forward PORT:11211 [LAUNCHER OPTIONS] -- [OPTIONS]`, the launcher and
-//! QEMU in their own process group, stopped as a whole when dropped (also
-//! when a test fails), the console read by `ebb_testbed::lines`.
+//! --forward PORT:11211 [LAUNCHER OPTIONS] -- [OPTIONS]`, stopped with
+//! SIGTERM when dropped (also when a test fails: the launcher quits QEMU
+//! through QMP and removes what it made), the console read by
+//! `ebb_testbed::lines`. The launcher stays in the test's process group,
+//! so a signal that stops the test (Ctrl-C, or `./ebb test` stopped)
+//! stops it too; in a group of its own it outlived a killed test with its
+//! guest running.
 #![allow(dead_code)]
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -25,9 +28,8 @@ pub struct NativeServer {
 
 impl Drop for NativeServer {
     fn drop(&mut self) {
-        let group = format!("-{}", self.child.id());
         let _ = Command::new("kill")
-            .args(["-TERM", "--", &group])
+            .args(["-TERM", &self.child.id().to_string()])
             .stderr(Stdio::null())
             .status();
         let _ = self.child.wait();
@@ -47,7 +49,6 @@ impl NativeServer {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .process_group(0)
             .spawn()
             .expect("run ./ebb run memcached --native");
         let console = Lines::spawn(child.stdout.take().expect("stdout"), None);
