@@ -86,6 +86,36 @@ fn assert_serves_on(port: u16, when: &str) {
     assert_eq!(got, b"VALUE canary 0 3\r\nyes\r\nEND\r\n", "{when}: get");
 }
 
+/// One `stats` counter of the server on `port`.
+fn stat(port: u16, name: &str) -> u64 {
+    let mut client = connect_to(port);
+    let stats = ask(&mut client, b"stats\r\n", b"END\r\n");
+    let text = String::from_utf8_lossy(&stats);
+    let prefix = format!("STAT {name} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in stats: {text}"))
+}
+
+/// Waits (a minute at most, polling) until the server on `port` has
+/// counted what the test is about to rely on, instead of sleeping for a
+/// guess: `what` names it in the failure.
+fn wait_for_stat(port: u16, name: &str, what: &str, done: impl Fn(u64) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let value = stat(port, name);
+        if done(value) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {name} is still {value} after a minute"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn resident_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server runs");
     let kib: u64 = status
@@ -115,6 +145,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn unfinished_request_lines_do_not_starve_other_clients() {
     let server = start_ours(&[]);
+    let idle = stat(server.port, "curr_connections");
     let holders: Vec<TcpStream> = (0..200)
         .map(|_| {
             let mut stream = connect(&server);
@@ -122,11 +153,15 @@ fn unfinished_request_lines_do_not_starve_other_clients() {
             stream
         })
         .collect();
-    // Let the server receive them all before the other client comes.
-    thread::sleep(Duration::from_millis(500));
+    // The server has received them all before the other client comes.
+    wait_for_stat(server.port, "bytes_read", "200 × `get x`", |read| {
+        read >= 200 * 5
+    });
     assert_serves(&server, "while 200 connections hold `get x`");
     drop(holders);
-    thread::sleep(Duration::from_millis(200));
+    wait_for_stat(server.port, "curr_connections", "200 closes", |open| {
+        open <= idle
+    });
     assert_serves(&server, "after they closed");
 }
 
@@ -162,13 +197,18 @@ fn partial_large_sets_do_not_starve_other_clients() {
     let mut keeper = connect(&server);
     let stored = ask(&mut keeper, b"set kept 0 0 4\r\nkept\r\n", b"\r\n");
     assert_eq!(stored, b"STORED\r\n");
+    let idle = stat(server.port, "curr_connections");
     let holders = start_partial_sets(server.port, 300, VALUE_LEN, 10 * 1024, 10);
-    thread::sleep(Duration::from_millis(500));
+    wait_for_stat(server.port, "bytes_read", "300 × 100 KB", |read| {
+        read >= 300 * 100 * 1024
+    });
     assert_serves(&server, "while 300 partial 1 MB sets wait");
     let kept = ask(&mut keeper, b"get kept\r\n", b"END\r\n");
     assert_eq!(kept, b"VALUE kept 0 4\r\nkept\r\nEND\r\n");
     drop(holders);
-    thread::sleep(Duration::from_millis(200));
+    wait_for_stat(server.port, "curr_connections", "300 closes", |open| {
+        open <= idle
+    });
     assert_serves(&server, "after they closed");
     let kept = ask(&mut keeper, b"get kept\r\n", b"END\r\n");
     assert_eq!(kept, b"VALUE kept 0 4\r\nkept\r\nEND\r\n");
@@ -185,11 +225,14 @@ fn native_partial_sets_do_not_starve_other_clients() {
         &["--timeout", "900", "--forward", &format!("{port}:11211")],
         &[],
     );
+    let idle = stat(port, "curr_connections");
     let holders = start_partial_sets(port, 300, 100_000, 5_500, 1);
-    thread::sleep(Duration::from_secs(2));
+    wait_for_stat(port, "bytes_read", "300 × 5,500 bytes", |read| {
+        read >= 300 * 5_500
+    });
     assert_serves_on(port, "natively, while 300 partial sets wait");
     drop(holders);
-    thread::sleep(Duration::from_secs(1));
+    wait_for_stat(port, "curr_connections", "300 closes", |open| open <= idle);
     assert_serves_on(port, "natively, after they closed");
 }
 
