@@ -1,7 +1,8 @@
 //! `watch` (issue 15, defect 11): a connection that asks to watch the
 //! `fetchers` and `mutations` streams gets `OK` and then one log line per
 //! lookup and per store, in memcached 1.6.18's format (logger.c's
-//! `item_get` and `item_store` entries), while another client works.
+//! `item_get` and `item_store` entries), while another client works, in
+//! the text, meta and binary protocols.
 
 mod common;
 
@@ -60,8 +61,42 @@ const SESSION: &[(&[u8], &str)] = &[
     (b"gets n\r\n", "END\r\n"),
     (b"delete k\r\n", "DELETED\r\n"),
     (b"mg n s v\r\n", "\r\n1\r\n"),
+    (b"ms m 2 T0\r\nhi\r\n", "HD\r\n"),
+    (b"incr n 1\r\n", "2\r\n"),
+    (b"decr nope 1\r\n", "NOT_FOUND\r\n"),
+    (b"ma n\r\n", "HD\r\n"),
+    (b"md m\r\n", "HD\r\n"),
     (b"get a%20b\r\n", "END\r\n"),
 ];
+
+/// A binary protocol request (protocol_binary.txt): `opcode`, `extras`,
+/// `key` and `value`, opaque and CAS 0.
+fn binary_request(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
+    let body = extras.len() + key.len() + value.len();
+    let mut request = vec![0x80, opcode];
+    request.extend_from_slice(&u16::try_from(key.len()).unwrap().to_be_bytes());
+    request.extend_from_slice(&[u8::try_from(extras.len()).unwrap(), 0, 0, 0]);
+    request.extend_from_slice(&u32::try_from(body).unwrap().to_be_bytes());
+    request.extend_from_slice(&[0; 12]);
+    request.extend_from_slice(extras);
+    request.extend_from_slice(key);
+    request.extend_from_slice(value);
+    request
+}
+
+/// A binary `set b` of 2 bytes and a `get b`, which stock logs like their
+/// text forms; the replies' lengths: 24 (header) and 24 + 4 (flags) + 2.
+fn binary_session(server: &Server) {
+    let mut client = connect(server);
+    let set = binary_request(0x01, &[0; 8], b"b", b"xy");
+    let get = binary_request(0x00, &[], b"b", &[]);
+    for (request, reply_len) in [(set, 24), (get, 30)] {
+        client.write_all(&request).unwrap();
+        let mut reply = vec![0; reply_len];
+        client.read_exact(&mut reply).expect("a binary reply");
+        assert_eq!(reply[6..8], [0, 0], "binary status: {reply:?}");
+    }
+}
 
 /// The normalized lines a watcher of `streams` sees while a client runs
 /// `SESSION`, without the `item_get` line stock logs before each store.
@@ -69,9 +104,12 @@ fn watched(server: &Server, streams: &[u8]) -> Vec<String> {
     let mut watcher = connect(server);
     assert_eq!(ask(&mut watcher, streams, "\r\n"), "OK\r\n");
     let mut client = connect(server);
-    for (request, end) in SESSION {
+    let (last, session) = SESSION.split_last().unwrap();
+    for (request, end) in session {
         ask(&mut client, request, end);
     }
+    binary_session(server);
+    ask(&mut client, last.0, last.1);
     let mut lines: Vec<String> = Vec::new();
     let mut reader = BufReader::new(watcher);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -110,6 +148,13 @@ const EXPECTED: &[&str] = &[
     "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
     "ts=_ gid=_ type=item_get key=k status=found clsid=_ cfd=_ size=3\n",
     "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_store key=m status=stored cmd=set ttl=0 clsid=_ cfd=_ size=2\n",
+    "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_get key=nope status=not_found clsid=_ cfd=_ size=0\n",
+    "ts=_ gid=_ type=item_get key=n status=found clsid=_ cfd=_ size=1\n",
+    "ts=_ gid=_ type=item_get key=m status=found clsid=_ cfd=_ size=2\n",
+    "ts=_ gid=_ type=item_store key=b status=stored cmd=set ttl=0 clsid=_ cfd=_ size=2\n",
+    "ts=_ gid=_ type=item_get key=b status=found clsid=_ cfd=_ size=2\n",
     "ts=_ gid=_ type=item_get key=a%2520b status=not_found clsid=_ cfd=_ size=0\n",
 ];
 

@@ -43,6 +43,7 @@ use super::{common, Context, Outcome};
 use crate::protocol::stat_lists;
 use crate::stats::Counters;
 use crate::store::{expiry, ArithError, Item, NewItem, Refused, SetMode, SetResult, Update};
+use crate::watch::WATCHERS;
 
 /// First byte of every binary request.
 pub const REQUEST_MAGIC: u8 = 0x80;
@@ -495,8 +496,10 @@ fn store(
         cas,
         allow_stale: false,
     };
+    let (ttl, size) = (new.expires.saturating_sub(now), new.value.len());
     let result = ctx.store.set(mode, key, new, now);
     ctx.counters.count_store(mode, result);
+    WATCHERS.item_store(ctx.site, key, (mode, result), ttl, size);
     match result {
         SetResult::Stored(new_cas) => {
             if !req.quiet {
@@ -531,6 +534,7 @@ fn get_or_touch(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outc
     } else {
         ctx.store.get(key, ctx.now)
     };
+    WATCHERS.item_get(ctx.site, key, item.as_ref().map(|item| item.value.len()));
     let counters = ctx.counters;
     let (cmds, hits, misses) = if touch {
         (
@@ -578,6 +582,7 @@ enum DeleteOutcome {
 fn delete(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcome {
     let cas = req.header.cas;
     let cas_disabled = ctx.settings.cas_disabled;
+    ctx.log_lookup(req.key());
     let (result, _) = ctx
         .store
         .update(req.key(), ctx.now, |current| match current {
@@ -623,6 +628,7 @@ fn arithmetic(req: &Request, ctx: &mut Context<'_>, out: &mut IoChain) -> Outcom
             responder.send(out, STATUS_SUCCESS, cas, &[], &[], &value.to_be_bytes());
         }
     };
+    ctx.log_lookup(req.key());
     match ctx
         .store
         .add_delta(req.key(), incr, delta, req.header.cas, now)

@@ -70,6 +70,16 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
+    /// Logs, when anyone watches `fetchers`, the lookup memcached makes of
+    /// `key` before a command changes it (its `do_item_get`, which logs
+    /// every lookup: delete, incr/decr, `md`, `ma` and binary ones too).
+    pub fn log_lookup(&self, key: &[u8]) {
+        if crate::watch::WATCHERS.active() {
+            let size = self.store.get(key, self.now).map(|item| item.value.len());
+            crate::watch::WATCHERS.item_get(self.site, key, size);
+        }
+    }
+
     /// Copies a value out of the receive buffers into its own allocation,
     /// the one allocation a store makes whose size the client chooses. If
     /// the allocator has no memory for it, evicts one item and tries once

@@ -36,6 +36,7 @@ pub fn ma(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
         Some(b'D' | b'-') => false,
         Some(_) => return reply.error(b"CLIENT_ERROR invalid mode for ma M token"),
     };
+    ctx.log_lookup(&flags.key);
     let counters = ctx.counters;
     let delta = ctx.store.add_delta(
         &flags.key,

@@ -42,6 +42,7 @@ pub fn md(tokens: &Tokens<'_>, ctx: &mut Context<'_>, reply: &mut Reply) {
     }
     let now = ctx.now;
     let ttl = flags.ttl.map(|ttl| expires_at(ttl, now));
+    ctx.log_lookup(&flags.key);
     let (result, _) = ctx.store.update(&flags.key, now, |current| match current {
         None => Update::Keep(Deleted::NotFound),
         Some(item) if flags.cas.is_some_and(|cas| cas != item.cas) => Update::Keep(Deleted::Exists),

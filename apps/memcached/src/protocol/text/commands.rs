@@ -32,11 +32,7 @@ pub fn delete(
     if reply.refuse_long_key(key) {
         return done;
     }
-    if WATCHERS.active() {
-        // The lookup memcached's delete makes, logged before it deletes.
-        let size = ctx.store.get(key, ctx.now).map(|item| item.value.len());
-        WATCHERS.item_get(ctx.site, key, size);
-    }
+    ctx.log_lookup(key);
     if ctx.store.delete(key, None, ctx.now) == DeleteResult::Deleted {
         Counters::add(&ctx.counters.delete_hits, 1);
         reply.string(b"DELETED");
@@ -65,6 +61,7 @@ pub fn arithmetic(
         return done;
     };
     let counters = ctx.counters;
+    ctx.log_lookup(key);
     match ctx.store.add_delta(key, incr, delta, 0, ctx.now) {
         Ok(result) => {
             Counters::add(
