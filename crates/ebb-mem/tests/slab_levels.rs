@@ -102,6 +102,31 @@ fn remote_frees_return_to_the_owner() {
 }
 
 #[test]
+fn remote_frees_to_owners_in_turn_all_return() {
+    // One core frees objects of two owners alternately: its magazine for
+    // the class changes owner on every free, and each change must send
+    // the batch it had (not drop it), or the owners' slabs never empty.
+    let heap = heap();
+    let (a, b, freer) = (cache(heap), cache(heap), cache(heap));
+    let baseline = settle(heap, &[a, b, freer]);
+    let mut objs = Vec::new();
+    for _ in 0..5_000 / SCALE {
+        // SAFETY: `a` is ours; valid class.
+        let pa = unsafe { heap.alloc(a, 5) };
+        // SAFETY: `b` is ours; valid class.
+        let pb = unsafe { heap.alloc(b, 5) };
+        objs.push((pa, pb));
+    }
+    for &(pa, pb) in &objs {
+        // SAFETY: `pa` is a live object of class 5 from `a`, freed once.
+        unsafe { heap.free(freer, pa, 5) };
+        // SAFETY: `pb` is a live object of class 5 from `b`, freed once.
+        unsafe { heap.free(freer, pb, 5) };
+    }
+    assert_eq!(settle(heap, &[a, b, freer]), baseline);
+}
+
+#[test]
 fn retired_caches_are_adopted_with_their_slabs() {
     let heap = heap();
     let a = cache(heap);
