@@ -582,11 +582,14 @@ mod tests {
             .to_json(&v, "d")
             .expect_err("reserved")
             .contains("reserved"));
-        assert!(Report::new("../evil").to_json(&v, "d").is_err());
-        assert!(Report::new("").to_json(&v, "d").is_err());
+        for name in ["../evil", ""] {
+            let error = Report::new(name).to_json(&v, "d").expect_err(name);
+            assert!(error.contains("is not a plain file name"), "{error}");
+        }
         let mut r = Report::new("x");
         r.metric("", 1.0, "", "");
-        assert!(r.to_json(&v, "d").is_err());
+        let error = r.to_json(&v, "d").expect_err("empty key");
+        assert!(error.contains("has a metric with an empty key"), "{error}");
     }
 
     #[test]
@@ -613,7 +616,8 @@ mod tests {
         // A refused report writes nothing.
         let mut bad = Report::new("badtest");
         bad.metric("bench", 1.0, "", "");
-        assert!(bad.finish_in(&out).is_err());
+        let error = bad.finish_in(&out).expect_err("reserved key");
+        assert!(error.contains("'bench' is reserved"), "{error}");
         assert!(!out.join("badtest.json").exists());
     }
 
@@ -706,9 +710,13 @@ mod tests {
         assert_eq!(doc["ratio"], 2.5);
         assert!(report.table().contains("  accel: tcg\n"));
         report.label("ratio", "x");
-        assert!(report.to_json(&versions, "d").is_err(), "duplicate key");
+        assert_eq!(
+            report.to_json(&versions, "d"),
+            Err("metric key 'ratio' is used twice".into())
+        );
         let mut reserved = Report::new("vm");
         reserved.label("date", "x");
-        assert!(reserved.to_json(&versions, "d").is_err());
+        let error = reserved.to_json(&versions, "d").expect_err("reserved");
+        assert!(error.contains("'date' is reserved"), "{error}");
     }
 }

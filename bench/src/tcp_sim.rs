@@ -468,7 +468,16 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused() {
-        assert!(bulk(0, 1).is_err());
-        assert!(request_response(64, 0).is_err());
+        let Err(error) = bulk(0, 1) else {
+            panic!("size 0 accepted")
+        };
+        assert_eq!(error, "bulk: message size and count must be above 0");
+        let Err(error) = request_response(64, 0) else {
+            panic!("count 0 accepted")
+        };
+        assert_eq!(
+            error,
+            "request–response: message size and count must be above 0"
+        );
     }
 }

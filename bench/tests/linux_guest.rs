@@ -43,7 +43,8 @@ fn stock_memcached_answers_in_the_linux_guest() {
             .expect("inside")
             .expect("set/get in the namespace");
         // The guest's address is not reachable from outside the namespace.
-        assert!(probe::version(server).is_err());
+        let error = probe::version(server).expect_err("reachable from outside");
+        assert!(error.starts_with("cannot connect to"), "{error}");
     }
     drop(namespace);
     assert!(!netns::exists(&name));

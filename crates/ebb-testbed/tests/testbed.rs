@@ -48,7 +48,13 @@ fn namespaces_taps_bridges_and_veths_are_made_and_leave_nothing_behind() {
             .run_inside(move || std::net::TcpListener::bind((host, 0)).is_ok())
             .expect("inside");
         assert!(bound);
-        assert!(std::net::TcpListener::bind((host, 0)).is_err());
+        assert_eq!(
+            std::net::TcpListener::bind((host, 0))
+                .map_err(|e| e.kind())
+                .err(),
+            Some(std::io::ErrorKind::AddrNotAvailable),
+            "the TAP's address is bindable outside its namespace"
+        );
         drop(veth);
         assert!(b.ip(&["-o", "link", "show", "tbv1"]).is_err(), "veth gone");
     }

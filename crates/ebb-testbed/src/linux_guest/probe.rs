@@ -166,6 +166,10 @@ mod tests {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("port");
-        assert!(wait_for_version(port, Duration::from_millis(100)).is_err());
+        let error = wait_for_version(port, Duration::from_millis(100)).expect_err("closed port");
+        assert!(
+            error.contains("did not answer within 0 s") && error.contains("refused"),
+            "{error}"
+        );
     }
 }
