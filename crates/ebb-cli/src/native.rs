@@ -387,6 +387,13 @@ fn is_expected_qemu_noise(line: &str) -> bool {
     line.contains("externally provided fw_cfg item names should be prefixed")
 }
 
+/// The signal QEMU says stopped it, from its stderr line `…: terminating
+/// on signal N from pid P (NAME)` (QEMU's `qemu_system_killed` message).
+fn qemu_stop_signal(line: &str) -> Option<i32> {
+    let after = line.split("terminating on signal ").nth(1)?;
+    after.split(' ').next()?.parse().ok()
+}
+
 /// The addresses of the `    #N 0xADDRESS` backtrace lines in `output`.
 pub fn backtrace_addresses(output: &str) -> Vec<String> {
     output
@@ -496,13 +503,17 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
         })?;
 
     let stopper = QemuStopper::start(process.id(), qmp_dir.socket());
+    // QEMU's stderr, passed on; the signal that stopped QEMU, if it says.
     let stderr = process.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
+            let mut stopped_by = None;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if !is_expected_qemu_noise(&line) {
                     eprintln!("{line}");
                 }
+                stopped_by = stopped_by.or_else(|| qemu_stop_signal(&line));
             }
+            stopped_by
         })
     });
     // Stream the serial console as it comes, and keep it for the backtrace.
@@ -522,9 +533,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     let status = process
         .wait()
         .map_err(|e| format!("waiting for QEMU: {e}"))?;
-    if let Some(thread) = stderr {
-        let _ = thread.join();
-    }
+    let stopped_by = stderr.and_then(|thread| thread.join().ok()).flatten();
     let elapsed = started.elapsed();
     let code = child::exit_code(status);
     stopper.finish();
@@ -533,6 +542,18 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // guest reset): either way the run was stopped, not crashed.
     if let Some(code) = stop::report(app) {
         return Ok(code);
+    }
+    // A signal to QEMU itself from elsewhere (`kill`, the OOM killer): a
+    // stop, not a guest failure. SIGKILL leaves QEMU no word, and `timeout`
+    // dies of the same signal; any other, QEMU catches, says so on stderr
+    // and exits with 0, the status a guest reset gives.
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal().or(stopped_by) {
+        eprintln!(
+            "error: QEMU was stopped by {} from another process: the guest did not crash",
+            stop::signal_name(signal)
+        );
+        return Ok(stop::exit_code(signal));
     }
     if settings.verbose {
         eprintln!(
@@ -824,6 +845,19 @@ mod tests {
             image_path(Path::new("/r"), "hello"),
             Path::new("/r/target/native/x86_64-unknown-none/release/hello")
         );
+    }
+
+    #[test]
+    fn qemus_stop_message_gives_the_signal() {
+        assert_eq!(
+            qemu_stop_signal("qemu-system-x86_64: terminating on signal 15 from pid 13492 ()"),
+            Some(15)
+        );
+        assert_eq!(
+            qemu_stop_signal("qemu-system-x86_64: terminating on signal 2"),
+            Some(2)
+        );
+        assert_eq!(qemu_stop_signal("qemu-system-x86_64: warning: x"), None);
     }
 
     #[test]

@@ -61,11 +61,12 @@ pub fn received() -> Option<i32> {
     i32::try_from(number).ok().filter(|&signal| signal != 0)
 }
 
-/// `SIGTERM`, `SIGINT`, or `signal N`.
+/// `SIGTERM`, `SIGINT`, `SIGKILL`, or `signal N`.
 pub fn signal_name(signal: i32) -> String {
     match signal {
         SIGTERM => "SIGTERM".to_owned(),
         SIGINT => "SIGINT".to_owned(),
+        SIGKILL => "SIGKILL".to_owned(),
         _ => format!("signal {signal}"),
     }
 }
@@ -209,7 +210,8 @@ mod tests {
         assert_eq!(exit_code(SIGTERM), 143);
         assert_eq!(exit_code(SIGINT), 130);
         assert_eq!(signal_name(SIGTERM), "SIGTERM");
-        assert_eq!(signal_name(9), "signal 9");
+        assert_eq!(signal_name(SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(1), "signal 1");
     }
 
     // One test for everything that depends on this process's signals, so

@@ -34,6 +34,7 @@ const STOPPED_WITHIN: Duration = Duration::from_secs(60);
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
+const SIGKILL: i32 = 9;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -43,6 +44,7 @@ fn signal_name(signal: i32) -> &'static str {
     match signal {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
+        SIGKILL => "SIGKILL",
         _ => "a signal",
     }
 }
@@ -369,4 +371,53 @@ fn native_on_a_tap_stops_on_sigint() {
         &[],
         None,
     );
+}
+
+/// A signal to QEMU itself, from another process than `./ebb` (`kill`,
+/// the OOM killer), stops the guest: `./ebb` says so, names the signal and
+/// exits 128 + it, instead of reporting a guest reset ("triple fault")
+/// for SIGTERM, or a guest exit code (67) for SIGKILL's status 137.
+fn native_qemu_stopped_from_outside(signal: i32) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let port = ebb_testbed::free_port().expect("a free port");
+    let forward = format!("{port}:11211");
+    let args = [
+        "run",
+        "memcached",
+        "--native",
+        "--accel",
+        "tcg",
+        "--forward",
+        &forward,
+    ];
+    let mut launcher = Launcher::start(&args);
+    let group = launcher.child.id();
+    launcher.wait_for("memcached: ready: ");
+    let qemu: Vec<u32> = group_members(group)
+        .into_iter()
+        .filter(|(_, name)| name.starts_with("qemu-system"))
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(qemu.len(), 1, "one QEMU in the launcher's group");
+    kill(&format!("-{signal}"), &qemu[0].to_string());
+    let status = launcher.wait_exit();
+    kill("-KILL", &format!("-{group}"));
+    let stderr = launcher.stderr_text();
+    let status = status.unwrap_or_else(|| panic!("./ebb did not exit:\n{stderr}"));
+    assert_eq!(status.code(), Some(128 + signal), "{status}:\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: QEMU was stopped by {} from another process: the guest did not crash",
+            signal_name(signal)
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("triple fault"), "{stderr}");
+}
+
+#[test]
+fn native_says_when_qemu_is_stopped_from_outside() {
+    skip_unless!(Need::Qemu);
+    native_qemu_stopped_from_outside(SIGTERM);
+    native_qemu_stopped_from_outside(SIGKILL);
 }
