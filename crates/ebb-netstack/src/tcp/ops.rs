@@ -84,6 +84,10 @@ impl<H: TcpHost> TcpOps for ConnOps<H> {
         let Some(host) = self.host.upgrade() else {
             return 0;
         };
+        // A host already borrowed means a call from inside the stack's own
+        // processing, which never happens (callbacks run after `drain`,
+        // with the host released); every operation here then acts as on a
+        // closed connection, whose credit is 0.
         let Ok(mut h) = host.try_borrow_mut() else {
             return 0;
         };
