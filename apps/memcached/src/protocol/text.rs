@@ -3,9 +3,9 @@
 //!
 //! Framing follows memcached 1.6.18: a request line ends at `\n` (a `\r`
 //! before it is dropped), stops at a NUL byte, and is split into tokens
-//! at spaces only. A line that has no `\n` after 2048 bytes closes the
-//! connection, unless it is a `get`/`gets` (a large multiget); unlike
-//! memcached, whether it has arrived whole does not matter
+//! at spaces only. A line longer than memcached's 16 KiB read buffer
+//! closes the connection, unless it is a `get`/`gets` (a large multiget);
+//! unlike memcached, how the line was split into reads does not matter
 //! ([`line::line_too_long`]).
 
 mod commands;

@@ -7,10 +7,13 @@ use ebb_iobuf::IoChain;
 
 use crate::protocol::Outcome;
 
-/// memcached closes a connection whose request line has no `\n` within
-/// this many bytes (its `try_read_command_ascii`), unless it is a large
-/// multiget.
-pub const LINE_MAX: usize = 2048;
+/// A request line longer than this closes the connection, unless it is a
+/// large multiget: memcached's read buffer (`READ_BUFFER_SIZE`), which a
+/// line must fit in when it arrives in one read. (memcached also closes
+/// when a read leaves more than 2048 bytes without a `\n`, which makes the
+/// answer to one stream depend on how it was split into reads; see
+/// [`line_too_long`].)
+pub const LINE_MAX: usize = 16384;
 
 /// memcached lets a `get`/`gets` line grow without bound; we close the
 /// connection past this.
@@ -60,11 +63,13 @@ pub fn without_newline(input: &IoChain) -> Outcome {
 ///
 /// memcached decides this while the line is unterminated, so its answer
 /// depends on how the bytes were split into reads: a 3000-byte unknown
-/// command gets `ERROR` when it arrives in one read and a close when it
-/// arrives in two. We decide on the line's length alone, as memcached does
-/// for the slowest sender, so that a TCP stream gets the same replies
-/// however it is segmented (the fuzz check, `tests/fuzz_check`, holds us
-/// to that).
+/// command gets `ERROR` when it arrives in one read and a close when a
+/// read ends after its first 2048 bytes. We decide on the line's length
+/// alone, so that a TCP stream gets the same replies however it is
+/// segmented (the fuzz check, `tests/fuzz_check`, holds us to that), and
+/// as memcached answers a client that sends each request in one write
+/// (the random-frames differential test, `tests/random_frames.rs`): a
+/// line is served up to memcached's read buffer, [`LINE_MAX`].
 pub fn line_too_long(input: &IoChain, len: usize) -> bool {
     if len <= LINE_MAX {
         return false;
