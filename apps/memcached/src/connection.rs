@@ -61,6 +61,9 @@ pub struct Connection {
     /// How long the unfinished request at the front of `input` is, when
     /// its handler knows (`Context::expected`); 0 otherwise.
     expected: usize,
+    /// Bytes of the store's memory limit held for the unfinished request's
+    /// value (`Context::reserved`).
+    reserved: usize,
     closing: bool,
     paused: bool,
     /// Set once the connection watches (`watch`): it reads no more
@@ -78,6 +81,7 @@ impl Connection {
             held: 0,
             discarding: 0,
             expected: 0,
+            reserved: 0,
             closing: false,
             paused: false,
             watcher: None,
@@ -111,6 +115,7 @@ impl Connection {
             },
             watch: None,
             expected: 0,
+            reserved: self.reserved,
         };
         let arrived = self.input.len();
         loop {
@@ -122,7 +127,12 @@ impl Connection {
             let protocol = *self.protocol.get_or_insert_with(|| {
                 Protocol::detect(self.input.cursor().peek_u8().unwrap_or(0))
             });
-            match protocol.handle(&self.input, &mut ctx, &mut out) {
+            let outcome = protocol.handle(&self.input, &mut ctx, &mut out);
+            if outcome != Outcome::Incomplete {
+                // Whatever ended the request, its value no longer arrives.
+                ctx.release_value();
+            }
+            match outcome {
                 Outcome::Consumed(consumed) => {
                     if self.input.trim_front(consumed).is_err() {
                         self.input.clear();
@@ -147,6 +157,7 @@ impl Connection {
         let consumed = arrived - self.input.len();
         self.held = self.held.saturating_sub(consumed);
         self.expected = ctx.expected;
+        self.reserved = ctx.reserved;
         self.hold_rest();
         if !self.send_batch(conn, &mut out, counters) {
             return;
@@ -292,6 +303,10 @@ impl TcpHandler for Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop_watching();
+        // A value that never finished arriving.
+        if self.reserved > 0 {
+            self.server.store.release(self.reserved);
+        }
         self.server.connections.fetch_sub(1, Ordering::Relaxed);
         if let Some(counters) = self.counters() {
             Counters::add(&counters.curr_connections, u64::MAX);

@@ -467,6 +467,9 @@ pub struct Store {
     reclaimed: AtomicU64,
     get_expired: AtomicU64,
     get_flushed: AtomicU64,
+    /// Bytes reserved for values still arriving ([`Store::reserve`]),
+    /// also counted in `cost`.
+    reserved: AtomicU64,
     /// Where the next eviction sample starts.
     sample_cursor: AtomicUsize,
     /// Buckets read by eviction samples so far.
@@ -494,9 +497,46 @@ impl Store {
             reclaimed: AtomicU64::new(0),
             get_expired: AtomicU64::new(0),
             get_flushed: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
             sample_cursor: AtomicUsize::new(0),
             buckets_scanned: AtomicU64::new(0),
         }
+    }
+
+    /// Reserves `bytes` of the memory limit for a value that is still
+    /// arriving, evicting items to make room, as memcached allocates a
+    /// `set`'s item (from `-m`) when it reads the command line and then
+    /// reads the value into it. False, reserving nothing, when the values
+    /// still arriving already hold so much of the limit that this one
+    /// cannot fit whatever is evicted: memcached's `item_alloc` fails then
+    /// too (the items being filled cannot be evicted), and the caller
+    /// answers `SERVER_ERROR out of memory storing object`. So many slow
+    /// uploads cannot grow the server past `-m`, however many connections
+    /// send them. Undone by [`Store::release`].
+    pub fn reserve(&self, bytes: usize, now: u32) -> bool {
+        let bytes = bytes as u64;
+        let limit = self.memory_limit() as u64;
+        let before = self.reserved.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > limit {
+            self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        self.cost.fetch_add(bytes, Ordering::Relaxed);
+        self.evict(&[], now);
+        true
+    }
+
+    /// Gives back a reservation of [`Store::reserve`] (the value arrived
+    /// and is about to be stored, charged as an item, or it never will).
+    pub fn release(&self, bytes: usize) {
+        let bytes = bytes as u64;
+        self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+        self.cost.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes reserved for values still arriving.
+    pub fn reserved(&self) -> u64 {
+        not_below_zero(self.reserved.load(Ordering::Relaxed))
     }
 
     /// The store `settings` ask for: `-m`, `-I` and `-C`.

@@ -214,6 +214,83 @@ fn partial_large_sets_do_not_starve_other_clients() {
     assert_eq!(kept, b"VALUE kept 0 4\r\nkept\r\nEND\r\n");
 }
 
+/// Defect 3 and the build's "globally": values still arriving are held
+/// within `-m`, as memcached allocates a `set`'s item before reading its
+/// value. 150 clients each send 900 KB of a 1 MB value with `-m 64`: the
+/// server used to buffer all of them (135 MB); now the values that fit in
+/// the limit are held and the others are refused at once with memcached's
+/// `SERVER_ERROR out of memory storing object`, their bytes swallowed.
+#[test]
+fn partial_values_are_held_within_the_memory_limit() {
+    const CLIENTS: usize = 150;
+    const VALUE_LEN: usize = 1_000_000;
+    const SENT: usize = 900_000;
+    const LIMIT: u64 = 64 << 20;
+    let server = start_ours(&["-m", "64"]);
+    let idle_rss = resident_bytes(server.pid());
+    let piece = vec![b'v'; SENT];
+    let mut clients: Vec<TcpStream> = (0..CLIENTS)
+        .map(|index| {
+            let mut stream = connect(&server);
+            let line = format!("set partial{index} 0 0 {VALUE_LEN}\r\n");
+            stream.write_all(line.as_bytes()).expect("sending a set");
+            stream.write_all(&piece).expect("sending most of its value");
+            stream
+        })
+        .collect();
+    wait_for_stat(server.port, "bytes_read", "150 × 900 KB", |read| {
+        read >= (CLIENTS * SENT) as u64
+    });
+    let rss = resident_bytes(server.pid());
+    let bound = LIMIT * 12 / 10 + idle_rss + (4 << 20);
+    assert!(
+        rss <= bound,
+        "values still arriving grew the server to {rss} bytes of RSS (bound {bound})"
+    );
+    // As many values as fit in -m are held; the others were refused.
+    let refusal = b"SERVER_ERROR out of memory storing object\r\n";
+    let mut refused = vec![false; CLIENTS];
+    for (client, refused) in clients.iter_mut().zip(&mut refused) {
+        client
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut reply = [0; 64];
+        if let Ok(n) = client.read(&mut reply) {
+            assert_eq!(
+                &reply[..n],
+                refusal,
+                "a reply before the value was complete"
+            );
+            *refused = true;
+        }
+        client.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    }
+    let held = refused.iter().filter(|refused| !**refused).count();
+    let fit = usize::try_from(LIMIT).unwrap() / (VALUE_LEN + 2);
+    assert!(
+        (fit / 2..=fit).contains(&held),
+        "{held} of {CLIENTS} partial 1 MB values held with -m 64 (at most {fit} fit)"
+    );
+    // The rest of every value: the held ones are stored, the refused ones
+    // swallowed, and every connection goes on.
+    let mut rest = vec![b'v'; VALUE_LEN - SENT];
+    rest.extend_from_slice(b"\r\n");
+    for (client, refused) in clients.iter_mut().zip(&refused) {
+        client.write_all(&rest).expect("sending the rest");
+        let reply = ask(client, b"version\r\n", b"\r\n");
+        let reply = String::from_utf8_lossy(&reply);
+        if *refused {
+            assert!(
+                reply.starts_with("VERSION "),
+                "after a refused value: {reply}"
+            );
+        } else {
+            assert!(reply.starts_with("STORED\r\n"), "a held value: {reply}");
+        }
+    }
+    assert_serves(&server, "after the partial values");
+}
+
 /// Defect 3 natively: a connection's unfinished request used to keep up to
 /// 4 of the device's 1,024 receive buffers (2 KiB frames), so about 270
 /// slow clients took them all. 300 connections here each send a `set` line

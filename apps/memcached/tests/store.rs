@@ -300,6 +300,38 @@ fn a_sparse_sample_holding_only_a_read_key_looks_further() {
 }
 
 #[test]
+fn values_still_arriving_hold_memory_and_are_refused_past_the_limit() {
+    // Issue 15: partial uploads held memory outside -m. A reservation
+    // evicts items like a stored value would, and reservations together
+    // never pass the limit.
+    let (evicted_for_reservation, refused, after_release) = on_core(|| {
+        let limit = 1 << 20;
+        let store = Store::new(limit, 1 << 20);
+        for i in 0..100u32 {
+            let key = format!("k{i}");
+            store.set(
+                SetMode::Set,
+                key.as_bytes(),
+                new(0, 0, IoBuf::from_vec(vec![1; 8000]), 0),
+                NOW,
+            );
+        }
+        assert!(store.reserve(600_000, NOW));
+        let evicted = store.stats().evictions;
+        assert!(store.reserve(400_000, NOW));
+        // 1,000,000 of 1,048,576 reserved: another 100 KB cannot fit.
+        let refused = !store.reserve(100_000, NOW);
+        assert_eq!(store.reserved(), 1_000_000);
+        store.release(600_000);
+        store.release(400_000);
+        (evicted, refused, store.reserved())
+    });
+    assert!(evicted_for_reservation > 0, "a reservation evicted nothing");
+    assert!(refused, "reservations passed the memory limit");
+    assert_eq!(after_release, 0);
+}
+
+#[test]
 fn the_store_works_off_a_core_too() {
     let store = Store::new(1 << 20, 1024);
     store.set(SetMode::Set, b"k", new(0, 0, value("v"), 0), NOW);

@@ -457,10 +457,20 @@ fn store(
         return Outcome::Consumed(req.head);
     }
     let here = match tail(input, req, vlen, ctx) {
-        Tail::Wait => return Outcome::Incomplete,
+        Tail::Wait if ctx.reserve_value(vlen) => return Outcome::Incomplete,
+        Tail::Wait => {
+            // No room for it while the values still arriving hold the
+            // memory limit: memcached's `item_alloc` failed.
+            refuse_store(req, ctx, out, Refused::NoMemory);
+            return Outcome::Discard {
+                consumed: req.head,
+                discard: vlen,
+            };
+        }
         Tail::Here => true,
         Tail::Never => false,
     };
+    ctx.release_value();
     if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
         refuse_store(req, ctx, out, refused);
         return if here {

@@ -67,9 +67,38 @@ pub struct Context<'a> {
     /// line gives its data length); 0 otherwise. The connection then
     /// gathers the request into one buffer of that size as it arrives.
     pub expected: usize,
+    /// Bytes of the store's memory limit held for the unfinished request's
+    /// value ([`Context::reserve_value`]), carried by the connection from
+    /// call to call until the value has arrived or the connection ends.
+    pub reserved: usize,
 }
 
 impl Context<'_> {
+    /// Holds `bytes` of the memory limit for the value of the unfinished
+    /// request (once per request: later calls find it held), as memcached
+    /// allocates an item before reading its value. False: the values
+    /// still arriving on all connections fill the limit, and the caller
+    /// refuses the store as out of memory and swallows the value.
+    pub fn reserve_value(&mut self, bytes: usize) -> bool {
+        if self.reserved > 0 {
+            return true;
+        }
+        if !self.store.reserve(bytes, self.now) {
+            return false;
+        }
+        self.reserved = bytes;
+        true
+    }
+
+    /// Gives back what [`Context::reserve_value`] held: the value has
+    /// arrived (it is about to be charged as an item) or never will.
+    pub fn release_value(&mut self) {
+        if self.reserved > 0 {
+            self.store.release(self.reserved);
+            self.reserved = 0;
+        }
+    }
+
     /// Logs, when anyone watches `fetchers`, the lookup memcached makes of
     /// `key` before a command changes it (its `do_item_get`, which logs
     /// every lookup: delete, incr/decr, `md`, `ma` and binary ones too).

@@ -29,6 +29,9 @@ pub struct Harness {
     store: Store,
     settings: Settings,
     stats: Stats,
+    /// What the unfinished request's value holds of the memory limit,
+    /// carried from call to call as a connection carries it.
+    reserved: std::cell::Cell<usize>,
 }
 
 /// What a run of the handler produced.
@@ -71,6 +74,7 @@ impl Harness {
             store,
             settings,
             stats,
+            reserved: std::cell::Cell::new(0),
         }
     }
 
@@ -97,6 +101,7 @@ impl Harness {
             },
             watch: None,
             expected: 0,
+            reserved: self.reserved.get(),
         };
         loop {
             // Throw away what a refused store left to swallow.
@@ -107,7 +112,12 @@ impl Harness {
                 return false;
             }
             let before = out.len();
-            match self.protocol.handle(input, &mut ctx, out) {
+            let outcome = self.protocol.handle(input, &mut ctx, out);
+            if outcome != Outcome::Incomplete {
+                ctx.release_value();
+            }
+            self.reserved.set(ctx.reserved);
+            match outcome {
                 Outcome::Consumed(n) => {
                     assert!(n > 0, "consumed nothing");
                     assert!(n <= input.len(), "consumed {n} of {} bytes", input.len());

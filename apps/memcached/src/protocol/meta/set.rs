@@ -62,23 +62,27 @@ pub fn ms(
     if !opaque_ok {
         return refuse(reply, b"CLIENT_ERROR opaque token too long");
     }
-    let refuse_item = |reply: &mut Reply, refused: Refused| {
+    let refuse_item = |ctx: &Context<'_>, reply: &mut Reply, refused: Refused| {
         // memcached's mset drops the old item whatever the mode.
         ctx.counters.count_refused(refused);
         ctx.store.delete(&flags.key, None, ctx.now);
         refuse(reply, refusal(refused))
     };
     if let Err(refused) = ctx.store.admit(flags.key.len(), flags.client_flags, vlen) {
-        return refuse_item(reply, refused);
+        return refuse_item(ctx, reply, refused);
     }
     let data = match data_block(request.input, request.line_end, block_len) {
         Block::Incomplete => {
+            if !ctx.reserve_value(block_len) {
+                return refuse_item(ctx, reply, Refused::NoMemory);
+            }
             ctx.expected = request.line_end + block_len;
             return Outcome::Incomplete;
         }
         Block::Bad => None,
         Block::Good(data) => Some(data),
     };
+    ctx.release_value();
     Counters::add(&ctx.counters.cmd_set, 1);
     let consumed = Outcome::Consumed(request.line_end + block_len);
     let Some(data) = data else {
@@ -87,7 +91,7 @@ pub fn ms(
     };
     let Some(data) = ctx.copy_value(&data) else {
         // memcached's `item_alloc` failed.
-        return refuse_item(reply, Refused::NoMemory);
+        return refuse_item(ctx, reply, Refused::NoMemory);
     };
     let new = NewItem {
         flags: flags.client_flags,

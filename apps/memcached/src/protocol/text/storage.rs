@@ -79,12 +79,23 @@ pub fn update(
     let block = data_block(request.input, request.line_end, vlen + 2);
     let value = match block {
         Block::Incomplete => {
+            if !ctx.reserve_value(vlen + 2) {
+                return refuse(
+                    request,
+                    ctx,
+                    reply,
+                    (mode, key),
+                    vlen + 2,
+                    Refused::NoMemory,
+                );
+            }
             ctx.expected = request.line_end + vlen + 2;
             return Outcome::Incomplete;
         }
         Block::Bad => None,
         Block::Good(data) => Some(data),
     };
+    ctx.release_value();
     Counters::add(&ctx.counters.cmd_set, 1);
     let consumed = Outcome::Consumed(request.line_end + vlen + 2);
     let Some(data) = value else {
