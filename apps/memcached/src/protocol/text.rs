@@ -3,10 +3,8 @@
 //!
 //! Framing follows memcached 1.6.18: a request line ends at `\n` (a `\r`
 //! before it is dropped), stops at a NUL byte, and is split into tokens
-//! at spaces only. A line longer than memcached's 16 KiB read buffer
-//! closes the connection, unless it is a `get`/`gets` (a large multiget);
-//! unlike memcached, how the line was split into reads does not matter
-//! ([`line::line_too_long`]).
+//! at spaces only. A line that has no `\n` after 2048 bytes closes the
+//! connection, unless it is a `get`/`gets` (a large multiget).
 
 mod commands;
 mod line;
@@ -33,9 +31,6 @@ pub fn handle(input: &IoChain, ctx: &mut Context<'_>, out: &mut IoChain) -> Outc
     let Some(request) = Request::parse(input) else {
         return line::without_newline(input);
     };
-    if line::line_too_long(input, request.line_end - 1) {
-        return Outcome::Close;
-    }
     let tokens = tokenize(&request.line);
     let mut reply = Reply::new();
     let outcome = dispatch(&request, &tokens, ctx, &mut reply);

@@ -7,13 +7,18 @@ use ebb_iobuf::IoChain;
 
 use crate::protocol::Outcome;
 
-/// A request line longer than this closes the connection, unless it is a
-/// large multiget: memcached's read buffer (`READ_BUFFER_SIZE`), which a
-/// line must fit in when it arrives in one read. (memcached also closes
-/// when a read leaves more than 2048 bytes without a `\n`, which makes the
-/// answer to one stream depend on how it was split into reads; see
-/// [`line_too_long`].)
-pub const LINE_MAX: usize = 16384;
+/// memcached closes a connection whose request line has no `\n` within
+/// this many bytes (its `try_read_command_ascii`), unless it is a large
+/// multiget.
+///
+/// memcached decides this on what has arrived, so its answer depends on
+/// how the stream was split into reads: a 3000-byte unknown command gets
+/// `ERROR` when it arrives in one read and a close when a read ends past
+/// its first 2048 bytes. We follow memcached (the differential tests send
+/// each request in one write, `tests/random_frames.rs` and
+/// `tests/differential.rs`); the fuzz check (`tests/fuzz_check`) compares
+/// different splits only of streams without such a line.
+pub const LINE_MAX: usize = 2048;
 
 /// memcached lets a `get`/`gets` line grow without bound; we close the
 /// connection past this.
@@ -51,38 +56,22 @@ impl<'a> Request<'a> {
 
 /// What to do with input that has no `\n` yet.
 pub fn without_newline(input: &IoChain) -> Outcome {
-    if line_too_long(input, input.len()) {
-        Outcome::Close
-    } else {
-        Outcome::Incomplete
-    }
-}
-
-/// Whether a request line of which `len` bytes (before its `\n`, if any)
-/// are in `input` closes the connection.
-///
-/// memcached decides this while the line is unterminated, so its answer
-/// depends on how the bytes were split into reads: a 3000-byte unknown
-/// command gets `ERROR` when it arrives in one read and a close when a
-/// read ends after its first 2048 bytes. We decide on the line's length
-/// alone, so that a TCP stream gets the same replies however it is
-/// segmented (the fuzz check, `tests/fuzz_check`, holds us to that), and
-/// as memcached answers a client that sends each request in one write
-/// (the random-frames differential test, `tests/random_frames.rs`): a
-/// line is served up to memcached's read buffer, [`LINE_MAX`].
-pub fn line_too_long(input: &IoChain, len: usize) -> bool {
-    if len <= LINE_MAX {
-        return false;
+    if input.len() <= LINE_MAX {
+        return Outcome::Incomplete;
     }
     let mut head = [0u8; 110];
     let n = head.len().min(input.len());
     if input.copy_to_slice(&mut head[..n]).is_err() {
-        return true;
+        return Outcome::Close;
     }
     let spaces = head.iter().take_while(|&&b| b == b' ').count();
     let rest = &head[spaces..n];
     let multiget = spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "));
-    !multiget || len > MULTIGET_LINE_MAX
+    if multiget && input.len() <= MULTIGET_LINE_MAX {
+        Outcome::Incomplete
+    } else {
+        Outcome::Close
+    }
 }
 
 /// A data block after a request line.
