@@ -10,8 +10,9 @@
 #   developer's `./ebb test` does not compile cargo-fuzz (minutes) unasked.
 #
 # The seed corpora (fuzz/corpus/TARGET, replayed as ordinary tests by
-# apps/memcached/tests/fuzz_corpus.rs and crates/ebb-netstack/tests/
-# *_fuzz_corpus.rs) are read, never written: what libFuzzer finds goes to a
+# apps/memcached/tests/fuzz_corpus.rs, crates/ebb-netstack/tests/
+# *_fuzz_corpus.rs and crates/ebb-messenger/tests/wire_fuzz_corpus.rs)
+# are read, never written: what libFuzzer finds goes to a
 # scratch corpus under target/fuzz. A crash fails the step and leaves its
 # input under target/fuzz/artifacts; once fixed, copy it into the seed
 # corpus so that the stable tests replay it from then on.
@@ -26,6 +27,7 @@ TARGETS=(
     "apps/memcached binary_request"
     "crates/ebb-netstack frame"
     "crates/ebb-netstack segment"
+    "crates/ebb-messenger wire"
 )
 
 if [ "${CI:-}" = true ]; then
@@ -43,7 +45,7 @@ scratch=$PWD/target/fuzz
 
 # Builds every target first (one cargo build per fuzz package), so that
 # the runs below start at once.
-for dir in apps/memcached crates/ebb-netstack; do
+for dir in apps/memcached crates/ebb-netstack crates/ebb-messenger; do
     echo "fuzz: building the targets of $dir"
     (cd "$dir" && cargo +nightly fuzz build --sanitizer none --target-dir "$scratch/build")
 done

@@ -66,6 +66,9 @@ pub enum ErrorReply {
     UnknownMessage(u32),
     /// Code 3: the Ebb refused the call (detail: the Ebb's own code).
     Refused(u32),
+    /// Code 4: the reply was over the size limit (detail: its payload
+    /// length, saturated at `u32::MAX`).
+    ReplyTooLarge(u32),
 }
 
 impl ErrorReply {
@@ -76,7 +79,7 @@ impl ErrorReply {
     ///
     /// | offset | size | field |
     /// | --- | --- | --- |
-    /// | 0 | 2 | code (1, 2 or 3, see the variants) |
+    /// | 0 | 2 | code (1 to 4, see the variants) |
     /// | 2 | 2 | reserved, zero |
     /// | 4 | 4 | detail |
     #[must_use]
@@ -85,6 +88,7 @@ impl ErrorReply {
             ErrorReply::UnknownEbb(id) => (1, id),
             ErrorReply::UnknownMessage(number) => (2, number),
             ErrorReply::Refused(code) => (3, code),
+            ErrorReply::ReplyTooLarge(len) => (4, len),
         };
         let mut out = [0u8; Self::LEN];
         out[0..2].copy_from_slice(&code.to_le_bytes());
@@ -114,6 +118,7 @@ impl ErrorReply {
             1 => Ok(ErrorReply::UnknownEbb(detail)),
             2 => Ok(ErrorReply::UnknownMessage(detail)),
             3 => Ok(ErrorReply::Refused(detail)),
+            4 => Ok(ErrorReply::ReplyTooLarge(detail)),
             _ => Err(WireError::UnknownErrorCode { code }),
         }
     }
@@ -174,6 +179,7 @@ mod tests {
             ErrorReply::UnknownEbb(0x8000),
             ErrorReply::UnknownMessage(9),
             ErrorReply::Refused(42),
+            ErrorReply::ReplyTooLarge(1 << 30),
         ] {
             assert_eq!(ErrorReply::decode(&chain(&reply.encode())), Ok(reply));
         }

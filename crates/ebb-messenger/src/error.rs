@@ -6,7 +6,7 @@ use core::fmt;
 use ebb_core::NodeId;
 use ebb_net::NetError;
 
-use crate::MessageNumber;
+use crate::{Kind, MessageNumber};
 
 /// Why bytes received are not a valid message. After any of these the
 /// stream's framing is lost, so the connection is closed.
@@ -67,6 +67,12 @@ pub enum WireError {
         /// The code found.
         code: u16,
     },
+    /// A message of a kind the connection's state does not allow (anything
+    /// but a hello first, or a second hello).
+    Unexpected {
+        /// The kind received.
+        kind: Kind,
+    },
 }
 
 impl fmt::Display for WireError {
@@ -105,6 +111,10 @@ impl fmt::Display for WireError {
             WireError::UnknownErrorCode { code } => {
                 write!(f, "error reply code {code} is not one this version knows")
             }
+            WireError::Unexpected { kind } => write!(
+                f,
+                "a {kind:?} message where the connection allows none (a hello comes first, once)"
+            ),
         }
     }
 }
@@ -143,6 +153,13 @@ pub enum MessengerError {
         ebb: u32,
         /// The number asked for.
         message: MessageNumber,
+    },
+    /// The peer's reply was over the size limit, so it sent none.
+    ReplyTooLarge {
+        /// The peer.
+        node: NodeId,
+        /// The reply payload's length.
+        len: u32,
     },
     /// The peer's Ebb refused the call with its own code.
     Refused {
@@ -191,6 +208,10 @@ impl fmt::Display for MessengerError {
             MessengerError::UnknownMessage { node, ebb, message } => write!(
                 f,
                 "Ebb {ebb} on node {node} does not know message number {message}"
+            ),
+            MessengerError::ReplyTooLarge { node, len } => write!(
+                f,
+                "node {node} could not reply: its reply of {len} bytes is over the size limit"
             ),
             MessengerError::Refused { node, code } => {
                 write!(f, "node {node} refused the call with code {code}")

@@ -153,14 +153,15 @@ proptest! {
     }
 
     #[test]
-    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=3, detail: u32) {
+    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=4, detail: u32) {
         let hello = Hello { limits: Limits { max_control_len, max_payload_len } };
         let chain = IoChain::from(IoBuf::copy_from_slice(&hello.encode()));
         prop_assert_eq!(Hello::decode(&chain), Ok(hello));
         let reply = match code {
             1 => ErrorReply::UnknownEbb(detail),
             2 => ErrorReply::UnknownMessage(detail),
-            _ => ErrorReply::Refused(detail),
+            3 => ErrorReply::Refused(detail),
+            _ => ErrorReply::ReplyTooLarge(detail),
         };
         let chain = IoChain::from(IoBuf::copy_from_slice(&reply.encode()));
         prop_assert_eq!(ErrorReply::decode(&chain), Ok(reply));
@@ -179,7 +180,7 @@ proptest! {
         } else if bytes[2..4] != [0, 0] {
             let value = u32::from(u16::from_le_bytes([bytes[2], bytes[3]]));
             prop_assert_eq!(ErrorReply::decode(&chain), Err(WireError::Reserved { value }));
-        } else if !(1..=3).contains(&u16::from_le_bytes([bytes[0], bytes[1]])) {
+        } else if !(1..=4).contains(&u16::from_le_bytes([bytes[0], bytes[1]])) {
             let code = u16::from_le_bytes([bytes[0], bytes[1]]);
             prop_assert_eq!(ErrorReply::decode(&chain), Err(WireError::UnknownErrorCode { code }));
         } else {

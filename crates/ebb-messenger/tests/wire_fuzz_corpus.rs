@@ -1,0 +1,173 @@
+//! Replays the seed corpus of the `wire` fuzz target (`fuzz/corpus/wire/`)
+//! on stable, with the fuzz target's checks (see `wire_support`), and
+//! checks the seeds do what they are named for.
+//! `EBB_WRITE_WIRE_CORPUS=1 cargo test -p ebb-messenger --test
+//! wire_fuzz_corpus` rewrites the corpus from [`seeds`].
+
+mod wire_support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ebb_core::NodeId;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{
+    encode_message, ErrorReply, Header, Hello, Kind, Limits, MessageNumber, WireError,
+};
+use wire_support::{run, LIMITS};
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire")
+}
+
+fn header(kind: Kind, correlation: u64) -> Header {
+    Header {
+        kind,
+        destination: 0x8000,
+        message: MessageNumber(1),
+        source: NodeId(2),
+        correlation,
+        control_len: 0,
+        payload_len: 0,
+    }
+}
+
+fn message(kind: Kind, correlation: u64, control: &[u8], payload: &[u8]) -> Vec<u8> {
+    let payload = IoChain::from(IoBuf::copy_from_slice(payload));
+    encode_message(header(kind, correlation), control, payload, &LIMITS)
+        .unwrap()
+        .to_vec()
+}
+
+/// An input: the piece size byte, then the stream.
+fn input(piece: u8, parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![piece];
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// The seeds: named inputs covering each check, good and bad.
+fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let hello = Hello {
+        limits: Limits::DEFAULT,
+    }
+    .encode();
+    let call = message(Kind::Call, 1, b"", b"ping");
+    let mut bad_magic = call.clone();
+    bad_magic[0] = b'X';
+    let mut version_2 = call.clone();
+    version_2[4] = 2;
+    let mut bad_flags = call.clone();
+    bad_flags[6] = 3;
+    let mut reserved = call.clone();
+    reserved[36] = 1;
+    let mut long_control = call.clone();
+    long_control[20] = 65;
+    let mut long_payload = call.clone();
+    long_payload[32..36].copy_from_slice(&4097u32.to_le_bytes());
+    vec![
+        ("hello", input(0, &[message(Kind::Hello, 0, &hello, b"")])),
+        ("call_in_pieces", input(3, std::slice::from_ref(&call))),
+        (
+            "conversation",
+            input(
+                16,
+                &[
+                    message(Kind::Hello, 0, &hello, b""),
+                    call.clone(),
+                    message(Kind::Reply, 1, b"", &[7; 300]),
+                    message(Kind::OneWay, 0, b"ctl", b""),
+                    message(
+                        Kind::ErrorReply,
+                        2,
+                        &ErrorReply::UnknownEbb(0x8000).encode(),
+                        b"",
+                    ),
+                ],
+            ),
+        ),
+        ("bad_magic", input(5, &[bad_magic])),
+        ("version_2", input(1, &[version_2])),
+        ("bad_flags", input(7, &[bad_flags])),
+        ("reserved", input(9, &[reserved])),
+        ("control_too_long", input(2, &[long_control])),
+        ("payload_too_long", input(40, &[long_payload])),
+        ("truncated", input(11, &[call[..30].to_vec()])),
+        (
+            "error_reply_control",
+            input(0, &[ErrorReply::Refused(9).encode().to_vec()]),
+        ),
+        ("empty", vec![]),
+    ]
+}
+
+#[test]
+fn the_wire_fuzz_corpus_replays_cleanly() {
+    let dir = corpus_dir();
+    if std::env::var_os("EBB_WRITE_WIRE_CORPUS").is_some() {
+        fs::create_dir_all(&dir).unwrap();
+        for (name, data) in seeds() {
+            fs::write(dir.join(name), data).unwrap();
+        }
+    }
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= seeds().len(),
+        "only {} corpus files in {}",
+        files.len(),
+        dir.display()
+    );
+    for path in &files {
+        run(&fs::read(path).unwrap());
+    }
+}
+
+#[test]
+fn the_seeds_do_what_they_are_named_for() {
+    let outcome = |name: &str| {
+        let (_, data) = seeds().into_iter().find(|(n, _)| *n == name).unwrap();
+        run(&data)
+    };
+    assert_eq!(outcome("hello").frames, 1);
+    assert_eq!(outcome("call_in_pieces").frames, 1);
+    let conversation = outcome("conversation");
+    assert_eq!((conversation.frames, conversation.error), (5, None));
+    let error = |name: &str| outcome(name).error;
+    assert_eq!(
+        error("bad_magic"),
+        Some(WireError::BadMagic { found: *b"XBBM" })
+    );
+    assert_eq!(
+        error("version_2"),
+        Some(WireError::Version { theirs: 2, ours: 1 })
+    );
+    assert_eq!(error("bad_flags"), Some(WireError::BadFlags { flags: 3 }));
+    assert_eq!(error("reserved"), Some(WireError::Reserved { value: 1 }));
+    assert_eq!(
+        error("control_too_long"),
+        Some(WireError::ControlTooLong { len: 65, limit: 64 })
+    );
+    assert_eq!(
+        error("payload_too_long"),
+        Some(WireError::PayloadTooLong {
+            len: 4097,
+            limit: 4096
+        })
+    );
+    let truncated = outcome("truncated");
+    assert_eq!((truncated.frames, truncated.error), (0, None));
+    assert_eq!(
+        truncated.header,
+        Some(Err(WireError::Truncated {
+            needed: 40,
+            available: 30
+        }))
+    );
+    assert_eq!(outcome("empty"), wire_support::Outcome::default());
+}
