@@ -12,6 +12,13 @@
 //!   messages out, whose payloads are views into the receive buffers (zero
 //!   copy); [`encode_message`] for the other way.
 //!
+//! * [`Peer`]: one connection to one peer node over a
+//!   [`ebb_net::TcpConnection`]: the handshake, [`Peer::call`] paired with
+//!   its reply by correlation id, the node's [`Service`]s answering the
+//!   peer's messages (an unknown Ebb or message number gets an error
+//!   reply), every pending call completed with an error when the
+//!   connection ends, and back-pressure through the send credit.
+//!
 //! The wire layout and the reasons for each field are in
 //! `docs/messenger.md`. Nothing here panics on bytes from the network.
 
@@ -24,6 +31,8 @@ mod control;
 mod error;
 mod framing;
 mod header;
+mod node;
+mod peer;
 
 pub use control::{ErrorReply, Hello};
 pub use error::{MessengerError, WireError};
@@ -32,3 +41,5 @@ pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
     HEADER_LEN, MAGIC, VERSION,
 };
+pub use node::{Config, LocalNode, Message, Request, Service, ServiceError};
+pub use peer::{Call, Peer, PeerHandler, PeerState};

@@ -1,0 +1,578 @@
+//! One connection to one peer node: the handshake, calls paired with their
+//! replies, serving the peer's messages, and back-pressure.
+//!
+//! A [`Peer`] sits on one core, over one [`TcpConnection`]; its
+//! [`PeerHandler`] is the connection's [`TcpHandler`]. Nothing here knows
+//! the platform.
+//!
+//! **Invariants.**
+//! - Every call completes exactly once: its sender lives in `pending`
+//!   until a reply or an error reply with its correlation id takes it out,
+//!   or the connection's end drains `pending` with the error that ended it
+//!   (a [`Call`] whose sender vanished reads [`MessengerError::ConnectionLost`]).
+//! - Our hello is the first message on the connection: it is put at the
+//!   front of the queue when the connection is attached, before which
+//!   nothing is sent.
+//! - The peer's hello is the first message we accept; anything before it,
+//!   or a second one, is a wire error. A version mismatch is reported on
+//!   both sides, because each side's hello (in its own version) reaches the
+//!   other before the refusing side closes.
+//! - We never hand the connection more than its send credit, so the
+//!   platform buffers nothing for us; what waits is in our queue, which
+//!   new messages may not grow past [`Config::max_queued_bytes`].
+//! - No `RefCell` borrow is held across a call out (the connection, a
+//!   service, a waker), since each may call back into this peer.
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::rc::Rc;
+use core::cell::RefCell;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use ebb_core::{EbbId, NodeId};
+use ebb_event::{oneshot, Receiver, Sender};
+use ebb_iobuf::IoChain;
+use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
+
+use crate::{
+    encode_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits, LocalNode, Message,
+    MessageNumber, MessengerError, Request, ServiceError, WireError,
+};
+
+/// Where the connection is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerState {
+    /// Waiting for the peer's hello.
+    Handshaking,
+    /// Handshake done; messages flow.
+    Ready {
+        /// The peer's node id.
+        node: NodeId,
+    },
+    /// The connection ended; every call made from now on fails with this.
+    Closed(MessengerError),
+}
+
+type ReplySender = Sender<Result<Message, MessengerError>>;
+
+struct Inner {
+    conn: Option<TcpConnection>,
+    state: PeerState,
+    deframer: Deframer,
+    /// Messages waiting for send credit, oldest first; the front one may
+    /// be partly sent already.
+    outbox: VecDeque<IoChain>,
+    queued: usize,
+    /// Whether we paused receiving because replies filled the queue.
+    paused: bool,
+    pending: BTreeMap<u64, ReplySender>,
+    next_correlation: u64,
+    /// What both sides accept (ours until the peer's hello arrives).
+    limits: Limits,
+    /// Replies whose call we do not know (counted, then dropped).
+    stray_replies: u64,
+}
+
+/// One connection to one peer.
+pub struct Peer {
+    local: Rc<LocalNode>,
+    inner: RefCell<Inner>,
+}
+
+impl Peer {
+    /// A peer with no connection yet; attach one with [`Peer::attach`] or
+    /// hand [`Peer::handler`] to `connect` (it attaches when connected).
+    /// Calls made before are queued behind the hello.
+    #[must_use]
+    pub fn new(local: Rc<LocalNode>) -> Rc<Peer> {
+        let config = *local.config();
+        Rc::new(Peer {
+            local,
+            inner: RefCell::new(Inner {
+                conn: None,
+                state: PeerState::Handshaking,
+                deframer: Deframer::new(config.limits),
+                outbox: VecDeque::new(),
+                queued: 0,
+                paused: false,
+                pending: BTreeMap::new(),
+                next_correlation: 1,
+                limits: config.limits,
+                stray_replies: 0,
+            }),
+        })
+    }
+
+    /// The connection's handler, for `connect` or a listener's accept.
+    #[must_use]
+    pub fn handler(self: &Rc<Self>) -> Box<dyn TcpHandler> {
+        Box::new(PeerHandler {
+            peer: Rc::clone(self),
+        })
+    }
+
+    /// Uses `conn` (once): sends our hello, then whatever was queued.
+    pub fn attach(&self, conn: TcpConnection) {
+        {
+            let mut inner = self.inner.borrow_mut();
+            if inner.conn.is_some() || matches!(inner.state, PeerState::Closed(_)) {
+                return;
+            }
+            let hello = Hello {
+                limits: self.local.config().limits,
+            };
+            let header = self.header(Kind::Hello, 0, MessageNumber(0), 0);
+            let Ok(message) =
+                encode_message(header, &hello.encode(), IoChain::new(), &Limits::DEFAULT)
+            else {
+                unreachable!("a hello is within the default limits");
+            };
+            inner.queued += message.len();
+            inner.outbox.push_front(message);
+            inner.conn = Some(conn);
+        }
+        self.flush();
+    }
+
+    /// Where the connection is.
+    #[must_use]
+    pub fn state(&self) -> PeerState {
+        self.inner.borrow().state.clone()
+    }
+
+    /// Calls waiting for their reply.
+    #[must_use]
+    pub fn pending_calls(&self) -> usize {
+        self.inner.borrow().pending.len()
+    }
+
+    /// Bytes waiting for send credit.
+    #[must_use]
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.borrow().queued
+    }
+
+    /// Replies that answered no call of ours.
+    #[must_use]
+    pub fn stray_replies(&self) -> u64 {
+        self.inner.borrow().stray_replies
+    }
+
+    /// Calls message `message` of Ebb `ebb` on the peer; the future gives
+    /// its reply, or the error that prevented one.
+    pub fn call(&self, ebb: EbbId, message: MessageNumber, body: Message) -> Call {
+        let (sender, receiver) = oneshot();
+        {
+            let mut inner = self.inner.borrow_mut();
+            let correlation = inner.next_correlation;
+            let header = self.header(Kind::Call, ebb.raw(), message, correlation);
+            if let Err(error) = self.enqueue(&mut inner, header, body) {
+                return Call::failed(error);
+            }
+            inner.next_correlation += 1;
+            inner.pending.insert(correlation, sender);
+        }
+        self.flush();
+        Call {
+            state: CallState::Waiting(receiver),
+        }
+    }
+
+    /// Sends message `message` to Ebb `ebb` on the peer, expecting no
+    /// answer.
+    ///
+    /// # Errors
+    ///
+    /// The connection ended, the message is over the limits, or the queue
+    /// is full ([`MessengerError::Backpressure`]); nothing was sent.
+    pub fn send(
+        &self,
+        ebb: EbbId,
+        message: MessageNumber,
+        body: Message,
+    ) -> Result<(), MessengerError> {
+        {
+            let mut inner = self.inner.borrow_mut();
+            let header = self.header(Kind::OneWay, ebb.raw(), message, 0);
+            self.enqueue(&mut inner, header, body)?;
+        }
+        self.flush();
+        Ok(())
+    }
+
+    fn header(
+        &self,
+        kind: Kind,
+        destination: u32,
+        message: MessageNumber,
+        correlation: u64,
+    ) -> Header {
+        Header {
+            kind,
+            destination,
+            message,
+            source: self.local.id(),
+            correlation,
+            control_len: 0,
+            payload_len: 0,
+        }
+    }
+
+    /// Queues a new message, if the connection is open, it fits the
+    /// limits and the queue has room.
+    fn enqueue(
+        &self,
+        inner: &mut Inner,
+        header: Header,
+        body: Message,
+    ) -> Result<(), MessengerError> {
+        if let PeerState::Closed(error) = &inner.state {
+            return Err(error.clone());
+        }
+        let limit = self.local.config().max_queued_bytes;
+        if inner.queued > 0 && inner.queued + body.payload.len() > limit {
+            return Err(MessengerError::Backpressure {
+                queued: inner.queued,
+                limit,
+            });
+        }
+        let message = encode_message(header, &body.control.to_vec(), body.payload, &inner.limits)
+            .map_err(too_large)?;
+        inner.queued += message.len();
+        inner.outbox.push_back(message);
+        Ok(())
+    }
+
+    /// Hands the connection as much of the queue as its credit takes.
+    fn flush(&self) {
+        loop {
+            let (conn, chunk) = {
+                let mut inner = self.inner.borrow_mut();
+                let Some(conn) = inner.conn.clone() else {
+                    return;
+                };
+                let Some(front) = inner.outbox.front_mut() else {
+                    return;
+                };
+                // Asking while it is 0 also asks to hear when it grows
+                // (`on_send_credit`).
+                let credit = conn.send_credit();
+                if credit == 0 {
+                    return;
+                }
+                let chunk = if front.len() <= credit {
+                    inner.outbox.pop_front().unwrap_or_default()
+                } else {
+                    front.split_to(credit).unwrap_or_default()
+                };
+                inner.queued -= chunk.len();
+                if inner.paused && inner.queued <= self.local.config().max_queued_bytes / 2 {
+                    inner.paused = false;
+                    conn.resume_receive();
+                }
+                (conn, chunk)
+            };
+            match conn.send(chunk) {
+                Ok(()) => {}
+                Err(SendError {
+                    error: NetError::NoCredit { .. },
+                    data,
+                }) => {
+                    let mut inner = self.inner.borrow_mut();
+                    inner.queued += data.len();
+                    inner.outbox.push_front(data);
+                    return;
+                }
+                Err(_) => {
+                    self.end(MessengerError::ConnectionLost);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Bytes from the peer.
+    fn receive(&self, data: IoChain) {
+        {
+            let mut inner = self.inner.borrow_mut();
+            if matches!(inner.state, PeerState::Closed(_)) {
+                return;
+            }
+            inner.deframer.push(data);
+        }
+        loop {
+            let next = {
+                let mut inner = self.inner.borrow_mut();
+                if matches!(inner.state, PeerState::Closed(_)) {
+                    return;
+                }
+                inner.deframer.next_frame()
+            };
+            match next {
+                Ok(Some(frame)) => self.dispatch(frame),
+                Ok(None) => return,
+                Err(error) => {
+                    self.wire_error(error);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn dispatch(&self, frame: Frame) {
+        let state = self.state();
+        let header = frame.header;
+        match (state, header.kind) {
+            (PeerState::Handshaking, Kind::Hello) => match Hello::decode(&frame.control) {
+                Ok(hello) => {
+                    let mut inner = self.inner.borrow_mut();
+                    inner.limits = inner.limits.min(hello.limits);
+                    inner.state = PeerState::Ready {
+                        node: header.source,
+                    };
+                }
+                Err(error) => self.wire_error(error),
+            },
+            (PeerState::Ready { .. }, Kind::Call | Kind::OneWay) => self.serve(frame),
+            (PeerState::Ready { .. }, Kind::Reply) => self.complete(
+                header.correlation,
+                Ok(Message {
+                    control: frame.control,
+                    payload: frame.payload,
+                }),
+            ),
+            (PeerState::Ready { node }, Kind::ErrorReply) => {
+                match ErrorReply::decode(&frame.control) {
+                    Ok(reply) => {
+                        self.complete(header.correlation, Err(remote_error(node, header, reply)))
+                    }
+                    Err(error) => self.wire_error(error),
+                }
+            }
+            (PeerState::Closed(_), _) => {}
+            (_, kind) => self.wire_error(WireError::Unexpected { kind }),
+        }
+    }
+
+    /// Runs the destination's service; answers a call.
+    fn serve(&self, frame: Frame) {
+        let header = frame.header;
+        let result = match self.local.service(header.destination) {
+            None => Err(ErrorReply::UnknownEbb(header.destination)),
+            Some(service) => service
+                .handle(Request {
+                    from: header.source,
+                    message: header.message,
+                    body: Message {
+                        control: frame.control,
+                        payload: frame.payload,
+                    },
+                })
+                .map_err(|error| match error {
+                    ServiceError::UnknownMessage => ErrorReply::UnknownMessage(header.message.0),
+                    ServiceError::Refused(code) => ErrorReply::Refused(code),
+                }),
+        };
+        if header.kind != Kind::Call {
+            return;
+        }
+        {
+            let mut inner = self.inner.borrow_mut();
+            let limits = inner.limits;
+            let reply = match result {
+                Ok(body) => {
+                    let len = body.payload.len();
+                    let reply = self.header(
+                        Kind::Reply,
+                        header.destination,
+                        header.message,
+                        header.correlation,
+                    );
+                    encode_message(reply, &body.control.to_vec(), body.payload, &limits).map_err(
+                        |_| ErrorReply::ReplyTooLarge(u32::try_from(len).unwrap_or(u32::MAX)),
+                    )
+                }
+                Err(error) => Err(error),
+            };
+            let message = reply.unwrap_or_else(|error| {
+                let header = self.header(
+                    Kind::ErrorReply,
+                    header.destination,
+                    header.message,
+                    header.correlation,
+                );
+                match encode_message(header, &error.encode(), IoChain::new(), &Limits::DEFAULT) {
+                    Ok(message) => message,
+                    Err(_) => unreachable!("an error reply is within the default limits"),
+                }
+            });
+            // A reply is always queued (dropping it would leave the call
+            // hanging); a peer that calls faster than it reads is held
+            // back by pausing our receive side instead.
+            inner.queued += message.len();
+            inner.outbox.push_back(message);
+            if !inner.paused && inner.queued > self.local.config().max_queued_bytes {
+                inner.paused = true;
+                if let Some(conn) = &inner.conn {
+                    conn.pause_receive();
+                }
+            }
+        }
+        self.flush();
+    }
+
+    /// Completes the call `correlation`, if it is still pending.
+    fn complete(&self, correlation: u64, result: Result<Message, MessengerError>) {
+        let sender = {
+            let mut inner = self.inner.borrow_mut();
+            let sender = inner.pending.remove(&correlation);
+            if sender.is_none() {
+                inner.stray_replies += 1;
+            }
+            sender
+        };
+        if let Some(sender) = sender {
+            sender.send(result);
+        }
+    }
+
+    /// The peer broke the wire format, or speaks another version: both end
+    /// the connection. A version mismatch closes in order, so that our
+    /// hello (already sent) reaches the peer and it refuses too.
+    fn wire_error(&self, error: WireError) {
+        let conn = self.inner.borrow().conn.clone();
+        match error {
+            WireError::Version { theirs, ours } => {
+                self.end(MessengerError::VersionMismatch { theirs, ours });
+                if let Some(conn) = conn {
+                    conn.close();
+                }
+            }
+            error => {
+                self.end(MessengerError::Protocol(error));
+                if let Some(conn) = conn {
+                    conn.abort();
+                }
+            }
+        }
+    }
+
+    /// Ends the peer (once): every pending call completes with `error`,
+    /// and so will every later one.
+    fn end(&self, error: MessengerError) {
+        let pending = {
+            let mut inner = self.inner.borrow_mut();
+            if matches!(inner.state, PeerState::Closed(_)) {
+                return;
+            }
+            inner.state = PeerState::Closed(error.clone());
+            inner.outbox.clear();
+            inner.queued = 0;
+            inner.deframer = Deframer::new(inner.limits);
+            core::mem::take(&mut inner.pending)
+        };
+        for sender in pending.into_values() {
+            sender.send(Err(error.clone()));
+        }
+    }
+}
+
+fn too_large(error: WireError) -> MessengerError {
+    match error {
+        WireError::ControlTooLong { len, limit } => MessengerError::TooLarge {
+            part: "control",
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+            limit,
+        },
+        WireError::PayloadTooLong { len, limit } => MessengerError::TooLarge {
+            part: "payload",
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+            limit,
+        },
+        other => MessengerError::Protocol(other),
+    }
+}
+
+fn remote_error(node: NodeId, header: Header, reply: ErrorReply) -> MessengerError {
+    match reply {
+        ErrorReply::UnknownEbb(ebb) => MessengerError::UnknownEbb { node, ebb },
+        ErrorReply::UnknownMessage(number) => MessengerError::UnknownMessage {
+            node,
+            ebb: header.destination,
+            message: MessageNumber(number),
+        },
+        ErrorReply::Refused(code) => MessengerError::Refused { node, code },
+        ErrorReply::ReplyTooLarge(len) => MessengerError::ReplyTooLarge { node, len },
+    }
+}
+
+/// The connection's handler: feeds the [`Peer`].
+pub struct PeerHandler {
+    peer: Rc<Peer>,
+}
+
+impl TcpHandler for PeerHandler {
+    fn on_connected(&mut self, conn: &TcpConnection) {
+        self.peer.attach(conn.clone());
+    }
+
+    fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
+        // An accepted connection's first event may be its data.
+        self.peer.attach(conn.clone());
+        self.peer.receive(data);
+    }
+
+    fn on_send_credit(&mut self, _conn: &TcpConnection) {
+        self.peer.flush();
+    }
+
+    fn on_closed(&mut self, conn: &TcpConnection) {
+        self.peer.end(MessengerError::ConnectionLost);
+        conn.close();
+    }
+
+    fn on_aborted(&mut self, _conn: &TcpConnection, _error: NetError) {
+        self.peer.end(MessengerError::ConnectionLost);
+    }
+}
+
+enum CallState {
+    Failed(Option<MessengerError>),
+    Waiting(Receiver<Result<Message, MessengerError>>),
+}
+
+/// The future of a [`Peer::call`]: the reply, or why there is none.
+pub struct Call {
+    state: CallState,
+}
+
+impl Call {
+    fn failed(error: MessengerError) -> Self {
+        Call {
+            state: CallState::Failed(Some(error)),
+        }
+    }
+}
+
+impl Future for Call {
+    type Output = Result<Message, MessengerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().state {
+            CallState::Failed(error) => {
+                Poll::Ready(Err(error.take().unwrap_or(MessengerError::ConnectionLost)))
+            }
+            CallState::Waiting(receiver) => Pin::new(receiver)
+                .poll(cx)
+                .map(|result| result.unwrap_or(Err(MessengerError::ConnectionLost))),
+        }
+    }
+}
+
+impl core::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Peer(node {} -> {:?})", self.local.id(), self.state())
+    }
+}
