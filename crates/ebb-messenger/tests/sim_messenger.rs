@@ -2,7 +2,10 @@
 //! through the Messenger over the simulated link (`ebb_netstack::sim`, a
 //! seeded clock, no root): call and reply, an unknown Ebb, a version
 //! mismatch, a peer that vanishes mid-call, and payloads of 1 B to 16 MiB
-//! that arrive as views into the receiving device's frame buffers.
+//! that arrive as views into the receiving device's frame buffers; and a
+//! property test of random calls, node losses and replacement nodes in
+//! which every call completes exactly once, with the reply or the error its
+//! node's fate allows.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -109,9 +112,12 @@ fn side(sim: &Sim, mac: u8, addr: Ipv4Addr) -> Side {
             gateway: None,
         },
     );
+    // A lost peer is given up on within seconds of simulated time.
     config.tcp = TcpConfig {
+        initial_rto: Duration::from_millis(200),
         min_rto: Duration::from_millis(200),
         max_retries: 4,
+        max_syn_retries: 3,
         ..TcpConfig::default()
     };
     Side {
@@ -357,5 +363,170 @@ fn payloads_from_1_byte_to_16_mib_arrive_intact_as_views_of_receive_buffers() {
             all_inside(&reply_views, &a_frames),
             "{len}: the reply was copied on receive"
         );
+    }
+}
+
+/// One step of the property test.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Node 1 calls the current server: the echo Ebb, or an Ebb it lacks.
+    Call { known: bool, len: usize },
+    /// Time passes.
+    Run { ms: u64 },
+    /// The current server vanishes for good.
+    Lose,
+    /// A new server node joins (new stack, address and id) and node 1
+    /// connects to it; later calls go there.
+    Replace,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (any::<bool>(), 0usize..4000).prop_map(|(known, len)| Op::Call { known, len }),
+        3 => (1u64..40).prop_map(|ms| Op::Run { ms }),
+        1 => Just(Op::Lose),
+        1 => Just(Op::Replace),
+    ]
+}
+
+thread_local! {
+    /// The server nodes of the property test, by generation.
+    static SERVERS: RefCell<Vec<Rc<LocalNode>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A server generation: its stack, on a fresh address, serving the echo
+/// Ebb, and node 1's peer connected to it.
+struct Server {
+    side: Side,
+    peer: Rc<Peer>,
+    lost: bool,
+}
+
+fn server(sim: &mut Sim, a: &Side, generation: usize) -> Server {
+    let host = u8::try_from(generation + 2).unwrap();
+    let ip = Ipv4Addr::new(10, 0, 0, host);
+    let side = side(sim, host, ip);
+    sim.add(Box::new(side.stack.clone()));
+    let node = LocalNode::new(NodeId(u32::from(host)), MessengerConfig::default());
+    node.register(echo_id(), Rc::new(Echo::default()));
+    SERVERS.with(|s| s.borrow_mut().push(node));
+    side.stack
+        .listen(
+            SocketAddr::from((ip, PORT)),
+            Arc::new(move |conn: &TcpConnection| {
+                let node = SERVERS.with(|s| s.borrow()[generation].clone());
+                let peer = Peer::new(node);
+                peer.attach(conn.clone());
+                peer.handler()
+            }),
+        )
+        .unwrap();
+    let peer = Peer::new(LocalNode::new(NodeId(1), MessengerConfig::default()));
+    a.stack
+        .connect(SocketAddr::from((ip, PORT)), peer.handler())
+        .unwrap();
+    Server {
+        side,
+        peer,
+        lost: false,
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn every_call_completes_exactly_once_through_losses_and_replacements(
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
+        SERVERS.with(|s| s.borrow_mut().clear());
+        let mut sim = Sim::new(LinkConfig {
+            latency: Duration::from_micros(100),
+            ..LinkConfig::default()
+        });
+        let a = side(&sim, 0xa, IP_A);
+        sim.add(Box::new(a.stack.clone()));
+        let mut servers = vec![server(&mut sim, &a, 0)];
+        // (the call, its server's generation, whether the Ebb exists, the
+        // payload sent, its outcome once polled ready)
+        let mut calls = Vec::new();
+        for op in ops {
+            match op {
+                Op::Call { known, len } => {
+                    let generation = servers.len() - 1;
+                    let ebb = if known { echo_id() } else { EbbId::new(40_199).unwrap() };
+                    let sent = payload(len);
+                    let call = servers[generation].peer.call(
+                        ebb,
+                        ECHO,
+                        Message::payload(IoChain::from(sent.clone())),
+                    );
+                    calls.push((call, generation, known, sent, None));
+                }
+                Op::Run { ms } => sim.run_for(Duration::from_millis(ms)),
+                Op::Lose => {
+                    let current = servers.last_mut().unwrap();
+                    current.side.vanished.set(true);
+                    current.lost = true;
+                }
+                Op::Replace => {
+                    let generation = servers.len();
+                    servers.push(server(&mut sim, &a, generation));
+                }
+            }
+            poll_all(&mut calls);
+        }
+        // Every call completes within bounded simulated time: replies from
+        // live servers, errors once TCP gives up on lost ones.
+        let mut waited = Duration::ZERO;
+        while calls.iter().any(|c| c.4.is_none()) {
+            proptest::prop_assert!(waited < Duration::from_secs(120), "calls still pending");
+            sim.run_for(Duration::from_millis(20));
+            waited += Duration::from_millis(20);
+            poll_all(&mut calls);
+        }
+        for (_, generation, known, sent, outcome) in &calls {
+            let lost = servers[*generation].lost;
+            let node = NodeId(u32::try_from(*generation + 2).unwrap());
+            match outcome.as_ref().unwrap() {
+                Ok(reply) => {
+                    proptest::prop_assert!(*known, "a reply from an Ebb that does not exist");
+                    proptest::prop_assert!(reply.payload == *sent.as_slice());
+                }
+                Err(MessengerError::UnknownEbb { node: from, ebb: 40_199 }) => {
+                    proptest::prop_assert!(!*known);
+                    proptest::prop_assert_eq!(*from, node);
+                }
+                Err(MessengerError::ConnectionLost) => {
+                    proptest::prop_assert!(lost, "a call to a live node failed");
+                }
+                Err(other) => proptest::prop_assert!(false, "unexpected error {other}"),
+            }
+        }
+        for server in &servers {
+            proptest::prop_assert_eq!(server.peer.pending_calls(), 0);
+            proptest::prop_assert_eq!(server.peer.stray_replies(), 0);
+        }
+    }
+}
+
+type Tracked = (
+    Call,
+    usize,
+    bool,
+    IoBuf,
+    Option<Result<Message, MessengerError>>,
+);
+
+/// Polls every call not yet complete, recording its outcome once.
+fn poll_all(calls: &mut [Tracked]) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for (call, _, _, _, outcome) in calls.iter_mut() {
+        if outcome.is_none() {
+            if let Poll::Ready(result) = pin!(call).poll(&mut cx) {
+                *outcome = Some(result);
+            }
+        }
     }
 }
