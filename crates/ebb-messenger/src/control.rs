@@ -69,6 +69,9 @@ pub enum ErrorReply {
     /// Code 4: the reply was over the size limit (detail: its payload
     /// length, saturated at `u32::MAX`).
     ReplyTooLarge(u32),
+    /// Code 5: the Ebb has no representative on the receiving core and its
+    /// fault handler could not build one (detail: the Ebb's id).
+    NoRepresentative(u32),
 }
 
 impl ErrorReply {
@@ -79,7 +82,7 @@ impl ErrorReply {
     ///
     /// | offset | size | field |
     /// | --- | --- | --- |
-    /// | 0 | 2 | code (1 to 4, see the variants) |
+    /// | 0 | 2 | code (1 to 5, see the variants) |
     /// | 2 | 2 | reserved, zero |
     /// | 4 | 4 | detail |
     #[must_use]
@@ -89,6 +92,7 @@ impl ErrorReply {
             ErrorReply::UnknownMessage(number) => (2, number),
             ErrorReply::Refused(code) => (3, code),
             ErrorReply::ReplyTooLarge(len) => (4, len),
+            ErrorReply::NoRepresentative(id) => (5, id),
         };
         let mut out = [0u8; Self::LEN];
         out[0..2].copy_from_slice(&code.to_le_bytes());
@@ -119,6 +123,7 @@ impl ErrorReply {
             2 => Ok(ErrorReply::UnknownMessage(detail)),
             3 => Ok(ErrorReply::Refused(detail)),
             4 => Ok(ErrorReply::ReplyTooLarge(detail)),
+            5 => Ok(ErrorReply::NoRepresentative(detail)),
             _ => Err(WireError::UnknownErrorCode { code }),
         }
     }
@@ -180,6 +185,7 @@ mod tests {
             ErrorReply::UnknownMessage(9),
             ErrorReply::Refused(42),
             ErrorReply::ReplyTooLarge(1 << 30),
+            ErrorReply::NoRepresentative(0x8001),
         ] {
             assert_eq!(ErrorReply::decode(&chain(&reply.encode())), Ok(reply));
         }

@@ -161,6 +161,14 @@ pub enum MessengerError {
         /// The reply payload's length.
         len: u32,
     },
+    /// The peer's fault handler could not build a representative of the
+    /// Ebb on the receiving core.
+    NoRepresentative {
+        /// The peer.
+        node: NodeId,
+        /// The Ebb.
+        ebb: u32,
+    },
     /// The peer's Ebb refused the call with its own code.
     Refused {
         /// The peer.
@@ -212,6 +220,10 @@ impl fmt::Display for MessengerError {
             MessengerError::ReplyTooLarge { node, len } => write!(
                 f,
                 "node {node} could not reply: its reply of {len} bytes is over the size limit"
+            ),
+            MessengerError::NoRepresentative { node, ebb } => write!(
+                f,
+                "node {node} could not build a representative of Ebb {ebb}: its fault handler failed"
             ),
             MessengerError::Refused { node, code } => {
                 write!(f, "node {node} refused the call with code {code}")

@@ -1,16 +1,17 @@
 //! The local end of the message layer: this node's id, its configuration
 //! and the Ebbs that receive messages here.
 //!
-//! For now an Ebb that receives messages registers a [`Service`] under its
-//! id; issue 16's next step resolves the destination through the Ebb's
-//! representative on the receiving core instead, with its fault handler
-//! building one on a miss.
+//! An Ebb receives messages on a node once the node knows its type:
+//! [`LocalNode::register_ebb`] binds the id, and each message is handled by
+//! the receiving core's representative, which the Ebb's fault handler
+//! builds on the first message there (lazy creation, as for a local miss).
+//! [`LocalNode::register`] takes any [`Service`] instead (tests, adapters).
 
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use core::cell::RefCell;
 
-use ebb_core::{EbbId, NodeId};
+use ebb_core::{Ebb, EbbId, EbbRef, NodeId};
 use ebb_iobuf::IoChain;
 
 use crate::{Limits, MessageNumber};
@@ -55,6 +56,9 @@ pub enum ServiceError {
     UnknownMessage,
     /// The Ebb refused, with a code of its own.
     Refused(u32),
+    /// The Ebb has no representative on this core and its fault handler
+    /// could not build one.
+    NoRepresentative,
 }
 
 /// An Ebb's receiving side on this node.
@@ -126,9 +130,34 @@ impl LocalNode {
         self.services.borrow_mut().insert(ebb.raw(), service);
     }
 
+    /// Makes Ebb `ebb` receive the messages sent to it here, through the
+    /// receiving core's representative (built by `E`'s fault handler on
+    /// the first message that core receives for it).
+    pub fn register_ebb<E: Ebb>(&self, ebb: EbbRef<E>)
+    where
+        E::Rep: Service,
+    {
+        self.register(ebb.id(), Rc::new(ViaRepresentative(ebb)));
+    }
+
     /// The service of Ebb `ebb`, if it has one here.
     #[must_use]
     pub fn service(&self, ebb: u32) -> Option<Rc<dyn Service>> {
         self.services.borrow().get(&ebb).cloned()
+    }
+}
+
+/// Hands each message to the calling core's representative of `E`.
+struct ViaRepresentative<E: Ebb>(EbbRef<E>);
+
+impl<E: Ebb> Service for ViaRepresentative<E>
+where
+    E::Rep: Service,
+{
+    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
+        match self.0.get() {
+            Ok(rep) => rep.handle(request),
+            Err(_) => Err(ServiceError::NoRepresentative),
+        }
     }
 }

@@ -373,6 +373,9 @@ impl Peer {
                 .map_err(|error| match error {
                     ServiceError::UnknownMessage => ErrorReply::UnknownMessage(header.message.0),
                     ServiceError::Refused(code) => ErrorReply::Refused(code),
+                    ServiceError::NoRepresentative => {
+                        ErrorReply::NoRepresentative(header.destination)
+                    }
                 }),
         };
         if header.kind != Kind::Call {
@@ -505,6 +508,7 @@ fn remote_error(node: NodeId, header: Header, reply: ErrorReply) -> MessengerErr
         },
         ErrorReply::Refused(code) => MessengerError::Refused { node, code },
         ErrorReply::ReplyTooLarge(len) => MessengerError::ReplyTooLarge { node, len },
+        ErrorReply::NoRepresentative(ebb) => MessengerError::NoRepresentative { node, ebb },
     }
 }
 

@@ -1,6 +1,7 @@
 //! Two nodes in one process, each on its own Ebbflow TCP/IP stack, talking
 //! through the Messenger over the simulated link (`ebb_netstack::sim`, a
-//! seeded clock, no root): call and reply, an unknown Ebb, a version
+//! seeded clock, no root): call and reply, an unknown Ebb, lazy creation of
+//! the receiving representative by its fault handler, a version
 //! mismatch, a peer that vanishes mid-call, and payloads of 1 B to 16 MiB
 //! that arrive as views into the receiving device's frame buffers; and a
 //! property test of random calls, node losses and replacement nodes in
@@ -16,7 +17,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use ebb_core::{EbbId, NodeId};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ebb_core::{enter_core, CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, Node, NodeId};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
     Call, Config as MessengerConfig, Header, Hello, Kind, Limits, LocalNode, Message,
@@ -309,6 +312,81 @@ fn a_version_mismatch_over_our_stack_is_refused_naming_both_versions() {
         Err(refused.clone())
     );
     assert_eq!(peer.state(), PeerState::Closed(refused));
+}
+
+/// Faults taken by [`Counter`].
+static COUNTER_FAULTS: AtomicUsize = AtomicUsize::new(0);
+
+/// An Ebb whose representative counts the messages it handled.
+struct Counter;
+
+struct CounterRep {
+    handled: Cell<u32>,
+}
+
+impl Service for CounterRep {
+    fn handle(&self, _request: Request) -> Result<Message, ServiceError> {
+        self.handled.set(self.handled.get() + 1);
+        let count = self.handled.get().to_le_bytes().to_vec();
+        Ok(Message::payload(IoChain::from(IoBuf::from_vec(count))))
+    }
+}
+
+impl Ebb for Counter {
+    type Rep = CounterRep;
+
+    fn fault(_ctx: &FaultContext<'_>) -> Result<&'static CounterRep, EbbError> {
+        COUNTER_FAULTS.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::leak(Box::new(CounterRep {
+            handled: Cell::new(0),
+        })))
+    }
+}
+
+/// An Ebb whose fault handler always fails.
+struct Broken;
+
+impl Ebb for Broken {
+    type Rep = CounterRep;
+
+    fn fault(ctx: &FaultContext<'_>) -> Result<&'static CounterRep, EbbError> {
+        Err(EbbError::Unregistered(ctx.id))
+    }
+}
+
+#[test]
+fn the_receiving_nodes_fault_handler_builds_the_representative_once() {
+    // The test thread is core 0 (both simulated nodes run on it).
+    let _core = enter_core(CoreId(0), Node::standalone(1)).unwrap();
+    let mut c = cluster();
+    let node_b = NODE_B.with(|n| n.borrow().clone().unwrap());
+    let counter = EbbRef::<Counter>::bind(EbbId::new(40_150).unwrap()).unwrap();
+    let broken = EbbRef::<Broken>::bind(EbbId::new(40_151).unwrap()).unwrap();
+    node_b.register_ebb(counter);
+    node_b.register_ebb(broken);
+    assert_eq!(
+        COUNTER_FAULTS.load(Ordering::SeqCst),
+        0,
+        "no representative before a message"
+    );
+    for expected in 1..=3u32 {
+        let mut call = c.to_b.call(counter.id(), ECHO, Message::default());
+        let reply = finish(&mut c.sim, &mut call, Duration::from_secs(5)).unwrap();
+        assert_eq!(reply.payload, *expected.to_le_bytes().as_slice());
+    }
+    assert_eq!(
+        COUNTER_FAULTS.load(Ordering::SeqCst),
+        1,
+        "built once, on the first message"
+    );
+    let mut call = c.to_b.call(broken.id(), ECHO, Message::default());
+    assert_eq!(
+        finish(&mut c.sim, &mut call, Duration::from_secs(5)).unwrap_err(),
+        MessengerError::NoRepresentative {
+            node: NodeId(2),
+            ebb: 40_151
+        }
+    );
 }
 
 /// Whether every view lies inside one of the `buffers` (sorted by start).

@@ -153,7 +153,7 @@ proptest! {
     }
 
     #[test]
-    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=4, detail: u32) {
+    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=5, detail: u32) {
         let hello = Hello { limits: Limits { max_control_len, max_payload_len } };
         let chain = IoChain::from(IoBuf::copy_from_slice(&hello.encode()));
         prop_assert_eq!(Hello::decode(&chain), Ok(hello));
@@ -161,7 +161,8 @@ proptest! {
             1 => ErrorReply::UnknownEbb(detail),
             2 => ErrorReply::UnknownMessage(detail),
             3 => ErrorReply::Refused(detail),
-            _ => ErrorReply::ReplyTooLarge(detail),
+            4 => ErrorReply::ReplyTooLarge(detail),
+            _ => ErrorReply::NoRepresentative(detail),
         };
         let chain = IoChain::from(IoBuf::copy_from_slice(&reply.encode()));
         prop_assert_eq!(ErrorReply::decode(&chain), Ok(reply));
@@ -180,7 +181,7 @@ proptest! {
         } else if bytes[2..4] != [0, 0] {
             let value = u32::from(u16::from_le_bytes([bytes[2], bytes[3]]));
             prop_assert_eq!(ErrorReply::decode(&chain), Err(WireError::Reserved { value }));
-        } else if !(1..=4).contains(&u16::from_le_bytes([bytes[0], bytes[1]])) {
+        } else if !(1..=5).contains(&u16::from_le_bytes([bytes[0], bytes[1]])) {
             let code = u16::from_le_bytes([bytes[0], bytes[1]]);
             prop_assert_eq!(ErrorReply::decode(&chain), Err(WireError::UnknownErrorCode { code }));
         } else {
