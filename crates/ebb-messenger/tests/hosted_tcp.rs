@@ -3,10 +3,10 @@
 //! calls and replies of 1 B to 1 MiB, checked to arrive as views of the
 //! kernel-filled receive buffers on both nodes, and an unknown Ebb.
 //!
-//! Not 16 MiB here: a message larger than a core's receive-buffer ring
-//! (4 MiB) stalls on the hosted platform today, because the Messenger holds
-//! the views of a partly received message and the ring runs dry (found
-//! writing this test; see docs/ARCHITECTURE.md, Messenger).
+//! Not 16 MiB here: a message as large as a core's receive-buffer ring
+//! (4 MiB) stalls on the hosted platform today, most likely because the
+//! Messenger holds the views of a partly received message and the ring
+//! runs dry (found writing this test; see docs/ARCHITECTURE.md, Messenger).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
