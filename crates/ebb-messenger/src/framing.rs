@@ -15,8 +15,10 @@
 
 use ebb_iobuf::{IoBufMut, IoChain};
 
+use ebb_core::NodeId;
+
 use crate::header::RawHeader;
-use crate::{Header, Limits, WireError, HEADER_LEN};
+use crate::{Header, Hello, Kind, Limits, MessageNumber, WireError, HEADER_LEN};
 
 /// One received message.
 #[derive(Clone, Debug)]
@@ -165,11 +167,29 @@ pub fn encode_message(
     Ok(message)
 }
 
+/// The hello a node sends first: its id as the source, its limits, and
+/// `version` in the header (always [`crate::VERSION`], except in tests of
+/// a version mismatch).
+#[must_use]
+pub fn hello_message(source: NodeId, limits: Limits, version: u16) -> IoChain {
+    let header = Header {
+        kind: Kind::Hello,
+        destination: 0,
+        message: MessageNumber(0),
+        source,
+        correlation: 0,
+        control_len: u32::try_from(Hello::LEN).unwrap_or(u32::MAX),
+        payload_len: 0,
+    };
+    let mut bytes = IoBufMut::with_capacity(HEADER_LEN + Hello::LEN);
+    bytes.extend_from_slice(&header.encode_as(version));
+    bytes.extend_from_slice(&Hello { limits }.encode());
+    IoChain::from(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Kind, MessageNumber};
-    use ebb_core::NodeId;
     use ebb_iobuf::IoBuf;
 
     fn header(kind: Kind, correlation: u64) -> Header {

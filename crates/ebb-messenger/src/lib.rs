@@ -36,7 +36,7 @@ mod peer;
 
 pub use control::{ErrorReply, Hello};
 pub use error::{MessengerError, WireError};
-pub use framing::{encode_message, Deframer, Frame};
+pub use framing::{encode_message, hello_message, Deframer, Frame};
 pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
     HEADER_LEN, MAGIC, VERSION,

@@ -37,8 +37,8 @@ use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 
 use crate::{
-    encode_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits, LocalNode, Message,
-    MessageNumber, MessengerError, Request, ServiceError, WireError,
+    encode_message, hello_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits,
+    LocalNode, Message, MessageNumber, MessengerError, Request, ServiceError, WireError, VERSION,
 };
 
 /// Where the connection is.
@@ -113,6 +113,15 @@ impl Peer {
         })
     }
 
+    /// A peer for a connection a listener accepted, attached at once, and
+    /// the handler to give the platform for it.
+    pub fn accept(local: Rc<LocalNode>, conn: &TcpConnection) -> (Rc<Peer>, Box<dyn TcpHandler>) {
+        let peer = Peer::new(local);
+        peer.attach(conn.clone());
+        let handler = peer.handler();
+        (peer, handler)
+    }
+
     /// Uses `conn` (once): sends our hello, then whatever was queued.
     pub fn attach(&self, conn: TcpConnection) {
         {
@@ -120,15 +129,7 @@ impl Peer {
             if inner.conn.is_some() || matches!(inner.state, PeerState::Closed(_)) {
                 return;
             }
-            let hello = Hello {
-                limits: self.local.config().limits,
-            };
-            let header = self.header(Kind::Hello, 0, MessageNumber(0), 0);
-            let Ok(message) =
-                encode_message(header, &hello.encode(), IoChain::new(), &Limits::DEFAULT)
-            else {
-                unreachable!("a hello is within the default limits");
-            };
+            let message = hello_message(self.local.id(), self.local.config().limits, VERSION);
             inner.queued += message.len();
             inner.outbox.push_front(message);
             inner.conn = Some(conn);

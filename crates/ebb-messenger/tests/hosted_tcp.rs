@@ -95,9 +95,7 @@ fn two_hosted_nodes_call_each_other_over_kernel_tcp() {
                 "127.0.0.1:0".parse().unwrap(),
                 Arc::new(|conn: &TcpConnection| {
                     let node = SERVER.with(|s| s.borrow().clone().unwrap());
-                    let peer = Peer::new(node);
-                    peer.attach(conn.clone());
-                    peer.handler()
+                    Peer::accept(node, conn).1
                 }),
             )
             .unwrap();

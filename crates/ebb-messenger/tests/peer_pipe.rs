@@ -3,9 +3,10 @@
 //! version mismatch, a peer lost mid-call, size limits, back-pressure and
 //! zero-copy payloads from 1 byte to 16 MiB.
 
+mod echo_support;
 mod pipe_support;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
@@ -14,15 +15,13 @@ use std::task::{Context, Poll, Waker};
 use ebb_core::{EbbId, NodeId};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    encode_message, Call, Config, Header, Hello, Kind, Limits, LocalNode, Message, MessageNumber,
-    MessengerError, Peer, PeerState, Request, Service, ServiceError, WireError,
+    encode_message, hello_message, Call, Config, Header, Hello, Kind, Limits, LocalNode, Message,
+    MessageNumber, MessengerError, Peer, PeerState, Request, Service, ServiceError, WireError,
 };
 use ebb_net::{TcpConnection, TcpHandler};
+use echo_support::{Echo, ECHO, NOTE, REFUSE};
 use pipe_support::Pipe;
 
-const ECHO: MessageNumber = MessageNumber(1);
-const REFUSE: MessageNumber = MessageNumber(2);
-const NOTE: MessageNumber = MessageNumber(3);
 const ROUNDS: usize = 1_000_000;
 
 fn echo_id() -> EbbId {
@@ -31,38 +30,6 @@ fn echo_id() -> EbbId {
 
 fn doubler_id() -> EbbId {
     EbbId::new(40_002).unwrap()
-}
-
-/// Echoes message 1, refuses message 2 with code 7, counts message 3.
-#[derive(Default)]
-struct Echo {
-    /// Every received payload view, as (address, length).
-    views: RefCell<Vec<(usize, usize)>>,
-    notes: Cell<usize>,
-}
-
-impl Service for Echo {
-    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
-        match request.message {
-            ECHO => {
-                let mut views = self.views.borrow_mut();
-                views.extend(
-                    request
-                        .body
-                        .payload
-                        .segments()
-                        .map(|v| (v.as_ptr() as usize, v.len())),
-                );
-                Ok(request.body)
-            }
-            REFUSE => Err(ServiceError::Refused(7)),
-            NOTE => {
-                self.notes.set(self.notes.get() + 1);
-                Ok(Message::default())
-            }
-            _ => Err(ServiceError::UnknownMessage),
-        }
-    }
 }
 
 struct Pair {
@@ -221,23 +188,8 @@ struct OtherVersion {
 
 impl TcpHandler for OtherVersion {
     fn on_connected(&mut self, conn: &TcpConnection) {
-        let header = Header {
-            kind: Kind::Hello,
-            destination: 0,
-            message: MessageNumber(0),
-            source: NodeId(9),
-            correlation: 0,
-            control_len: u32::try_from(Hello::LEN).unwrap(),
-            payload_len: 0,
-        };
-        let mut bytes = header.encode_as(self.version).to_vec();
-        bytes.extend_from_slice(
-            &Hello {
-                limits: Limits::DEFAULT,
-            }
-            .encode(),
-        );
-        conn.send(IoChain::from(IoBuf::from_vec(bytes))).unwrap();
+        let hello = hello_message(NodeId(9), Limits::DEFAULT, self.version);
+        conn.send(hello).unwrap();
     }
 
     fn on_data(&mut self, _conn: &TcpConnection, mut data: IoChain) {
@@ -378,19 +330,7 @@ fn messages_over_the_limit_are_refused_before_sending() {
     };
     // Our own limit, before the handshake.
     let mut p = pair(small, Config::default(), 64 << 10, 1460);
-    let mut call = p.a.call(
-        echo_id(),
-        ECHO,
-        Message::payload(IoChain::from(payload(1001, 0))),
-    );
-    assert_eq!(
-        poll_once(&mut call),
-        Some(Err(MessengerError::TooLarge {
-            part: "payload",
-            len: 1001,
-            limit: 1000
-        }))
-    );
+    assert_a_1001_byte_call_is_refused(&p);
     let control = Message {
         control: IoChain::from(payload(17, 0)),
         payload: IoChain::new(),
@@ -408,19 +348,7 @@ fn messages_over_the_limit_are_refused_before_sending() {
     // The peer's limit, learnt from its hello.
     let mut p = pair(Config::default(), small, 64 << 10, 1460);
     p.pipe.run(ROUNDS);
-    let mut call = p.a.call(
-        echo_id(),
-        ECHO,
-        Message::payload(IoChain::from(payload(1001, 0))),
-    );
-    assert_eq!(
-        poll_once(&mut call),
-        Some(Err(MessengerError::TooLarge {
-            part: "payload",
-            len: 1001,
-            limit: 1000
-        }))
-    );
+    assert_a_1001_byte_call_is_refused(&p);
     // A reply over the caller's limit becomes an error reply.
     let mut p = pair(small, Config::default(), 64 << 10, 1460);
     p.pipe.run(ROUNDS);
@@ -435,6 +363,23 @@ fn messages_over_the_limit_are_refused_before_sending() {
         Some(Err(MessengerError::ReplyTooLarge {
             node: NodeId(2),
             len: 1200
+        }))
+    );
+}
+
+/// A call with 1001 bytes of payload fails at once with `TooLarge`.
+fn assert_a_1001_byte_call_is_refused(p: &Pair) {
+    let mut call = p.a.call(
+        echo_id(),
+        ECHO,
+        Message::payload(IoChain::from(payload(1001, 0))),
+    );
+    assert_eq!(
+        poll_once(&mut call),
+        Some(Err(MessengerError::TooLarge {
+            part: "payload",
+            len: 1001,
+            limit: 1000
         }))
     );
 }

@@ -8,6 +8,8 @@
 //! which every call completes exactly once, with the reply or the error its
 //! node's fate allows.
 
+mod echo_support;
+
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -22,44 +24,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ebb_core::{enter_core, CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, Node, NodeId};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    Call, Config as MessengerConfig, Header, Hello, Kind, Limits, LocalNode, Message,
-    MessageNumber, MessengerError, Peer, PeerState, Request, Service, ServiceError,
+    hello_message, Call, Config as MessengerConfig, Limits, LocalNode, Message, MessengerError,
+    Peer, PeerState, Request, Service, ServiceError,
 };
 use ebb_net::{NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::device::{Device, DeviceCapabilities};
 use ebb_netstack::sim::{LinkConfig, Sim, SimPort};
 use ebb_netstack::tcp::TcpConfig;
 use ebb_netstack::{Config, EthernetAddress, Instant, IpConfig, Stack};
+use echo_support::{Echo, ECHO};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 7100;
-const ECHO: MessageNumber = MessageNumber(1);
 
 fn echo_id() -> EbbId {
     EbbId::new(40_100).unwrap()
-}
-
-/// Echoes message 1 and records where its payload's views point.
-#[derive(Default)]
-struct Echo {
-    views: RefCell<Vec<(usize, usize)>>,
-}
-
-impl Service for Echo {
-    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
-        if request.message != ECHO {
-            return Err(ServiceError::UnknownMessage);
-        }
-        self.views.borrow_mut().extend(
-            request
-                .body
-                .payload
-                .segments()
-                .map(|v| (v.as_ptr() as usize, v.len())),
-        );
-        Ok(request.body)
-    }
 }
 
 /// The simulated port, recording where received frames live and going
@@ -167,10 +147,9 @@ fn cluster() -> Cluster {
             SocketAddr::from((IP_B, PORT)),
             Arc::new(|conn: &TcpConnection| {
                 let node = NODE_B.with(|n| n.borrow().clone().unwrap());
-                let peer = Peer::new(node);
-                peer.attach(conn.clone());
-                ACCEPTED.with(|a| a.borrow_mut().push(peer.clone()));
-                peer.handler()
+                let (peer, handler) = Peer::accept(node, conn);
+                ACCEPTED.with(|a| a.borrow_mut().push(peer));
+                handler
             }),
         )
         .unwrap();
@@ -268,23 +247,7 @@ struct OtherVersion;
 
 impl TcpHandler for OtherVersion {
     fn on_data(&mut self, conn: &TcpConnection, _data: IoChain) {
-        let header = Header {
-            kind: Kind::Hello,
-            destination: 0,
-            message: MessageNumber(0),
-            source: NodeId(9),
-            correlation: 0,
-            control_len: u32::try_from(Hello::LEN).unwrap(),
-            payload_len: 0,
-        };
-        let mut bytes = header.encode_as(2).to_vec();
-        bytes.extend_from_slice(
-            &Hello {
-                limits: Limits::DEFAULT,
-            }
-            .encode(),
-        );
-        let _ = conn.send(IoChain::from(IoBuf::from_vec(bytes)));
+        let _ = conn.send(hello_message(NodeId(9), Limits::DEFAULT, 2));
     }
 }
 
@@ -494,9 +457,7 @@ fn server(sim: &mut Sim, a: &Side, generation: usize) -> Server {
             SocketAddr::from((ip, PORT)),
             Arc::new(move |conn: &TcpConnection| {
                 let node = SERVERS.with(|s| s.borrow()[generation].clone());
-                let peer = Peer::new(node);
-                peer.attach(conn.clone());
-                peer.handler()
+                Peer::accept(node, conn).1
             }),
         )
         .unwrap();
