@@ -6,6 +6,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
@@ -27,12 +28,24 @@ pub const BUFFER_SIZE: usize = 32 * 1024;
 /// closing (issue 15, defect 3). Buffers taken and dropped within one turn
 /// do not count: a burst is not a hold.
 pub const RESERVED_BUFFERS: usize = BUFFER_COUNT as usize / 4;
+/// Buffers never handed to handlers as views, whatever the turn decided:
+/// a receive that finds handlers holding all but these gets a copy, and
+/// its buffer goes back at once. The reserve above is decided once per
+/// turn, and the kernel can fill every buffer within one turn (a burst
+/// larger than the ring, on a busy machine): a handler that keeps what it
+/// got until more arrives (a Messenger message larger than the ring,
+/// waiting for its end) then held them all, no receive could complete
+/// again, and the connection stalled for good.
+pub const LAST_BUFFERS: usize = 4;
 
 /// The memory the buffers live in, shared with every `IoBuf` made from it.
 pub(crate) struct BufferMemory {
     base: *mut u8,
     layout: Layout,
     returned: SegQueue<u16>,
+    /// Buffers out of the ring whose last view is not dropped yet
+    /// (dropped on any thread, hence atomic).
+    held: AtomicUsize,
 }
 
 // SAFETY: `base` is plain memory. Each buffer is written by the kernel only
@@ -83,6 +96,7 @@ impl AsRef<[u8]> for ReceivedBuffer {
 
 impl Drop for ReceivedBuffer {
     fn drop(&mut self) {
+        self.memory.held.fetch_sub(1, Ordering::Relaxed);
         self.memory.returned.push(self.id);
     }
 }
@@ -123,6 +137,7 @@ impl BufferRing {
             base,
             layout: memory_layout,
             returned: SegQueue::new(),
+            held: AtomicUsize::new(0),
         });
         let ring = BufferRing {
             group,
@@ -190,12 +205,13 @@ impl BufferRing {
     /// to its reserve, a copy (and the buffer goes back to the ring).
     pub fn take(&self, id: u16, len: usize) -> IoBuf {
         self.out.set(self.out.get() + 1);
+        let held = self.memory.held.fetch_add(1, Ordering::Relaxed) + 1;
         let received = IoBuf::from_owner(ReceivedBuffer {
             memory: Arc::clone(&self.memory),
             id,
             len: len.min(BUFFER_SIZE),
         });
-        if self.copying.get() {
+        if self.copying.get() || held > usize::from(BUFFER_COUNT) - LAST_BUFFERS {
             IoBuf::from_vec(received.as_ref().to_vec())
         } else {
             received
