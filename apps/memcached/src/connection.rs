@@ -64,6 +64,9 @@ pub struct Connection {
     /// Bytes of the store's memory limit held for the unfinished request's
     /// value (`Context::reserved`).
     reserved: usize,
+    /// The capacity of the buffer at the front of `input` that the
+    /// request of `expected` bytes is being gathered into; 0 if none.
+    gathering: usize,
     closing: bool,
     paused: bool,
     /// Set once the connection watches (`watch`): it reads no more
@@ -82,6 +85,7 @@ impl Connection {
             discarding: 0,
             expected: 0,
             reserved: 0,
+            gathering: 0,
             closing: false,
             paused: false,
             watcher: None,
@@ -116,6 +120,7 @@ impl Connection {
             watch: None,
             expected: 0,
             reserved: self.reserved,
+            gathered: self.finish_gathering(),
         };
         let arrived = self.input.len();
         loop {
@@ -132,6 +137,8 @@ impl Connection {
                 // Whatever ended the request, its value no longer arrives.
                 ctx.release_value();
             }
+            // Only the first request can be the gathered one.
+            ctx.gathered = 0;
             match outcome {
                 Outcome::Consumed(consumed) => {
                     if self.input.trim_front(consumed).is_err() {
@@ -213,16 +220,18 @@ impl Connection {
     /// request (`-I` plus the request line) or, while paused, by what
     /// arrived before receiving stopped.
     fn hold_rest(&mut self) {
+        self.gathering = 0;
         if self.expected > self.input.len() {
             // The request's length is known (a value on its way): one
             // buffer of that size, allocated once, each segment copied into
             // it once as it arrives (issue 15, defect 10: a 1 MB set
             // gathered in 32 KiB copies and merged took milliseconds).
-            self.input.gather(self.expected);
+            self.gathering = self.input.gather(self.expected);
             if self.input.is_contiguous() {
                 self.held = self.input.len();
                 return;
             }
+            self.gathering = 0;
             // No memory for the whole value at once: the chain still holds
             // receive buffers, which must not stay held (they are the
             // core's, defect 3), so they are copied out piece by piece.
@@ -256,6 +265,31 @@ impl Connection {
         if let Some(watcher) = self.watcher.take() {
             WATCHERS.stop(&watcher);
         }
+    }
+
+    /// Once the request being gathered (`gathering`) has all arrived,
+    /// copies its last bytes into its buffer too, so that its handler finds
+    /// it in that one buffer and can keep the value as a view of it
+    /// (`Context::copy_value`). Returns the buffer's capacity for
+    /// `Context::gathered`, 0 if the request is not complete or there is
+    /// none.
+    fn finish_gathering(&mut self) -> usize {
+        let request = self.expected;
+        if self.gathering == 0 || self.input.len() < request {
+            return 0;
+        }
+        self.gathering = 0;
+        // Bytes past the request (the next requests) stay where they are.
+        let Ok(mut rest) = self.input.split_off(request) else {
+            return 0;
+        };
+        let capacity = self.input.gather(request);
+        self.input.append(&mut rest);
+        if capacity == 0 {
+            return 0;
+        }
+        self.held = self.held.max(request);
+        capacity
     }
 
     /// Throws away what has arrived of the bytes being discarded.

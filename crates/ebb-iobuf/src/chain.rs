@@ -294,7 +294,7 @@ impl IoChain {
         if self.segs.len() <= 1 {
             return Ok(());
         }
-        self.merge(self.len, self.len.saturating_mul(2))
+        self.merge(self.len, self.len.saturating_mul(2)).map(drop)
     }
 
     /// Gathers all bytes into one segment with room for `capacity` bytes
@@ -305,19 +305,25 @@ impl IoChain {
     /// once at its final size. A first segment this chain alone owns, with
     /// that much room, is extended in place. Without memory for the buffer
     /// the chain stays in segments, as with [`IoChain::coalesce`].
-    pub fn gather(&mut self, capacity: usize) {
+    ///
+    /// Returns the capacity of the one buffer now holding the chain (what
+    /// its allocation holds, for a caller that keeps a view of it and
+    /// charges it to a budget), or 0 if the chain stayed in segments or is
+    /// empty.
+    pub fn gather(&mut self, capacity: usize) -> usize {
         let capacity = capacity.max(self.len);
         // The error only says the chain stayed in segments.
-        let _ = self.merge(capacity, capacity);
+        self.merge(capacity, capacity).unwrap_or(0)
     }
 
     /// Merges every segment into one: in the first segment's memory if this
     /// chain alone owns it and it has room for `fits` bytes, else into a
-    /// new buffer with room for `room`. Without memory for that buffer the
+    /// new buffer with room for `room`. Returns the merged buffer's
+    /// capacity (0 for an empty chain). Without memory for that buffer the
     /// chain is left as it was.
-    fn merge(&mut self, fits: usize, room: usize) -> Result<(), IoBufError> {
+    fn merge(&mut self, fits: usize, room: usize) -> Result<usize, IoBufError> {
         let Some(first) = self.segs.pop_front() else {
-            return Ok(());
+            return Ok(0);
         };
         let mut merged = match first.into_bytes().try_into_mut() {
             Ok(owned) if owned.capacity() >= fits => owned,
@@ -327,8 +333,9 @@ impl IoChain {
         for seg in self.segs.drain(..) {
             merged.extend_from_slice(&seg);
         }
+        let capacity = merged.capacity();
         self.segs.push_back(IoBuf::from(merged.freeze()));
-        Ok(())
+        Ok(capacity)
     }
 
     /// A buffer holding `head` with capacity for `room` bytes, or `head`
@@ -576,7 +583,7 @@ mod tests {
         let mut c = IoChain::new();
         c.push_back(IoBuf::from_static(b"set k 0 0 6\r\n"));
         c.push_back(IoBuf::from_static(b"ab"));
-        c.gather(21);
+        assert_eq!(c.gather(21), 21);
         assert_eq!(c.segment_count(), 1);
         let first = c.segments().next().unwrap().as_ptr();
         for part in [&b"cd"[..], b"ef", b"\r\n"] {
@@ -586,7 +593,7 @@ mod tests {
         }
         assert_eq!(c.to_vec(), b"set k 0 0 6\r\nabcdef\r\n");
         // Gathering again at the size it has room for copies nothing.
-        c.gather(21);
+        assert_eq!(c.gather(21), 21);
         assert_eq!(c.segments().next().unwrap().as_ptr(), first);
     }
 

@@ -102,6 +102,7 @@ impl Harness {
             watch: None,
             expected: 0,
             reserved: self.reserved.get(),
+            gathered: 0,
         };
         loop {
             // Throw away what a refused store left to swallow.
