@@ -66,7 +66,14 @@ struct Inner {
     outbox: VecDeque<IoChain>,
     queued: usize,
     /// Whether we paused receiving because replies filled the queue.
+    /// Frames already received wait in the deframer meanwhile.
     paused: bool,
+    /// Receiving resumed during this flush: frames held in the deframer
+    /// are to be dispatched.
+    resumed: bool,
+    /// Frames are being dispatched (a reply's flush that resumes
+    /// receiving leaves the dispatching to that loop).
+    dispatching: bool,
     pending: BTreeMap<u64, ReplySender>,
     next_correlation: u64,
     /// What both sides accept (ours until the peer's hello arrives).
@@ -97,6 +104,8 @@ impl Peer {
                 outbox: VecDeque::new(),
                 queued: 0,
                 paused: false,
+                resumed: false,
+                dispatching: false,
                 pending: BTreeMap::new(),
                 next_correlation: 1,
                 limits: config.limits,
@@ -246,8 +255,18 @@ impl Peer {
         Ok(())
     }
 
-    /// Hands the connection as much of the queue as its credit takes.
+    /// Hands the connection as much of the queue as its credit takes, and
+    /// dispatches the frames held while receiving was paused if that
+    /// resumed it.
     fn flush(&self) {
+        self.send_queued();
+        let resumed = core::mem::take(&mut self.inner.borrow_mut().resumed);
+        if resumed {
+            self.dispatch_received();
+        }
+    }
+
+    fn send_queued(&self) {
         loop {
             let (conn, chunk) = {
                 let mut inner = self.inner.borrow_mut();
@@ -271,6 +290,7 @@ impl Peer {
                 inner.queued -= chunk.len();
                 if inner.paused && inner.queued <= self.local.config().max_queued_bytes / 2 {
                     inner.paused = false;
+                    inner.resumed = true;
                     conn.resume_receive();
                 }
                 (conn, chunk)
@@ -303,23 +323,39 @@ impl Peer {
             }
             inner.deframer.push(data);
         }
+        self.dispatch_received();
+    }
+
+    /// Dispatches the frames received, until none is whole or receiving
+    /// is paused: a paused peer's frames stay in the deframer, so replies
+    /// queued past the bound stop at the frames that made them (not at
+    /// the next read, which may hold hundreds of calls).
+    fn dispatch_received(&self) {
+        {
+            let mut inner = self.inner.borrow_mut();
+            if inner.dispatching {
+                return;
+            }
+            inner.dispatching = true;
+        }
         loop {
             let next = {
                 let mut inner = self.inner.borrow_mut();
-                if matches!(inner.state, PeerState::Closed(_)) {
-                    return;
+                if matches!(inner.state, PeerState::Closed(_)) || inner.paused {
+                    break;
                 }
                 inner.deframer.next_frame()
             };
             match next {
                 Ok(Some(frame)) => self.dispatch(frame),
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(error) => {
                     self.wire_error(error);
-                    return;
+                    break;
                 }
             }
         }
+        self.inner.borrow_mut().dispatching = false;
     }
 
     fn dispatch(&self, frame: Frame) {

@@ -462,6 +462,42 @@ fn a_caller_that_does_not_read_its_replies_is_paused_not_buffered_for() {
 }
 
 #[test]
+fn calls_arriving_in_one_read_stop_at_the_queue_bound() {
+    // One read can carry many calls: pausing receives alone let every call
+    // already received be answered, whatever the bound (a 32 KiB read of
+    // empty calls to a service with 1 MiB replies queued 700 MiB). The
+    // frames after the bound now wait in the deframer. Here a raw peer
+    // writes its hello and 60 calls of 1000 bytes at once and reads none
+    // of the 2000-byte replies.
+    let hello = Hello {
+        limits: Limits::DEFAULT,
+    }
+    .encode();
+    let mut bytes = raw_message(Kind::Hello, &hello, 0);
+    for _ in 0..60 {
+        bytes.extend(raw_message(Kind::Call, b"", 1000));
+    }
+    let config = Config {
+        max_queued_bytes: 8 << 10,
+        ..Config::default()
+    };
+    let node = LocalNode::new(NodeId(1), config);
+    // Replies twice the size of the calls, so that they outgrow the
+    // credit (the window) while the calls fit in it.
+    node.register(echo_id(), Rc::new(Doubler));
+    let a = Peer::new(node);
+    let mut pipe = Pipe::new(a.handler(), Box::new(Raw(bytes)), 64 << 10, 128 << 10);
+    pipe.stall(1, true);
+    pipe.run(ROUNDS);
+    assert!(pipe.paused(0), "the peer's calls were still read");
+    assert!(
+        a.queued_bytes() <= (8 << 10) + 2100,
+        "{} bytes of replies queued over a bound of 8 KiB",
+        a.queued_bytes()
+    );
+}
+
+#[test]
 fn payloads_from_1_byte_to_16_mib_arrive_intact_without_copies() {
     let mut p = pair(Config::default(), Config::default(), 1 << 20, 64 << 10);
     for len in [1, 100, 1460, 65_536, 1 << 20, 16 << 20] {
