@@ -137,6 +137,9 @@ impl Connection {
                 // Whatever ended the request, its value no longer arrives.
                 ctx.release_value();
             }
+            // Kept current, so that whatever way this call ends (a failed
+            // send returns early) `Drop` releases only what is held.
+            self.reserved = ctx.reserved;
             // Only the first request can be the gathered one.
             ctx.gathered = 0;
             match outcome {

@@ -299,3 +299,20 @@ fn a_watcher_sees_the_events_of_every_core() {
     let expected: Vec<String> = (0..8).map(|i| format!("key=c{i}")).collect();
     assert_eq!(keys, expected);
 }
+
+#[test]
+fn watching_does_not_change_what_it_logs() {
+    // The lookup logged for `incr` (and delete, `ma`, `md`) does not count
+    // as a fetch: `mg … h` says the item was never fetched, as without a
+    // watcher (memcached's lookups for these do not bump the item).
+    let server = start_ours(&[]);
+    let mut watcher = connect(&server);
+    assert_eq!(ask(&mut watcher, b"watch fetchers\r\n", "\r\n"), "OK\r\n");
+    let mut client = connect(&server);
+    assert_eq!(
+        ask(&mut client, b"set k 0 0 1\r\n1\r\n", "\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(ask(&mut client, b"incr k 1\r\n", "\r\n"), "2\r\n");
+    assert_eq!(ask(&mut client, b"mg k h\r\n", "\r\n"), "HD h0\r\n");
+}

@@ -456,7 +456,23 @@ fn store(
         }
         return Outcome::Consumed(req.head);
     }
-    let here = match tail(input, req, vlen, ctx) {
+    let tail = tail(input, req, vlen, ctx);
+    // The size rule first, as memcached's `item_alloc` applies it when the
+    // header arrives: an item over `-I` neither waits nor reserves memory
+    // (evicting for it) before it is refused.
+    if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
+        ctx.release_value();
+        refuse_store(req, ctx, out, refused);
+        return if matches!(tail, Tail::Here) {
+            Outcome::Consumed(req.head + vlen)
+        } else {
+            Outcome::Discard {
+                consumed: req.head,
+                discard: vlen,
+            }
+        };
+    }
+    let here = match tail {
         Tail::Wait if ctx.reserve_value(vlen) => return Outcome::Incomplete,
         Tail::Wait => {
             // No room for it while the values still arriving hold the
@@ -471,17 +487,6 @@ fn store(
         Tail::Never => false,
     };
     ctx.release_value();
-    if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
-        refuse_store(req, ctx, out, refused);
-        return if here {
-            Outcome::Consumed(req.head + vlen)
-        } else {
-            Outcome::Discard {
-                consumed: req.head,
-                discard: vlen,
-            }
-        };
-    }
     if !here {
         // Unreachable: a value that fits in -I is within what we buffer.
         return Outcome::Incomplete;

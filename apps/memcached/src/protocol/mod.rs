@@ -109,7 +109,11 @@ impl Context<'_> {
     /// every lookup: delete, incr/decr, `md`, `ma` and binary ones too).
     pub fn log_lookup(&self, key: &[u8]) {
         if crate::watch::WATCHERS.active() {
-            let size = self.store.get(key, self.now).map(|item| item.value.len());
+            // Without an LRU bump: watching must not change the item
+            // (memcached's lookups for delete and arithmetic do not bump).
+            let size = self
+                .store
+                .fetch(key, self.now, false, |item, _| item.value.len());
             crate::watch::WATCHERS.item_get(self.site, key, size);
         }
     }
