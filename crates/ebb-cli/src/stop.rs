@@ -117,6 +117,35 @@ pub enum PassTo {
     Group,
 }
 
+/// After a stop passed to a group whose leader has exited: the rest of
+/// the group (a server started as a shell's background job ignores
+/// SIGINT, and would keep the step's output pipe open for good) gets
+/// SIGTERM, and SIGKILL if any of it is still there [`STOP_GRACE`] later.
+fn stop_rest_of_group(leader: u32) {
+    let Some(group) = i32::try_from(leader)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let alive = || rustix::process::test_kill_process_group(group).is_ok();
+    if !alive() {
+        return;
+    }
+    send_group(SIGTERM, leader);
+    let started = Instant::now();
+    while alive() && started.elapsed() < STOP_GRACE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if alive() {
+        eprintln!(
+            "ebb: processes of group {leader} did not stop within {} s: killing them",
+            STOP_GRACE.as_secs()
+        );
+        send_group(SIGKILL, leader);
+    }
+}
+
 /// Sends `signal` to the process group led by `leader`; a group gone
 /// meanwhile (ESRCH) is what a stop expects.
 pub fn send_group(signal: i32, leader: u32) {
@@ -152,6 +181,9 @@ pub fn wait_passing(child: &mut Child, to: PassTo) -> io::Result<ExitStatus> {
     let mut passed = false;
     loop {
         if let Some(status) = child.try_wait()? {
+            if passed && matches!(to, PassTo::Group) {
+                stop_rest_of_group(id);
+            }
             return Ok(status);
         }
         if signalled.is_none() {
