@@ -43,8 +43,11 @@ fn stock_memcached_answers_in_the_linux_guest() {
             .expect("inside")
             .expect("set/get in the namespace");
         // The guest's address is not reachable from outside the namespace.
+        // Which error depends on the host's network: no route, a refusal,
+        // a timeout, or (seen on CI hosts) a proxy that intercepts private
+        // addresses and answers HTTP. Never memcached's answer.
         let error = probe::version(server).expect_err("reachable from outside");
-        assert!(error.starts_with("cannot connect to"), "{error}");
+        assert!(!error.contains("VERSION"), "{error}");
     }
     drop(namespace);
     assert!(!netns::exists(&name));
