@@ -149,10 +149,8 @@ impl Pending {
             return;
         }
         if let (Some(m), Some(owner)) = (self.magazine.take(), self.owner) {
-            // SAFETY: the type's invariant: the magazine names dead objects
-            // whose slabs `owner` owns, given up by their freers; it and they
-            // pass to that owner (the Release push publishes its slots and
-            // count).
+            // SAFETY: (the type's invariant) its dead objects' slabs are
+            // `owner`'s, given up by their freers; they pass to that owner.
             unsafe { m.send(&owner.inbox().magazines) };
         }
     }

@@ -226,10 +226,8 @@ impl SlabAllocator {
 
     /// The magazines other cores gave back to `c`.
     fn take_returned(&self, c: &Owned<'_>) -> MagazineChain {
-        // SAFETY: only the owner takes its returned stack, and what it takes is
-        // a chain of its own magazines, given up by the cores that drained
-        // them; `take_all`'s Acquire orders their last reads of the slots
-        // before our reuse.
+        // SAFETY: only the owner takes its returned stack: a chain of its own
+        // drained magazines (`take_all`'s Acquire orders their last reads).
         unsafe { MagazineChain::taken(c.id.returned().take_all()) }
     }
 

@@ -84,10 +84,8 @@ pub(super) fn slab_of(obj: *mut u8, class: usize) -> *mut Slab {
 #[inline(always)]
 pub(super) unsafe fn owner_of(obj: *mut u8, class: usize) -> CacheId {
     let slab = slab_of(obj, class);
-    // SAFETY: `obj` is live, so its slab's header is initialized, and its
-    // owner field is fixed while the object lives (written before the object
-    // was handed out, which happens-before this free). The place expression
-    // reads the shared part only, never the owner's local part.
+    // SAFETY: `obj` is live, so its slab's header is initialized and its
+    // owner fixed; the place reads the shared part only, not the local one.
     unsafe { (*slab).shared.owner }
 }
 
@@ -188,12 +186,10 @@ impl SlabRef {
     /// The owner-only part of the header, for the duration of `f`.
     #[inline(always)]
     fn with_local<R>(self, f: impl FnOnce(&mut SlabLocal) -> R) -> R {
-        // SAFETY: the header is initialized and this slab's holder is the
-        // calling thread (the type's invariant), so no other thread touches
-        // the local part; the reference lives only during `f`, and no `f` in
-        // this file reaches another slab's or this slab's local part, so it
-        // is the only reference. The field projection makes no reference to
-        // the shared part, which remote freers read concurrently.
+        // The reference lives only during `f`, and no `f` in this file reaches
+        // a slab's local part, so it is the only one; the projection makes no
+        // reference to the shared part, which remote freers read.
+        // SAFETY: initialized header held by this thread (type invariant).
         f(unsafe { &mut (*self.0.as_ptr()).local })
     }
 

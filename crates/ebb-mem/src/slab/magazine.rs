@@ -268,10 +268,9 @@ impl MagazineRun {
     /// # Safety
     /// Every member must have been drained (its objects freed).
     pub(super) unsafe fn give_back(self) {
-        // SAFETY: the run's magazines are ours, linked `first` → … → `last`
-        // by `new` and `push`, and all have home `home` (checked as they
-        // join): they pass to it, drained (caller's contract). The Release
-        // push orders our reads of their slots before the home's reuse.
+        // The Release push orders our reads of their slots before reuse.
+        // SAFETY: the run's magazines are ours, linked by `new`/`push`, all of
+        // home `home`, drained (caller's contract): they pass to it.
         unsafe {
             self.home
                 .returned()
