@@ -76,18 +76,22 @@ pub fn update(
     if let Err(refused) = ctx.store.admit(key.len(), flags, vlen) {
         return refuse(request, ctx, reply, (mode, key), vlen + 2, refused);
     }
+    // memcached's `item_alloc` failed: refused and swallowed as for -m.
+    let out_of_memory = |ctx: &Context<'_>, reply: &mut Reply| {
+        refuse(
+            request,
+            ctx,
+            reply,
+            (mode, key),
+            vlen + 2,
+            Refused::NoMemory,
+        )
+    };
     let block = data_block(request.input, request.line_end, vlen + 2);
     let value = match block {
         Block::Incomplete => {
             if !ctx.reserve_value(vlen + 2) {
-                return refuse(
-                    request,
-                    ctx,
-                    reply,
-                    (mode, key),
-                    vlen + 2,
-                    Refused::NoMemory,
-                );
+                return out_of_memory(ctx, reply);
             }
             ctx.expected = request.line_end + vlen + 2;
             return Outcome::Incomplete;
@@ -103,16 +107,8 @@ pub fn update(
         return consumed;
     };
     let Some(data) = ctx.copy_value(&data) else {
-        // memcached's `item_alloc` failed: the same reply and swallowing
-        // as a store refused for -m (its data has arrived already).
-        return refuse(
-            request,
-            ctx,
-            reply,
-            (mode, key),
-            vlen + 2,
-            Refused::NoMemory,
-        );
+        // The data has arrived already; the reply and swallowing are the same.
+        return out_of_memory(ctx, reply);
     };
     let new = NewItem {
         flags,
