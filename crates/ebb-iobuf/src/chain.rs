@@ -1,10 +1,10 @@
 //! [`IoChain`]: a sequence of [`IoBuf`] segments forming one byte stream.
 
-use alloc::collections::vec_deque::{self, VecDeque};
 use alloc::vec::Vec;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::segments::{IntoSegments, Segments};
 use crate::{Cursor, IoBuf, IoBufError, IoBufMut};
 
 /// An ordered sequence of [`IoBuf`] segments that together form one logical
@@ -23,7 +23,7 @@ use crate::{Cursor, IoBuf, IoBufError, IoBufMut};
 /// are split into segments.
 #[derive(Clone, Default, Debug)]
 pub struct IoChain {
-    segs: VecDeque<IoBuf>,
+    segs: Segments,
     len: usize,
 }
 
@@ -32,7 +32,7 @@ impl IoChain {
     #[must_use]
     pub const fn new() -> Self {
         Self {
-            segs: VecDeque::new(),
+            segs: Segments::new(),
             len: 0,
         }
     }
@@ -241,7 +241,7 @@ impl IoChain {
 
     /// Appends every segment to `v`.
     fn extend_vec(&self, v: &mut Vec<u8>) {
-        for seg in &self.segs {
+        for seg in self.segs.iter() {
             v.extend_from_slice(seg);
         }
     }
@@ -255,7 +255,7 @@ impl IoChain {
     pub fn copy_to_slice(&self, dst: &mut [u8]) -> Result<(), IoBufError> {
         self.check(dst.len())?;
         let mut dst = dst;
-        for seg in &self.segs {
+        for seg in self.segs.iter() {
             if dst.is_empty() {
                 break;
             }
@@ -330,7 +330,7 @@ impl IoChain {
             Ok(owned) => self.with_room(owned.freeze(), room)?,
             Err(shared) => self.with_room(shared, room)?,
         };
-        for seg in self.segs.drain(..) {
+        for seg in IntoSegments::new(core::mem::take(&mut self.segs)) {
             merged.extend_from_slice(&seg);
         }
         let capacity = merged.capacity();
@@ -510,17 +510,17 @@ impl Extend<IoBuf> for IoChain {
 
 impl IntoIterator for IoChain {
     type Item = IoBuf;
-    type IntoIter = vec_deque::IntoIter<IoBuf>;
+    type IntoIter = IntoSegments;
 
     /// The segments, front to back (for handing them to a device).
     fn into_iter(self) -> Self::IntoIter {
-        self.segs.into_iter()
+        IntoSegments::new(self.segs)
     }
 }
 
 impl<'a> IntoIterator for &'a IoChain {
     type Item = &'a IoBuf;
-    type IntoIter = vec_deque::Iter<'a, IoBuf>;
+    type IntoIter = core::slice::Iter<'a, IoBuf>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.segs.iter()

@@ -33,9 +33,11 @@ mod cursor;
 mod error;
 mod iobuf;
 mod iobuf_mut;
+mod segments;
 
 pub use chain::IoChain;
 pub use cursor::{Cursor, Header};
 pub use error::IoBufError;
 pub use iobuf::IoBuf;
 pub use iobuf_mut::IoBufMut;
+pub use segments::IntoSegments;
