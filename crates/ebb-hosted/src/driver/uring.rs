@@ -32,6 +32,10 @@ pub(crate) struct Reactor {
     /// out while it runs (it may submit more operations).
     handlers: RefCell<Vec<Option<Completion>>>,
     free: RefCell<Vec<usize>>,
+    /// The completions `reap` copies out of the ring before running their
+    /// handlers, kept so that reaping allocates nothing. Taken while in
+    /// use: a handler that reaps again gets a vector of its own.
+    reaped: Cell<Vec<(u64, i32, u32)>>,
     unsubmitted: Cell<bool>,
     /// Runs at the start of every dispatch (buffer recycling, re-arming).
     on_dispatch: RefCell<Option<Box<dyn Fn()>>>,
@@ -57,6 +61,7 @@ impl Reactor {
             ring: RefCell::new(ring),
             handlers: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
+            reaped: Cell::new(Vec::new()),
             unsubmitted: Cell::new(false),
             on_dispatch: RefCell::new(None),
             on_shutdown: RefCell::new(Vec::new()),
@@ -199,17 +204,20 @@ impl Reactor {
 
     /// Runs the handlers of every completion that arrived.
     fn reap(&self) {
+        let mut completions = self.reaped.take();
         loop {
-            let completions: Vec<(u64, i32, u32)> = {
-                let mut ring = self.ring.borrow_mut();
-                ring.completion()
-                    .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags()))
-                    .collect()
-            };
+            completions.clear();
+            completions.extend(
+                self.ring
+                    .borrow_mut()
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
+            );
             if completions.is_empty() {
+                self.reaped.set(completions);
                 return;
             }
-            for (user_data, result, flags) in completions {
+            for (user_data, result, flags) in completions.drain(..) {
                 let Ok(slot) = usize::try_from(user_data) else {
                     continue;
                 };

@@ -21,6 +21,27 @@ const MAX_IOVECS: usize = 1024;
 /// The least send credit a connection with nothing in flight offers.
 const MIN_SEND_BUDGET: usize = 256 * 1024;
 
+/// The `sendmsg` header and iovec array of a connection's one send in
+/// flight, kept for the connection's life: allocating them per send cost
+/// two allocations per reply, each touching memory gone cold on a lightly
+/// loaded core. The kernel may read both until the send completes; only
+/// `flush` writes them, and only when no send is in flight.
+struct SendSlot {
+    header: libc::msghdr,
+    iovecs: Vec<libc::iovec>,
+}
+
+impl SendSlot {
+    fn new() -> Self {
+        SendSlot {
+            // SAFETY: all-zero is a valid msghdr (no name, no iovecs, no
+            // control data).
+            header: unsafe { std::mem::zeroed() },
+            iovecs: Vec::new(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     connected: bool,
@@ -61,6 +82,9 @@ pub(crate) struct TcpConn {
     me: Weak<TcpConn>,
     handler: RefCell<Option<Box<dyn TcpHandler>>>,
     state: RefCell<State>,
+    /// Inside the `Rc`, so its address is stable for the connection's
+    /// life, which an in-flight send's completion handler extends.
+    send_slot: RefCell<SendSlot>,
 }
 
 fn configure(fd: &OwnedFd) -> Result<usize, NetError> {
@@ -88,6 +112,7 @@ impl TcpConn {
             send_buffer,
             me: me.clone(),
             handler: RefCell::new(None),
+            send_slot: RefCell::new(SendSlot::new()),
             state: RefCell::new(State {
                 connected,
                 ..State::default()
@@ -298,31 +323,35 @@ impl TcpConn {
         let Ok(reactor) = self.net.reactor() else {
             return;
         };
-        let mut iovecs: Vec<libc::iovec> = chain
-            .segments()
-            .map(|segment| libc::iovec {
-                iov_base: segment.as_ptr().cast_mut().cast(),
-                iov_len: segment.len(),
-            })
-            .collect();
-        // SAFETY: all-zero is a valid msghdr (no name, no control data).
-        let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-        header.msg_iov = iovecs.as_mut_ptr();
-        header.msg_iovlen = iovecs.len();
-        let entry = opcode::SendMsg::new(types::Fd(self.raw_fd), &*header)
+        let header: *const libc::msghdr = {
+            let mut slot = self.send_slot.borrow_mut();
+            let slot = &mut *slot;
+            slot.iovecs.clear();
+            slot.iovecs
+                .extend(chain.segments().map(|segment| libc::iovec {
+                    iov_base: segment.as_ptr().cast_mut().cast(),
+                    iov_len: segment.len(),
+                }));
+            slot.header.msg_iov = slot.iovecs.as_mut_ptr();
+            slot.header.msg_iovlen = slot.iovecs.len();
+            &slot.header
+        };
+        let entry = opcode::SendMsg::new(types::Fd(self.raw_fd), header)
             .flags(u32::try_from(libc::MSG_NOSIGNAL).unwrap_or(0))
             .build();
         let conn = Rc::clone(self);
-        let mut sent = Some((chain, iovecs, header));
+        let mut sent = Some(chain);
         let on_sent = move |result: i32, _flags: u32| {
-            if let Some((chain, _iovecs, _header)) = sent.take() {
+            if let Some(chain) = sent.take() {
                 conn.on_sent(result, chain);
             }
             false
         };
-        // SAFETY: the message header, the iovec array and the buffers they
-        // point to (views kept alive by `chain`) live in the closure until
-        // the operation completes; the buffers are immutable.
+        // SAFETY: the message header and iovec array live in `send_slot`
+        // inside this connection's `Rc`, which the completion handler keeps
+        // alive, and nothing rewrites them until the send completes (`flush`
+        // returns early while `sending`); the buffers they point to are
+        // views kept alive by `chain` in the handler, and are immutable.
         unsafe { reactor.submit(entry, Box::new(on_sent)) };
     }
 
