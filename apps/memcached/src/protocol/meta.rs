@@ -61,7 +61,7 @@ pub(crate) fn push_opaque_and_key(
     key: &[u8],
     binary: bool,
 ) -> Result<(), ()> {
-    for token in tokens.list.iter().skip(2) {
+    for token in tokens.list().iter().skip(2) {
         match token[0] {
             b'O' => push_opaque(out, token)?,
             b'k' => push_key(out, key, binary),

@@ -47,7 +47,7 @@ fn dispatch(
     reply: &mut Reply,
 ) -> Outcome {
     let done = Outcome::Consumed(request.line_end);
-    let Some(&command) = tokens.list.first().filter(|command| command.len() >= 2) else {
+    let Some(&command) = tokens.list().first().filter(|command| command.len() >= 2) else {
         reply.string(b"ERROR");
         return done;
     };
@@ -129,7 +129,7 @@ fn dispatch(
 /// memcached closes connections that send HTTP requests.
 fn unknown(tokens: &Tokens<'_>, reply: &mut Reply, done: Outcome) -> Outcome {
     if tokens
-        .list
+        .list()
         .last()
         .is_some_and(|last| last.starts_with(b"HTTP/"))
     {

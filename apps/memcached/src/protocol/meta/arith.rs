@@ -134,7 +134,7 @@ fn found(
         line.extend_from_slice(b"HD");
     }
     let mut expires = item.expires;
-    for token in tokens.list.iter().skip(2) {
+    for token in tokens.list().iter().skip(2) {
         match token[0] {
             b'c' => push_flag(&mut line, b'c', shown_cas(ctx, item.cas)),
             b't' => push_ttl(&mut line, expires, now),

@@ -64,7 +64,7 @@ pub fn preparse(tokens: &Tokens<'_>, start: usize) -> Result<Flags, &'static [u8
     let mut failed = false;
     let mut message: Option<&'static [u8]> = None;
     let bad_token: &[u8] = b"CLIENT_ERROR bad token in command line format";
-    for token in tokens.list.iter().skip(start) {
+    for token in tokens.list().iter().skip(start) {
         let o = token[0];
         let arg = &token[1..];
         let Some(slot) = seen.get_mut(usize::from(o)).filter(|seen| !**seen) else {

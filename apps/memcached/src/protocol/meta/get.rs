@@ -159,7 +159,7 @@ fn hit(
     }
     let mut expires = item.expires;
     let mut wins = created;
-    for token in tokens.list.iter().skip(2) {
+    for token in tokens.list().iter().skip(2) {
         match token[0] {
             b'T' => expires = flags.ttl.map_or(expires, |ttl| expires_at(ttl, now)),
             b'N' if created => expires = flags.vivify.map_or(expires, |ttl| expires_at(ttl, now)),

@@ -52,7 +52,7 @@ pub fn ms(
     };
     reply.noreply = flags.no_reply;
     let opaque_ok = tokens
-        .list
+        .list()
         .iter()
         .skip(2)
         .all(|token| token[0] != b'O' || token.len() <= super::MAX_OPAQUE_LENGTH);
@@ -138,7 +138,7 @@ fn finish(
     };
     let mut line = Vec::with_capacity(64);
     line.extend_from_slice(status);
-    for token in tokens.list.iter().skip(3) {
+    for token in tokens.list().iter().skip(3) {
         match token[0] {
             b'O' => {
                 let _ = push_opaque(&mut line, token);

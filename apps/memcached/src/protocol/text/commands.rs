@@ -209,7 +209,7 @@ pub fn watch(
     reply: &mut Reply,
     done: Outcome,
 ) -> Outcome {
-    let names = tokens.list.iter().skip(1).copied();
+    let names = tokens.list().iter().skip(1).copied();
     match crate::watch::parse_streams(names) {
         Ok(streams) => ctx.watch = Some(streams),
         Err(crate::watch::WatchError::Unknown) => reply.string(b"ERROR"),

@@ -1,7 +1,7 @@
 //! Request framing: the request line, the data block after it, and the
 //! bytes memcached swallows after refusing a store.
 
-use alloc::vec::Vec;
+use alloc::borrow::Cow;
 
 use ebb_iobuf::IoChain;
 
@@ -29,8 +29,11 @@ pub struct Request<'a> {
     /// All input received so far.
     pub input: &'a IoChain,
     /// The line as memcached sees it: without `\n`, without a `\r` before
-    /// it, cut at the first NUL.
-    pub line: Vec<u8>,
+    /// it, cut at the first NUL. Borrowed from the first receive buffer
+    /// when the whole line is in it (almost always), so that a request
+    /// costs no allocation for its line; copied only when it spans
+    /// buffers.
+    pub line: Cow<'a, [u8]>,
     /// Offset just past the line's `\n`.
     pub line_end: usize,
 }
@@ -39,18 +42,34 @@ impl<'a> Request<'a> {
     /// The first line of `input`, if its `\n` has arrived.
     pub fn parse(input: &'a IoChain) -> Option<Self> {
         let newline = input.cursor().find(b"\n")?;
-        let mut line = input.cursor().read_chain(newline).ok()?.to_vec();
+        let first = input.segments().next().map(|seg| seg.as_slice());
+        let mut line = match first {
+            Some(first) if first.len() > newline => Cow::Borrowed(&first[..newline]),
+            _ => Cow::Owned(input.cursor().read_chain(newline).ok()?.to_vec()),
+        };
         if line.len() > 1 && line.last() == Some(&b'\r') {
-            line.pop();
+            let len = line.len() - 1;
+            line = cut(line, len);
         }
         if let Some(nul) = line.iter().position(|&b| b == 0) {
-            line.truncate(nul);
+            line = cut(line, nul);
         }
         Some(Request {
             input,
             line,
             line_end: newline + 1,
         })
+    }
+}
+
+/// The first `len` bytes of `line`, borrowed or owned as it was.
+fn cut(line: Cow<'_, [u8]>, len: usize) -> Cow<'_, [u8]> {
+    match line {
+        Cow::Borrowed(line) => Cow::Borrowed(&line[..len]),
+        Cow::Owned(mut line) => {
+            line.truncate(len);
+            Cow::Owned(line)
+        }
     }
 }
 

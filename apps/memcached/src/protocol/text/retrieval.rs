@@ -6,7 +6,7 @@ use ebb_iobuf::{IoBuf, IoBufError, IoChain};
 
 use super::tokens::all_tokens;
 use super::{Reply, Tokens};
-use crate::protocol::common::{expires_at, parse_i32, push_u64, KEY_MAX_LENGTH};
+use crate::protocol::common::{expires_at, parse_i32, push_u64};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::Item;
@@ -37,17 +37,16 @@ pub fn get(
         expires = Some(expires_at(exptime, ctx.now));
         first_key = 2;
     }
-    let keys = tokens.list.iter().skip(first_key).copied();
+    let keys = tokens.list().iter().skip(first_key).copied();
     let more = tokens.rest.into_iter().flat_map(all_tokens);
     let mut out = IoChain::new();
-    let mut header = Vec::with_capacity(KEY_MAX_LENGTH + 48);
     for key in keys.chain(more) {
         if reply.refuse_long_key(key) {
             return done;
         }
         if let Some(item) = lookup(ctx, key, expires) {
             let cas = with_cas.then(|| shown_cas(ctx, item.cas));
-            if value_reply(&mut out, &mut header, key, &item, cas).is_err() {
+            if value_reply(&mut out, key, &item, cas).is_err() {
                 // memcached's process_get_command, when its reply cannot
                 // grow: this instead of the values and END. The values
                 // gathered so far go first: the error needs a little
@@ -105,37 +104,64 @@ const VALUE_SEGMENTS: usize = 3;
 /// unchanged).
 fn value_reply(
     out: &mut IoChain,
-    header: &mut Vec<u8>,
     key: &[u8],
     item: &Item,
     cas: Option<u64>,
 ) -> Result<(), IoBufError> {
-    header.clear();
+    let length = u64::try_from(item.value.len()).unwrap_or(u64::MAX);
+    let flags = u64::from(item.flags);
+    // Allocated once at its exact size, so that it becomes an `IoBuf`
+    // without another allocation or copy.
+    let size = b"VALUE ".len()
+        + key.len()
+        + 1
+        + decimal_digits(flags)
+        + 1
+        + decimal_digits(length)
+        + cas.map_or(0, |cas| 1 + decimal_digits(cas))
+        + b"\r\n".len();
+    let mut header = Vec::new();
+    header
+        .try_reserve_exact(size)
+        .map_err(|_| IoBufError::OutOfMemory { requested: size })?;
     header.extend_from_slice(b"VALUE ");
     header.extend_from_slice(key);
     header.push(b' ');
-    push_u64(header, u64::from(item.flags));
+    push_u64(&mut header, flags);
     header.push(b' ');
-    push_u64(header, u64::try_from(item.value.len()).unwrap_or(u64::MAX));
+    push_u64(&mut header, length);
     if let Some(cas) = cas {
         header.push(b' ');
-        push_u64(header, cas);
+        push_u64(&mut header, cas);
     }
     header.extend_from_slice(b"\r\n");
-    // Exactly as long as it holds, so that it becomes an `IoBuf` without
-    // another allocation.
-    let mut exact = Vec::new();
-    exact
-        .try_reserve_exact(header.len())
-        .map_err(|_| IoBufError::OutOfMemory {
-            requested: header.len(),
-        })?;
-    exact.extend_from_slice(header);
+    debug_assert_eq!(header.len(), size);
     out.try_reserve(VALUE_SEGMENTS)?;
-    out.push_back(IoBuf::from_vec(exact));
+    out.push_back(IoBuf::from_vec(header));
     if !item.value.is_empty() {
         out.push_back(item.value.clone());
     }
     out.push_back(IoBuf::from_static(b"\r\n"));
     Ok(())
+}
+
+/// How many decimal digits `n` is written with.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_digits;
+    use crate::protocol::common::push_u64;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn decimal_digits_counts_what_push_u64_writes() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
+            let mut written = Vec::new();
+            push_u64(&mut written, n);
+            assert_eq!(decimal_digits(n), written.len(), "{n}");
+        }
+    }
 }
