@@ -186,7 +186,17 @@ fn run(server: &Server, steps: &[Step]) -> Vec<(String, String)> {
             Step::Sleep(duration) => thread::sleep(*duration),
             Step::Request(line) => {
                 let request = unescape(line, &cas);
-                let reply = client.text(&request);
+                // `stats reset` zeroes `bytes_read`, and a server counts a
+                // read before it handles what it holds: the sentinel sent
+                // right behind the request would be counted or not as the
+                // two writes happen to share a read (stock's
+                // `bytes_read` differed by the sentinel's 4 bytes in some
+                // runs). Alone, nothing follows it until it is answered.
+                let reply = if request.starts_with(b"stats reset") {
+                    client.text_alone(&request, b"RESET\r\n")
+                } else {
+                    client.text(&request)
+                };
                 transcript.push((line.clone(), normalise(&reply, &mut cas)));
             }
         }
