@@ -72,6 +72,9 @@ pub enum ErrorReply {
     /// Code 5: the Ebb has no representative on the receiving core and its
     /// fault handler could not build one (detail: the Ebb's id).
     NoRepresentative(u32),
+    /// Code 6: the message named a core the node does not have (detail:
+    /// the core named).
+    NoSuchCore(u32),
 }
 
 impl ErrorReply {
@@ -82,7 +85,7 @@ impl ErrorReply {
     ///
     /// | offset | size | field |
     /// | --- | --- | --- |
-    /// | 0 | 2 | code (1 to 5, see the variants) |
+    /// | 0 | 2 | code (1 to 6, see the variants) |
     /// | 2 | 2 | reserved, zero |
     /// | 4 | 4 | detail |
     #[must_use]
@@ -93,6 +96,7 @@ impl ErrorReply {
             ErrorReply::Refused(code) => (3, code),
             ErrorReply::ReplyTooLarge(len) => (4, len),
             ErrorReply::NoRepresentative(id) => (5, id),
+            ErrorReply::NoSuchCore(core) => (6, core),
         };
         let mut out = [0u8; Self::LEN];
         out[0..2].copy_from_slice(&code.to_le_bytes());
@@ -124,6 +128,7 @@ impl ErrorReply {
             3 => Ok(ErrorReply::Refused(detail)),
             4 => Ok(ErrorReply::ReplyTooLarge(detail)),
             5 => Ok(ErrorReply::NoRepresentative(detail)),
+            6 => Ok(ErrorReply::NoSuchCore(detail)),
             _ => Err(WireError::UnknownErrorCode { code }),
         }
     }
@@ -186,6 +191,7 @@ mod tests {
             ErrorReply::Refused(42),
             ErrorReply::ReplyTooLarge(1 << 30),
             ErrorReply::NoRepresentative(0x8001),
+            ErrorReply::NoSuchCore(3),
         ] {
             assert_eq!(ErrorReply::decode(&chain(&reply.encode())), Ok(reply));
         }

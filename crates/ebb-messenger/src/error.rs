@@ -125,7 +125,12 @@ impl core::error::Error for WireError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MessengerError {
     /// No connection to the peer could be made.
-    Unreachable(NetError),
+    Unreachable {
+        /// The node called.
+        node: NodeId,
+        /// Why.
+        reason: Unreachable,
+    },
     /// The connection was lost before the reply came (reset, closed, or
     /// the peer broke the wire format).
     ConnectionLost,
@@ -169,6 +174,13 @@ pub enum MessengerError {
         /// The Ebb.
         ebb: u32,
     },
+    /// The message named a core the peer does not have.
+    NoSuchCore {
+        /// The peer.
+        node: NodeId,
+        /// The core named.
+        core: u32,
+    },
     /// The peer's Ebb refused the call with its own code.
     Refused {
         /// The peer.
@@ -199,7 +211,9 @@ pub enum MessengerError {
 impl fmt::Display for MessengerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MessengerError::Unreachable(error) => write!(f, "the peer is unreachable: {error}"),
+            MessengerError::Unreachable { node, reason } => {
+                write!(f, "node {node} is unreachable: {reason}")
+            }
             MessengerError::ConnectionLost => {
                 f.write_str("the connection to the peer was lost before the reply came")
             }
@@ -225,6 +239,9 @@ impl fmt::Display for MessengerError {
                 f,
                 "node {node} could not build a representative of Ebb {ebb}: its fault handler failed"
             ),
+            MessengerError::NoSuchCore { node, core } => {
+                write!(f, "node {node} has no core {core}")
+            }
             MessengerError::Refused { node, code } => {
                 write!(f, "node {node} refused the call with code {code}")
             }
@@ -241,3 +258,34 @@ impl fmt::Display for MessengerError {
 }
 
 impl core::error::Error for MessengerError {}
+
+/// Why a node could not be reached ([`MessengerError::Unreachable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unreachable {
+    /// The node directory has no address for the node.
+    NotInDirectory,
+    /// Connecting failed: refused, no route, or another platform error.
+    Connect(NetError),
+    /// The connection ended before the peer's hello arrived.
+    ClosedBeforeHello,
+    /// The peer's hello did not arrive within the timeout.
+    NoHello {
+        /// The timeout, in milliseconds.
+        waited_ms: u64,
+    },
+}
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreachable::NotInDirectory => f.write_str("no address is known for it"),
+            Unreachable::Connect(error) => write!(f, "connecting failed: {error}"),
+            Unreachable::ClosedBeforeHello => {
+                f.write_str("the connection ended before the node said hello")
+            }
+            Unreachable::NoHello { waited_ms } => {
+                write!(f, "no hello within {waited_ms} ms of connecting")
+            }
+        }
+    }
+}

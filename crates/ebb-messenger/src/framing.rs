@@ -180,6 +180,7 @@ pub fn hello_message(source: NodeId, limits: Limits, version: u16) -> IoChain {
         correlation: 0,
         control_len: u32::try_from(Hello::LEN).unwrap_or(u32::MAX),
         payload_len: 0,
+        core: None,
     };
     let mut bytes = IoBufMut::with_capacity(HEADER_LEN + Hello::LEN);
     bytes.extend_from_slice(&header.encode_as(version));
@@ -201,6 +202,7 @@ mod tests {
             correlation,
             control_len: 0,
             payload_len: 0,
+            core: None,
         }
     }
 

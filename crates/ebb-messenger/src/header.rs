@@ -16,7 +16,8 @@
 //! | 20 | 4 | control length | bytes of control structure after the header |
 //! | 24 | 8 | correlation | pairs a reply with its call (0 for others) |
 //! | 32 | 4 | payload length | bytes of payload after the control bytes |
-//! | 36 | 4 | reserved | zero; a later version may use it |
+//! | 36 | 2 | core | 0: the connection's core handles the message; c + 1: core c does (a named core) |
+//! | 38 | 2 | reserved | zero; a later version may use it |
 //!
 //! **Invariant across versions:** magic and version stay at offsets 0 and 4
 //! in every version, so that two nodes of different versions can always
@@ -156,6 +157,25 @@ pub struct Header {
     pub control_len: u32,
     /// Bytes of payload after the control structure.
     pub payload_len: u32,
+    /// The receiving node's core that handles the message: `None` for the
+    /// core the connection is on, `Some(c)` for core `c` (a named core, at
+    /// most [`MAX_NAMED_CORE`]). Replies, hellos and error replies carry
+    /// `None`.
+    pub core: Option<u16>,
+}
+
+/// The highest core a header can name (the wire stores `c + 1` in 16 bits,
+/// 0 meaning "the connection's core").
+pub const MAX_NAMED_CORE: u16 = u16::MAX - 1;
+
+/// The core field's wire value: 0 for the connection's core, `c + 1` for
+/// core `c` (a core above [`MAX_NAMED_CORE`] is written as that one).
+fn encode_core(core: Option<u16>) -> u16 {
+    core.map_or(0, |core| core.min(MAX_NAMED_CORE) + 1)
+}
+
+fn decode_core(raw: u16) -> Option<u16> {
+    raw.checked_sub(1)
 }
 
 /// Reads one little-endian field at a fixed offset of the header.
@@ -187,6 +207,7 @@ impl Header {
         out[20..24].copy_from_slice(&self.control_len.to_le_bytes());
         out[24..32].copy_from_slice(&self.correlation.to_le_bytes());
         out[32..36].copy_from_slice(&self.payload_len.to_le_bytes());
+        out[36..38].copy_from_slice(&encode_core(self.core).to_le_bytes());
         out
     }
 
@@ -217,9 +238,11 @@ impl Header {
         }
         let flags = field!(bytes, u16, 6);
         let kind = Kind::from_flags(flags).ok_or(WireError::BadFlags { flags })?;
-        let reserved = field!(bytes, u32, 36);
+        let reserved = field!(bytes, u16, 38);
         if reserved != 0 {
-            return Err(WireError::Reserved { value: reserved });
+            return Err(WireError::Reserved {
+                value: u32::from(reserved),
+            });
         }
         let header = Header {
             kind,
@@ -229,6 +252,7 @@ impl Header {
             control_len: field!(bytes, u32, 20),
             correlation: field!(bytes, u64, 24),
             payload_len: field!(bytes, u32, 32),
+            core: decode_core(field!(bytes, u16, 36)),
         };
         if header.control_len > limits.max_control_len {
             return Err(WireError::ControlTooLong {
@@ -275,6 +299,7 @@ mod tests {
             correlation: 0x0102_0304_0506_0708,
             control_len: 8,
             payload_len: 1 << 20,
+            core: Some(2),
         }
     }
 
@@ -290,7 +315,14 @@ mod tests {
         assert_eq!(bytes[20..24], [8, 0, 0, 0]);
         assert_eq!(bytes[24..32], [8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(bytes[32..36], [0, 0, 0x10, 0]);
-        assert_eq!(bytes[36..40], [0; 4]);
+        assert_eq!(bytes[36..38], [3, 0]);
+        assert_eq!(bytes[38..40], [0; 2]);
+        let connection_core = Header {
+            core: None,
+            ..sample()
+        }
+        .encode();
+        assert_eq!(connection_core[36..38], [0, 0]);
     }
 
     #[test]
@@ -332,7 +364,7 @@ mod tests {
         reserved[39] = 1;
         assert_eq!(
             Header::decode(&reserved, &Limits::DEFAULT),
-            Err(WireError::Reserved { value: 1 << 24 })
+            Err(WireError::Reserved { value: 1 << 8 })
         );
         let small = Limits {
             max_control_len: 4,

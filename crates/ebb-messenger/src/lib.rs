@@ -18,6 +18,11 @@
 //!   peer's messages (an unknown Ebb or message number gets an error
 //!   reply), every pending call completed with an error when the
 //!   connection ends, and back-pressure through the send credit.
+//! * [`Messenger`]: the Messenger Ebb, one [`MessengerRep`] per core: the
+//!   [`NodeDirectory`], a connection per node opened on the first call
+//!   ([`MessengerRep::call`]), `Unreachable` instead of a hang, and
+//!   delivery on the connection's core or a named one
+//!   ([`MessengerRep::call_on`]).
 //!
 //! The wire layout and the reasons for each field are in
 //! `docs/messenger.md`. Nothing here panics on bytes from the network.
@@ -28,18 +33,28 @@
 extern crate alloc;
 
 mod control;
+mod directory;
 mod error;
 mod framing;
 mod header;
+mod messenger;
 mod node;
 mod peer;
 
 pub use control::{ErrorReply, Hello};
-pub use error::{MessengerError, WireError};
+pub use directory::NodeDirectory;
+pub use error::{MessengerError, Unreachable, WireError};
 pub use framing::{encode_message, hello_message, Deframer, Frame};
 pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
-    HEADER_LEN, MAGIC, VERSION,
+    HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,
 };
-pub use node::{Config, LocalNode, Message, Request, Service, ServiceError};
+pub use messenger::{
+    acceptor, create_messenger, Dialer, Messenger, MessengerRef, MessengerRep, MessengerRoot,
+    MessengerSettings,
+};
+pub use node::{
+    Config, CoreResult, CoreRouter, LocalNode, Message, Request, Service, ServiceError,
+    SharedService, SharedServices,
+};
 pub use peer::{Call, Peer, PeerHandler, PeerState};

@@ -6,15 +6,27 @@
 //! the receiving core's representative, which the Ebb's fault handler
 //! builds on the first message there (lazy creation, as for a local miss).
 //! [`LocalNode::register`] takes any [`Service`] instead (tests, adapters).
+//!
+//! A message may name the core that handles it (the header's core field).
+//! A `LocalNode` made with [`LocalNode::on_core`] knows its core and hands
+//! such a message to the named core through a [`CoreRouter`]; there, the
+//! Ebbs registered with [`LocalNode::register_ebb`] answer it, since their
+//! registration ([`SharedServices`]) is shared by every core of the node.
+//! A [`Service`] registered with [`LocalNode::register`] lives on one core
+//! and is reached only on the connection's core. A `LocalNode` made with
+//! [`LocalNode::new`] is a node of one core, core 0.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
+use alloc::sync::Arc;
 use core::cell::RefCell;
 
-use ebb_core::{Ebb, EbbId, EbbRef, NodeId};
+use ebb_core::{CoreId, Ebb, EbbId, EbbRef, NodeId};
 use ebb_iobuf::IoChain;
+use spin::RwLock;
 
-use crate::{Limits, MessageNumber};
+use crate::{ErrorReply, Limits, MessageNumber};
 
 /// A message's body: its control bytes and its payload.
 /// Equality compares contents.
@@ -95,21 +107,101 @@ impl Default for Config {
     }
 }
 
-/// This node, as the message layer sees it.
+/// An Ebb's receiving side that any core of the node can run (each core
+/// resolves its own representative).
+pub type SharedService = Arc<dyn Fn(Request) -> Result<Message, ServiceError> + Send + Sync>;
+
+/// The Ebbs every core of a node answers for, registered once and shared
+/// by the cores' [`LocalNode`]s.
+#[derive(Default)]
+pub struct SharedServices {
+    services: RwLock<BTreeMap<u32, SharedService>>,
+}
+
+impl SharedServices {
+    /// Makes `service` answer the messages for Ebb `ebb` on every core.
+    pub fn register(&self, ebb: EbbId, service: SharedService) {
+        self.services.write().insert(ebb.raw(), service);
+    }
+
+    /// Runs Ebb `ebb`'s service on the calling core, if it has one.
+    pub fn serve(&self, ebb: u32, request: Request) -> Option<Result<Message, ServiceError>> {
+        // The lock is not held while the service runs (it may register).
+        let service = self.services.read().get(&ebb).cloned()?;
+        Some(service(request))
+    }
+}
+
+/// What a message's work on another core sends back: the reply's body or
+/// the error reply.
+pub type CoreResult = Result<Message, ErrorReply>;
+
+/// How a node runs a message on another of its cores (the Messenger Ebb
+/// implements it with the event layer's cross-core tasks).
+pub trait CoreRouter {
+    /// How many cores the node has.
+    fn cores(&self) -> usize;
+
+    /// Runs `work` on `core`, then `answer` with its result on the calling
+    /// core. Whatever `work` holds (the request's payload) is moved to
+    /// `core`, not copied.
+    fn run_on(
+        &self,
+        core: CoreId,
+        work: Box<dyn FnOnce() -> CoreResult + Send>,
+        answer: Box<dyn FnOnce(CoreResult)>,
+    );
+}
+
+/// Where a message is handled.
+pub(crate) enum Route {
+    /// On this core.
+    Here,
+    /// On another core of this node.
+    Core(CoreId),
+    /// The message named a core the node does not have.
+    NoSuchCore(u32),
+}
+
+/// This node, as the message layer sees it (on one core).
 pub struct LocalNode {
     id: NodeId,
     config: Config,
     services: RefCell<BTreeMap<u32, Rc<dyn Service>>>,
+    shared: Arc<SharedServices>,
+    /// This core and the way to the others; `None` for a one-core node.
+    cores: Option<(CoreId, Rc<dyn CoreRouter>)>,
 }
 
 impl LocalNode {
-    /// A node with no services yet.
+    /// A node of one core (core 0) with no services yet.
     #[must_use]
     pub fn new(id: NodeId, config: Config) -> Rc<Self> {
         Rc::new(LocalNode {
             id,
             config,
             services: RefCell::new(BTreeMap::new()),
+            shared: Arc::new(SharedServices::default()),
+            cores: None,
+        })
+    }
+
+    /// Core `core`'s view of a node whose cores share `shared`, reaching
+    /// the other cores through `router`.
+    #[must_use]
+    pub fn on_core(
+        id: NodeId,
+        config: Config,
+        shared: Arc<SharedServices>,
+        core: CoreId,
+        router: Rc<dyn CoreRouter>,
+    ) -> Rc<Self> {
+        Rc::new(LocalNode {
+            id,
+            config,
+            services: RefCell::new(BTreeMap::new()),
+            shared,
+            cores: Some((core, router)),
         })
     }
 
@@ -130,34 +222,87 @@ impl LocalNode {
         self.services.borrow_mut().insert(ebb.raw(), service);
     }
 
-    /// Makes Ebb `ebb` receive the messages sent to it here, through the
-    /// receiving core's representative (built by `E`'s fault handler on
-    /// the first message that core receives for it).
+    /// Makes Ebb `ebb` receive the messages sent to it here, on every
+    /// core of the node, through the receiving core's representative
+    /// (built by `E`'s fault handler on the first message that core
+    /// receives for it).
     pub fn register_ebb<E: Ebb>(&self, ebb: EbbRef<E>)
     where
         E::Rep: Service,
     {
-        self.register(ebb.id(), Rc::new(ViaRepresentative(ebb)));
+        self.shared.register(
+            ebb.id(),
+            Arc::new(move |request| match ebb.get() {
+                Ok(rep) => rep.handle(request),
+                Err(_) => Err(ServiceError::NoRepresentative),
+            }),
+        );
     }
 
-    /// The service of Ebb `ebb`, if it has one here.
+    /// The Ebbs every core of this node answers for.
     #[must_use]
-    pub fn service(&self, ebb: u32) -> Option<Rc<dyn Service>> {
-        self.services.borrow().get(&ebb).cloned()
+    pub fn shared(&self) -> &Arc<SharedServices> {
+        &self.shared
+    }
+
+    /// Runs Ebb `ebb`'s service on this core: a service registered here,
+    /// else one registered for every core; `None` if neither exists.
+    #[must_use]
+    pub fn serve(&self, ebb: u32, request: Request) -> Option<Result<Message, ServiceError>> {
+        let service = self.services.borrow().get(&ebb).cloned();
+        match service {
+            Some(service) => Some(service.handle(request)),
+            None => self.shared.serve(ebb, request),
+        }
+    }
+
+    /// Where a message naming `core` (or none) is handled.
+    pub(crate) fn route(&self, core: Option<u16>) -> Route {
+        let Some(core) = core else {
+            return Route::Here;
+        };
+        let (here, cores) = match &self.cores {
+            Some((here, router)) => (*here, router.cores()),
+            None => (CoreId(0), 1),
+        };
+        if usize::from(core) >= cores {
+            Route::NoSuchCore(u32::from(core))
+        } else if usize::from(core) == here.0 {
+            Route::Here
+        } else {
+            Route::Core(CoreId(usize::from(core)))
+        }
+    }
+
+    /// The way to the node's other cores.
+    pub(crate) fn router(&self) -> Option<&Rc<dyn CoreRouter>> {
+        self.cores.as_ref().map(|(_, router)| router)
     }
 }
 
-/// Hands each message to the calling core's representative of `E`.
-struct ViaRepresentative<E: Ebb>(EbbRef<E>);
+/// What an error from a service is on the wire.
+pub(crate) fn error_reply(
+    destination: u32,
+    message: MessageNumber,
+    error: ServiceError,
+) -> ErrorReply {
+    match error {
+        ServiceError::UnknownMessage => ErrorReply::UnknownMessage(message.0),
+        ServiceError::Refused(code) => ErrorReply::Refused(code),
+        ServiceError::NoRepresentative => ErrorReply::NoRepresentative(destination),
+    }
+}
 
-impl<E: Ebb> Service for ViaRepresentative<E>
-where
-    E::Rep: Service,
-{
-    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
-        match self.0.get() {
-            Ok(rep) => rep.handle(request),
-            Err(_) => Err(ServiceError::NoRepresentative),
-        }
+/// Runs Ebb `destination`'s shared service on the calling core (the work
+/// of a message handed to a named core).
+pub(crate) fn serve_shared(
+    shared: &SharedServices,
+    destination: u32,
+    request: Request,
+) -> CoreResult {
+    let message = request.message;
+    match shared.serve(destination, request) {
+        None => Err(ErrorReply::UnknownEbb(destination)),
+        Some(result) => result.map_err(|error| error_reply(destination, message, error)),
     }
 }

@@ -25,20 +25,22 @@
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::rc::Rc;
+use alloc::rc::{Rc, Weak};
+use alloc::sync::Arc;
 use core::cell::RefCell;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use ebb_core::{EbbId, NodeId};
+use ebb_core::{CoreId, EbbId, NodeId};
 use ebb_event::{oneshot, Receiver, Sender};
 use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 
+use crate::node::{error_reply, serve_shared, CoreResult, Route};
 use crate::{
     encode_message, hello_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits,
-    LocalNode, Message, MessageNumber, MessengerError, Request, ServiceError, WireError, VERSION,
+    LocalNode, Message, MessageNumber, MessengerError, Request, WireError, MAX_NAMED_CORE, VERSION,
 };
 
 /// Where the connection is.
@@ -80,11 +82,16 @@ struct Inner {
     limits: Limits,
     /// Replies whose call we do not know (counted, then dropped).
     stray_replies: u64,
+    /// Close the connection once no call of ours waits on it and the
+    /// queue is empty ([`Peer::retire`]).
+    retiring: bool,
 }
 
 /// One connection to one peer.
 pub struct Peer {
     local: Rc<LocalNode>,
+    /// This peer, for the answers of messages handed to another core.
+    this: Weak<Peer>,
     inner: RefCell<Inner>,
 }
 
@@ -95,8 +102,9 @@ impl Peer {
     #[must_use]
     pub fn new(local: Rc<LocalNode>) -> Rc<Peer> {
         let config = *local.config();
-        Rc::new(Peer {
+        Rc::new_cyclic(|this| Peer {
             local,
+            this: this.clone(),
             inner: RefCell::new(Inner {
                 conn: None,
                 state: PeerState::Handshaking,
@@ -110,6 +118,7 @@ impl Peer {
                 next_correlation: 1,
                 limits: config.limits,
                 stray_replies: 0,
+                retiring: false,
             }),
         })
     }
@@ -170,14 +179,39 @@ impl Peer {
         self.inner.borrow().stray_replies
     }
 
+    /// The node this peer belongs to.
+    #[must_use]
+    pub fn local(&self) -> &Rc<LocalNode> {
+        &self.local
+    }
+
     /// Calls message `message` of Ebb `ebb` on the peer; the future gives
-    /// its reply, or the error that prevented one.
+    /// its reply, or the error that prevented one. The peer's core on the
+    /// connection handles it.
     pub fn call(&self, ebb: EbbId, message: MessageNumber, body: Message) -> Call {
+        self.call_to(None, ebb, message, body)
+    }
+
+    /// As [`Peer::call`], handled by the peer's core `core` (a core above
+    /// [`MAX_NAMED_CORE`] is named as that one, which no node has).
+    pub fn call_on(&self, core: CoreId, ebb: EbbId, message: MessageNumber, body: Message) -> Call {
+        let core = u16::try_from(core.0).map_or(MAX_NAMED_CORE, |c| c.min(MAX_NAMED_CORE));
+        self.call_to(Some(core), ebb, message, body)
+    }
+
+    fn call_to(
+        &self,
+        core: Option<u16>,
+        ebb: EbbId,
+        message: MessageNumber,
+        body: Message,
+    ) -> Call {
         let (sender, receiver) = oneshot();
         {
             let mut inner = self.inner.borrow_mut();
             let correlation = inner.next_correlation;
-            let header = self.header(Kind::Call, ebb.raw(), message, correlation);
+            let mut header = self.header(Kind::Call, ebb.raw(), message, correlation);
+            header.core = core;
             if let Err(error) = self.enqueue(&mut inner, header, body) {
                 return Call::failed(error);
             }
@@ -227,6 +261,7 @@ impl Peer {
             correlation,
             control_len: 0,
             payload_len: 0,
+            core: None,
         }
     }
 
@@ -393,29 +428,66 @@ impl Peer {
         }
     }
 
-    /// Runs the destination's service; answers a call.
+    /// Runs the destination's service, here or on the core the message
+    /// names; answers a call.
     fn serve(&self, frame: Frame) {
         let header = frame.header;
-        let result = match self.local.service(header.destination) {
-            None => Err(ErrorReply::UnknownEbb(header.destination)),
-            Some(service) => service
-                .handle(Request {
-                    from: header.source,
-                    message: header.message,
-                    body: Message {
-                        control: frame.control,
-                        payload: frame.payload,
-                    },
-                })
-                .map_err(|error| match error {
-                    ServiceError::UnknownMessage => ErrorReply::UnknownMessage(header.message.0),
-                    ServiceError::Refused(code) => ErrorReply::Refused(code),
-                    ServiceError::NoRepresentative => {
-                        ErrorReply::NoRepresentative(header.destination)
-                    }
-                }),
+        let request = Request {
+            from: header.source,
+            message: header.message,
+            body: Message {
+                control: frame.control,
+                payload: frame.payload,
+            },
         };
+        let result = match self.local.route(header.core) {
+            Route::Here => match self.local.serve(header.destination, request) {
+                None => Err(ErrorReply::UnknownEbb(header.destination)),
+                Some(result) => {
+                    result.map_err(|error| error_reply(header.destination, header.message, error))
+                }
+            },
+            Route::NoSuchCore(core) => Err(ErrorReply::NoSuchCore(core)),
+            Route::Core(core) => {
+                self.hand_off(core, header, request);
+                return;
+            }
+        };
+        self.answer(header, result);
+    }
+
+    /// Runs a message on another core of this node (the request moves
+    /// there, its payload with it); the answer comes back to this core.
+    fn hand_off(&self, core: CoreId, header: Header, request: Request) {
+        let Some(router) = self.local.router() else {
+            self.answer(
+                header,
+                Err(ErrorReply::NoSuchCore(
+                    u32::try_from(core.0).unwrap_or(u32::MAX),
+                )),
+            );
+            return;
+        };
+        let shared = Arc::clone(self.local.shared());
+        let destination = header.destination;
+        let this = self.this.clone();
+        router.run_on(
+            core,
+            Box::new(move || serve_shared(&shared, destination, request)),
+            Box::new(move |result| {
+                if let Some(peer) = this.upgrade() {
+                    peer.answer(header, result);
+                }
+            }),
+        );
+    }
+
+    /// Sends a call's answer (a one-way message has none).
+    fn answer(&self, header: Header, result: CoreResult) {
         if header.kind != Kind::Call {
+            return;
+        }
+        if matches!(self.state(), PeerState::Closed(_)) {
             return;
         }
         {
@@ -476,6 +548,7 @@ impl Peer {
         if let Some(sender) = sender {
             sender.send(result);
         }
+        self.close_if_retired();
     }
 
     /// The peer broke the wire format, or speaks another version: both end
@@ -497,6 +570,44 @@ impl Peer {
                 }
             }
         }
+    }
+
+    /// Gives the peer up with `error` (every pending call completes with
+    /// it) and aborts the connection: a connection that never said hello.
+    pub fn give_up(&self, error: MessengerError) {
+        let conn = self.inner.borrow().conn.clone();
+        self.end(error);
+        if let Some(conn) = conn {
+            conn.abort();
+        }
+    }
+
+    /// Closes the connection in order once no call of ours waits on it and
+    /// nothing is queued: the losing one of two connections between the
+    /// same nodes, which takes no new calls but finishes the ones it has.
+    pub fn retire(&self) {
+        self.inner.borrow_mut().retiring = true;
+        self.close_if_retired();
+    }
+
+    fn close_if_retired(&self) {
+        let conn = {
+            let inner = self.inner.borrow();
+            if !inner.retiring || !inner.pending.is_empty() || !inner.outbox.is_empty() {
+                return;
+            }
+            inner.conn.clone()
+        };
+        if let Some(conn) = conn {
+            self.end(MessengerError::ConnectionLost);
+            conn.close();
+        }
+    }
+
+    /// Whether [`Peer::retire`] was called.
+    #[must_use]
+    pub fn is_retired(&self) -> bool {
+        self.inner.borrow().retiring
     }
 
     /// Ends the peer (once): every pending call completes with `error`,
@@ -546,6 +657,7 @@ fn remote_error(node: NodeId, header: Header, reply: ErrorReply) -> MessengerErr
         ErrorReply::Refused(code) => MessengerError::Refused { node, code },
         ErrorReply::ReplyTooLarge(len) => MessengerError::ReplyTooLarge { node, len },
         ErrorReply::NoRepresentative(ebb) => MessengerError::NoRepresentative { node, ebb },
+        ErrorReply::NoSuchCore(core) => MessengerError::NoSuchCore { node, core },
     }
 }
 
@@ -590,7 +702,8 @@ pub struct Call {
 }
 
 impl Call {
-    fn failed(error: MessengerError) -> Self {
+    /// A call that failed before anything was sent.
+    pub(crate) fn failed(error: MessengerError) -> Self {
         Call {
             state: CallState::Failed(Some(error)),
         }

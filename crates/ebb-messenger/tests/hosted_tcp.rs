@@ -7,21 +7,26 @@
 //! message, and ebb-hosted hands over copies once handlers hold the ring
 //! down to its reserve (`RESERVED_BUFFERS`, `LAST_BUFFERS`), so that such a
 //! message still arrives.
+//!
+//! And the same through the Messenger Ebb: node 1 connects on its first
+//! call (one connection for all), node 2 has two cores, and a call naming
+//! a core runs on that core, its payload moved there as views of the
+//! receive buffers; a core node 2 does not have gets an error reply.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{EbbId, NodeId};
+use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
 use ebb_hosted::Backend;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    Config, LocalNode, Message, MessageNumber, MessengerError, Peer, PeerState, Request, Service,
-    ServiceError,
+    acceptor, create_messenger, Config, LocalNode, Message, MessageNumber, MessengerError,
+    MessengerSettings, Peer, PeerState, Request, Service, ServiceError,
 };
 use ebb_net::TcpConnection;
 
@@ -165,4 +170,155 @@ fn two_hosted_nodes_call_each_other_over_kernel_tcp() {
     );
     assert_eq!(server_copies, 0, "requests were views of receive buffers");
     assert_eq!(reply_copies, 0, "replies were views of receive buffers");
+}
+
+/// Where the [`Where`] Ebb's representatives saw request payloads: (core,
+/// segment addresses).
+static SEEN: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
+
+/// An Ebb whose representative answers with the core it runs on, and
+/// records where the request's payload segments lie.
+struct Where;
+
+struct WhereRep {
+    core: CoreId,
+}
+
+impl Service for WhereRep {
+    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
+        let segments = request
+            .body
+            .payload
+            .segments()
+            .map(|s| s.as_ptr() as usize)
+            .collect();
+        SEEN.lock().unwrap().push((self.core.0, segments));
+        let core = u32::try_from(self.core.0).unwrap().to_le_bytes();
+        Ok(Message::payload(IoChain::from(IoBuf::from_vec(
+            core.to_vec(),
+        ))))
+    }
+}
+
+impl Ebb for Where {
+    type Rep = WhereRep;
+
+    fn fault(ctx: &FaultContext<'_>) -> Result<&'static WhereRep, EbbError> {
+        Ok(Box::leak(Box::new(WhereRep { core: ctx.core })))
+    }
+}
+
+const WHERE: MessageNumber = MessageNumber(1);
+
+#[test]
+fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
+    let place = EbbRef::<Where>::bind(EbbId::new(40_310).unwrap()).unwrap();
+    let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
+    // Node 2: two cores, both accepting; the Where Ebb answers on any core.
+    let server = thread::spawn(move || {
+        ebb_hosted::run_task(
+            ebb_hosted::Config {
+                cores: Some(2),
+                ..node_config()
+            },
+            move || async move {
+                let messenger = create_messenger(MessengerSettings::new(NodeId(2))).unwrap();
+                messenger.get().unwrap().register_ebb(place);
+                let addr = ebb_net::listen_on_all_cores(
+                    "127.0.0.1:0".parse().unwrap(),
+                    acceptor(messenger),
+                )
+                .await
+                .unwrap();
+                addr_tx.send(addr).unwrap();
+                let _ = stop_rx.await;
+                // Each payload segment a representative saw is checked on
+                // every core: it must lie in one core's receive buffers
+                // (moved there from the connection's core, not copied).
+                let seen: Vec<usize> = SEEN
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|(_, segments)| segments.clone())
+                    .collect();
+                let mut in_place = 0;
+                for core in 0..2 {
+                    let seen = seen.clone();
+                    in_place += ebb_event::spawn_task_on(CoreId(core), async move {
+                        seen.iter()
+                            .filter(|&&a| ebb_hosted::net::is_receive_buffer(a as *const u8))
+                            .count()
+                    })
+                    .unwrap()
+                    .await
+                    .unwrap();
+                }
+                (seen.len(), in_place)
+            },
+        )
+        .unwrap()
+    });
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the server node listens");
+    let (result_tx, result_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let result = ebb_hosted::run_task(node_config(), move || async move {
+            let messenger = create_messenger(MessengerSettings::new(NodeId(1))).unwrap();
+            let rep = messenger.get().unwrap();
+            rep.directory().insert(NodeId(2), addr);
+            let mut cores = Vec::new();
+            for core in [None, Some(1), Some(0), Some(1)] {
+                let body = IoChain::from(payload(100_000));
+                let reply = match core {
+                    None => rep.call(NodeId(2), place.id(), WHERE, body).await,
+                    Some(core) => {
+                        rep.call_on(NodeId(2), CoreId(core), place.id(), WHERE, body)
+                            .await
+                    }
+                };
+                let reply = reply.map(|r| r.payload.to_vec());
+                cores.push((core, reply));
+            }
+            let missing = rep
+                .call_on(NodeId(2), CoreId(5), place.id(), WHERE, IoChain::new())
+                .await;
+            let dials = rep.dials();
+            stop_tx.send(());
+            (cores, missing, dials)
+        });
+        let _ = result_tx.send(result);
+    });
+    let (cores, missing, dials) = result_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("node 1 finished its calls within 60 s")
+        .unwrap();
+    let (segments, in_place) = server.join().unwrap();
+    for (named, reply) in &cores[1..] {
+        let core = u32::try_from(named.unwrap()).unwrap();
+        assert_eq!(
+            reply.as_deref(),
+            Ok(&core.to_le_bytes()[..]),
+            "core {core} ran the call that named it"
+        );
+    }
+    let on_connection = cores[0].1.as_ref().unwrap();
+    assert!(on_connection == &[0, 0, 0, 0] || on_connection == &[1, 0, 0, 0]);
+    assert_eq!(
+        missing.unwrap_err(),
+        MessengerError::NoSuchCore {
+            node: NodeId(2),
+            core: 5
+        }
+    );
+    assert_eq!(dials, 1, "one connection for every call");
+    assert!(
+        segments >= 4,
+        "the calls' payloads were seen ({segments} segments)"
+    );
+    assert_eq!(
+        in_place, segments,
+        "every payload segment is a receive buffer view"
+    );
 }

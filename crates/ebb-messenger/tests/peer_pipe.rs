@@ -247,6 +247,7 @@ fn raw_message(kind: Kind, control: &[u8], payload_len: usize) -> Vec<u8> {
         correlation: 1,
         control_len: 0,
         payload_len: 0,
+        core: None,
     };
     let unlimited = Limits {
         max_control_len: u32::MAX,

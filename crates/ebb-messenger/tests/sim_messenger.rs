@@ -9,6 +9,7 @@
 //! node's fate allows.
 
 mod echo_support;
+mod sim_support;
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -28,11 +29,9 @@ use ebb_messenger::{
     Peer, PeerState, Request, Service, ServiceError,
 };
 use ebb_net::{NetStack, TcpConnection, TcpHandler};
-use ebb_netstack::device::{Device, DeviceCapabilities};
-use ebb_netstack::sim::{LinkConfig, Sim, SimPort};
-use ebb_netstack::tcp::TcpConfig;
-use ebb_netstack::{Config, EthernetAddress, Instant, IpConfig, Stack};
+use ebb_netstack::sim::{LinkConfig, Sim};
 use echo_support::{Echo, ECHO};
+use sim_support::{side, Side};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -40,74 +39,6 @@ const PORT: u16 = 7100;
 
 fn echo_id() -> EbbId {
     EbbId::new(40_100).unwrap()
-}
-
-/// The simulated port, recording where received frames live and going
-/// silent (both ways) when told to: a node that vanished.
-struct Port {
-    inner: SimPort,
-    received: Rc<RefCell<Vec<(usize, usize)>>>,
-    vanished: Rc<Cell<bool>>,
-}
-
-impl Device for Port {
-    fn receive(&mut self, now: Instant) -> Option<IoBuf> {
-        let frame = self.inner.receive(now)?;
-        if self.vanished.get() {
-            return None;
-        }
-        self.received
-            .borrow_mut()
-            .push((frame.as_ptr() as usize, frame.len()));
-        Some(frame)
-    }
-
-    fn transmit(&mut self, now: Instant, frame: IoChain) {
-        if !self.vanished.get() {
-            self.inner.transmit(now, frame);
-        }
-    }
-
-    fn capabilities(&self) -> DeviceCapabilities {
-        self.inner.capabilities()
-    }
-}
-
-struct Side {
-    stack: Stack<Port>,
-    received: Rc<RefCell<Vec<(usize, usize)>>>,
-    vanished: Rc<Cell<bool>>,
-}
-
-fn side(sim: &Sim, mac: u8, addr: Ipv4Addr) -> Side {
-    let received = Rc::new(RefCell::new(Vec::new()));
-    let vanished = Rc::new(Cell::new(false));
-    let port = Port {
-        inner: sim.wire().port(),
-        received: received.clone(),
-        vanished: vanished.clone(),
-    };
-    let mut config = Config::new_static(
-        EthernetAddress([2, 0, 0, 0, 0, mac]),
-        IpConfig {
-            addr,
-            prefix_len: 24,
-            gateway: None,
-        },
-    );
-    // A lost peer is given up on within seconds of simulated time.
-    config.tcp = TcpConfig {
-        initial_rto: Duration::from_millis(200),
-        min_rto: Duration::from_millis(200),
-        max_retries: 4,
-        max_syn_retries: 3,
-        ..TcpConfig::default()
-    };
-    Side {
-        stack: Stack::new(port, config, sim.now()),
-        received,
-        vanished,
-    }
 }
 
 thread_local! {

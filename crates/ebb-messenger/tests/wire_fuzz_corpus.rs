@@ -29,6 +29,7 @@ fn header(kind: Kind, correlation: u64) -> Header {
         correlation,
         control_len: 0,
         payload_len: 0,
+        core: None,
     }
 }
 
@@ -62,7 +63,9 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut bad_flags = call.clone();
     bad_flags[6] = 3;
     let mut reserved = call.clone();
-    reserved[36] = 1;
+    reserved[38] = 1;
+    let mut named_core = call.clone();
+    named_core[36] = 2;
     let mut long_control = call.clone();
     long_control[20] = 65;
     let mut long_payload = call.clone();
@@ -92,6 +95,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("version_2", input(1, &[version_2])),
         ("bad_flags", input(7, &[bad_flags])),
         ("reserved", input(9, &[reserved])),
+        ("named_core", input(6, &[named_core])),
         ("control_too_long", input(2, &[long_control])),
         ("payload_too_long", input(40, &[long_payload])),
         ("truncated", input(11, &[call[..30].to_vec()])),
@@ -149,6 +153,12 @@ fn the_seeds_do_what_they_are_named_for() {
     );
     assert_eq!(error("bad_flags"), Some(WireError::BadFlags { flags: 3 }));
     assert_eq!(error("reserved"), Some(WireError::Reserved { value: 1 }));
+    let named_core = outcome("named_core");
+    assert_eq!((named_core.frames, named_core.error), (1, None));
+    assert_eq!(
+        named_core.header.map(|h| h.map(|h| h.core)),
+        Some(Ok(Some(1)))
+    );
     assert_eq!(
         error("control_too_long"),
         Some(WireError::ControlTooLong { len: 65, limit: 64 })

@@ -10,7 +10,7 @@ use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
     encode_message, Deframer, ErrorReply, Header, Hello, Kind, Limits, MessageNumber, WireError,
-    HEADER_LEN, MAGIC, VERSION,
+    HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,
 };
 use proptest::prelude::*;
 
@@ -33,6 +33,7 @@ prop_compose! {
         correlation: u64,
         control_len: u32,
         payload_len: u32,
+        core in proptest::option::of(0..=MAX_NAMED_CORE),
     ) -> Header {
         Header {
             kind,
@@ -42,6 +43,7 @@ prop_compose! {
             correlation,
             control_len,
             payload_len,
+            core,
         }
     }
 }
@@ -76,8 +78,11 @@ fn expected_error(bytes: &[u8], limits: &Limits) -> Option<WireError> {
     if ![0, 1, 2, 4, 12].contains(&le16(6)) {
         return Some(WireError::BadFlags { flags: le16(6) });
     }
-    if le32(36) != 0 {
-        return Some(WireError::Reserved { value: le32(36) });
+    // Bytes 36..38 name a core (any value is valid); 38..40 are reserved.
+    if le16(38) != 0 {
+        return Some(WireError::Reserved {
+            value: u32::from(le16(38)),
+        });
     }
     if le32(20) > limits.max_control_len {
         return Some(WireError::ControlTooLong {
@@ -153,7 +158,7 @@ proptest! {
     }
 
     #[test]
-    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=5, detail: u32) {
+    fn control_structures_round_trip(max_control_len: u32, max_payload_len: u32, code in 1u16..=6, detail: u32) {
         let hello = Hello { limits: Limits { max_control_len, max_payload_len } };
         let chain = IoChain::from(IoBuf::copy_from_slice(&hello.encode()));
         prop_assert_eq!(Hello::decode(&chain), Ok(hello));
@@ -162,7 +167,8 @@ proptest! {
             2 => ErrorReply::UnknownMessage(detail),
             3 => ErrorReply::Refused(detail),
             4 => ErrorReply::ReplyTooLarge(detail),
-            _ => ErrorReply::NoRepresentative(detail),
+            5 => ErrorReply::NoRepresentative(detail),
+            _ => ErrorReply::NoSuchCore(detail),
         };
         let chain = IoChain::from(IoBuf::copy_from_slice(&reply.encode()));
         prop_assert_eq!(ErrorReply::decode(&chain), Ok(reply));
@@ -209,6 +215,7 @@ proptest! {
                 correlation: *correlation,
                 control_len: 0,
                 payload_len: 0,
+                core: None,
             };
             let mut message = encode_message(
                 header,

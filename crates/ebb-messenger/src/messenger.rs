@@ -1,0 +1,441 @@
+//! The Messenger Ebb (DESIGN §5): send a message to the representative of
+//! Ebb `E` on node `N`, with one representative per core.
+//!
+//! The root, shared by the node's cores, holds the node's id, its
+//! settings, the [`NodeDirectory`] (node id to address) and the Ebbs every
+//! core answers for. Each core's representative holds the connections that
+//! core opened or accepted, one [`Peer`] per node, and opens a connection
+//! on the first call to a node it has none to, with
+//! [`ebb_net::connect`] (kernel sockets hosted, our stack on userstack and
+//! native). Calls made while it opens queue behind our hello.
+//!
+//! **Failures are values.** A node missing from the directory, a refused
+//! connect, a connection that ends before the peer's hello, and a hello
+//! that does not come within [`MessengerSettings::hello_timeout`] (an
+//! event-layer timer) each complete the call with
+//! [`MessengerError::Unreachable`], naming the reason.
+//!
+//! **One connection per pair of nodes.** A core uses the connection it
+//! has to a node, whichever side opened it. When both nodes dial at once
+//! there are two; each side keeps the one dialed by the node with the
+//! smaller id, so both pick the same one without another message. The
+//! other takes no new calls; the node that dialed it closes it once its
+//! calls on it have their replies (the other side, which never puts a
+//! call on it, must not close it under those calls).
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::rc::Rc;
+use alloc::sync::Arc;
+use core::cell::{Cell, RefCell};
+use core::net::SocketAddr;
+use core::time::Duration;
+
+use ebb_core::{
+    CoreId, Ebb, EbbError, EbbId, EbbRef, Multicore, MulticoreEbb, MulticoreRoot, NodeId,
+};
+use ebb_iobuf::IoChain;
+use ebb_net::{AcceptFn, NetError, TcpConnection, TcpHandler};
+
+use crate::node::CoreResult;
+use crate::{
+    Call, Config, CoreRouter, ErrorReply, LocalNode, Message, MessageNumber, MessengerError,
+    NodeDirectory, Peer, PeerState, Service, SharedServices, Unreachable,
+};
+
+/// Opens a connection: [`ebb_net::connect`] unless a test gives another
+/// (several simulated nodes share one thread, each with its own stack).
+pub type Dialer = Rc<dyn Fn(SocketAddr, Box<dyn TcpHandler>) -> Result<TcpConnection, NetError>>;
+
+/// What a node's Messenger is made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessengerSettings {
+    /// This node's id.
+    pub node: NodeId,
+    /// The message layer's limits and queue bound.
+    pub config: Config,
+    /// How long a new connection may take to bring the peer's hello
+    /// before its calls fail with [`Unreachable::NoHello`].
+    pub hello_timeout: Duration,
+}
+
+impl MessengerSettings {
+    /// Default settings for node `node` (a hello within 5 s).
+    #[must_use]
+    pub fn new(node: NodeId) -> Self {
+        MessengerSettings {
+            node,
+            config: Config::default(),
+            hello_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The Messenger's root, shared by the node's cores.
+pub struct MessengerRoot {
+    settings: MessengerSettings,
+    directory: NodeDirectory,
+    shared: Arc<SharedServices>,
+}
+
+/// The Messenger Ebb type: one [`MessengerRep`] per core.
+pub type Messenger = Multicore<MessengerRep>;
+
+/// A handle of a node's Messenger.
+pub type MessengerRef = EbbRef<Messenger>;
+
+/// Creates the calling core's node's Messenger.
+///
+/// # Errors
+///
+/// The calling thread is not a core, or the node is out of local ids.
+pub fn create_messenger(settings: MessengerSettings) -> Result<MessengerRef, EbbError> {
+    Messenger::create(MessengerRoot {
+        settings,
+        directory: NodeDirectory::new(),
+        shared: Arc::new(SharedServices::default()),
+    })
+}
+
+/// A connection this core uses for a node.
+struct Connection {
+    peer: Rc<Peer>,
+    /// Whether this node dialed it (else the peer did and we accepted).
+    dialed: bool,
+}
+
+/// One core's Messenger: the connections this core holds.
+pub struct MessengerRep {
+    root: &'static MulticoreRoot<MessengerRep>,
+    local: Rc<LocalNode>,
+    peers: RefCell<BTreeMap<NodeId, Connection>>,
+    dialer: RefCell<Option<Dialer>>,
+    dials: Cell<u64>,
+}
+
+impl MulticoreEbb for MessengerRep {
+    type Root = MessengerRoot;
+
+    fn create_rep(root: &'static MulticoreRoot<Self>, core: CoreId) -> Result<Self, EbbError> {
+        let shared = root.shared();
+        let local = LocalNode::on_core(
+            shared.settings.node,
+            shared.settings.config,
+            Arc::clone(&shared.shared),
+            core,
+            Rc::new(EventRouter),
+        );
+        Ok(MessengerRep {
+            root,
+            local,
+            peers: RefCell::new(BTreeMap::new()),
+            dialer: RefCell::new(None),
+            dials: Cell::new(0),
+        })
+    }
+}
+
+impl MessengerRep {
+    /// This node's id.
+    #[must_use]
+    pub fn node(&self) -> NodeId {
+        self.root.shared().settings.node
+    }
+
+    /// The node directory (shared by every core).
+    #[must_use]
+    pub fn directory(&self) -> &NodeDirectory {
+        &self.root.shared().directory
+    }
+
+    /// This core's view of the node (its own services, limits).
+    #[must_use]
+    pub fn local(&self) -> &Rc<LocalNode> {
+        &self.local
+    }
+
+    /// Makes Ebb `ebb` receive messages on every core of this node, each
+    /// through that core's representative.
+    pub fn register_ebb<E: Ebb>(&self, ebb: EbbRef<E>)
+    where
+        E::Rep: Service,
+    {
+        self.local.register_ebb(ebb);
+    }
+
+    /// Opens this core's connections with `dialer` instead of
+    /// [`ebb_net::connect`].
+    pub fn dial_with(&self, dialer: Dialer) {
+        *self.dialer.borrow_mut() = Some(dialer);
+    }
+
+    /// Connections this core has opened so far.
+    #[must_use]
+    pub fn dials(&self) -> u64 {
+        self.dials.get()
+    }
+
+    /// The connection this core uses for `node`, if any.
+    #[must_use]
+    pub fn peer(&self, node: NodeId) -> Option<Rc<Peer>> {
+        self.peers.borrow().get(&node).map(|c| Rc::clone(&c.peer))
+    }
+
+    /// Calls message `number` of Ebb `ebb` on node `node` with `payload`,
+    /// handled on the core of the node's end of the connection.
+    pub fn call(
+        &'static self,
+        node: NodeId,
+        ebb: EbbId,
+        number: MessageNumber,
+        payload: IoChain,
+    ) -> Call {
+        self.call_with(node, None, ebb, number, Message::payload(payload))
+    }
+
+    /// As [`MessengerRep::call`], handled on the node's core `core`.
+    pub fn call_on(
+        &'static self,
+        node: NodeId,
+        core: CoreId,
+        ebb: EbbId,
+        number: MessageNumber,
+        payload: IoChain,
+    ) -> Call {
+        self.call_with(node, Some(core), ebb, number, Message::payload(payload))
+    }
+
+    /// A call with a control part as well, on the connection's core
+    /// (`core` `None`) or a named one.
+    pub fn call_with(
+        &'static self,
+        node: NodeId,
+        core: Option<CoreId>,
+        ebb: EbbId,
+        number: MessageNumber,
+        body: Message,
+    ) -> Call {
+        match self.connection(node) {
+            Err(error) => Call::failed(error),
+            Ok(peer) => match core {
+                None => peer.call(ebb, number, body),
+                Some(core) => peer.call_on(core, ebb, number, body),
+            },
+        }
+    }
+
+    /// The handler of a connection a listener accepted; for
+    /// [`acceptor`].
+    pub fn accept(&'static self, conn: &TcpConnection) -> Box<dyn TcpHandler> {
+        let (peer, inner) = Peer::accept(Rc::clone(&self.local), conn);
+        Box::new(Tracked {
+            rep: self,
+            peer,
+            inner,
+            dialed: None,
+            ready: false,
+        })
+    }
+
+    /// The live connection to `node`, opened now if there is none.
+    fn connection(&'static self, node: NodeId) -> Result<Rc<Peer>, MessengerError> {
+        if let Some(peer) = self.peer(node) {
+            if !matches!(peer.state(), PeerState::Closed(_)) {
+                return Ok(peer);
+            }
+            self.peers.borrow_mut().remove(&node);
+        }
+        let addr = self
+            .directory()
+            .address(node)
+            .ok_or(MessengerError::Unreachable {
+                node,
+                reason: Unreachable::NotInDirectory,
+            })?;
+        let peer = Peer::new(Rc::clone(&self.local));
+        let handler = Box::new(Tracked {
+            rep: self,
+            peer: Rc::clone(&peer),
+            inner: peer.handler(),
+            dialed: Some(node),
+            ready: false,
+        });
+        // No borrow is held here: the platform may call the handler at once.
+        let dialer = self.dialer.borrow().clone();
+        let conn = match dialer {
+            Some(dial) => dial(addr, handler),
+            None => ebb_net::connect(addr, handler),
+        }
+        .map_err(|error| MessengerError::Unreachable {
+            node,
+            reason: Unreachable::Connect(error),
+        })?;
+        self.dials.set(self.dials.get() + 1);
+        // The handler may have ended the peer already (refused at once).
+        if let PeerState::Closed(error) = peer.state() {
+            return Err(error);
+        }
+        self.peers.borrow_mut().insert(
+            node,
+            Connection {
+                peer: Rc::clone(&peer),
+                dialed: true,
+            },
+        );
+        let timeout = self.root.shared().settings.hello_timeout;
+        let waiting = Rc::clone(&peer);
+        ebb_event::timer_after(timeout, move || {
+            if waiting.state() == PeerState::Handshaking {
+                waiting.give_up(MessengerError::Unreachable {
+                    node,
+                    reason: Unreachable::NoHello {
+                        waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                    },
+                });
+                conn.abort();
+            }
+        });
+        Ok(peer)
+    }
+
+    /// A connection's hello came from `node`: makes it the connection this
+    /// core uses for `node`, unless it already has one that wins.
+    fn connected(&self, node: NodeId, peer: &Rc<Peer>, dialed: bool) {
+        let loser = {
+            let mut peers = self.peers.borrow_mut();
+            let replace = match peers.get(&node) {
+                Some(existing) if Rc::ptr_eq(&existing.peer, peer) => return,
+                Some(existing)
+                    if !matches!(existing.peer.state(), PeerState::Closed(_))
+                        && existing.dialed != dialed =>
+                {
+                    // Both nodes dialed: keep the one the smaller id dialed.
+                    dialed == (self.node() < node)
+                }
+                // The same side opened both (a restarted peer dialed
+                // again): the newer one.
+                _ => true,
+            };
+            let connection = Connection {
+                peer: Rc::clone(peer),
+                dialed,
+            };
+            if replace {
+                peers.insert(node, connection)
+            } else {
+                Some(connection)
+            }
+        };
+        // Only the side that dialed the loser closes it (after its calls).
+        if let Some(loser) = loser {
+            if loser.dialed && !matches!(loser.peer.state(), PeerState::Closed(_)) {
+                loser.peer.retire();
+            }
+        }
+    }
+}
+
+/// A listener's accept function that hands each connection to the
+/// accepting core's Messenger representative.
+#[must_use]
+pub fn acceptor(messenger: MessengerRef) -> AcceptFn {
+    Arc::new(move |conn: &TcpConnection| match messenger.get() {
+        Ok(rep) => rep.accept(conn),
+        Err(_) => Box::new(Refuse),
+    })
+}
+
+/// Aborts a connection no Messenger representative can take.
+struct Refuse;
+
+impl TcpHandler for Refuse {
+    fn on_data(&mut self, conn: &TcpConnection, _data: IoChain) {
+        conn.abort();
+    }
+}
+
+/// A connection's handler: the [`Peer`]'s, plus what the Messenger tracks
+/// (the peer's hello registers it; a dial that fails before the hello is
+/// `Unreachable`).
+struct Tracked {
+    rep: &'static MessengerRep,
+    peer: Rc<Peer>,
+    inner: Box<dyn TcpHandler>,
+    /// The node dialed, for a connection we opened.
+    dialed: Option<NodeId>,
+    ready: bool,
+}
+
+impl Tracked {
+    fn check_ready(&mut self) {
+        if self.ready {
+            return;
+        }
+        if let PeerState::Ready { node } = self.peer.state() {
+            self.ready = true;
+            self.rep.connected(node, &self.peer, self.dialed.is_some());
+        }
+    }
+
+    /// A dial that ends before the hello: the node is unreachable.
+    fn ended_before_hello(&self, reason: Unreachable) {
+        if let (Some(node), false) = (self.dialed, self.ready) {
+            self.peer
+                .give_up(MessengerError::Unreachable { node, reason });
+        }
+    }
+}
+
+impl TcpHandler for Tracked {
+    fn on_connected(&mut self, conn: &TcpConnection) {
+        self.inner.on_connected(conn);
+    }
+
+    fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
+        self.inner.on_data(conn, data);
+        self.check_ready();
+    }
+
+    fn on_send_credit(&mut self, conn: &TcpConnection) {
+        self.inner.on_send_credit(conn);
+    }
+
+    fn on_closed(&mut self, conn: &TcpConnection) {
+        self.ended_before_hello(Unreachable::ClosedBeforeHello);
+        self.inner.on_closed(conn);
+    }
+
+    fn on_aborted(&mut self, conn: &TcpConnection, error: NetError) {
+        self.ended_before_hello(Unreachable::Connect(error.clone()));
+        self.inner.on_aborted(conn, error);
+    }
+}
+
+/// Runs a message's work on another core with the event layer's
+/// cross-core tasks ([`ebb_event::spawn_task_on`]); the answer comes back
+/// through the task's join handle, awaited on the calling core.
+struct EventRouter;
+
+impl CoreRouter for EventRouter {
+    fn cores(&self) -> usize {
+        ebb_event::core_count()
+    }
+
+    fn run_on(
+        &self,
+        core: CoreId,
+        work: Box<dyn FnOnce() -> CoreResult + Send>,
+        answer: Box<dyn FnOnce(CoreResult)>,
+    ) {
+        let missing = ErrorReply::NoSuchCore(u32::try_from(core.0).unwrap_or(u32::MAX));
+        match ebb_event::spawn_task_on(core, async move { work() }) {
+            Ok(handle) => {
+                ebb_event::spawn_task(async move {
+                    // An error here: the core stopped (its node shuts down).
+                    answer(handle.await.unwrap_or(Err(missing)));
+                });
+            }
+            Err(_) => answer(Err(missing)),
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The Messenger Ebb over the simulated link: nodes on their own Ebbflow
+//! TCP/IP stacks in one process, on a one-core event loop whose clock
+//! moves with the link's (so the hello timeout is an ordinary event-layer
+//! timer, in simulated time). Connect on first use with one connection
+//! for many calls (and for both directions), `Unreachable` for a node
+//! missing from the directory, a refused connect and a node that never
+//! says hello, and the header's named core (core 0 runs the handler; a
+//! core the node does not have gets an error reply).
+
+mod echo_support;
+mod sim_support;
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
+use ebb_event::manual_clock::ManualClock;
+use ebb_event::{shutdown, spawn_task, yield_now};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{
+    acceptor, create_messenger, Message, MessageNumber, MessengerError, MessengerRep,
+    MessengerSettings, PeerState, Request, Service, ServiceError, Unreachable,
+};
+use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
+use ebb_netstack::sim::{LinkConfig, Sim};
+use echo_support::{Echo, ECHO};
+use sim_support::{side, Side};
+
+const PORT: u16 = 7100;
+/// Simulated time per step of the driver.
+const STEP: Duration = Duration::from_millis(5);
+/// A test that has not finished after this much simulated time fails.
+const LIMIT: Duration = Duration::from_secs(120);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn ip(node: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 0, 0, node)
+}
+
+/// Runs `body` as a task on a one-core node whose clock moves with the
+/// simulated link: a driver task advances both by [`STEP`] each turn until
+/// `body` has finished (a test stuck for [`LIMIT`] of simulated time fails).
+fn simulate<F>(body: impl FnOnce(Rc<RefCell<Sim>>) -> F + 'static)
+where
+    F: Future<Output = ()> + 'static,
+{
+    let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
+    let code = clock
+        .run(move || {
+            let sim = Rc::new(RefCell::new(Sim::new(LinkConfig {
+                latency: Duration::from_micros(50),
+                bandwidth_bps: 10_000_000_000,
+                ..LinkConfig::default()
+            })));
+            let done = Rc::new(Cell::new(false));
+            let test = body(Rc::clone(&sim));
+            spawn_task({
+                let done = Rc::clone(&done);
+                async move {
+                    test.await;
+                    done.set(true);
+                }
+            });
+            spawn_task(async move {
+                let mut waited = Duration::ZERO;
+                while !done.get() {
+                    assert!(
+                        waited < LIMIT,
+                        "the test did not finish in {LIMIT:?} (simulated)"
+                    );
+                    sim.borrow_mut().run_for(STEP);
+                    clock.advance(STEP);
+                    waited += STEP;
+                    yield_now().await;
+                }
+                shutdown(0).unwrap();
+            });
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+}
+
+/// A node: its stack on the link, its Messenger (dialing through its own
+/// stack, listening on [`PORT`]) and the connections it accepted.
+struct SimNode {
+    side: Side,
+    rep: &'static MessengerRep,
+    accepted: Arc<AtomicUsize>,
+}
+
+fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
+    let side = side(&sim.borrow(), id, ip(id));
+    sim.borrow_mut().add(Box::new(side.stack.clone()));
+    let messenger = create_messenger(MessengerSettings {
+        hello_timeout: HELLO_TIMEOUT,
+        ..MessengerSettings::new(NodeId(u32::from(id)))
+    })
+    .unwrap();
+    let rep = messenger.get().unwrap();
+    let stack = side.stack.clone();
+    rep.dial_with(Rc::new(move |addr, handler| stack.connect(addr, handler)));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let accept = acceptor(messenger);
+    let counted = Arc::clone(&accepted);
+    side.stack
+        .listen(
+            SocketAddr::from((ip(id), PORT)),
+            Arc::new(move |conn: &TcpConnection| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                accept(conn)
+            }),
+        )
+        .unwrap();
+    SimNode {
+        side,
+        rep,
+        accepted,
+    }
+}
+
+/// Tells `node` where `other` listens.
+fn learn(node: &SimNode, other: &SimNode) {
+    node.rep
+        .directory()
+        .insert(other.rep.node(), SocketAddr::from((ip_of(other), PORT)));
+}
+
+fn ip_of(node: &SimNode) -> Ipv4Addr {
+    ip(u8::try_from(node.rep.node().0).unwrap())
+}
+
+fn bytes(data: &'static [u8]) -> IoChain {
+    IoChain::from(IoBuf::from_static(data))
+}
+
+#[test]
+fn the_first_call_connects_and_later_calls_in_both_directions_share_the_connection() {
+    simulate(|sim| async move {
+        let a = sim_node(&sim, 1);
+        let b = sim_node(&sim, 2);
+        let echo_id = EbbId::new(40_400).unwrap();
+        for node in [&a, &b] {
+            node.rep.local().register(echo_id, Rc::new(Echo::default()));
+        }
+        learn(&a, &b);
+        // Three calls made before any connection exists queue behind the
+        // hello of the one connection the first of them opens.
+        let early: Vec<_> = [&b"one"[..], b"two", b"three"]
+            .into_iter()
+            .map(|text| {
+                let call = a.rep.call(
+                    NodeId(2),
+                    echo_id,
+                    ECHO,
+                    IoChain::from(IoBuf::copy_from_slice(text)),
+                );
+                spawn_task(call)
+            })
+            .collect();
+        assert_eq!(
+            a.rep.peer(NodeId(2)).unwrap().state(),
+            PeerState::Handshaking
+        );
+        let mut replies = Vec::new();
+        for call in early {
+            replies.push(call.await.unwrap().unwrap().payload.to_vec());
+        }
+        assert_eq!(replies, [&b"one"[..], b"two", b"three"]);
+        let later = a
+            .rep
+            .call(NodeId(2), echo_id, ECHO, bytes(b"four"))
+            .await
+            .unwrap();
+        assert_eq!(later.payload, *b"four".as_slice());
+        // B calls A over the connection A opened: B has no address for A.
+        assert_eq!(b.rep.directory().address(NodeId(1)), None);
+        let back = b
+            .rep
+            .call(NodeId(1), echo_id, ECHO, bytes(b"back"))
+            .await
+            .unwrap();
+        assert_eq!(back.payload, *b"back".as_slice());
+        assert_eq!((a.rep.dials(), b.rep.dials()), (1, 0), "one dial in all");
+        assert_eq!(
+            b.accepted.load(Ordering::SeqCst),
+            1,
+            "one connection accepted"
+        );
+        assert_eq!(a.accepted.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            b.rep.peer(NodeId(1)).unwrap().state(),
+            PeerState::Ready { node: NodeId(1) }
+        );
+    });
+}
+
+/// Accepts and reads, never answers: a port that is not a Messenger.
+struct Silent;
+
+impl TcpHandler for Silent {
+    fn on_data(&mut self, _conn: &TcpConnection, _data: IoChain) {}
+}
+
+#[test]
+fn unknown_refused_and_silent_nodes_are_unreachable() {
+    simulate(|sim| async move {
+        let a = sim_node(&sim, 1);
+        let b = sim_node(&sim, 2);
+        let echo_id = EbbId::new(40_401).unwrap();
+        // Node 3's address has nothing listening; node 4's never says hello.
+        a.rep
+            .directory()
+            .insert(NodeId(3), SocketAddr::from((ip(2), 7999)));
+        a.rep
+            .directory()
+            .insert(NodeId(4), SocketAddr::from((ip(2), 7200)));
+        b.side
+            .stack
+            .listen(
+                SocketAddr::from((ip(2), 7200)),
+                Arc::new(|_: &TcpConnection| Box::new(Silent) as Box<dyn TcpHandler>),
+            )
+            .unwrap();
+        let unreachable = |node: u32, reason: Unreachable| MessengerError::Unreachable {
+            node: NodeId(node),
+            reason,
+        };
+        assert_eq!(
+            a.rep
+                .call(NodeId(9), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            unreachable(9, Unreachable::NotInDirectory)
+        );
+        assert_eq!(
+            a.rep
+                .call(NodeId(3), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            unreachable(3, Unreachable::Connect(NetError::ConnectionRefused))
+        );
+        let started = ebb_event::now();
+        assert_eq!(
+            a.rep
+                .call(NodeId(4), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            unreachable(4, Unreachable::NoHello { waited_ms: 1000 })
+        );
+        let waited = ebb_event::now().saturating_since(started);
+        assert!(
+            waited >= HELLO_TIMEOUT && waited < HELLO_TIMEOUT * 2,
+            "the silent node was given up on after the hello timeout ({waited:?})"
+        );
+        // A failed node is dialed afresh on the next call.
+        assert_eq!(
+            a.rep
+                .call(NodeId(3), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            unreachable(3, Unreachable::Connect(NetError::ConnectionRefused))
+        );
+        assert_eq!(a.rep.dials(), 3);
+    });
+}
+
+/// An Ebb whose representative answers with the core it was built for.
+struct Where;
+
+struct WhereRep {
+    core: CoreId,
+}
+
+impl Service for WhereRep {
+    fn handle(&self, _request: Request) -> Result<Message, ServiceError> {
+        let core = u32::try_from(self.core.0).unwrap().to_le_bytes();
+        Ok(Message::payload(IoChain::from(IoBuf::from_vec(
+            core.to_vec(),
+        ))))
+    }
+}
+
+impl Ebb for Where {
+    type Rep = WhereRep;
+
+    fn fault(ctx: &FaultContext<'_>) -> Result<&'static WhereRep, EbbError> {
+        Ok(Box::leak(Box::new(WhereRep { core: ctx.core })))
+    }
+}
+
+#[test]
+fn a_named_core_runs_the_handler_and_a_missing_core_gets_an_error_reply() {
+    simulate(|sim| async move {
+        let a = sim_node(&sim, 1);
+        let b = sim_node(&sim, 2);
+        let place = EbbRef::<Where>::bind(EbbId::new(40_402).unwrap()).unwrap();
+        b.rep.register_ebb(place);
+        learn(&a, &b);
+        let on_zero = a
+            .rep
+            .call_on(
+                NodeId(2),
+                CoreId(0),
+                place.id(),
+                MessageNumber(1),
+                IoChain::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(on_zero.payload, *0u32.to_le_bytes().as_slice());
+        assert_eq!(
+            a.rep
+                .call_on(
+                    NodeId(2),
+                    CoreId(3),
+                    place.id(),
+                    MessageNumber(1),
+                    IoChain::new()
+                )
+                .await
+                .unwrap_err(),
+            MessengerError::NoSuchCore {
+                node: NodeId(2),
+                core: 3
+            }
+        );
+    });
+}
