@@ -33,6 +33,15 @@ fn hello_explains_bad_arguments() {
     let output = Command::new(HELLO).arg("--frobnicate").output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unexpected argument '--frobnicate'"));
+    // A node of a cluster started with its node words wrong does not start.
+    let output = Command::new(HELLO)
+        .env("EBB_NODE", "node=3 ebb_ids=32832-32896")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains(
+        "EBB_NODE: frontend= is missing: a node needs all of node=, frontend=, ebb_ids= and messenger_port="
+    ));
     let output = Command::new(HELLO).arg("--help").output().unwrap();
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("--cores <N>"));

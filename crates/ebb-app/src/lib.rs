@@ -47,6 +47,7 @@ use core::fmt;
 use core::time::Duration;
 
 pub use args::{parse, Args, Parsed, UsageError};
+pub use ebb_boot_abi::{NodeContract, NodeContractError};
 pub use options::{Kind, Operands, Opt, Section};
 #[cfg(not(target_os = "none"))]
 pub use platform::clap_command;
@@ -182,6 +183,21 @@ pub fn ready_line(
 pub fn ready(what: fmt::Arguments<'_>) {
     let line = ready_line(name(), what, ebb_event::core_count(), platform_kind());
     print_line(format_args!("{line}"));
+}
+
+/// This node's place in a distributed application (DESIGN §5): its id,
+/// the frontend's address, its global Ebb ids and its Messenger port. A
+/// native node has them from its launcher on the kernel command line; a
+/// hosted one from the `EBB_NODE` environment variable, in the same words
+/// (`node=3 frontend=10.0.0.1:7100 ebb_ids=32832-32896
+/// messenger_port=7100`). `Ok(None)` for a node started on its own.
+///
+/// # Errors
+///
+/// The words were given wrong (a native node does not boot then, and a
+/// hosted one does not start).
+pub fn node_contract() -> Result<Option<NodeContract>, NodeContractError> {
+    platform::node_contract()
 }
 
 /// Time since the Unix epoch (hosted: the system clock; native: the

@@ -6,6 +6,8 @@
 
 use core::net::Ipv4Addr;
 
+use crate::node_contract::{NodeContract, NodeContractError, NodeWords};
+
 /// A deliberate fault for testing the exception path (`crash=KIND`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Crash {
@@ -136,6 +138,11 @@ pub struct PlatformOptions {
     /// device, `./ebb run APP --native --net tap`). Ignored with
     /// `net=dhcp`.
     pub ip: Option<StaticIp>,
+    /// `node= frontend= ebb_ids= messenger_port=`: the node's place in a
+    /// distributed application (all four or none; see
+    /// [`crate::node_contract`]). An error when they are given wrong,
+    /// which the platform reports and refuses to run with.
+    pub node: Result<Option<NodeContract>, NodeContractError>,
 }
 
 /// How a virtio-net device is driven (`net=`).
@@ -230,6 +237,7 @@ impl Default for PlatformOptions {
             virtio_reset_after: None,
             wall: None,
             ip: None,
+            node: Ok(None),
         }
     }
 }
@@ -254,11 +262,15 @@ pub fn parse_cmdline<'a>(
 ) -> (PlatformOptions, core::str::SplitWhitespace<'a>) {
     let mut words = cmdline.split_whitespace();
     let mut options = PlatformOptions::default();
+    let mut node = NodeWords::default();
     for word in words.by_ref() {
         if word == "--" {
             break;
         }
         let (key, value) = word.split_once('=').unwrap_or((word, ""));
+        if node.take(key, value) {
+            continue;
+        }
         let known = match key {
             "tsc_khz" => value.parse().ok().map(|khz| options.tsc_khz = Some(khz)),
             // `wall=rtc` (a later word wins) makes the guest read the CMOS RTC.
@@ -303,6 +315,7 @@ pub fn parse_cmdline<'a>(
             on_unknown(word);
         }
     }
+    options.node = node.finish();
     (options, words)
 }
 

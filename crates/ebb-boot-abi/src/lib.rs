@@ -5,6 +5,9 @@
 //! * [`cmdline`]: the kernel command line (`-append`): platform options
 //!   `key=value` ([`PlatformOptions`]), then `--` and the application's
 //!   arguments.
+//! * [`node_contract`]: a node's id, the frontend's address, its global
+//!   Ebb ids and its Messenger port ([`NodeContract`]), four of those
+//!   platform options.
 //! * [`exit`]: how the guest's exit code leaves QEMU (`isa-debug-exit`)
 //!   and how the launcher decodes QEMU's status.
 //! * [`start_info`]: what the loader (QEMU's PVH boot) hands the guest:
@@ -21,10 +24,12 @@ pub mod cmdline;
 pub mod exit;
 #[cfg(target_pointer_width = "64")]
 pub mod memory_layout;
+pub mod node_contract;
 pub mod start_info;
 
 pub use cmdline::*;
 pub use exit::*;
 #[cfg(target_pointer_width = "64")]
 pub use memory_layout::*;
+pub use node_contract::{NodeContract, NodeContractError, NODE_KEYS};
 pub use start_info::e820;

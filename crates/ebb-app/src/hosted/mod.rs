@@ -19,7 +19,7 @@ use ebb_userstack::TapArgs;
 
 use crate::options::Section;
 use crate::self_test::SelfTest;
-use crate::{exit, help, App, PlatformKind};
+use crate::{exit, help, App, NodeContract, NodeContractError, PlatformKind};
 
 /// Hosted has no tests of its own to run in a node.
 pub const PLATFORM_TESTS: &[SelfTest] = &[];
@@ -85,6 +85,10 @@ fn run(app: &'static App) -> i32 {
     } else {
         PlatformKind::Hosted
     };
+    if let Err(error) = node_contract() {
+        crate::error!("EBB_NODE: {error}");
+        return exit::USAGE;
+    }
     crate::set_running(app.name, kind);
     let launch = match (app.setup)(&args) {
         Ok(launch) => launch,
@@ -129,6 +133,14 @@ pub fn print(text: fmt::Arguments<'_>) {
 /// Writes to standard error.
 pub fn eprint(text: fmt::Arguments<'_>) {
     let _ = std::io::stderr().write_fmt(text);
+}
+
+/// The node words of `EBB_NODE`, if it is set.
+pub fn node_contract() -> Result<Option<NodeContract>, NodeContractError> {
+    match std::env::var_os("EBB_NODE") {
+        None => Ok(None),
+        Some(words) => NodeContract::parse_words(words.to_string_lossy().split_whitespace()),
+    }
 }
 
 /// The system clock, in nanoseconds since the Unix epoch.

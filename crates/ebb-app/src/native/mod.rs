@@ -9,7 +9,7 @@ use core::fmt;
 
 use crate::args::{parse, Parsed};
 use crate::options::Section;
-use crate::{exit, help, App, PlatformKind};
+use crate::{exit, help, App, NodeContract, NodeContractError, PlatformKind};
 
 pub use self_tests::NATIVE_TESTS as PLATFORM_TESTS;
 
@@ -78,6 +78,11 @@ pub fn print(text: fmt::Arguments<'_>) {
 /// Writes to the serial console (natively there is one stream).
 pub fn eprint(text: fmt::Arguments<'_>) {
     ebb_native::print!("{text}");
+}
+
+/// The node words of the kernel command line (checked at boot).
+pub fn node_contract() -> Result<Option<NodeContract>, NodeContractError> {
+    ebb_native::runtime::options().node
 }
 
 /// The wall clock, in nanoseconds since the Unix epoch.

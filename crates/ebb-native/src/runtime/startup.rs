@@ -59,6 +59,10 @@ pub fn ebb_native_boot(start_info_paddr: u32) -> ! {
     parse_cmdline(info.cmdline(), |word| {
         log::warn!("ignoring unknown platform option '{word}'");
     });
+    if let Err(error) = options.node {
+        log::error!("bad node options on the command line: {error}");
+        exit(i32::from(EXIT_BOOT_FAILURE));
+    }
     phases::mark("console/cpu");
     let plan = match paging::init(info) {
         Ok(plan) => plan,
