@@ -18,6 +18,10 @@
 //!   peer's messages (an unknown Ebb or message number gets an error
 //!   reply), every pending call completed with an error when the
 //!   connection ends, and back-pressure through the send credit.
+//! * [`Frontend`]: the frontend's registry of nodes (non-overlapping
+//!   global id ranges, announcements accepted once, the
+//!   [`Frontend::when_announced`] hook), and [`announce`], a node's side;
+//!   their control structures ([`Announce`], [`AnnounceReply`]).
 //! * [`Messenger`]: the Messenger Ebb, one [`MessengerRep`] per core: the
 //!   [`NodeDirectory`], a connection per node opened on the first call
 //!   ([`MessengerRep::call`]), `Unreachable` instead of a hang, and
@@ -32,19 +36,25 @@
 
 extern crate alloc;
 
+mod announce;
 mod control;
 mod directory;
 mod error;
 mod framing;
+mod frontend;
 mod header;
 mod messenger;
 mod node;
 mod peer;
 
+pub use announce::{
+    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE,
+};
 pub use control::{ErrorReply, Hello};
 pub use directory::NodeDirectory;
 pub use error::{MessengerError, Unreachable, WireError};
 pub use framing::{encode_message, hello_message, Deframer, Frame};
+pub use frontend::{announce, AnnounceError, Frontend, FrontendError, Welcome, WhenAnnounced};
 pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
     HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,

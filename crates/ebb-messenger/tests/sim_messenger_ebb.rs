@@ -5,17 +5,22 @@
 //! for many calls (and for both directions), `Unreachable` for a node
 //! missing from the directory, a refused connect and a node that never
 //! says hello, and the header's named core (core 0 runs the handler; a
-//! core the node does not have gets an error reply).
+//! core the node does not have gets an error reply). And the announcement:
+//! nodes announce themselves to the frontend once (a duplicate, an
+//! unexpected id and an announcement naming another node are refused),
+//! the allocator's hook wakes, and a late node learns the earlier ones
+//! from the frontend's reply and calls them.
 
 mod echo_support;
 mod sim_support;
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
@@ -23,8 +28,9 @@ use ebb_event::manual_clock::ManualClock;
 use ebb_event::{shutdown, spawn_task, yield_now};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    acceptor, create_messenger, Message, MessageNumber, MessengerError, MessengerRep,
-    MessengerSettings, PeerState, Request, Service, ServiceError, Unreachable,
+    acceptor, announce, create_messenger, AnnounceError, Frontend, Message, MessageNumber,
+    MessengerError, MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal,
+    Request, Service, ServiceError, Unreachable,
 };
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::{LinkConfig, Sim};
@@ -38,8 +44,9 @@ const STEP: Duration = Duration::from_millis(5);
 const LIMIT: Duration = Duration::from_secs(120);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Node `node`'s address (node 0, the frontend, is 10.0.0.10).
 fn ip(node: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, 0, node)
+    Ipv4Addr::new(10, 0, 0, 10 + node)
 }
 
 /// Runs `body` as a task on a one-core node whose clock moves with the
@@ -89,12 +96,13 @@ where
 /// stack, listening on [`PORT`]) and the connections it accepted.
 struct SimNode {
     side: Side,
+    messenger: MessengerRef,
     rep: &'static MessengerRep,
     accepted: Arc<AtomicUsize>,
 }
 
 fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
-    let side = side(&sim.borrow(), id, ip(id));
+    let side = side(&sim.borrow(), 10 + id, ip(id));
     sim.borrow_mut().add(Box::new(side.stack.clone()));
     let messenger = create_messenger(MessengerSettings {
         hello_timeout: HELLO_TIMEOUT,
@@ -118,6 +126,7 @@ fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
         .unwrap();
     SimNode {
         side,
+        messenger,
         rep,
         accepted,
     }
@@ -330,4 +339,108 @@ fn a_named_core_runs_the_handler_and_a_missing_core_gets_an_error_reply() {
             }
         );
     });
+}
+
+/// Node `node`'s announcement of itself, listening on [`PORT`].
+fn entry(node: u8) -> NodeEntry {
+    NodeEntry {
+        node: NodeId(u32::from(node)),
+        addr: SocketAddrV4::new(ip(node), PORT),
+        cores: 1,
+    }
+}
+
+fn frontend_addr() -> SocketAddr {
+    SocketAddr::from((ip(0), PORT))
+}
+
+#[test]
+fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
+    simulate(|sim| async move {
+        let front = sim_node(&sim, 0);
+        let registry = Frontend::new(40_000..40_256);
+        registry.serve(front.messenger).unwrap();
+        let nodes: Vec<SimNode> = (1..=3).map(|id| sim_node(&sim, id)).collect();
+        let echo_id = EbbId::new(40_403).unwrap();
+        let mut ranges = Vec::new();
+        for node in &nodes {
+            node.rep.local().register(echo_id, Rc::new(Echo::default()));
+            ranges.push(registry.expect(node.rep.node(), 64).unwrap());
+        }
+        // The allocator's hook: a future that resolves on node 1's
+        // announcement (polled here by hand, with a waker that counts).
+        let wakes = Arc::new(CountingWaker::default());
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut first = Box::pin(registry.when_announced(NodeId(1)));
+        assert!(first
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(registry.announced(NodeId(1)), None);
+
+        let welcome = announce(nodes[0].rep, frontend_addr(), entry(1))
+            .await
+            .unwrap();
+        assert_eq!(welcome.ebb_ids, ranges[0]);
+        assert_eq!(welcome.directory, [], "node 1 is the first");
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            1,
+            "the waiting future was woken"
+        );
+        assert_eq!(
+            first.as_mut().poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(entry(1))
+        );
+        assert_eq!(registry.announced(NodeId(1)), Some(entry(1)));
+
+        // A second announcement of node 1 is refused; so is a node the
+        // frontend does not expect, and one naming another node.
+        assert_eq!(
+            announce(nodes[0].rep, frontend_addr(), entry(1)).await,
+            Err(AnnounceError::Refused(Refusal::Duplicate))
+        );
+        let stranger = sim_node(&sim, 9);
+        assert_eq!(
+            announce(stranger.rep, frontend_addr(), entry(9)).await,
+            Err(AnnounceError::Refused(Refusal::UnknownNode))
+        );
+        assert_eq!(
+            announce(nodes[1].rep, frontend_addr(), entry(3)).await,
+            Err(AnnounceError::Refused(Refusal::WrongId))
+        );
+
+        let welcome = announce(nodes[1].rep, frontend_addr(), entry(2))
+            .await
+            .unwrap();
+        assert_eq!(welcome.directory, [entry(1)]);
+        // Node 3 comes last: it learns nodes 1 and 2 from the reply and
+        // calls node 2 directly.
+        let welcome = announce(nodes[2].rep, frontend_addr(), entry(3))
+            .await
+            .unwrap();
+        assert_eq!(welcome.ebb_ids, ranges[2]);
+        assert_eq!(welcome.directory, [entry(1), entry(2)]);
+        let reply = nodes[2]
+            .rep
+            .call(NodeId(2), echo_id, ECHO, bytes(b"from 3"))
+            .await
+            .unwrap();
+        assert_eq!(reply.payload, *b"from 3".as_slice());
+        assert_eq!(
+            front.rep.directory().nodes(),
+            [1u8, 2, 3].map(|n| (NodeId(u32::from(n)), SocketAddr::V4(entry(n).addr)))
+        );
+        assert_eq!(registry.nodes(), [entry(1), entry(2), entry(3)]);
+    });
+}
+
+/// Counts its wake-ups.
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }

@@ -7,12 +7,15 @@
 mod wire_support;
 
 use std::fs;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
 use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
+
 use ebb_messenger::{
-    encode_message, ErrorReply, Header, Hello, Kind, Limits, MessageNumber, WireError,
+    encode_message, Announce, AnnounceReply, ErrorReply, Header, Hello, Kind, Limits,
+    MessageNumber, NodeEntry, Refusal, WireError,
 };
 use wire_support::{run, LIMITS};
 
@@ -38,6 +41,14 @@ fn message(kind: Kind, correlation: u64, control: &[u8], payload: &[u8]) -> Vec<
     encode_message(header(kind, correlation), control, payload, &LIMITS)
         .unwrap()
         .to_vec()
+}
+
+fn entry(node: u32) -> NodeEntry {
+    NodeEntry {
+        node: NodeId(node),
+        addr: SocketAddrV4::new(Ipv4Addr::new(10, 99, 0, 10), 7100),
+        cores: 2,
+    }
 }
 
 /// An input: the piece size byte, then the stream.
@@ -104,6 +115,22 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             input(0, &[ErrorReply::Refused(9).encode().to_vec()]),
         ),
         ("empty", vec![]),
+        ("announce", input(0, &[Announce(entry(3)).encode()])),
+        (
+            "announce_reply",
+            input(
+                0,
+                &[AnnounceReply::Accepted {
+                    ebb_ids: (32_832, 32_896),
+                    directory: vec![entry(1), entry(2)],
+                }
+                .encode()],
+            ),
+        ),
+        (
+            "announce_refused",
+            input(0, &[AnnounceReply::Refused(Refusal::Duplicate).encode()]),
+        ),
     ]
 }
 

@@ -5,14 +5,18 @@
 //! (1 to 64 bytes); the rest is the stream. Checks:
 //! - `Header::decode` never panics, and a header it accepts re-encodes to
 //!   the same 40 bytes;
-//! - the control decoders never panic, and what they accept re-encodes to
+//! - the control decoders (hello, error reply, announcement and its
+//!   reply) never panic, and what they accept re-encodes to
 //!   the same bytes;
 //! - framing the stream whole and in pieces gives the same frames and the
 //!   same error, each frame's parts as long as its header says, and never
 //!   more buffered than one header and one message within the limits.
 
 use ebb_iobuf::{IoBuf, IoChain};
-use ebb_messenger::{Deframer, ErrorReply, Frame, Header, Hello, Limits, WireError, HEADER_LEN};
+use ebb_messenger::{
+    Announce, AnnounceReply, Deframer, ErrorReply, Frame, Header, Hello, Limits, WireError,
+    HEADER_LEN,
+};
 
 /// Small limits, so that short inputs reach the length checks.
 pub const LIMITS: Limits = Limits {
@@ -45,6 +49,12 @@ pub fn run(data: &[u8]) -> Outcome {
         assert_eq!(hello.encode()[..], *stream);
     }
     if let Ok(reply) = ErrorReply::decode(&control) {
+        assert_eq!(reply.encode()[..], *stream);
+    }
+    if let Ok(announce) = Announce::decode(&control) {
+        assert_eq!(announce.encode()[..], *stream);
+    }
+    if let Ok(reply) = AnnounceReply::decode(&control) {
         assert_eq!(reply.encode()[..], *stream);
     }
     let whole = frame(stream, stream.len().max(1));

@@ -1,0 +1,317 @@
+//! The frontend's registry of nodes (DESIGN §5), and a node's side of the
+//! announcement.
+//!
+//! The frontend hands each node it is about to start an id range of
+//! global Ebb ids ([`Frontend::expect`]; ranges never overlap), then
+//! accepts that node's [`Announce`] once: a node it does not expect, a
+//! second announcement of the same id, or an announcement naming another
+//! node than its sender is refused with a [`Refusal`]. An accepted node
+//! goes into the frontend's Messenger directory, and its reply lists the
+//! nodes that announced before it, so it can call them.
+//!
+//! **The allocator's hook.** `allocate` resolves once the node has
+//! announced itself: [`Frontend::when_announced`] is a future (any
+//! executor: it keeps a `core::task::Waker`) and
+//! [`Frontend::announced`] polls.
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+use core::future::Future;
+use core::net::SocketAddr;
+use core::ops::Range;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+
+use ebb_core::{EbbError, NodeId};
+use ebb_iobuf::{IoBuf, IoChain};
+use spin::Mutex;
+
+use crate::announce::{
+    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE,
+};
+use crate::{
+    Message, MessengerError, MessengerRef, MessengerRep, Request, ServiceError, WireError,
+};
+
+/// Why the frontend could not expect a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrontendError {
+    /// The node is already expected (or announced).
+    AlreadyExpected(NodeId),
+    /// Not that many global ids are left.
+    IdsExhausted {
+        /// Ids asked for.
+        wanted: u32,
+        /// Ids left.
+        left: u32,
+    },
+}
+
+impl fmt::Display for FrontendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrontendError::AlreadyExpected(node) => {
+                write!(f, "node {node} already has an id range")
+            }
+            FrontendError::IdsExhausted { wanted, left } => {
+                write!(f, "{wanted} global Ebb ids asked for, only {left} are left")
+            }
+        }
+    }
+}
+
+impl core::error::Error for FrontendError {}
+
+#[derive(Default)]
+struct State {
+    /// The next global id to hand out, and the end of the space.
+    next_id: u32,
+    end_id: u32,
+    /// Each expected node's range.
+    ranges: BTreeMap<NodeId, Range<u32>>,
+    /// The nodes that announced themselves.
+    announced: BTreeMap<NodeId, NodeEntry>,
+    /// Futures waiting for a node's announcement.
+    waiters: Vec<(NodeId, Waker)>,
+}
+
+/// The frontend's registry of nodes. Shared by the frontend's cores.
+pub struct Frontend {
+    state: Mutex<State>,
+}
+
+impl Frontend {
+    /// A registry handing out global Ebb ids from `ids`.
+    #[must_use]
+    pub fn new(ids: Range<u32>) -> Arc<Frontend> {
+        Arc::new(Frontend {
+            state: Mutex::new(State {
+                next_id: ids.start,
+                end_id: ids.end.max(ids.start),
+                ..State::default()
+            }),
+        })
+    }
+
+    /// Expects node `node` and hands it `len` global Ebb ids (what its
+    /// boot contract's `ebb_ids=` says).
+    ///
+    /// # Errors
+    ///
+    /// The node already has a range, or the space has fewer than `len`
+    /// ids left.
+    pub fn expect(&self, node: NodeId, len: u32) -> Result<Range<u32>, FrontendError> {
+        let mut state = self.state.lock();
+        if state.ranges.contains_key(&node) {
+            return Err(FrontendError::AlreadyExpected(node));
+        }
+        let left = state.end_id - state.next_id;
+        if len == 0 || len > left {
+            return Err(FrontendError::IdsExhausted { wanted: len, left });
+        }
+        let range = state.next_id..state.next_id + len;
+        state.next_id = range.end;
+        state.ranges.insert(node, range.clone());
+        Ok(range)
+    }
+
+    /// Node `from`'s announcement: accepted (the node is recorded, and
+    /// whoever waits for it is woken) or refused.
+    pub fn accept(&self, from: NodeId, announce: &Announce) -> AnnounceReply {
+        let entry = announce.0;
+        let (woken, reply) = {
+            let mut state = self.state.lock();
+            let refusal = if entry.node != from {
+                Some(Refusal::WrongId)
+            } else if !state.ranges.contains_key(&from) {
+                Some(Refusal::UnknownNode)
+            } else if state.announced.contains_key(&from) {
+                Some(Refusal::Duplicate)
+            } else {
+                None
+            };
+            if let Some(refusal) = refusal {
+                return AnnounceReply::Refused(refusal);
+            }
+            let directory = state.announced.values().copied().collect();
+            let ids = &state.ranges[&from];
+            let ebb_ids = (ids.start, ids.end);
+            state.announced.insert(from, entry);
+            let (woken, waiting) = core::mem::take(&mut state.waiters)
+                .into_iter()
+                .partition(|(node, _)| *node == from);
+            state.waiters = waiting;
+            (woken, AnnounceReply::Accepted { ebb_ids, directory })
+        };
+        // Woken outside the lock: a waker may poll at once.
+        let woken: Vec<(NodeId, Waker)> = woken;
+        for (_, waker) in woken {
+            waker.wake();
+        }
+        reply
+    }
+
+    /// Node `node`'s announcement, if it made one.
+    #[must_use]
+    pub fn announced(&self, node: NodeId) -> Option<NodeEntry> {
+        self.state.lock().announced.get(&node).copied()
+    }
+
+    /// Resolves with node `node`'s announcement once it is made (at once
+    /// if it was): the hook `allocate` waits on.
+    #[must_use]
+    pub fn when_announced(self: &Arc<Self>, node: NodeId) -> WhenAnnounced {
+        WhenAnnounced {
+            frontend: Arc::clone(self),
+            node,
+        }
+    }
+
+    /// Forgets node `node` (lost or stopped): its announcement, not its
+    /// id range (ids are never handed out twice). A node started again
+    /// with the same id may announce itself again.
+    pub fn forget(&self, node: NodeId) {
+        self.state.lock().announced.remove(&node);
+    }
+
+    /// Every node that announced itself, in id order.
+    #[must_use]
+    pub fn nodes(&self) -> Vec<NodeEntry> {
+        self.state.lock().announced.values().copied().collect()
+    }
+
+    /// Serves announcements on every core of `messenger`'s node (which
+    /// must be node [`FRONTEND_NODE`]): accepted nodes go into its
+    /// directory.
+    ///
+    /// # Errors
+    ///
+    /// The calling thread is not one of the node's cores.
+    pub fn serve(self: &Arc<Self>, messenger: MessengerRef) -> Result<(), EbbError> {
+        let rep = messenger.get()?;
+        let frontend = Arc::clone(self);
+        rep.local().shared().register(
+            FRONTEND_EBB,
+            Arc::new(move |request: Request| {
+                if request.message != ANNOUNCE {
+                    return Err(ServiceError::UnknownMessage);
+                }
+                let Ok(announce) = Announce::decode(&request.body.control) else {
+                    return Err(ServiceError::Refused(0));
+                };
+                let reply = frontend.accept(request.from, &announce);
+                if matches!(reply, AnnounceReply::Accepted { .. }) {
+                    if let Ok(rep) = messenger.get() {
+                        rep.directory()
+                            .insert(announce.0.node, announce.0.socket_addr());
+                    }
+                }
+                Ok(Message {
+                    control: IoChain::from(IoBuf::from_vec(reply.encode())),
+                    payload: IoChain::new(),
+                })
+            }),
+        );
+        Ok(())
+    }
+}
+
+/// The future of [`Frontend::when_announced`].
+pub struct WhenAnnounced {
+    frontend: Arc<Frontend>,
+    node: NodeId,
+}
+
+impl Future for WhenAnnounced {
+    type Output = NodeEntry;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<NodeEntry> {
+        let mut state = self.frontend.state.lock();
+        if let Some(entry) = state.announced.get(&self.node) {
+            return Poll::Ready(*entry);
+        }
+        state
+            .waiters
+            .retain(|(node, waker)| !(*node == self.node && waker.will_wake(cx.waker())));
+        state.waiters.push((self.node, cx.waker().clone()));
+        Poll::Pending
+    }
+}
+
+/// Why a node's announcement did not succeed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnnounceError {
+    /// The call to the frontend failed.
+    Messenger(MessengerError),
+    /// The frontend's reply did not decode.
+    Protocol(WireError),
+    /// The frontend refused.
+    Refused(Refusal),
+}
+
+impl fmt::Display for AnnounceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnnounceError::Messenger(error) => write!(f, "announcing to the frontend: {error}"),
+            AnnounceError::Protocol(error) => {
+                write!(f, "the frontend's answer to the announcement: {error}")
+            }
+            AnnounceError::Refused(refusal) => write!(f, "the frontend refused: {refusal}"),
+        }
+    }
+}
+
+impl core::error::Error for AnnounceError {}
+
+/// What an accepted node learns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    /// Its global Ebb ids.
+    pub ebb_ids: Range<u32>,
+    /// The nodes that announced before it (now in its directory).
+    pub directory: Vec<NodeEntry>,
+}
+
+/// Announces this node (`rep`'s) to the frontend at `frontend` as `me`
+/// (its id, where its Messenger listens, its cores; the id must be
+/// `rep`'s node's, or the frontend refuses); the nodes the frontend lists
+/// go into this node's directory.
+///
+/// # Errors
+///
+/// The frontend was unreachable, refused, or answered something else.
+pub async fn announce(
+    rep: &'static MessengerRep,
+    frontend: SocketAddr,
+    me: NodeEntry,
+) -> Result<Welcome, AnnounceError> {
+    rep.directory().insert(FRONTEND_NODE, frontend);
+    let announce = Announce(me);
+    let reply = rep
+        .call_with(
+            FRONTEND_NODE,
+            None,
+            FRONTEND_EBB,
+            ANNOUNCE,
+            Message {
+                control: IoChain::from(IoBuf::from_vec(announce.encode())),
+                payload: IoChain::new(),
+            },
+        )
+        .await
+        .map_err(AnnounceError::Messenger)?;
+    match AnnounceReply::decode(&reply.control).map_err(AnnounceError::Protocol)? {
+        AnnounceReply::Refused(refusal) => Err(AnnounceError::Refused(refusal)),
+        AnnounceReply::Accepted { ebb_ids, directory } => {
+            for entry in &directory {
+                rep.directory().insert(entry.node, entry.socket_addr());
+            }
+            Ok(Welcome {
+                ebb_ids: ebb_ids.0..ebb_ids.1,
+                directory,
+            })
+        }
+    }
+}
