@@ -5,9 +5,14 @@
 //! settings, the [`NodeDirectory`] (node id to address) and the Ebbs every
 //! core answers for. Each core's representative holds the connections that
 //! core opened or accepted, one [`Peer`] per node, and opens a connection
-//! on the first call to a node it has none to, with
+//! on the first call to a node when no core has one yet, with
 //! [`ebb_net::connect`] (kernel sockets hosted, our stack on userstack and
-//! native). Calls made while it opens queue behind our hello.
+//! native). Calls made while it opens queue behind our hello. The first
+//! core that needs a connection to a node (by calling it, or by accepting
+//! the node's connection) owns it: other cores' calls to that node are
+//! made on the owning core (an `ebb_event` cross-core task; the body moves
+//! there and the reply back), so a node holds one connection per peer
+//! node, not one per core.
 //!
 //! **Failures are values.** A node missing from the directory, a refused
 //! connect, a connection that ends before the peer's hello, and a hello
@@ -36,6 +41,7 @@ use ebb_core::{
 };
 use ebb_iobuf::IoChain;
 use ebb_net::{AcceptFn, NetError, TcpConnection, TcpHandler};
+use spin::{Mutex, Once};
 
 use crate::node::CoreResult;
 use crate::{
@@ -76,6 +82,11 @@ pub struct MessengerRoot {
     settings: MessengerSettings,
     directory: NodeDirectory,
     shared: Arc<SharedServices>,
+    /// The core that holds (or opens) this node's connection to each
+    /// node: the first core that needed one. Other cores' calls go there.
+    owners: Mutex<BTreeMap<NodeId, CoreId>>,
+    /// This Messenger's handle, for calls forwarded to the owning core.
+    this: Once<MessengerRef>,
 }
 
 /// The Messenger Ebb type: one [`MessengerRep`] per core.
@@ -90,11 +101,18 @@ pub type MessengerRef = EbbRef<Messenger>;
 ///
 /// The calling thread is not a core, or the node is out of local ids.
 pub fn create_messenger(settings: MessengerSettings) -> Result<MessengerRef, EbbError> {
-    Messenger::create(MessengerRoot {
+    let messenger = Messenger::create(MessengerRoot {
         settings,
         directory: NodeDirectory::new(),
         shared: Arc::new(SharedServices::default()),
-    })
+        owners: Mutex::new(BTreeMap::new()),
+        this: Once::new(),
+    })?;
+    Messenger::root(messenger)?
+        .shared()
+        .this
+        .call_once(|| messenger);
+    Ok(messenger)
 }
 
 /// A connection this core uses for a node.
@@ -107,6 +125,7 @@ struct Connection {
 /// One core's Messenger: the connections this core holds.
 pub struct MessengerRep {
     root: &'static MulticoreRoot<MessengerRep>,
+    core: CoreId,
     local: Rc<LocalNode>,
     peers: RefCell<BTreeMap<NodeId, Connection>>,
     dialer: RefCell<Option<Dialer>>,
@@ -127,6 +146,7 @@ impl MulticoreEbb for MessengerRep {
         );
         Ok(MessengerRep {
             root,
+            core,
             local,
             peers: RefCell::new(BTreeMap::new()),
             dialer: RefCell::new(None),
@@ -215,12 +235,52 @@ impl MessengerRep {
         number: MessageNumber,
         body: Message,
     ) -> Call {
-        match self.connection(node) {
+        let peer = match self.peer(node) {
+            Some(peer) if !matches!(peer.state(), PeerState::Closed(_)) => Ok(peer),
+            _ => {
+                let owner = *self
+                    .root
+                    .shared()
+                    .owners
+                    .lock()
+                    .entry(node)
+                    .or_insert(self.core);
+                if owner != self.core {
+                    return self.forward(owner, node, core, ebb, number, body);
+                }
+                self.connection(node)
+            }
+        };
+        match peer {
             Err(error) => Call::failed(error),
             Ok(peer) => match core {
                 None => peer.call(ebb, number, body),
                 Some(core) => peer.call_on(core, ebb, number, body),
             },
+        }
+    }
+
+    /// Makes the call on `owner`, the core holding the connection to
+    /// `node` (the body moves there; the reply comes back).
+    fn forward(
+        &self,
+        owner: CoreId,
+        node: NodeId,
+        core: Option<CoreId>,
+        ebb: EbbId,
+        number: MessageNumber,
+        body: Message,
+    ) -> Call {
+        let Some(&messenger) = self.root.shared().this.get() else {
+            return Call::failed(MessengerError::ConnectionLost);
+        };
+        let call = move || match messenger.get() {
+            Ok(rep) => rep.call_with(node, core, ebb, number, body),
+            Err(_) => Call::failed(MessengerError::ConnectionLost),
+        };
+        match ebb_event::spawn_task_on(owner, async move { call().await }) {
+            Ok(handle) => Call::forwarded(handle),
+            Err(_) => Call::failed(MessengerError::ConnectionLost),
         }
     }
 
@@ -301,6 +361,14 @@ impl MessengerRep {
     /// A connection's hello came from `node`: makes it the connection this
     /// core uses for `node`, unless it already has one that wins.
     fn connected(&self, node: NodeId, peer: &Rc<Peer>, dialed: bool) {
+        // A connection the peer opened makes this core the owner of the
+        // node's connection if no core is yet.
+        self.root
+            .shared()
+            .owners
+            .lock()
+            .entry(node)
+            .or_insert(self.core);
         let loser = {
             let mut peers = self.peers.borrow_mut();
             let replace = match peers.get(&node) {

@@ -33,7 +33,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use ebb_core::{CoreId, EbbId, NodeId};
-use ebb_event::{oneshot, Receiver, Sender};
+use ebb_event::{oneshot, JoinHandle, Receiver, Sender};
 use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 
@@ -694,6 +694,8 @@ impl TcpHandler for PeerHandler {
 enum CallState {
     Failed(Option<MessengerError>),
     Waiting(Receiver<Result<Message, MessengerError>>),
+    /// Made on another core (the one holding the connection).
+    Forwarded(JoinHandle<Result<Message, MessengerError>>),
 }
 
 /// The future of a [`Peer::call`]: the reply, or why there is none.
@@ -702,6 +704,13 @@ pub struct Call {
 }
 
 impl Call {
+    /// A call made on another core, whose task gives the result.
+    pub(crate) fn forwarded(handle: JoinHandle<Result<Message, MessengerError>>) -> Self {
+        Call {
+            state: CallState::Forwarded(handle),
+        }
+    }
+
     /// A call that failed before anything was sent.
     pub(crate) fn failed(error: MessengerError) -> Self {
         Call {
@@ -719,6 +728,10 @@ impl Future for Call {
                 Poll::Ready(Err(error.take().unwrap_or(MessengerError::ConnectionLost)))
             }
             CallState::Waiting(receiver) => Pin::new(receiver)
+                .poll(cx)
+                .map(|result| result.unwrap_or(Err(MessengerError::ConnectionLost))),
+            // The other core stopped before answering (its node shuts down).
+            CallState::Forwarded(handle) => Pin::new(handle)
                 .poll(cx)
                 .map(|result| result.unwrap_or(Err(MessengerError::ConnectionLost))),
         }

@@ -8,14 +8,16 @@
 //! down to its reserve (`RESERVED_BUFFERS`, `LAST_BUFFERS`), so that such a
 //! message still arrives.
 //!
-//! And the same through the Messenger Ebb: node 1 connects on its first
-//! call (one connection for all), node 2 has two cores, and a call naming
+//! And the same through the Messenger Ebb: node 1 (two cores) connects on
+//! its first call, and both its cores' calls share that one connection;
+//! node 2 has two cores, and a call naming
 //! a core runs on that core, its payload moved there as views of the
 //! receive buffers; a core node 2 does not have gets an error reply.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -215,6 +217,8 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
     let place = EbbRef::<Where>::bind(EbbId::new(40_310).unwrap()).unwrap();
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
     let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
     // Node 2: two cores, both accepting; the Where Ebb answers on any core.
     let server = thread::spawn(move || {
         ebb_hosted::run_task(
@@ -225,9 +229,13 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
             move || async move {
                 let messenger = create_messenger(MessengerSettings::new(NodeId(2))).unwrap();
                 messenger.get().unwrap().register_ebb(place);
+                let accept = acceptor(messenger);
                 let addr = ebb_net::listen_on_all_cores(
                     "127.0.0.1:0".parse().unwrap(),
-                    acceptor(messenger),
+                    Arc::new(move |conn: &TcpConnection| {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        accept(conn)
+                    }),
                 )
                 .await
                 .unwrap();
@@ -263,11 +271,30 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
         .recv_timeout(Duration::from_secs(60))
         .expect("the server node listens");
     let (result_tx, result_rx) = mpsc::channel();
+    // Node 1: two cores; core 1 calls first and so holds the connection,
+    // and core 0's calls are made there.
+    let client = ebb_hosted::Config {
+        cores: Some(2),
+        ..node_config()
+    };
     thread::spawn(move || {
-        let result = ebb_hosted::run_task(node_config(), move || async move {
+        let result = ebb_hosted::run_task(client, move || async move {
             let messenger = create_messenger(MessengerSettings::new(NodeId(1))).unwrap();
             let rep = messenger.get().unwrap();
             rep.directory().insert(NodeId(2), addr);
+            let from_core_1 = ebb_event::spawn_task_on(CoreId(1), async move {
+                let call = messenger.get().unwrap().call(
+                    NodeId(2),
+                    place.id(),
+                    WHERE,
+                    IoChain::from(payload(10)),
+                );
+                let reply = call.await.map(|r| r.payload.len());
+                (reply, messenger.get().unwrap().dials())
+            })
+            .unwrap()
+            .await
+            .unwrap();
             let mut cores = Vec::new();
             for core in [None, Some(1), Some(0), Some(1)] {
                 let body = IoChain::from(payload(100_000));
@@ -284,8 +311,9 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
             let missing = rep
                 .call_on(NodeId(2), CoreId(5), place.id(), WHERE, IoChain::new())
                 .await;
-            let dials = rep.dials();
+            let dials = rep.dials() + from_core_1.1;
             stop_tx.send(());
+            assert_eq!(from_core_1.0, Ok(4), "core 1's call got its reply");
             (cores, missing, dials)
         });
         let _ = result_tx.send(result);
@@ -312,9 +340,14 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
             core: 5
         }
     );
-    assert_eq!(dials, 1, "one connection for every call");
+    assert_eq!(dials, 1, "one connection for every call from both cores");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one connection accepted"
+    );
     assert!(
-        segments >= 4,
+        segments >= 5,
         "the calls' payloads were seen ({segments} segments)"
     );
     assert_eq!(
