@@ -19,7 +19,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::future::Future;
-use core::net::SocketAddr;
+use core::net::{Ipv4Addr, SocketAddr};
 use core::ops::Range;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
@@ -118,9 +118,22 @@ impl Frontend {
     }
 
     /// Node `from`'s announcement: accepted (the node is recorded, and
-    /// whoever waits for it is woken) or refused.
-    pub fn accept(&self, from: NodeId, announce: &Announce) -> AnnounceReply {
-        let entry = announce.0;
+    /// whoever waits for it is woken) or refused. An announced address of
+    /// 0.0.0.0 means "where you see me": `seen`, the connection's remote
+    /// address (a node listening on every address of its interface need
+    /// not know which one the frontend reaches).
+    pub fn accept(
+        &self,
+        from: NodeId,
+        announce: &Announce,
+        seen: Option<Ipv4Addr>,
+    ) -> AnnounceReply {
+        let mut entry = announce.0;
+        if entry.addr.ip().is_unspecified() {
+            if let Some(seen) = seen {
+                entry.addr.set_ip(seen);
+            }
+        }
         let (woken, reply) = {
             let mut state = self.state.lock();
             let refusal = if entry.node != from {
@@ -201,11 +214,16 @@ impl Frontend {
                 let Ok(announce) = Announce::decode(&request.body.control) else {
                     return Err(ServiceError::Refused(0));
                 };
-                let reply = frontend.accept(request.from, &announce);
+                let seen = match request.peer_addr {
+                    Some(SocketAddr::V4(addr)) => Some(*addr.ip()),
+                    _ => None,
+                };
+                let reply = frontend.accept(request.from, &announce, seen);
                 if matches!(reply, AnnounceReply::Accepted { .. }) {
-                    if let Ok(rep) = messenger.get() {
-                        rep.directory()
-                            .insert(announce.0.node, announce.0.socket_addr());
+                    if let (Ok(rep), Some(entry)) =
+                        (messenger.get(), frontend.announced(request.from))
+                    {
+                        rep.directory().insert(entry.node, entry.socket_addr());
                     }
                 }
                 Ok(Message {
@@ -276,8 +294,9 @@ pub struct Welcome {
 
 /// Announces this node (`rep`'s) to the frontend at `frontend` as `me`
 /// (its id, where its Messenger listens, its cores; the id must be
-/// `rep`'s node's, or the frontend refuses); the nodes the frontend lists
-/// go into this node's directory.
+/// `rep`'s node's, or the frontend refuses; address 0.0.0.0: the one the
+/// frontend sees the node at); the nodes the frontend lists go into this
+/// node's directory.
 ///
 /// # Errors
 ///

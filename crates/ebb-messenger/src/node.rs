@@ -21,6 +21,7 @@ use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use core::cell::RefCell;
+use core::net::SocketAddr;
 
 use ebb_core::{CoreId, Ebb, EbbId, EbbRef, NodeId};
 use ebb_iobuf::IoChain;
@@ -55,6 +56,9 @@ impl Message {
 pub struct Request {
     /// The sending node.
     pub from: NodeId,
+    /// The connection's remote address, as this node sees it (`None` on
+    /// a connection without addresses, as in tests).
+    pub peer_addr: Option<SocketAddr>,
     /// The message number within the Ebb type.
     pub message: MessageNumber,
     /// Its body; views into the receive buffers.

@@ -432,8 +432,15 @@ impl Peer {
     /// names; answers a call.
     fn serve(&self, frame: Frame) {
         let header = frame.header;
+        let peer_addr = self
+            .inner
+            .borrow()
+            .conn
+            .as_ref()
+            .map(TcpConnection::peer_addr);
         let request = Request {
             from: header.source,
+            peer_addr,
             message: header.message,
             body: Message {
                 control: frame.control,

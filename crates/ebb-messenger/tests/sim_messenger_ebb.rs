@@ -8,7 +8,8 @@
 //! core the node does not have gets an error reply). And the announcement:
 //! nodes announce themselves to the frontend once (a duplicate, an
 //! unexpected id and an announcement naming another node are refused),
-//! the allocator's hook wakes, and a late node learns the earlier ones
+//! the allocator's hook wakes, a node announcing 0.0.0.0 is recorded at
+//! the address the frontend sees, and a late node learns the earlier ones
 //! from the frontend's reply and calls them.
 
 mod echo_support;
@@ -410,7 +411,12 @@ fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
             Err(AnnounceError::Refused(Refusal::WrongId))
         );
 
-        let welcome = announce(nodes[1].rep, frontend_addr(), entry(2))
+        // Node 2 announces 0.0.0.0: the frontend records where it sees it.
+        let anywhere = NodeEntry {
+            addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
+            ..entry(2)
+        };
+        let welcome = announce(nodes[1].rep, frontend_addr(), anywhere)
             .await
             .unwrap();
         assert_eq!(welcome.directory, [entry(1)]);
