@@ -5,10 +5,16 @@
 //! Written once against `ebb-app`: the same options and behaviour hosted,
 //! on our stack over TAP (`--tap`, `./ebb run echo --userstack`) and
 //! native (`./ebb run echo --native`).
+//!
+//! Started as a node of a distributed application (a boot contract:
+//! `node= frontend= ebb_ids= messenger_port=`), echo also serves a
+//! Messenger echo Ebb and announces itself to the frontend ([`node`]).
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
+
+pub mod node;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -76,6 +82,10 @@ fn setup(args: &Args) -> Result<Launch, UsageError> {
 
 /// Core 0's first event: listens, binds, says it is ready.
 fn serve(tcp: SocketAddr, udp: SocketAddr, exit_after: Option<u64>) {
+    // A wrong contract stopped the node before it started.
+    if let Ok(Some(contract)) = ebb_app::node_contract() {
+        spawn_task(node::join(contract));
+    }
     spawn_task(async move {
         let accept = exit_after.map_or_else(tcp_echo, counted_echo);
         let tcp = match ebb_app::net::listen(tcp, accept).await {

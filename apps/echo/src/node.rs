@@ -1,0 +1,114 @@
+//! Echo as a node of a distributed application (DESIGN §5): started with
+//! a boot contract (`ebb_app::node_contract()`: on the kernel command
+//! line natively, `EBB_NODE` hosted), echo also answers Messenger calls.
+//!
+//! It listens for the Messenger on the contract's port on every core,
+//! serves the Messenger echo Ebb under the first id of its global range
+//! (the frontend, which handed out the range, knows it) with a
+//! representative per core, and announces itself to the frontend, retrying
+//! while the frontend is not reachable yet.
+
+use alloc::boxed::Box;
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::time::Duration;
+
+use ebb_app::{exit, NodeContract};
+use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
+use ebb_messenger::{
+    acceptor, announce, create_messenger, AnnounceError, Message, MessageNumber, MessengerError,
+    MessengerSettings, NodeEntry, Request, Service, ServiceError,
+};
+
+/// The Messenger echo Ebb's message: the reply is the request.
+pub const ECHO: MessageNumber = MessageNumber(1);
+/// Its other message: the reply is the number of the core that ran it, 4
+/// bytes little-endian.
+pub const WHICH_CORE: MessageNumber = MessageNumber(2);
+
+/// How often, and how long apart, the node tries to reach the frontend.
+const ANNOUNCE_TRIES: u32 = 120;
+const ANNOUNCE_PAUSE: Duration = Duration::from_secs(1);
+
+/// The Messenger echo Ebb: one representative per core.
+pub struct MessengerEcho;
+
+/// A core's representative of [`MessengerEcho`].
+pub struct MessengerEchoRep {
+    core: CoreId,
+}
+
+impl Service for MessengerEchoRep {
+    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
+        match request.message {
+            ECHO => Ok(request.body),
+            WHICH_CORE => {
+                let core = u32::try_from(self.core.0).unwrap_or(u32::MAX);
+                Ok(Message::payload(ebb_app::net::api::IoChain::from(
+                    ebb_app::net::api::IoBuf::from_vec(core.to_le_bytes().to_vec()),
+                )))
+            }
+            _ => Err(ServiceError::UnknownMessage),
+        }
+    }
+}
+
+impl Ebb for MessengerEcho {
+    type Rep = MessengerEchoRep;
+
+    fn fault(ctx: &FaultContext<'_>) -> Result<&'static MessengerEchoRep, EbbError> {
+        Ok(Box::leak(Box::new(MessengerEchoRep { core: ctx.core })))
+    }
+}
+
+/// Joins the application as its contract says (a task on core 0).
+pub async fn join(contract: NodeContract) {
+    if let Err(error) = try_join(contract).await {
+        ebb_app::error!("{error}");
+        exit::stop(exit::FAILURE);
+    }
+}
+
+async fn try_join(contract: NodeContract) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    let node = NodeId(contract.node);
+    let messenger = create_messenger(MessengerSettings::new(node))
+        .map_err(|error| format!("cannot create the Messenger: {error}"))?;
+    let rep = messenger
+        .get()
+        .map_err(|error| format!("cannot reach the Messenger: {error}"))?;
+    let echo_id = EbbId::new(contract.ebb_ids_start)
+        .map_err(|error| format!("ebb_ids={}: {error}", contract.ebb_ids_start))?;
+    let echo = EbbRef::<MessengerEcho>::bind(echo_id)
+        .map_err(|error| format!("cannot bind the echo Ebb: {error}"))?;
+    rep.register_ebb(echo);
+    let listen = SocketAddr::new(ebb_app::net::default_listen_ip(), contract.messenger_port);
+    let listening = ebb_app::net::listen(listen, acceptor(messenger))
+        .await
+        .map_err(|error| format!("cannot listen for the Messenger on {listen}: {error}"))?;
+    // 0.0.0.0: the frontend records the address it sees us at.
+    let me = NodeEntry {
+        node,
+        addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, listening.addr.port()),
+        cores: u16::try_from(ebb_event::core_count()).unwrap_or(u16::MAX),
+    };
+    let frontend = SocketAddr::V4(contract.frontend);
+    let mut tries = 0;
+    let welcome = loop {
+        tries += 1;
+        match announce(rep, frontend, me).await {
+            Ok(welcome) => break welcome,
+            Err(AnnounceError::Messenger(MessengerError::Unreachable { .. }))
+                if tries < ANNOUNCE_TRIES =>
+            {
+                ebb_event::sleep(ANNOUNCE_PAUSE).await;
+            }
+            Err(error) => return Err(format!("node {node}: {error}")),
+        }
+    };
+    ebb_app::info!(
+        "Messenger node {node} on port {}: announced to {frontend}, echo Ebb {echo_id}, {} other nodes",
+        listening.addr.port(),
+        welcome.directory.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `echo` started as a node of a distributed application, as a launcher
+//! starts it: its boot contract in `EBB_NODE`, a frontend (this test, a
+//! hosted node on 127.0.0.1) that expects it. The echo process announces
+//! itself, the frontend's hook resolves, and the frontend calls its
+//! Messenger echo Ebb (the first id of the range it handed out) on the
+//! connection's core and on a named core.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use echo::node::{ECHO, WHICH_CORE};
+
+const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
+
+/// The echo process, killed when the test ends.
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port free a moment ago (the node's Messenger port must be given).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+#[test]
+fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
+    let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+    let (result_tx, result_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let result = ebb_hosted::run_task(
+            ebb_hosted::Config {
+                cores: Some(1),
+                pin: false,
+                handle_signals: false,
+                ..ebb_hosted::Config::default()
+            },
+            move || async move {
+                let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
+                let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+                registry.serve(messenger).unwrap();
+                let ids = registry.expect(NodeId(1), 64).unwrap();
+                let addr =
+                    ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
+                addr_tx.send(addr).unwrap();
+                // The allocator's hook; the test's own timeout bounds it.
+                let entry = registry.when_announced(NodeId(1)).await;
+                let rep = messenger.get().unwrap();
+                let echo_id = EbbId::new(ids.start).unwrap();
+                let echoed = rep
+                    .call(
+                        NodeId(1),
+                        echo_id,
+                        ECHO,
+                        IoChain::from(IoBuf::from_static(b"over the Messenger")),
+                    )
+                    .await
+                    .map(|reply| reply.payload.to_vec());
+                let core_1 = rep
+                    .call_on(NodeId(1), CoreId(1), echo_id, WHICH_CORE, IoChain::new())
+                    .await
+                    .map(|reply| reply.payload.to_vec());
+                (ids, entry, echoed, core_1)
+            },
+        );
+        let _ = result_tx.send(result);
+    });
+    let frontend = addr_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the frontend listens");
+    let port = free_port();
+    let words = format!(
+        "node=1 frontend={frontend} ebb_ids={}-{} messenger_port={port}",
+        FIRST_GLOBAL_ID,
+        FIRST_GLOBAL_ID + 64
+    );
+    let _node = Node(
+        Command::new(ECHO_BIN)
+            .args([
+                "--cores",
+                "2",
+                "--no-pin",
+                "--tcp-port",
+                "0",
+                "--udp-port",
+                "0",
+            ])
+            .env("EBB_NODE", &words)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run echo"),
+    );
+    let (ids, entry, echoed, core_1) = result_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("echo announced itself and answered within 60 s")
+        .unwrap();
+    assert_eq!(ids, FIRST_GLOBAL_ID..FIRST_GLOBAL_ID + 64);
+    assert_eq!(entry.node, NodeId(1));
+    assert_eq!(
+        SocketAddr::V4(entry.addr),
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "recorded where the frontend saw it, on its Messenger port"
+    );
+    assert_eq!(entry.cores, 2);
+    assert_eq!(echoed.as_deref(), Ok(&b"over the Messenger"[..]));
+    assert_eq!(core_1.as_deref(), Ok(&1u32.to_le_bytes()[..]));
+}
