@@ -137,24 +137,30 @@ impl NetNamespace {
     /// Runs `work` on a new thread that has entered the namespace (setns(2)
     /// changes only the calling thread's network namespace); its result.
     pub fn run_inside<R: Send>(&self, work: impl FnOnce() -> R + Send) -> Result<R, String> {
-        let path = format!("{NETNS_DIR}/{}", self.name);
-        let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {path}: {e}"))?;
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    // SAFETY: setns(2) takes a namespace descriptor we opened
-                    // and keep open for the call; it switches only this new
-                    // thread's network namespace, which no other thread shares.
-                    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                    if rc != 0 {
-                        return Err(format!("setns into {path}: {}", io::Error::last_os_error()));
-                    }
-                    Ok(work())
-                })
-                .join()
-                .map_err(|_| format!("the work inside {path} panicked"))?
-        })
+        run_inside_named(&self.name, work)
     }
+}
+
+/// [`NetNamespace::run_inside`] for a namespace another process made
+/// (`./ebb run --net tap`'s, named in its output).
+pub fn run_inside_named<R: Send>(name: &str, work: impl FnOnce() -> R + Send) -> Result<R, String> {
+    let path = format!("{NETNS_DIR}/{name}");
+    let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: setns(2) takes a namespace descriptor we opened
+                // and keep open for the call; it switches only this new
+                // thread's network namespace, which no other thread shares.
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    return Err(format!("setns into {path}: {}", io::Error::last_os_error()));
+                }
+                Ok(work())
+            })
+            .join()
+            .map_err(|_| format!("the work inside {path} panicked"))?
+    })
 }
 
 impl Drop for NetNamespace {

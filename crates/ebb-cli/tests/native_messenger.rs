@@ -1,0 +1,187 @@
+//! A native node reached through the Messenger from a hosted node (needs
+//! root, /dev/net/tun, `ip` and QEMU; skipped otherwise). `./ebb run echo
+//! --native --net tap` boots echo with a boot contract (`node=1`, the
+//! frontend at the namespace's host side 10.98.0.1:7100, a global id
+//! range, Messenger port 7100); this test is the frontend, a hosted node
+//! inside the launcher's namespace. The native node announces itself over
+//! our TCP/IP stack, the frontend's hook resolves, and the frontend calls
+//! its echo Ebb on the connection's core and on core 1 (kernel TCP on the
+//! hosted side, our stack on the native side). SIGTERM then stops QEMU
+//! and the namespace goes away.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use ebb_testbed::{skip_unless, Need};
+
+const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+/// The frontend's Messenger, on the namespace's host side of the TAP.
+const FRONTEND: &str = "10.98.0.1:7100";
+const MESSENGER_PORT: u16 = 7100;
+/// Echo's Messenger messages (apps/echo/src/node.rs).
+const ECHO: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(1);
+const WHICH_CORE: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(2);
+
+/// The launcher (and QEMU under it), stopped if the test fails early.
+struct Launcher(Child);
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// What the frontend saw: the range it handed out, the node's recorded
+/// address, and the replies of its two calls.
+type Seen = (
+    std::ops::Range<u32>,
+    SocketAddr,
+    Result<Vec<u8>, String>,
+    Result<Vec<u8>, String>,
+);
+
+/// The frontend, a hosted node of one core: expects node 1, waits for its
+/// announcement, calls it.
+fn frontend() -> Seen {
+    ebb_hosted::run_task(
+        ebb_hosted::Config {
+            cores: Some(1),
+            pin: false,
+            handle_signals: false,
+            ..ebb_hosted::Config::default()
+        },
+        || async {
+            let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
+            let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+            registry.serve(messenger).unwrap();
+            let ids = registry.expect(NodeId(1), 64).unwrap();
+            ebb_net::listen(FRONTEND.parse().unwrap(), acceptor(messenger))
+                .expect("listen on the namespace's host side");
+            let entry = registry.when_announced(NodeId(1)).await;
+            let rep = messenger.get().unwrap();
+            let echo = EbbId::new(ids.start).unwrap();
+            let echoed = rep
+                .call(
+                    NodeId(1),
+                    echo,
+                    ECHO,
+                    IoChain::from(IoBuf::from_static(b"hosted to native")),
+                )
+                .await
+                .map(|reply| reply.payload.to_vec())
+                .map_err(|error| error.to_string());
+            let core = rep
+                .call_on(NodeId(1), CoreId(1), echo, WHICH_CORE, IoChain::new())
+                .await
+                .map(|reply| reply.payload.to_vec())
+                .map_err(|error| error.to_string());
+            (ids, entry.socket_addr(), echoed, core)
+        },
+    )
+    .expect("the frontend node runs")
+}
+
+#[test]
+fn a_hosted_frontend_calls_a_native_node_that_announced_itself() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let range = format!("ebb_ids={}-{}", FIRST_GLOBAL_ID, FIRST_GLOBAL_ID + 64);
+    let child = Command::new(EBB)
+        .args(["run", "echo", "--native", "--net", "tap", "--cores", "2"])
+        .args(["--timeout", "300"])
+        .args(["--boot-arg", "node=1"])
+        .args(["--boot-arg", &format!("frontend={FRONTEND}")])
+        .args(["--boot-arg", &range])
+        .args(["--boot-arg", &format!("messenger_port={MESSENGER_PORT}")])
+        .env(
+            "EBB_ROOT",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ebb-cli");
+    let mut launcher = Launcher(child);
+    let (lines, output) = mpsc::channel();
+    for stream in [
+        Box::new(launcher.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(launcher.0.stderr.take().expect("stderr")),
+    ] {
+        let lines = lines.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = lines.send(line.replace('\r', ""));
+            }
+        });
+    }
+    drop(lines);
+    // The namespace exists (with the TAP's host side) once it is named.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let ns = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match output.recv_timeout(left) {
+            Ok(line) => {
+                let ns = line
+                    .split("network namespace ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .map(str::to_owned);
+                seen.push(line);
+                if let Some(ns) = ns {
+                    break ns;
+                }
+            }
+            Err(_) => panic!("the launcher named no namespace:\n{}", seen.join("\n")),
+        }
+    };
+    let (done, result) = mpsc::channel();
+    let inside = ns.clone();
+    thread::spawn(move || {
+        let _ = done.send(ebb_testbed::netns::run_inside_named(&inside, frontend));
+    });
+    // Bounded: a node that never announces fails the test, with its output.
+    let left = deadline.saturating_duration_since(Instant::now());
+    let Ok(outcome) = result.recv_timeout(left) else {
+        let rest: Vec<String> = output.try_iter().collect();
+        panic!(
+            "the native node did not announce itself and answer:\n{}\n{}",
+            seen.join("\n"),
+            rest.join("\n")
+        );
+    };
+    let (ids, addr, echoed, core) = outcome.expect("the frontend ran inside the namespace");
+    assert_eq!(ids, FIRST_GLOBAL_ID..FIRST_GLOBAL_ID + 64);
+    assert_eq!(addr, SocketAddr::from(([10, 98, 0, 2], MESSENGER_PORT)));
+    assert_eq!(echoed.as_deref(), Ok(&b"hosted to native"[..]));
+    assert_eq!(core.as_deref(), Ok(&1u32.to_le_bytes()[..]));
+
+    // SIGTERM to the launcher: QEMU stops, the namespace is deleted.
+    let status = Command::new("kill")
+        .args(["-TERM", &launcher.0.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    launcher.0.wait().expect("wait for the launcher");
+    let rest: Vec<String> = output.iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l == &format!("ebb: deleted namespace {ns}")),
+        "{}",
+        rest.join("\n")
+    );
+    assert!(!ebb_testbed::netns::exists(&ns), "{ns} is gone");
+}
