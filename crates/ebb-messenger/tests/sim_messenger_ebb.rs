@@ -450,3 +450,55 @@ impl std::task::Wake for CountingWaker {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+#[test]
+fn when_both_nodes_dial_at_once_both_keep_the_connection_the_smaller_id_dialed() {
+    simulate(|sim| async move {
+        let a = sim_node(&sim, 1);
+        let b = sim_node(&sim, 2);
+        let echo_id = EbbId::new(40_404).unwrap();
+        for node in [&a, &b] {
+            node.rep.local().register(echo_id, Rc::new(Echo::default()));
+        }
+        learn(&a, &b);
+        learn(&b, &a);
+        // Both call before either connection is up: each dials.
+        let from_a = spawn_task(a.rep.call(NodeId(2), echo_id, ECHO, bytes(b"a")));
+        let from_b = spawn_task(b.rep.call(NodeId(1), echo_id, ECHO, bytes(b"b")));
+        let dialed_by_a = a.rep.peer(NodeId(2)).unwrap();
+        let dialed_by_b = b.rep.peer(NodeId(1)).unwrap();
+        assert_eq!(from_a.await.unwrap().unwrap().payload, *b"a".as_slice());
+        assert_eq!(from_b.await.unwrap().unwrap().payload, *b"b".as_slice());
+        assert_eq!((a.rep.dials(), b.rep.dials()), (1, 1));
+        assert_eq!(
+            (
+                a.accepted.load(Ordering::SeqCst),
+                b.accepted.load(Ordering::SeqCst)
+            ),
+            (1, 1),
+            "two connections were made"
+        );
+        // Node 1's connection won on both sides; node 2 closed its own
+        // once its call had its reply.
+        for _ in 0..100 {
+            if matches!(dialed_by_b.state(), PeerState::Closed(_)) {
+                break;
+            }
+            yield_now().await;
+        }
+        assert!(Rc::ptr_eq(&a.rep.peer(NodeId(2)).unwrap(), &dialed_by_a));
+        assert!(!Rc::ptr_eq(&b.rep.peer(NodeId(1)).unwrap(), &dialed_by_b));
+        assert!(dialed_by_b.is_retired());
+        assert!(matches!(dialed_by_b.state(), PeerState::Closed(_)));
+        // Later calls both ways go over the winner; nobody dials again.
+        let again_a = a.rep.call(NodeId(2), echo_id, ECHO, bytes(b"a2")).await;
+        let again_b = b.rep.call(NodeId(1), echo_id, ECHO, bytes(b"b2")).await;
+        assert_eq!(again_a.unwrap().payload, *b"a2".as_slice());
+        assert_eq!(again_b.unwrap().payload, *b"b2".as_slice());
+        assert_eq!((a.rep.dials(), b.rep.dials()), (1, 1));
+        assert_eq!(
+            b.rep.peer(NodeId(1)).unwrap().state(),
+            PeerState::Ready { node: NodeId(1) }
+        );
+    });
+}
