@@ -9,10 +9,10 @@
 //! hosted side, our stack on the native side). SIGTERM then stops QEMU
 //! and the namespace goes away.
 
-use std::io::{BufRead, BufReader};
+mod launcher_support;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,28 +21,14 @@ use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
 use ebb_testbed::{skip_unless, Need};
+use launcher_support::launch;
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 /// The frontend's Messenger, on the namespace's host side of the TAP.
 const FRONTEND: &str = "10.98.0.1:7100";
 const MESSENGER_PORT: u16 = 7100;
 /// Echo's Messenger messages (apps/echo/src/node.rs).
 const ECHO: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(1);
 const WHICH_CORE: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(2);
-
-/// The launcher (and QEMU under it), stopped if the test fails early.
-struct Launcher(Child);
-
-impl Drop for Launcher {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 /// What the frontend saw: the range it handed out, the node's recorded
 /// address, and the replies of its two calls.
@@ -98,36 +84,27 @@ fn frontend() -> Seen {
 fn a_hosted_frontend_calls_a_native_node_that_announced_itself() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let range = format!("ebb_ids={}-{}", FIRST_GLOBAL_ID, FIRST_GLOBAL_ID + 64);
-    let child = Command::new(EBB)
-        .args(["run", "echo", "--native", "--net", "tap", "--cores", "2"])
-        .args(["--timeout", "300"])
-        .args(["--boot-arg", "node=1"])
-        .args(["--boot-arg", &format!("frontend={FRONTEND}")])
-        .args(["--boot-arg", &range])
-        .args(["--boot-arg", &format!("messenger_port={MESSENGER_PORT}")])
-        .env(
-            "EBB_ROOT",
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ebb-cli");
-    let mut launcher = Launcher(child);
-    let (lines, output) = mpsc::channel();
-    for stream in [
-        Box::new(launcher.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(launcher.0.stderr.take().expect("stderr")),
-    ] {
-        let lines = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = lines.send(line.replace('\r', ""));
-            }
-        });
-    }
-    drop(lines);
+    let frontend_arg = format!("frontend={FRONTEND}");
+    let port_arg = format!("messenger_port={MESSENGER_PORT}");
+    let (mut launcher, output) = launch(&[
+        "run",
+        "echo",
+        "--native",
+        "--net",
+        "tap",
+        "--cores",
+        "2",
+        "--timeout",
+        "300",
+        "--boot-arg",
+        "node=1",
+        "--boot-arg",
+        &frontend_arg,
+        "--boot-arg",
+        &range,
+        "--boot-arg",
+        &port_arg,
+    ]);
     // The namespace exists (with the TAP's host side) once it is named.
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -4,29 +4,13 @@
 //! echo answers over TCP from inside the namespace, and a SIGTERM to the
 //! launcher stops QEMU and deletes the namespace.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod launcher_support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ebb_testbed::{skip_unless, Need};
-
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
-
-/// The launcher (and QEMU under it), killed if the test fails early.
-struct Launcher(Child);
-
-impl Drop for Launcher {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
-}
+use launcher_support::launch;
 
 fn namespaces() -> String {
     Command::new("ip")
@@ -39,39 +23,15 @@ fn namespaces() -> String {
 #[test]
 fn echo_on_a_tap_in_its_own_namespace_answers_and_the_namespace_goes_away() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
-    let child = Command::new(EBB)
-        .args([
-            "run",
-            "echo",
-            "--native",
-            "--net",
-            "tap",
-            "--timeout",
-            "300",
-        ])
-        .env(
-            "EBB_ROOT",
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ebb-cli");
-    let mut launcher = Launcher(child);
-    let (lines, output) = mpsc::channel();
-    for stream in [
-        Box::new(launcher.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(launcher.0.stderr.take().expect("stderr")),
-    ] {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = lines.send(line.replace('\r', ""));
-            }
-        });
-    }
-    drop(lines);
+    let (mut launcher, output) = launch(&[
+        "run",
+        "echo",
+        "--native",
+        "--net",
+        "tap",
+        "--timeout",
+        "300",
+    ]);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(600);
     while !seen

@@ -15,6 +15,7 @@ use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use ebb_core::{EbbId, NodeId};
 use ebb_iobuf::IoChain;
 
+use crate::control::{u16_at, u32_at};
 use crate::{MessageNumber, WireError};
 
 /// The frontend's node id: a node knows the frontend's address from its
@@ -236,14 +237,6 @@ fn control_bytes(control: &IoChain, min: usize, max: usize) -> Result<Vec<u8>, W
         });
     }
     Ok(control.to_vec())
-}
-
-fn u16_at(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([bytes[at], bytes[at + 1]])
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
 #[cfg(test)]

@@ -114,8 +114,8 @@ impl ErrorReply {
     /// version does not know.
     pub fn decode(control: &IoChain) -> Result<ErrorReply, WireError> {
         let bytes = exactly::<{ Self::LEN }>(control)?;
-        let code = u16::from_le_bytes([bytes[0], bytes[1]]);
-        let reserved = u16::from_le_bytes([bytes[2], bytes[3]]);
+        let code = u16_at(&bytes, 0);
+        let reserved = u16_at(&bytes, 2);
         if reserved != 0 {
             return Err(WireError::Reserved {
                 value: u32::from(reserved),
@@ -151,7 +151,13 @@ fn exactly<const N: usize>(control: &IoChain) -> Result<[u8; N], WireError> {
         })
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+/// The little-endian `u16` at `at` (the caller checked the length).
+pub(crate) fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+/// The little-endian `u32` at `at` (the caller checked the length).
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 

@@ -14,16 +14,18 @@
 //! a core runs on that core, its payload moved there as views of the
 //! receive buffers; a core node 2 does not have gets an error reply.
 
+mod echo_support;
+
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
+use ebb_core::{CoreId, EbbId, EbbRef, NodeId};
 use ebb_hosted::Backend;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
@@ -31,6 +33,7 @@ use ebb_messenger::{
     MessengerSettings, Peer, PeerState, Request, Service, ServiceError,
 };
 use ebb_net::TcpConnection;
+use echo_support::{Where, SEEN, WHERE};
 
 const ECHO: MessageNumber = MessageNumber(1);
 
@@ -173,44 +176,6 @@ fn two_hosted_nodes_call_each_other_over_kernel_tcp() {
     assert_eq!(server_copies, 0, "requests were views of receive buffers");
     assert_eq!(reply_copies, 0, "replies were views of receive buffers");
 }
-
-/// Where the [`Where`] Ebb's representatives saw request payloads: (core,
-/// segment addresses).
-static SEEN: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
-
-/// An Ebb whose representative answers with the core it runs on, and
-/// records where the request's payload segments lie.
-struct Where;
-
-struct WhereRep {
-    core: CoreId,
-}
-
-impl Service for WhereRep {
-    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
-        let segments = request
-            .body
-            .payload
-            .segments()
-            .map(|s| s.as_ptr() as usize)
-            .collect();
-        SEEN.lock().unwrap().push((self.core.0, segments));
-        let core = u32::try_from(self.core.0).unwrap().to_le_bytes();
-        Ok(Message::payload(IoChain::from(IoBuf::from_vec(
-            core.to_vec(),
-        ))))
-    }
-}
-
-impl Ebb for Where {
-    type Rep = WhereRep;
-
-    fn fault(ctx: &FaultContext<'_>) -> Result<&'static WhereRep, EbbError> {
-        Ok(Box::leak(Box::new(WhereRep { core: ctx.core })))
-    }
-}
-
-const WHERE: MessageNumber = MessageNumber(1);
 
 #[test]
 fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {

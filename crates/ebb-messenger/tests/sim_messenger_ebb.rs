@@ -24,18 +24,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
+use ebb_core::{CoreId, EbbId, EbbRef, NodeId};
 use ebb_event::manual_clock::ManualClock;
 use ebb_event::{shutdown, spawn_task, yield_now};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    acceptor, announce, create_messenger, AnnounceError, Frontend, Message, MessageNumber,
-    MessengerError, MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal,
-    Request, Service, ServiceError, Unreachable,
+    acceptor, announce, create_messenger, AnnounceError, Frontend, MessageNumber, MessengerError,
+    MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal, Unreachable,
 };
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::{LinkConfig, Sim};
-use echo_support::{Echo, ECHO};
+use echo_support::{Echo, Where, ECHO};
 use sim_support::{side, Side};
 
 const PORT: u16 = 7100;
@@ -140,6 +139,18 @@ fn learn(node: &SimNode, other: &SimNode) {
         .insert(other.rep.node(), SocketAddr::from((ip_of(other), PORT)));
 }
 
+/// Nodes 1 and 2, both serving [`Echo`] as Ebb `echo_id`; node 1 knows
+/// where node 2 is.
+fn echo_pair(sim: &RefCell<Sim>, echo_id: EbbId) -> (SimNode, SimNode) {
+    let a = sim_node(sim, 1);
+    let b = sim_node(sim, 2);
+    for node in [&a, &b] {
+        node.rep.local().register(echo_id, Rc::new(Echo::default()));
+    }
+    learn(&a, &b);
+    (a, b)
+}
+
 fn ip_of(node: &SimNode) -> Ipv4Addr {
     ip(u8::try_from(node.rep.node().0).unwrap())
 }
@@ -151,13 +162,8 @@ fn bytes(data: &'static [u8]) -> IoChain {
 #[test]
 fn the_first_call_connects_and_later_calls_in_both_directions_share_the_connection() {
     simulate(|sim| async move {
-        let a = sim_node(&sim, 1);
-        let b = sim_node(&sim, 2);
         let echo_id = EbbId::new(40_400).unwrap();
-        for node in [&a, &b] {
-            node.rep.local().register(echo_id, Rc::new(Echo::default()));
-        }
-        learn(&a, &b);
+        let (a, b) = echo_pair(&sim, echo_id);
         // Three calls made before any connection exists queue behind the
         // hello of the one connection the first of them opens.
         let early: Vec<_> = [&b"one"[..], b"two", b"three"]
@@ -277,30 +283,6 @@ fn unknown_refused_and_silent_nodes_are_unreachable() {
         );
         assert_eq!(a.rep.dials(), 3);
     });
-}
-
-/// An Ebb whose representative answers with the core it was built for.
-struct Where;
-
-struct WhereRep {
-    core: CoreId,
-}
-
-impl Service for WhereRep {
-    fn handle(&self, _request: Request) -> Result<Message, ServiceError> {
-        let core = u32::try_from(self.core.0).unwrap().to_le_bytes();
-        Ok(Message::payload(IoChain::from(IoBuf::from_vec(
-            core.to_vec(),
-        ))))
-    }
-}
-
-impl Ebb for Where {
-    type Rep = WhereRep;
-
-    fn fault(ctx: &FaultContext<'_>) -> Result<&'static WhereRep, EbbError> {
-        Ok(Box::leak(Box::new(WhereRep { core: ctx.core })))
-    }
 }
 
 #[test]
@@ -454,13 +436,8 @@ impl std::task::Wake for CountingWaker {
 #[test]
 fn when_both_nodes_dial_at_once_both_keep_the_connection_the_smaller_id_dialed() {
     simulate(|sim| async move {
-        let a = sim_node(&sim, 1);
-        let b = sim_node(&sim, 2);
         let echo_id = EbbId::new(40_404).unwrap();
-        for node in [&a, &b] {
-            node.rep.local().register(echo_id, Rc::new(Echo::default()));
-        }
-        learn(&a, &b);
+        let (a, b) = echo_pair(&sim, echo_id);
         learn(&b, &a);
         // Both call before either connection is up: each dials.
         let from_a = spawn_task(a.rep.call(NodeId(2), echo_id, ECHO, bytes(b"a")));

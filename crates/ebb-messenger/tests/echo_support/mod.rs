@@ -1,11 +1,16 @@
-//! The receiving Ebb of the message-layer tests: echoes message 1
-//! (recording where the payload's views point, to check for copies),
-//! refuses message 2 with code 7, counts message 3.
+//! The receiving Ebbs of the message-layer tests. [`Echo`] echoes message
+//! 1 (recording where the payload's views point, to check for copies),
+//! refuses message 2 with code 7, counts message 3. [`Where`] has a
+//! representative per core, which answers with its core's number and
+//! records where the request's payload lay ([`SEEN`]).
 
 #![allow(dead_code)]
 
 use std::cell::{Cell, RefCell};
+use std::sync::Mutex;
 
+use ebb_core::{CoreId, Ebb, EbbError, FaultContext};
+use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, MessageNumber, Request, Service, ServiceError};
 
 /// Answered with the request's own body.
@@ -44,5 +49,45 @@ impl Service for Echo {
             }
             _ => Err(ServiceError::UnknownMessage),
         }
+    }
+}
+
+/// [`Where`]'s message: answered with the core's number, 4 bytes
+/// little-endian.
+pub const WHERE: MessageNumber = MessageNumber(1);
+
+/// Where [`Where`]'s representatives saw request payloads: (core, segment
+/// addresses).
+pub static SEEN: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
+
+/// See the module.
+pub struct Where;
+
+/// A core's representative of [`Where`].
+pub struct WhereRep {
+    core: CoreId,
+}
+
+impl Service for WhereRep {
+    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
+        let segments = request
+            .body
+            .payload
+            .segments()
+            .map(|s| s.as_ptr() as usize)
+            .collect();
+        SEEN.lock().unwrap().push((self.core.0, segments));
+        let core = u32::try_from(self.core.0).unwrap().to_le_bytes();
+        Ok(Message::payload(IoChain::from(IoBuf::from_vec(
+            core.to_vec(),
+        ))))
+    }
+}
+
+impl Ebb for Where {
+    type Rep = WhereRep;
+
+    fn fault(ctx: &FaultContext<'_>) -> Result<&'static WhereRep, EbbError> {
+        Ok(Box::leak(Box::new(WhereRep { core: ctx.core })))
     }
 }
