@@ -7,7 +7,8 @@
 //! our TCP/IP stack, the frontend's hook resolves, and the frontend calls
 //! its echo Ebb on the connection's core and on core 1 (kernel TCP on the
 //! hosted side, our stack on the native side). SIGTERM then stops QEMU
-//! and the namespace goes away.
+//! and the namespace goes away. And a native node given only some of the
+//! node words does not boot, naming the missing one (QEMU only).
 
 mod launcher_support;
 
@@ -161,4 +162,31 @@ fn a_hosted_frontend_calls_a_native_node_that_announced_itself() {
         rest.join("\n")
     );
     assert!(!ebb_testbed::netns::exists(&ns), "{ns} is gone");
+}
+
+#[test]
+fn a_native_node_with_wrong_node_words_does_not_boot() {
+    skip_unless!(Need::Qemu);
+    // `node=` without the other three words.
+    let (mut launcher, output) = launch(&[
+        "run",
+        "echo",
+        "--native",
+        "--timeout",
+        "120",
+        "--boot-arg",
+        "node=1",
+    ]);
+    let status = launcher.0.wait().expect("wait for the launcher");
+    let text: Vec<String> = output.iter().collect();
+    let text = text.join("\n");
+    assert!(!status.success(), "{text}");
+    assert!(
+        text.contains(
+            "bad node options on the command line: frontend= is missing: \
+             a node needs all of node=, frontend=, ebb_ids= and messenger_port="
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("echo: ready"), "{text}");
 }
