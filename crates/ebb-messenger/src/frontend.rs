@@ -334,3 +334,59 @@ pub async fn announce(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::SocketAddrV4;
+
+    fn entry(node: u32, ip: [u8; 4]) -> Announce {
+        Announce(NodeEntry {
+            node: NodeId(node),
+            addr: SocketAddrV4::new(Ipv4Addr::from(ip), 7100),
+            cores: 1,
+        })
+    }
+
+    #[test]
+    fn a_forgotten_node_may_announce_itself_again_with_the_same_ids() {
+        let frontend = Frontend::new(100..200);
+        assert_eq!(frontend.expect(NodeId(1), 10), Ok(100..110));
+        assert_eq!(
+            frontend.expect(NodeId(1), 10),
+            Err(FrontendError::AlreadyExpected(NodeId(1)))
+        );
+        let first = frontend.accept(NodeId(1), &entry(1, [10, 0, 0, 1]), None);
+        assert_eq!(
+            first,
+            AnnounceReply::Accepted {
+                ebb_ids: (100, 110),
+                directory: Vec::new()
+            }
+        );
+        frontend.forget(NodeId(1));
+        assert_eq!(frontend.announced(NodeId(1)), None);
+        // Restarted elsewhere, announcing 0.0.0.0: recorded where it is seen.
+        let again = frontend.accept(
+            NodeId(1),
+            &entry(1, [0, 0, 0, 0]),
+            Some(Ipv4Addr::new(10, 0, 0, 9)),
+        );
+        assert!(matches!(
+            again,
+            AnnounceReply::Accepted {
+                ebb_ids: (100, 110),
+                ..
+            }
+        ));
+        assert_eq!(
+            frontend.announced(NodeId(1)).map(|e| e.addr),
+            Some(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 7100))
+        );
+        assert_eq!(
+            frontend.expect(NodeId(2), 10),
+            Ok(110..120),
+            "ids are not reused"
+        );
+    }
+}
