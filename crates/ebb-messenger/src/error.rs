@@ -273,6 +273,12 @@ pub enum Unreachable {
         /// The timeout, in milliseconds.
         waited_ms: u64,
     },
+    /// The address the directory gives for the node answered as another
+    /// node.
+    WrongNode {
+        /// The node that said hello there.
+        found: NodeId,
+    },
 }
 
 impl fmt::Display for Unreachable {
@@ -285,6 +291,9 @@ impl fmt::Display for Unreachable {
             }
             Unreachable::NoHello { waited_ms } => {
                 write!(f, "no hello within {waited_ms} ms of connecting")
+            }
+            Unreachable::WrongNode { found } => {
+                write!(f, "its address answered as node {found}")
             }
         }
     }

@@ -313,6 +313,7 @@ impl MessengerRep {
                 reason: Unreachable::NotInDirectory,
             })?;
         let peer = Peer::new(Rc::clone(&self.local));
+        peer.expect(node);
         let handler = Box::new(Tracked {
             rep: self,
             peer: Rc::clone(&peer),

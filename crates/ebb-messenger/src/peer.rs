@@ -40,7 +40,8 @@ use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 use crate::node::{error_reply, serve_shared, CoreResult, Route};
 use crate::{
     encode_message, hello_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits,
-    LocalNode, Message, MessageNumber, MessengerError, Request, WireError, MAX_NAMED_CORE, VERSION,
+    LocalNode, Message, MessageNumber, MessengerError, Request, Unreachable, WireError,
+    MAX_NAMED_CORE, VERSION,
 };
 
 /// Where the connection is.
@@ -67,6 +68,13 @@ struct Inner {
     /// be partly sent already.
     outbox: VecDeque<IoChain>,
     queued: usize,
+    /// Bytes of our hello still at the front of `outbox`. Until the peer's
+    /// hello arrives only these are sent: the peer's hello names the node
+    /// that answered, and a call must never reach another node than the
+    /// one dialed (a stale directory entry), so calls wait for it.
+    hello_unsent: usize,
+    /// The node we dialed, whose hello must name it (`Peer::expect`).
+    expected: Option<NodeId>,
     /// Whether we paused receiving because replies filled the queue.
     /// Frames already received wait in the deframer meanwhile.
     paused: bool,
@@ -98,7 +106,7 @@ pub struct Peer {
 impl Peer {
     /// A peer with no connection yet; attach one with [`Peer::attach`] or
     /// hand [`Peer::handler`] to `connect` (it attaches when connected).
-    /// Calls made before are queued behind the hello.
+    /// Calls made before wait for the peer's hello.
     #[must_use]
     pub fn new(local: Rc<LocalNode>) -> Rc<Peer> {
         let config = *local.config();
@@ -111,6 +119,8 @@ impl Peer {
                 deframer: Deframer::new(config.limits),
                 outbox: VecDeque::new(),
                 queued: 0,
+                hello_unsent: 0,
+                expected: None,
                 paused: false,
                 resumed: false,
                 dispatching: false,
@@ -140,6 +150,14 @@ impl Peer {
         (peer, handler)
     }
 
+    /// Refuses the connection unless the peer's hello comes from `node`
+    /// (the node we dialed): an address that answers as another node (a
+    /// stale directory entry) fails every call queued for `node` with
+    /// [`Unreachable::WrongNode`] before any of them is sent.
+    pub fn expect(&self, node: NodeId) {
+        self.inner.borrow_mut().expected = Some(node);
+    }
+
     /// Uses `conn` (once): sends our hello, then whatever was queued.
     pub fn attach(&self, conn: TcpConnection) {
         {
@@ -149,6 +167,7 @@ impl Peer {
             }
             let message = hello_message(self.local.id(), self.local.config().limits, VERSION);
             inner.queued += message.len();
+            inner.hello_unsent = message.len();
             inner.outbox.push_front(message);
             inner.conn = Some(conn);
         }
@@ -303,19 +322,28 @@ impl Peer {
 
     fn send_queued(&self) {
         loop {
-            let (conn, chunk) = {
+            let (conn, chunk, was_hello) = {
                 let mut inner = self.inner.borrow_mut();
                 let Some(conn) = inner.conn.clone() else {
                     return;
                 };
+                let handshaking = inner.state == PeerState::Handshaking;
+                if handshaking && inner.hello_unsent == 0 {
+                    // Calls wait for the peer's hello (see `hello_unsent`).
+                    return;
+                }
+                let hello_unsent = inner.hello_unsent;
                 let Some(front) = inner.outbox.front_mut() else {
                     return;
                 };
                 // Asking while it is 0 also asks to hear when it grows
                 // (`on_send_credit`).
-                let credit = conn.send_credit();
+                let mut credit = conn.send_credit();
                 if credit == 0 {
                     return;
+                }
+                if handshaking {
+                    credit = credit.min(hello_unsent);
                 }
                 let chunk = if front.len() <= credit {
                     inner.outbox.pop_front().unwrap_or_default()
@@ -323,12 +351,13 @@ impl Peer {
                     front.split_to(credit).unwrap_or_default()
                 };
                 inner.queued -= chunk.len();
+                inner.hello_unsent = inner.hello_unsent.saturating_sub(chunk.len());
                 if inner.paused && inner.queued <= self.local.config().max_queued_bytes / 2 {
                     inner.paused = false;
                     inner.resumed = true;
                     conn.resume_receive();
                 }
-                (conn, chunk)
+                (conn, chunk, handshaking)
             };
             match conn.send(chunk) {
                 Ok(()) => {}
@@ -338,6 +367,9 @@ impl Peer {
                 }) => {
                     let mut inner = self.inner.borrow_mut();
                     inner.queued += data.len();
+                    if was_hello {
+                        inner.hello_unsent += data.len();
+                    }
                     inner.outbox.push_front(data);
                     return;
                 }
@@ -399,11 +431,25 @@ impl Peer {
         match (state, header.kind) {
             (PeerState::Handshaking, Kind::Hello) => match Hello::decode(&frame.control) {
                 Ok(hello) => {
-                    let mut inner = self.inner.borrow_mut();
-                    inner.limits = inner.limits.min(hello.limits);
-                    inner.state = PeerState::Ready {
-                        node: header.source,
-                    };
+                    let expected = self.inner.borrow().expected;
+                    if let Some(dialed) = expected.filter(|&dialed| dialed != header.source) {
+                        self.give_up(MessengerError::Unreachable {
+                            node: dialed,
+                            reason: Unreachable::WrongNode {
+                                found: header.source,
+                            },
+                        });
+                        return;
+                    }
+                    {
+                        let mut inner = self.inner.borrow_mut();
+                        inner.limits = inner.limits.min(hello.limits);
+                        inner.state = PeerState::Ready {
+                            node: header.source,
+                        };
+                    }
+                    // The calls queued behind our hello may go now.
+                    self.send_queued();
                 }
                 Err(error) => self.wire_error(error),
             },

@@ -281,7 +281,30 @@ fn unknown_refused_and_silent_nodes_are_unreachable() {
                 .unwrap_err(),
             unreachable(3, Unreachable::Connect(NetError::ConnectionRefused))
         );
-        assert_eq!(a.rep.dials(), 3);
+        // Node 5's entry points at node 2 (a stale directory): node 2's
+        // hello says so, and the call never reaches node 2's Ebbs.
+        a.rep
+            .directory()
+            .insert(NodeId(5), SocketAddr::from((ip(2), PORT)));
+        let echo_b = Rc::new(Echo::default());
+        b.rep.local().register(echo_id, Rc::clone(&echo_b) as _);
+        assert_eq!(
+            a.rep
+                .call(NodeId(5), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            unreachable(
+                5,
+                Unreachable::WrongNode {
+                    found: b.rep.node()
+                }
+            )
+        );
+        assert!(
+            echo_b.views.borrow().is_empty(),
+            "node 2 served a call meant for node 5"
+        );
+        assert_eq!(a.rep.dials(), 4);
     });
 }
 
