@@ -97,9 +97,11 @@ async fn try_join(contract: NodeContract) -> Result<(), alloc::string::String> {
         tries += 1;
         match announce(rep, frontend, me).await {
             Ok(welcome) => break welcome,
-            Err(AnnounceError::Messenger(MessengerError::Unreachable { .. }))
-                if tries < ANNOUNCE_TRIES =>
-            {
+            // Not up yet, or the connection dropped before the reply (the
+            // frontend accepts the same announcement again).
+            Err(AnnounceError::Messenger(
+                MessengerError::Unreachable { .. } | MessengerError::ConnectionLost,
+            )) if tries < ANNOUNCE_TRIES => {
                 ebb_event::sleep(ANNOUNCE_PAUSE).await;
             }
             Err(error) => return Err(format!("node {node}: {error}")),

@@ -135,7 +135,14 @@ impl NodeWords {
         }
         let bad = |expected| NodeContractError::BadValue { key, expected };
         match key {
-            "node" => self.node = Some(number(value).ok_or(bad("a node id, 0 to 4294967295"))?),
+            // Node 0 is the frontend, which has no boot contract.
+            "node" => {
+                self.node = Some(
+                    number(value)
+                        .filter(|&node| node != 0)
+                        .ok_or(bad("a node id, 1 to 4294967295 (0 is the frontend)"))?,
+                );
+            }
             "frontend" => {
                 let addr: SocketAddrV4 = value
                     .parse()
@@ -289,7 +296,11 @@ mod tests {
         let bad = |key, expected| NodeContractError::BadValue { key, expected };
         assert_eq!(
             error("node=-1 frontend=10.99.0.1:7100 ebb_ids=1-2 messenger_port=1"),
-            bad("node", "a node id, 0 to 4294967295")
+            bad("node", "a node id, 1 to 4294967295 (0 is the frontend)")
+        );
+        assert_eq!(
+            error("node=0 frontend=10.99.0.1:7100 ebb_ids=1-2 messenger_port=1"),
+            bad("node", "a node id, 1 to 4294967295 (0 is the frontend)")
         );
         assert_eq!(
             error("node=1 frontend=10.99.0.1 ebb_ids=1-2 messenger_port=1"),

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 prop_compose! {
     fn any_contract()(
-        node: u32,
+        node in 1u32..,
         ip: u32,
         port in 1u16..,
         start in 0u32..u32::MAX,

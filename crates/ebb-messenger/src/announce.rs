@@ -114,6 +114,9 @@ pub enum Refusal {
     Duplicate,
     /// Code 3: the announcement names another node than its sender.
     WrongId,
+    /// Code 4: the node announced 0.0.0.0 ("where you see me") and the
+    /// frontend cannot see an IPv4 address for it.
+    NoAddress,
 }
 
 impl Refusal {
@@ -122,6 +125,7 @@ impl Refusal {
             Refusal::UnknownNode => 1,
             Refusal::Duplicate => 2,
             Refusal::WrongId => 3,
+            Refusal::NoAddress => 4,
         }
     }
 }
@@ -132,6 +136,9 @@ impl fmt::Display for Refusal {
             Refusal::UnknownNode => "the frontend expects no node of this id",
             Refusal::Duplicate => "a node of this id has already announced itself",
             Refusal::WrongId => "the announcement names another node than its sender",
+            Refusal::NoAddress => {
+                "the node announced 0.0.0.0 and the frontend sees no IPv4 address for it"
+            }
         })
     }
 }
@@ -192,8 +199,10 @@ impl AnnounceReply {
     /// # Errors
     ///
     /// [`WireError::ControlLength`] when the length is not 12 + 12 × N,
-    /// [`WireError::UnknownErrorCode`] for an unknown status, and
-    /// [`WireError::Reserved`] when a refusal carries ids or entries.
+    /// [`WireError::UnknownErrorCode`] for an unknown status,
+    /// [`WireError::EmptyIdRange`] when an acceptance's id range is empty
+    /// or inverted, and [`WireError::Reserved`] when a refusal carries ids
+    /// or entries.
     pub fn decode(control: &IoChain) -> Result<AnnounceReply, WireError> {
         let bytes = control_bytes(control, Self::FIXED_LEN, usize::MAX)?;
         let status = u16_at(&bytes, 0);
@@ -208,6 +217,12 @@ impl AnnounceReply {
         let ebb_ids = (u32_at(&bytes, 4), u32_at(&bytes, 8));
         let refusal = match status {
             0 => {
+                if ebb_ids.0 >= ebb_ids.1 {
+                    return Err(WireError::EmptyIdRange {
+                        start: ebb_ids.0,
+                        end: ebb_ids.1,
+                    });
+                }
                 let directory = bytes[Self::FIXED_LEN..]
                     .chunks_exact(NodeEntry::LEN)
                     .map(NodeEntry::decode)
@@ -217,6 +232,7 @@ impl AnnounceReply {
             1 => Refusal::UnknownNode,
             2 => Refusal::Duplicate,
             3 => Refusal::WrongId,
+            4 => Refusal::NoAddress,
             code => return Err(WireError::UnknownErrorCode { code }),
         };
         if count != 0 || ebb_ids != (0, 0) {
@@ -284,7 +300,12 @@ mod tests {
         assert_eq!(bytes.len(), 12 + 24);
         assert_eq!(bytes[..4], [0, 0, 2, 0]);
         assert_eq!(AnnounceReply::decode(&chain(&bytes)), Ok(accepted));
-        for refusal in [Refusal::UnknownNode, Refusal::Duplicate, Refusal::WrongId] {
+        for refusal in [
+            Refusal::UnknownNode,
+            Refusal::Duplicate,
+            Refusal::WrongId,
+            Refusal::NoAddress,
+        ] {
             let reply = AnnounceReply::Refused(refusal);
             assert_eq!(AnnounceReply::decode(&chain(&reply.encode())), Ok(reply));
         }
@@ -300,6 +321,16 @@ mod tests {
         assert_eq!(
             AnnounceReply::decode(&chain(&unknown)),
             Err(WireError::UnknownErrorCode { code: 9 })
+        );
+        let mut inverted = bytes.clone();
+        inverted[4..8].copy_from_slice(&32_896u32.to_le_bytes());
+        inverted[8..12].copy_from_slice(&32_832u32.to_le_bytes());
+        assert_eq!(
+            AnnounceReply::decode(&chain(&inverted)),
+            Err(WireError::EmptyIdRange {
+                start: 32_896,
+                end: 32_832
+            })
         );
         let mut refused_with_ids = AnnounceReply::Refused(Refusal::Duplicate).encode();
         refused_with_ids[4] = 1;

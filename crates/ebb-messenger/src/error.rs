@@ -67,6 +67,14 @@ pub enum WireError {
         /// The code found.
         code: u16,
     },
+    /// An announcement reply accepted a node with an empty or inverted
+    /// range of global Ebb ids.
+    EmptyIdRange {
+        /// The first id.
+        start: u32,
+        /// The end (excluded).
+        end: u32,
+    },
     /// A message of a kind the connection's state does not allow (anything
     /// but a hello first, or a second hello).
     Unexpected {
@@ -111,6 +119,10 @@ impl fmt::Display for WireError {
             WireError::UnknownErrorCode { code } => {
                 write!(f, "error reply code {code} is not one this version knows")
             }
+            WireError::EmptyIdRange { start, end } => write!(
+                f,
+                "an accepted node's global Ebb ids {start}..{end} are an empty range"
+            ),
             WireError::Unexpected { kind } => write!(
                 f,
                 "a {kind:?} message where the connection allows none (a hello comes first, once)"

@@ -130,8 +130,11 @@ impl Frontend {
     ) -> AnnounceReply {
         let mut entry = announce.0;
         if entry.addr.ip().is_unspecified() {
-            if let Some(seen) = seen {
-                entry.addr.set_ip(seen);
+            match seen {
+                Some(seen) => entry.addr.set_ip(seen),
+                // Relayed to other nodes, 0.0.0.0 would point them at
+                // themselves.
+                None => return AnnounceReply::Refused(Refusal::NoAddress),
             }
         }
         let (woken, reply) = {
@@ -140,10 +143,26 @@ impl Frontend {
                 Some(Refusal::WrongId)
             } else if !state.ranges.contains_key(&from) {
                 Some(Refusal::UnknownNode)
-            } else if state.announced.contains_key(&from) {
-                Some(Refusal::Duplicate)
             } else {
-                None
+                match state.announced.get(&from) {
+                    // The same announcement again (its reply was lost with
+                    // the connection, and the node retried): accepted
+                    // again, with the other nodes announced so far.
+                    Some(known) if *known == entry => {
+                        let ids = &state.ranges[&from];
+                        return AnnounceReply::Accepted {
+                            ebb_ids: (ids.start, ids.end),
+                            directory: state
+                                .announced
+                                .values()
+                                .filter(|other| other.node != from)
+                                .copied()
+                                .collect(),
+                        };
+                    }
+                    Some(_) => Some(Refusal::Duplicate),
+                    None => None,
+                }
             };
             if let Some(refusal) = refusal {
                 return AnnounceReply::Refused(refusal);
@@ -346,6 +365,33 @@ mod tests {
             addr: SocketAddrV4::new(Ipv4Addr::from(ip), 7100),
             cores: 1,
         })
+    }
+
+    #[test]
+    fn the_same_announcement_twice_is_accepted_twice_and_another_refused() {
+        let frontend = Frontend::new(100..200);
+        frontend.expect(NodeId(1), 10).unwrap();
+        frontend.expect(NodeId(2), 10).unwrap();
+        let one = entry(1, [10, 0, 0, 1]);
+        let accepted = AnnounceReply::Accepted {
+            ebb_ids: (100, 110),
+            directory: Vec::new(),
+        };
+        assert_eq!(frontend.accept(NodeId(1), &one, None), accepted);
+        // Its reply was lost and it retries: the same answer.
+        assert_eq!(frontend.accept(NodeId(1), &one, None), accepted);
+        // Another node claiming id 1 from elsewhere is refused.
+        assert_eq!(
+            frontend.accept(NodeId(1), &entry(1, [10, 0, 0, 7]), None),
+            AnnounceReply::Refused(Refusal::Duplicate)
+        );
+        // 0.0.0.0 where the frontend sees no IPv4 address: relayed to
+        // others, it would point them at themselves.
+        assert_eq!(
+            frontend.accept(NodeId(2), &entry(2, [0, 0, 0, 0]), None),
+            AnnounceReply::Refused(Refusal::NoAddress)
+        );
+        assert_eq!(frontend.announced(NodeId(2)), None);
     }
 
     #[test]

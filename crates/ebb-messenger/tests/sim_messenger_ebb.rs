@@ -400,10 +400,24 @@ fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
         );
         assert_eq!(registry.announced(NodeId(1)), Some(entry(1)));
 
-        // A second announcement of node 1 is refused; so is a node the
-        // frontend does not expect, and one naming another node.
+        // The same announcement again (a node whose reply was lost
+        // retries) is accepted again; a different one of node 1 is
+        // refused, and so are a node the frontend does not expect and one
+        // naming another node.
+        let again = announce(nodes[0].rep, frontend_addr(), entry(1))
+            .await
+            .unwrap();
+        assert_eq!(again.ebb_ids, ranges[0]);
         assert_eq!(
-            announce(nodes[0].rep, frontend_addr(), entry(1)).await,
+            announce(
+                nodes[0].rep,
+                frontend_addr(),
+                NodeEntry {
+                    cores: 9,
+                    ..entry(1)
+                }
+            )
+            .await,
             Err(AnnounceError::Refused(Refusal::Duplicate))
         );
         let stranger = sim_node(&sim, 9);
