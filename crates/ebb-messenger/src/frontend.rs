@@ -9,10 +9,11 @@
 //! goes into the frontend's Messenger directory, and its reply lists the
 //! nodes that announced before it, so it can call them.
 //!
-//! **The allocator's hook.** `allocate` resolves once the node has
-//! announced itself: [`Frontend::when_announced`] is a future (any
-//! executor: it keeps a `core::task::Waker`) and
-//! [`Frontend::announced`] polls.
+//! **The allocator's hook.** Issue 16 has `allocate` resolve once the
+//! node has announced itself: [`Frontend::when_announced`] is a future
+//! (any executor: it keeps a `core::task::Waker`) and
+//! [`Frontend::announced`] polls. The `NodeAllocator` (`ebb-cluster`)
+//! does not wait on it yet: its readiness is still a console line.
 
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
@@ -192,7 +193,7 @@ impl Frontend {
     }
 
     /// Resolves with node `node`'s announcement once it is made (at once
-    /// if it was): the hook `allocate` waits on.
+    /// if it was): the hook `allocate` is to wait on.
     #[must_use]
     pub fn when_announced(self: &Arc<Self>, node: NodeId) -> WhenAnnounced {
         WhenAnnounced {
