@@ -57,7 +57,10 @@ fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
                     ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
                 addr_tx.send(addr).unwrap();
                 // The allocator's hook; the test's own timeout bounds it.
-                let entry = registry.when_announced(NodeId(1)).await;
+                let entry = registry
+                    .when_announced(NodeId(1))
+                    .await
+                    .expect("node 1 announces itself");
                 let rep = messenger.get().unwrap();
                 let echo_id = EbbId::new(ids.start).unwrap();
                 let echoed = rep

@@ -57,7 +57,10 @@ fn frontend() -> Seen {
             let ids = registry.expect(NodeId(1), 64).unwrap();
             ebb_net::listen(FRONTEND.parse().unwrap(), acceptor(messenger))
                 .expect("listen on the namespace's host side");
-            let entry = registry.when_announced(NodeId(1)).await;
+            let entry = registry
+                .when_announced(NodeId(1))
+                .await
+                .expect("node 1 announces itself");
             let rep = messenger.get().unwrap();
             let echo = EbbId::new(ids.start).unwrap();
             let echoed = rep

@@ -74,8 +74,14 @@ struct State {
     ranges: BTreeMap<NodeId, Range<u32>>,
     /// The nodes that announced themselves.
     announced: BTreeMap<NodeId, NodeEntry>,
-    /// Futures waiting for a node's announcement.
-    waiters: Vec<(NodeId, Waker)>,
+    /// Futures waiting for a node's announcement: the node, the future's
+    /// number, its waker.
+    waiters: Vec<(NodeId, u64, Waker)>,
+    /// The number the next `WhenAnnounced` gets.
+    next_waiter: u64,
+    /// How often each node was forgotten: a future made before the last
+    /// time resolves with `Forgotten`.
+    forgotten: BTreeMap<NodeId, u64>,
 }
 
 /// The frontend's registry of nodes. Shared by the frontend's cores.
@@ -174,13 +180,13 @@ impl Frontend {
             state.announced.insert(from, entry);
             let (woken, waiting) = core::mem::take(&mut state.waiters)
                 .into_iter()
-                .partition(|(node, _)| *node == from);
+                .partition(|(node, _, _)| *node == from);
             state.waiters = waiting;
             (woken, AnnounceReply::Accepted { ebb_ids, directory })
         };
         // Woken outside the lock: a waker may poll at once.
-        let woken: Vec<(NodeId, Waker)> = woken;
-        for (_, waker) in woken {
+        let woken: Vec<(NodeId, u64, Waker)> = woken;
+        for (_, _, waker) in woken {
             waker.wake();
         }
         reply
@@ -196,17 +202,36 @@ impl Frontend {
     /// if it was): the hook `allocate` is to wait on.
     #[must_use]
     pub fn when_announced(self: &Arc<Self>, node: NodeId) -> WhenAnnounced {
+        let mut state = self.state.lock();
+        let number = state.next_waiter;
+        state.next_waiter += 1;
         WhenAnnounced {
             frontend: Arc::clone(self),
             node,
+            number,
+            forgotten: state.forgotten.get(&node).copied().unwrap_or(0),
         }
     }
 
     /// Forgets node `node` (lost or stopped): its announcement, not its
-    /// id range (ids are never handed out twice). A node started again
-    /// with the same id may announce itself again.
+    /// id range (ids are never handed out twice). Futures waiting for its
+    /// announcement resolve with [`Forgotten`]. A node started again with
+    /// the same id may announce itself again.
     pub fn forget(&self, node: NodeId) {
-        self.state.lock().announced.remove(&node);
+        let woken: Vec<(NodeId, u64, Waker)> = {
+            let mut state = self.state.lock();
+            state.announced.remove(&node);
+            *state.forgotten.entry(node).or_insert(0) += 1;
+            let (woken, waiting) = core::mem::take(&mut state.waiters)
+                .into_iter()
+                .partition(|(waiting_for, _, _)| *waiting_for == node);
+            state.waiters = waiting;
+            woken
+        };
+        // Woken outside the lock: a waker may poll at once.
+        for (_, _, waker) in woken {
+            waker.wake();
+        }
     }
 
     /// Every node that announced itself, in id order.
@@ -260,21 +285,57 @@ impl Frontend {
 pub struct WhenAnnounced {
     frontend: Arc<Frontend>,
     node: NodeId,
+    /// This future's number among the waiters.
+    number: u64,
+    /// How often the node had been forgotten when this future was made.
+    forgotten: u64,
 }
 
-impl Future for WhenAnnounced {
-    type Output = NodeEntry;
+/// [`Frontend::when_announced`]'s error: the node was forgotten (lost or
+/// stopped) before it announced itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forgotten(pub NodeId);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<NodeEntry> {
+impl fmt::Display for Forgotten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} was forgotten before it announced itself",
+            self.0
+        )
+    }
+}
+
+impl core::error::Error for Forgotten {}
+
+impl Future for WhenAnnounced {
+    type Output = Result<NodeEntry, Forgotten>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.frontend.state.lock();
         if let Some(entry) = state.announced.get(&self.node) {
-            return Poll::Ready(*entry);
+            return Poll::Ready(Ok(*entry));
         }
-        state
-            .waiters
-            .retain(|(node, waker)| !(*node == self.node && waker.will_wake(cx.waker())));
-        state.waiters.push((self.node, cx.waker().clone()));
+        if state.forgotten.get(&self.node).copied().unwrap_or(0) > self.forgotten {
+            return Poll::Ready(Err(Forgotten(self.node)));
+        }
+        let number = self.number;
+        state.waiters.retain(|(_, waiter, _)| *waiter != number);
+        state.waiters.push((self.node, number, cx.waker().clone()));
         Poll::Pending
+    }
+}
+
+impl Drop for WhenAnnounced {
+    /// A future given up on (an allocate that timed out) leaves no waker
+    /// behind.
+    fn drop(&mut self) {
+        let number = self.number;
+        self.frontend
+            .state
+            .lock()
+            .waiters
+            .retain(|(_, waiter, _)| *waiter != number);
     }
 }
 

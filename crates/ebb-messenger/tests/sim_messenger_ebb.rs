@@ -29,8 +29,9 @@ use ebb_event::manual_clock::ManualClock;
 use ebb_event::{shutdown, spawn_task, yield_now};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    acceptor, announce, create_messenger, AnnounceError, Frontend, MessageNumber, MessengerError,
-    MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal, Unreachable,
+    acceptor, announce, create_messenger, AnnounceError, Forgotten, Frontend, MessageNumber,
+    MessengerError, MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal,
+    Unreachable,
 };
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::{LinkConfig, Sim};
@@ -396,7 +397,20 @@ fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
         );
         assert_eq!(
             first.as_mut().poll(&mut Context::from_waker(&waker)),
-            Poll::Ready(entry(1))
+            Poll::Ready(Ok(entry(1)))
+        );
+        // A node forgotten (lost) before it announces itself: whoever
+        // waits hears so, and a future given up on leaves no waker.
+        let mut never = Box::pin(registry.when_announced(NodeId(2)));
+        assert!(never
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        drop(Box::pin(registry.when_announced(NodeId(2))));
+        registry.forget(NodeId(2));
+        assert_eq!(
+            never.as_mut().poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(Err(Forgotten(NodeId(2))))
         );
         assert_eq!(registry.announced(NodeId(1)), Some(entry(1)));
 
