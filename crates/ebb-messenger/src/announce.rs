@@ -29,6 +29,16 @@ pub const FRONTEND_EBB: EbbId = EbbId::reserved(16);
 /// The registry's message: a node announces itself.
 pub const ANNOUNCE: MessageNumber = MessageNumber(1);
 
+/// The registry's other message: where is node N? The control is N's id
+/// (4 bytes, little-endian); the reply's control is N's entry, laid out
+/// as an [`Announce`], or an error reply refusing with
+/// [`LOOKUP_UNKNOWN`] when N has not announced itself. A node calls it
+/// when its directory lacks a node that announced after it.
+pub const LOOKUP: MessageNumber = MessageNumber(2);
+
+/// The refusal code of a [`LOOKUP`] for a node the frontend does not know.
+pub const LOOKUP_UNKNOWN: u16 = 1;
+
 /// A node, as the directory lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeEntry {

@@ -30,10 +30,12 @@ use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
 use crate::announce::{
-    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE,
+    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE, LOOKUP,
+    LOOKUP_UNKNOWN,
 };
 use crate::{
-    Message, MessengerError, MessengerRef, MessengerRep, Request, ServiceError, WireError,
+    Message, MessengerError, MessengerRef, MessengerRep, Request, ServiceError, Unreachable,
+    WireError,
 };
 
 /// Why the frontend could not expect a node.
@@ -253,6 +255,9 @@ impl Frontend {
         rep.local().shared().register(
             FRONTEND_EBB,
             Arc::new(move |request: Request| {
+                if request.message == LOOKUP {
+                    return frontend.lookup(&request.body.control);
+                }
                 if request.message != ANNOUNCE {
                     return Err(ServiceError::UnknownMessage);
                 }
@@ -279,6 +284,67 @@ impl Frontend {
         );
         Ok(())
     }
+}
+
+impl Frontend {
+    /// Answers a [`LOOKUP`]: the entry of the node whose id the control
+    /// holds.
+    fn lookup(&self, control: &IoChain) -> Result<Message, ServiceError> {
+        let mut id = [0u8; 4];
+        if control.len() != id.len() || control.copy_to_slice(&mut id).is_err() {
+            return Err(ServiceError::Refused(u32::from(LOOKUP_UNKNOWN)));
+        }
+        let entry = self
+            .announced(NodeId(u32::from_le_bytes(id)))
+            .ok_or(ServiceError::Refused(u32::from(LOOKUP_UNKNOWN)))?;
+        Ok(Message {
+            control: IoChain::from(IoBuf::from_vec(Announce(entry).encode())),
+            payload: IoChain::new(),
+        })
+    }
+}
+
+/// Asks the frontend where node `node` is (a node that announced after
+/// this one), and puts the answer in `rep`'s directory.
+///
+/// # Errors
+///
+/// The frontend does not know the node (`Unreachable` with
+/// `NotInDirectory`), or the call to the frontend failed.
+pub(crate) async fn look_up(
+    messenger: MessengerRef,
+    node: NodeId,
+) -> Result<SocketAddr, MessengerError> {
+    let not_known = MessengerError::Unreachable {
+        node,
+        reason: Unreachable::NotInDirectory,
+    };
+    // The representative is fetched again after each wait, never held
+    // across one (the future may be sent to the core it runs on).
+    let rep = || messenger.get().map_err(|_| MessengerError::ConnectionLost);
+    let reply = rep()?
+        .call_with(
+            FRONTEND_NODE,
+            None,
+            FRONTEND_EBB,
+            LOOKUP,
+            Message {
+                control: IoChain::from(IoBuf::from_vec(node.0.to_le_bytes().to_vec())),
+                payload: IoChain::new(),
+            },
+        )
+        .await
+        .map_err(|error| match error {
+            MessengerError::Refused { .. } => not_known.clone(),
+            other => other,
+        })?;
+    let entry = Announce::decode(&reply.control).map_err(|_| not_known.clone())?;
+    if entry.0.node != node {
+        return Err(not_known);
+    }
+    let addr = entry.0.socket_addr();
+    rep()?.directory().insert(node, addr);
+    Ok(addr)
 }
 
 /// The future of [`Frontend::when_announced`].

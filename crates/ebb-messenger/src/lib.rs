@@ -48,7 +48,8 @@ mod node;
 mod peer;
 
 pub use announce::{
-    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE,
+    Announce, AnnounceReply, NodeEntry, Refusal, ANNOUNCE, FRONTEND_EBB, FRONTEND_NODE, LOOKUP,
+    LOOKUP_UNKNOWN,
 };
 pub use control::{ErrorReply, Hello};
 pub use directory::NodeDirectory;

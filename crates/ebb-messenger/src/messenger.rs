@@ -43,6 +43,8 @@ use ebb_iobuf::IoChain;
 use ebb_net::{AcceptFn, NetError, TcpConnection, TcpHandler};
 use spin::{Mutex, Once};
 
+use crate::announce::FRONTEND_NODE;
+use crate::frontend::look_up;
 use crate::node::CoreResult;
 use crate::{
     Call, Config, CoreRouter, ErrorReply, LocalNode, Message, MessageNumber, MessengerError,
@@ -235,6 +237,14 @@ impl MessengerRep {
         number: MessageNumber,
         body: Message,
     ) -> Call {
+        if self.directory().address(node).is_none()
+            && node != FRONTEND_NODE
+            && self.node() != FRONTEND_NODE
+            && self.directory().address(FRONTEND_NODE).is_some()
+        {
+            // A node that announced after this one: ask the frontend first.
+            return self.look_up_then_call(node, core, ebb, number, body);
+        }
         let peer = match self.peer(node) {
             Some(peer) if !matches!(peer.state(), PeerState::Closed(_)) => Ok(peer),
             _ => {
@@ -257,6 +267,32 @@ impl MessengerRep {
                 None => peer.call(ebb, number, body),
                 Some(core) => peer.call_on(core, ebb, number, body),
             },
+        }
+    }
+
+    /// Asks the frontend where `node` is, then makes the call (a task on
+    /// this core; the reply comes back through it).
+    fn look_up_then_call(
+        &self,
+        node: NodeId,
+        core: Option<CoreId>,
+        ebb: EbbId,
+        number: MessageNumber,
+        body: Message,
+    ) -> Call {
+        let Some(&messenger) = self.root.shared().this.get() else {
+            return Call::failed(MessengerError::ConnectionLost);
+        };
+        let call = async move {
+            look_up(messenger, node).await?;
+            let rep = messenger
+                .get()
+                .map_err(|_| MessengerError::ConnectionLost)?;
+            rep.call_with(node, core, ebb, number, body).await
+        };
+        match ebb_event::spawn_task_on(self.core, call) {
+            Ok(handle) => Call::forwarded(handle),
+            Err(_) => Call::failed(MessengerError::ConnectionLost),
         }
     }
 

@@ -466,6 +466,31 @@ fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
             .await
             .unwrap();
         assert_eq!(reply.payload, *b"from 3".as_slice());
+        // Node 1 came first and has never heard of node 3: it asks the
+        // frontend (LOOKUP) and then calls it. A node nobody announced is
+        // still unreachable.
+        assert_eq!(nodes[0].rep.directory().address(NodeId(3)), None);
+        let reply = nodes[0]
+            .rep
+            .call(NodeId(3), echo_id, ECHO, bytes(b"from 1"))
+            .await
+            .unwrap();
+        assert_eq!(reply.payload, *b"from 1".as_slice());
+        assert_eq!(
+            nodes[0].rep.directory().address(NodeId(3)),
+            Some(SocketAddr::V4(entry(3).addr))
+        );
+        assert_eq!(
+            nodes[0]
+                .rep
+                .call(NodeId(7), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            MessengerError::Unreachable {
+                node: NodeId(7),
+                reason: Unreachable::NotInDirectory
+            }
+        );
         assert_eq!(
             front.rep.directory().nodes(),
             [1u8, 2, 3].map(|n| (NodeId(u32::from(n)), SocketAddr::V4(entry(n).addr)))
