@@ -9,6 +9,9 @@
 //! - [`netns`], [`tap`], [`link`]: network namespaces, TAP devices,
 //!   bridges and veth pairs, each deleted on drop (also when a test fails
 //!   or a benchmark returns early), so nothing is left behind.
+//! - [`cluster_net`]: a cluster's network in one namespace: a bridge, one
+//!   TAP device per node, the frontend on a veth pair, addresses handed out
+//!   from a /24.
 //! - [`pin`]: CPU pinning of the calling thread.
 //! - [`qemu`]: what every QEMU launch needs (accelerator, the host's TSC
 //!   rate, shell-quoted command lines for `-v`), a QMP client, and the
@@ -16,6 +19,7 @@
 //! - [`linux_guest`]: the Linux comparison guest, built from Debian
 //!   packages and booted on the same virtual hardware as our images.
 
+pub mod cluster_net;
 pub mod lines;
 pub mod link;
 pub mod linux_guest;

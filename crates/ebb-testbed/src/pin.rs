@@ -1,4 +1,5 @@
-//! CPU pinning: the calling thread to one host CPU (sched_setaffinity(2)
+//! CPU pinning: a thread (the calling one, or another process's such as a
+//! QEMU vCPU thread) to one host CPU (sched_setaffinity(2)
 //! with pid 0 changes only the calling thread), and the CPUs this process
 //! may run on.
 
@@ -27,6 +28,14 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 /// Pins the calling thread to host CPU `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    pin_thread(0, cpu)
+}
+
+/// Pins host thread `tid` (any process's, e.g. a QEMU vCPU thread from
+/// QMP `query-cpus-fast`; 0 is the calling thread) to host CPU `cpu`.
+pub fn pin_thread(tid: u32, cpu: usize) -> io::Result<()> {
+    let tid = libc::pid_t::try_from(tid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("no thread {tid}")))?;
     if cpu >= SET_SIZE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -38,9 +47,9 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     // SAFETY: CPU_SET writes one bit inside `set`; `cpu` is below
     // CPU_SETSIZE, checked above.
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: passes the size of, and a pointer to, a live cpu_set_t; pid 0
-    // changes only the calling thread's affinity.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    // SAFETY: passes the size of, and a pointer to, a live cpu_set_t; the
+    // kernel only reads it, and changes only thread `tid`'s affinity.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc == 0 {
         Ok(())
     } else {

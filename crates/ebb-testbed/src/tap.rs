@@ -32,6 +32,11 @@ pub struct TapConfig {
     /// Whether frames carry a virtio-net header (`vnet_hdr`), for checksum
     /// offload between the guest and the host.
     pub vnet_hdr: bool,
+    /// A bridge of the same namespace to enslave the device to, instead
+    /// of giving it an address: a cluster's node links
+    /// ([`crate::cluster_net`]), where the host's address sits on the
+    /// bridge's other port.
+    pub bridge: Option<String>,
 }
 
 impl TapConfig {
@@ -45,6 +50,16 @@ impl TapConfig {
             guest: None,
             queues: 1,
             vnet_hdr: false,
+            bridge: None,
+        }
+    }
+
+    /// `ifname` as a port of bridge `bridge`: no address of its own (the
+    /// host is reached through the bridge), no neighbour entry.
+    pub fn bridge_port(ifname: &str, bridge: &str) -> Self {
+        TapConfig {
+            bridge: Some(bridge.to_owned()),
+            ..TapConfig::new(ifname, Ipv4Addr::UNSPECIFIED, 0)
         }
     }
 
@@ -93,7 +108,8 @@ impl TapConfig {
     }
 
     /// The `ip` arguments that set the device up inside namespace `ns`, in
-    /// order: the device, the host's address, up, the guest's neighbour.
+    /// order: the device, the host's address (or its bridge), up, the
+    /// guest's neighbour.
     pub fn setup_commands(&self, ns: &str) -> Vec<Vec<String>> {
         let owned = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
         let mut add = vec![
@@ -113,9 +129,13 @@ impl TapConfig {
             add.push("vnet_hdr");
         }
         let host = self.host_cidr();
+        let place = match &self.bridge {
+            Some(bridge) => owned(&["-n", ns, "link", "set", &self.ifname, "master", bridge]),
+            None => owned(&["-n", ns, "addr", "add", &host, "dev", &self.ifname]),
+        };
         let mut commands = vec![
             owned(&add),
-            owned(&["-n", ns, "addr", "add", &host, "dev", &self.ifname]),
+            place,
             owned(&["-n", ns, "link", "set", &self.ifname, "up"]),
         ];
         if let Some((addr, mac)) = &self.guest {
@@ -235,6 +255,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_bridge_port_is_enslaved_instead_of_addressed() {
+        let lines: Vec<String> = TapConfig::bridge_port("ebbtap1", "ebbbr0")
+            .setup_commands("ns")
+            .into_iter()
+            .map(|c| c.join(" "))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "-n ns tuntap add dev ebbtap1 mode tap",
+                "-n ns link set ebbtap1 master ebbbr0",
+                "-n ns link set ebbtap1 up",
+            ]
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork, BRIDGE, FRONTEND_IF};
 use ebb_testbed::link::{Bridge, VethPair};
 use ebb_testbed::netns::{self, NetNamespace};
 use ebb_testbed::qemu::qmp::{qmp_args, Qmp};
@@ -62,6 +63,73 @@ fn namespaces_taps_bridges_and_veths_are_made_and_leave_nothing_behind() {
 }
 
 #[test]
+fn a_cluster_network_joins_frontend_and_nodes_in_its_namespace_and_leaves_nothing() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let name;
+    {
+        let plan = AddressPlan::default_plan();
+        let network = ClusterNetwork::create("tbcluster", plan).expect("cluster network");
+        name = network.namespace().name().to_owned();
+        let one = network.add_node(1).expect("node 1");
+        let two = network.add_node(2).expect("node 2");
+        assert_eq!(
+            (one.address, two.address),
+            (plan.node(1).unwrap(), plan.node(2).unwrap())
+        );
+        let err = network.add_node(2).expect_err("twice");
+        assert!(err.contains("already on the cluster's network"), "{err}");
+        let ports = network
+            .namespace()
+            .ip(&["-o", "link", "show", "master", BRIDGE])
+            .expect("bridge ports");
+        for port in ["ebbtap1", "ebbtap2", "ebbfe0p"] {
+            assert!(ports.contains(port), "{port} on the bridge: {ports}");
+        }
+        let addr = network
+            .namespace()
+            .ip(&["-o", "addr", "show", "dev", FRONTEND_IF])
+            .expect("frontend address");
+        assert!(addr.contains("10.96.0.1/24"), "{addr}");
+        let neigh = network
+            .namespace()
+            .ip(&["neigh", "show", "dev", FRONTEND_IF])
+            .expect("neigh");
+        assert!(
+            neigh.contains("10.96.0.3 lladdr 52:54:00:eb:00:02 PERMANENT"),
+            "{neigh}"
+        );
+        // The frontend's address exists only inside the namespace.
+        let frontend = network.frontend();
+        let bound = network
+            .namespace()
+            .run_inside(move || std::net::TcpListener::bind((frontend, 0)).is_ok())
+            .expect("inside");
+        assert!(bound);
+        assert_eq!(
+            std::net::TcpListener::bind((frontend, 0))
+                .map_err(|e| e.kind())
+                .err(),
+            Some(std::io::ErrorKind::AddrNotAvailable)
+        );
+        network.remove_node(1);
+        let ports = network
+            .namespace()
+            .ip(&["-o", "link", "show", "master", BRIDGE])
+            .expect("ports");
+        assert!(
+            !ports.contains("ebbtap1") && ports.contains("ebbtap2"),
+            "{ports}"
+        );
+    }
+    assert!(!netns::exists(&name), "{name} is gone");
+    let links = ebb_testbed::netns::ip(&["-o", "link", "show"]).expect("links");
+    assert!(
+        !links.contains(BRIDGE) && !links.contains(FRONTEND_IF),
+        "{links}"
+    );
+}
+
+#[test]
 fn qemu_is_driven_over_qmp_from_prelaunch_to_running_to_quit() {
     skip_unless!(Need::Qemu);
     let dir = std::env::temp_dir().join(format!("ebb-testbed-qmp-{}", std::process::id()));
@@ -72,6 +140,7 @@ fn qemu_is_driven_over_qmp_from_prelaunch_to_running_to_quit() {
     let mut qemu = Command::new("timeout")
         .args(["60", ebb_testbed::qemu::QEMU])
         .args(["-machine", "q35", "-accel", "tcg", "-m", "64M", "-S"])
+        .args(["-smp", "2"])
         .args(["-display", "none", "-nodefaults", "-no-user-config"])
         .args(qmp_args(&socket))
         .stdin(Stdio::null())
@@ -82,6 +151,14 @@ fn qemu_is_driven_over_qmp_from_prelaunch_to_running_to_quit() {
     assert_eq!(qmp.query_status().expect("status"), "prelaunch");
     qmp.cont().expect("cont");
     assert_eq!(qmp.query_status().expect("status"), "running");
+    // One host thread per vCPU (multi-threaded TCG), each a task of QEMU.
+    let threads = qmp.vcpu_threads().expect("query-cpus-fast");
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    let pid = ebb_testbed::qemu::find_qemu(qemu.id(), 1).expect("QEMU under timeout");
+    for thread in threads {
+        let task = format!("/proc/{pid}/task/{thread}");
+        assert!(std::path::Path::new(&task).exists(), "{task}");
+    }
     let err = qmp.execute("no-such-command", None).expect_err("unknown");
     assert!(err.contains("CommandNotFound"), "{err}");
     qmp.quit().expect("quit");

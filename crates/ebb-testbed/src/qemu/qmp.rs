@@ -115,6 +115,24 @@ impl Qmp {
             .ok_or_else(|| format!("query-status without a status: {status}"))
     }
 
+    /// The host thread ids of the vCPUs, in vCPU order, from
+    /// `query-cpus-fast` (each vCPU is one host thread: pin it with
+    /// [`crate::pin::pin_thread`]).
+    pub fn vcpu_threads(&mut self) -> Result<Vec<u32>, String> {
+        let cpus = self.execute("query-cpus-fast", None)?;
+        let cpus = cpus
+            .as_array()
+            .ok_or_else(|| format!("query-cpus-fast did not return a list: {cpus}"))?;
+        cpus.iter()
+            .map(|cpu| {
+                cpu["thread-id"]
+                    .as_u64()
+                    .and_then(|id| u32::try_from(id).ok())
+                    .ok_or_else(|| format!("query-cpus-fast: a vCPU without a thread-id: {cpu}"))
+            })
+            .collect()
+    }
+
     /// Starts (or resumes) the VM's CPUs (`cont`).
     pub fn cont(&mut self) -> Result<(), String> {
         self.execute("cont", None).map(drop)
