@@ -1,0 +1,457 @@
+//! [`NodeAllocator`]: boots nodes on the cluster's network, watches them,
+//! and tears everything down.
+//!
+//! Every node has a watcher thread blocked in [`LaunchedNode::wait`]: when
+//! the VM's process ends, the node becomes `Stopped` (if it was asked to
+//! end) or `Lost` (otherwise: `kill -9`, a crash, the OOM killer), its TAP
+//! device is removed, and from then on every call to it fails with
+//! [`ClusterError::Lost`] or [`ClusterError::Stopped`]. A thread that
+//! reaps its child cannot miss an exit, and needs no polling.
+//!
+//! Teardown ([`NodeAllocator::shutdown`], also on drop): every node gets
+//! an orderly stop (QMP `quit`), is killed if it has not ended
+//! [`STOP_GRACE`] later, and is reaped; then the namespace is deleted with
+//! everything in it. What covers the frontend's own death is in
+//! `docs/cluster.md` ("Teardown").
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ebb_core::NodeId;
+use ebb_testbed::cluster_net::ClusterNetwork;
+
+use crate::error::ClusterError;
+use crate::launcher::{LaunchSpec, LaunchedNode, Launcher};
+use crate::node::{NodeSpec, NodeState};
+use crate::readiness::{console_tail, NotReady, Readiness, ReadyProbe};
+
+/// How long a node may take to end after an orderly stop before it is
+/// killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a node may take to become ready by default: TCG boots a node
+/// in seconds, but several at once on a loaded 2-core machine take longer.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Console lines shown when a node fails.
+const TAIL_LINES: usize = 20;
+
+/// Allocates native nodes on one cluster network.
+pub struct NodeAllocator {
+    // Nodes first: they are stopped before the network goes (drop order).
+    nodes: Mutex<Vec<NodeHandle>>,
+    launcher: Box<dyn Launcher>,
+    readiness: Box<dyn Readiness>,
+    ready_timeout: Duration,
+    log_dir: PathBuf,
+    runtime_dir: RuntimeDir,
+    next_id: AtomicU32,
+    network: Arc<ClusterNetwork>,
+}
+
+impl NodeAllocator {
+    /// An allocator for nodes on `network`, started by `launcher`, ready
+    /// by `readiness` (the hook: see [`crate::readiness`]), with console
+    /// logs `node-ID.log` in `log_dir` (created if missing).
+    pub fn new(
+        network: ClusterNetwork,
+        launcher: impl Launcher + 'static,
+        readiness: impl Readiness + 'static,
+        log_dir: &Path,
+    ) -> Result<NodeAllocator, ClusterError> {
+        std::fs::create_dir_all(log_dir)
+            .map_err(|e| ClusterError::Network(format!("{}: {e}", log_dir.display())))?;
+        Ok(NodeAllocator {
+            nodes: Mutex::new(Vec::new()),
+            launcher: Box::new(launcher),
+            readiness: Box::new(readiness),
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            log_dir: log_dir.to_owned(),
+            runtime_dir: RuntimeDir::create().map_err(ClusterError::Network)?,
+            // Node 0 is the frontend.
+            next_id: AtomicU32::new(1),
+            network: Arc::new(network),
+        })
+    }
+
+    /// The same, giving each node `timeout` to become ready.
+    #[must_use]
+    pub fn with_ready_timeout(mut self, timeout: Duration) -> NodeAllocator {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// The cluster's network (run the frontend in its namespace).
+    pub fn network(&self) -> &ClusterNetwork {
+        &self.network
+    }
+
+    /// Boots a node and returns once it is ready; a node that is not ready
+    /// within the timeout is killed, and the error shows its console's end.
+    pub fn allocate(&self, spec: NodeSpec) -> Result<NodeHandle, ClusterError> {
+        let node = self.launch(spec)?;
+        self.await_ready(&node).map(|()| node)
+    }
+
+    /// Boots nodes side by side: all are started first (on this thread,
+    /// see [`Launcher::launch`]), then awaited together. One result per
+    /// spec, in order.
+    pub fn allocate_all(&self, specs: Vec<NodeSpec>) -> Vec<Result<NodeHandle, ClusterError>> {
+        let launched: Vec<_> = specs.into_iter().map(|spec| self.launch(spec)).collect();
+        std::thread::scope(|scope| {
+            let waits: Vec<_> = launched
+                .into_iter()
+                .map(|node| {
+                    scope.spawn(move || node.and_then(|n| self.await_ready(&n).map(|()| n)))
+                })
+                .collect();
+            waits
+                .into_iter()
+                .map(|wait| {
+                    wait.join().unwrap_or_else(|_| {
+                        Err(ClusterError::Network(
+                            "a readiness wait panicked".to_owned(),
+                        ))
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Every node allocated so far (failed ones included), in id order.
+    pub fn nodes(&self) -> Vec<NodeHandle> {
+        self.nodes_locked().clone()
+    }
+
+    /// Stops every node (orderly, then killed after [`STOP_GRACE`]) and
+    /// reaps them. The namespace goes when the allocator is dropped.
+    pub fn shutdown(&self) {
+        let nodes = std::mem::take(&mut *self.nodes_locked());
+        for node in &nodes {
+            let _ = node.stop();
+        }
+        for node in &nodes {
+            if node.wait_for_end(STOP_GRACE).is_none() {
+                let _ = node.kill();
+                let _ = node.wait_for_end(STOP_GRACE);
+            }
+            let watcher = node
+                .0
+                .watcher
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(watcher) = watcher {
+                let _ = watcher.join();
+            }
+        }
+    }
+
+    fn nodes_locked(&self) -> MutexGuard<'_, Vec<NodeHandle>> {
+        self.nodes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts a node on the network and starts its VM and its watcher.
+    fn launch(&self, spec: NodeSpec) -> Result<NodeHandle, ClusterError> {
+        let id = NodeId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let link = self.network.add_node(id.0).map_err(ClusterError::Network)?;
+        let launch = LaunchSpec {
+            id,
+            link,
+            namespace: self.network.namespace().name().to_owned(),
+            console_log: self.log_dir.join(format!("node-{id}.log")),
+            runtime_dir: self.runtime_dir.0.clone(),
+            node: spec,
+        };
+        let launched = self.launcher.launch(&launch).map_err(|reason| {
+            self.network.remove_node(id.0);
+            ClusterError::Launch { id, reason }
+        })?;
+        let node = NodeHandle(Arc::new(NodeInner {
+            id,
+            address: launch.link.address,
+            cores: launch.node.cores,
+            memory: launch.node.memory.clone(),
+            launched,
+            state: Mutex::new(NodeState::Booting),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            watcher: Mutex::new(None),
+        }));
+        let watched = Arc::clone(&node.0);
+        let network = Arc::clone(&self.network);
+        let watcher = std::thread::Builder::new()
+            .name(format!("node-{id}-watcher"))
+            .spawn(move || {
+                let exit = watched.launched.wait();
+                let state = if watched.stopping.load(Ordering::SeqCst) {
+                    NodeState::Stopped
+                } else {
+                    NodeState::Lost(exit)
+                };
+                watched.set_state(state);
+                network.remove_node(watched.id.0);
+            })
+            .map_err(|e| ClusterError::Launch {
+                id,
+                reason: format!("cannot start a watcher thread: {e}"),
+            });
+        let watcher = match watcher {
+            Ok(watcher) => watcher,
+            Err(e) => {
+                let _ = node.kill();
+                return Err(e);
+            }
+        };
+        *node
+            .0
+            .watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(watcher);
+        self.nodes_locked().push(node.clone());
+        Ok(node)
+    }
+
+    /// Waits for `node` to be ready ([`Readiness`]); kills it if it is not.
+    fn await_ready(&self, node: &NodeHandle) -> Result<(), ClusterError> {
+        let ended = || node.state().is_over();
+        let probe = ReadyProbe {
+            id: node.id(),
+            address: node.address(),
+            console_log: node.console_log(),
+            ended: &ended,
+        };
+        let outcome = self
+            .readiness
+            .wait_ready(&probe, Instant::now() + self.ready_timeout);
+        let tail = || console_tail(node.console_log(), TAIL_LINES);
+        match outcome {
+            Ok(()) => {
+                let mut state = node.0.state_locked();
+                if *state == NodeState::Booting {
+                    *state = NodeState::Ready;
+                    node.0.changed.notify_all();
+                }
+                Ok(())
+            }
+            Err(NotReady::TimedOut) => {
+                let _ = node.kill();
+                let _ = node.wait_for_end(STOP_GRACE);
+                Err(ClusterError::NeverReady {
+                    id: node.id(),
+                    waited: self.ready_timeout,
+                    awaited: self.readiness.awaited(),
+                    tail: tail(),
+                })
+            }
+            Err(NotReady::Ended) => match node.state() {
+                NodeState::Lost(exit) => Err(ClusterError::ExitedWhileBooting {
+                    id: node.id(),
+                    exit,
+                    tail: tail(),
+                }),
+                _ => Err(ClusterError::Stopped { id: node.id() }),
+            },
+        }
+    }
+}
+
+impl Drop for NodeAllocator {
+    fn drop(&mut self) {
+        self.shutdown();
+        // Then the network (its namespace, and everything in it) goes.
+    }
+}
+
+/// One node, as the frontend holds it (cheap to clone).
+#[derive(Clone)]
+pub struct NodeHandle(Arc<NodeInner>);
+
+struct NodeInner {
+    id: NodeId,
+    address: Ipv4Addr,
+    cores: usize,
+    memory: String,
+    launched: Box<dyn LaunchedNode>,
+    state: Mutex<NodeState>,
+    /// Signalled on every state change.
+    changed: Condvar,
+    /// Set before the allocator stops or kills the node: its end is then a
+    /// stop, not a loss.
+    stopping: AtomicBool,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl NodeInner {
+    fn state_locked(&self) -> MutexGuard<'_, NodeState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_state(&self, state: NodeState) {
+        *self.state_locked() = state;
+        self.changed.notify_all();
+    }
+}
+
+impl std::fmt::Debug for NodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHandle")
+            .field("id", &self.0.id)
+            .field("address", &self.0.address)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeHandle {
+    /// The node's id.
+    pub fn id(&self) -> NodeId {
+        self.0.id
+    }
+
+    /// Its address on the cluster's network.
+    pub fn address(&self) -> Ipv4Addr {
+        self.0.address
+    }
+
+    /// Its vCPUs.
+    pub fn cores(&self) -> usize {
+        self.0.cores
+    }
+
+    /// Its memory (QEMU's `-m` syntax).
+    pub fn memory(&self) -> &str {
+        &self.0.memory
+    }
+
+    /// Where its console goes.
+    pub fn console_log(&self) -> &Path {
+        self.0.launched.console_log()
+    }
+
+    /// Its VM's host process id.
+    pub fn pid(&self) -> u32 {
+        self.0.launched.pid()
+    }
+
+    /// Where it is in its life.
+    pub fn state(&self) -> NodeState {
+        *self.0.state_locked()
+    }
+
+    /// Asks the VM to end in order (QMP `quit`); kills it if that fails.
+    pub fn stop(&self) -> Result<(), ClusterError> {
+        self.usable()?;
+        self.0.stopping.store(true, Ordering::SeqCst);
+        if let Err(reason) = self.0.launched.stop() {
+            self.0
+                .launched
+                .kill()
+                .map_err(|kill| ClusterError::Control {
+                    id: self.id(),
+                    reason: format!("{reason}; then {kill}"),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Kills the VM (SIGKILL); it counts as stopped, not lost.
+    pub fn kill(&self) -> Result<(), ClusterError> {
+        self.usable()?;
+        self.0.stopping.store(true, Ordering::SeqCst);
+        self.0
+            .launched
+            .kill()
+            .map_err(|reason| ClusterError::Control {
+                id: self.id(),
+                reason,
+            })
+    }
+
+    /// The VM's run state from QMP (`running`...); an error once the node
+    /// is lost or stopped.
+    pub fn status(&self) -> Result<String, ClusterError> {
+        self.control(|launched| launched.status())
+    }
+
+    /// The host thread ids of its vCPUs, for pinning
+    /// (`ebb_testbed::pin::pin_thread`).
+    pub fn vcpu_threads(&self) -> Result<Vec<u32>, ClusterError> {
+        self.control(|launched| launched.vcpu_threads())
+    }
+
+    /// Waits up to `limit` for the node's VM to end; its final state.
+    pub fn wait_for_end(&self, limit: Duration) -> Option<NodeState> {
+        let state = self.0.state_locked();
+        let (state, _) = self
+            .0
+            .changed
+            .wait_timeout_while(state, limit, |state| !state.is_over())
+            .unwrap_or_else(PoisonError::into_inner);
+        state.is_over().then_some(*state)
+    }
+
+    /// The last `lines` lines of its console.
+    pub fn console_tail(&self, lines: usize) -> String {
+        console_tail(self.console_log(), lines)
+    }
+
+    /// `Ok` while the VM runs; the error calls to it get afterwards.
+    fn usable(&self) -> Result<(), ClusterError> {
+        match self.state() {
+            NodeState::Lost(exit) => Err(ClusterError::Lost {
+                id: self.id(),
+                exit,
+            }),
+            NodeState::Stopped => Err(ClusterError::Stopped { id: self.id() }),
+            NodeState::Booting | NodeState::Ready => Ok(()),
+        }
+    }
+
+    /// Runs a control call; a call that fails because the VM just ended
+    /// reports the end (the watcher says so within moments).
+    fn control<R>(
+        &self,
+        call: impl FnOnce(&dyn LaunchedNode) -> Result<R, String>,
+    ) -> Result<R, ClusterError> {
+        self.usable()?;
+        call(self.0.launched.as_ref()).map_err(|reason| {
+            let _ = self.wait_for_end(Duration::from_secs(1));
+            self.usable().err().unwrap_or(ClusterError::Control {
+                id: self.id(),
+                reason,
+            })
+        })
+    }
+}
+
+/// A private directory for the launchers' sockets (whoever controls a QMP
+/// socket controls the VM), deleted on drop.
+struct RuntimeDir(PathBuf);
+
+impl RuntimeDir {
+    fn create() -> Result<RuntimeDir, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ebb-cluster-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        // One left by a killed run of a process with this id.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(RuntimeDir(dir))
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

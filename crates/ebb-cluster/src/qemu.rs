@@ -1,0 +1,234 @@
+//! [`QemuLauncher`]: a node is one QEMU process, driven over QMP.
+//!
+//! The QEMU command line itself comes from a [`QemuCommandLine`]: `./ebb`
+//! passes the one `./ebb run APP --native` uses (`ebb_cli::native`), so a
+//! node boots exactly as a single native run does (this crate cannot call
+//! it directly: `ebb-cli` depends on this crate for `./ebb cluster`). The
+//! launcher adds what makes the VM a node the allocator can watch:
+//!
+//! - a QMP socket in the cluster's private runtime directory (status,
+//!   orderly `quit`, vCPU thread ids);
+//! - the console and QEMU's own messages in the node's console log;
+//! - its own process group, so a Ctrl-C in the terminal reaches the
+//!   frontend alone, which then stops the nodes in order;
+//! - `PR_SET_PDEATHSIG` = SIGKILL, so QEMU dies with the thread that
+//!   started it, also when the frontend is killed with SIGKILL and has no
+//!   chance to clean up (prctl(2): the signal comes when the *thread*
+//!   that forked the child ends);
+//! - a pidfd, so a kill never reaches another process that reused the id.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ebb_testbed::qemu::qmp::{qmp_args, Qmp};
+
+use crate::launcher::{LaunchSpec, LaunchedNode, Launcher};
+use crate::node::Exit;
+use crate::readiness::console_tail;
+
+/// How long QEMU may take to open its QMP socket (it takes 58–133 ms here;
+/// a loaded machine, much longer), and how long a QMP reply may take.
+const QMP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The QEMU command booting one node.
+pub trait QemuCommandLine: Send + Sync {
+    /// The command (QEMU, under `ip netns exec NS` so that it reaches the
+    /// node's TAP device) booting `spec.node.image` with the node's cores,
+    /// memory, NIC (`spec.link`) and command line; without `-qmp`, stdio
+    /// or a timeout wrapper (the launcher adds the first two, and the
+    /// allocator watches the process itself).
+    fn command(&self, spec: &LaunchSpec) -> Result<Command, String>;
+}
+
+/// Starts nodes as QEMU processes (see the module documentation).
+pub struct QemuLauncher {
+    command_line: Box<dyn QemuCommandLine>,
+}
+
+impl QemuLauncher {
+    /// A launcher building QEMU's command line with `command_line`.
+    pub fn new(command_line: impl QemuCommandLine + 'static) -> QemuLauncher {
+        QemuLauncher {
+            command_line: Box::new(command_line),
+        }
+    }
+}
+
+impl Launcher for QemuLauncher {
+    fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn LaunchedNode>, String> {
+        let mut command = self.command_line.command(spec)?;
+        let socket = spec.runtime_dir.join(format!("qmp-{}.sock", spec.id));
+        let _ = std::fs::remove_file(&socket);
+        command.args(qmp_args(&socket));
+        let log = |e: io::Error| format!("console log {}: {e}", spec.console_log.display());
+        let console = File::create(&spec.console_log).map_err(log)?;
+        let messages = console.try_clone().map_err(log)?;
+        command
+            .stdin(Stdio::null())
+            .stdout(console)
+            .stderr(messages)
+            .process_group(0);
+        die_with_this_thread(&mut command);
+        let mut child = command.spawn().map_err(|e| {
+            format!(
+                "cannot start `{}`: {e} (./ebb installs qemu-system-x86)",
+                command.get_program().to_string_lossy()
+            )
+        })?;
+        let pid = child.id();
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .map_err(|e| format!("pidfd_open({pid}): {e}"));
+        let connected = pidfd.and_then(|pidfd| {
+            connect_qmp(&mut child, &socket, &spec.console_log).map(|qmp| (pidfd, qmp))
+        });
+        let (pidfd, qmp) = match connected {
+            Ok(parts) => parts,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        Ok(Box::new(QemuNode {
+            pid,
+            pidfd,
+            child: Mutex::new(Some(child)),
+            qmp: Mutex::new(qmp),
+            console_log: spec.console_log.clone(),
+            socket,
+        }))
+    }
+}
+
+/// Waits for QEMU's QMP socket (or QEMU's end: a bad image or option ends
+/// it at once) and connects.
+fn connect_qmp(child: &mut Child, socket: &Path, console_log: &Path) -> Result<Qmp, String> {
+    let deadline = Instant::now() + QMP_TIMEOUT;
+    while !socket.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "QEMU exited at once ({}); its output:\n{}",
+                Exit::from_status(status),
+                console_tail(console_log, 20)
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "QEMU opened no QMP socket within {} s",
+                QMP_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Qmp::connect(socket, QMP_TIMEOUT)
+}
+
+/// Makes the child get SIGKILL when the thread spawning it ends (the
+/// frontend dying included), before it execs. A parent that died between
+/// fork and prctl is caught by comparing the parent's id.
+#[allow(unsafe_code)]
+fn die_with_this_thread(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    let hook = move || {
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        if rustix::process::getppid() != Some(parent) {
+            // The frontend is gone already: do not start QEMU at all.
+            return Err(io::Error::from(rustix::io::Errno::SRCH));
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec, where only
+    // async-signal-safe work is allowed: it makes two system calls
+    // (prctl(2), getppid(2)) through rustix, which allocates nothing and
+    // takes no lock, and its errors are raw OS error numbers (no
+    // allocation either); it touches no memory shared with the parent.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+/// A node's QEMU.
+struct QemuNode {
+    pid: u32,
+    pidfd: OwnedFd,
+    /// Taken by [`LaunchedNode::wait`].
+    child: Mutex<Option<Child>>,
+    qmp: Mutex<Qmp>,
+    console_log: PathBuf,
+    socket: PathBuf,
+}
+
+impl QemuNode {
+    fn qmp(&self) -> std::sync::MutexGuard<'_, Qmp> {
+        self.qmp
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl LaunchedNode for QemuNode {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn console_log(&self) -> &Path {
+        &self.console_log
+    }
+
+    fn stop(&self) -> Result<(), String> {
+        self.qmp().quit()
+    }
+
+    fn kill(&self) -> Result<(), String> {
+        match rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL) {
+            // Already gone: what a kill wants.
+            Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+            Err(e) => Err(format!("cannot kill QEMU (process {}): {e}", self.pid)),
+        }
+    }
+
+    fn status(&self) -> Result<String, String> {
+        self.qmp().query_status()
+    }
+
+    fn vcpu_threads(&self) -> Result<Vec<u32>, String> {
+        self.qmp().vcpu_threads()
+    }
+
+    fn wait(&self) -> Exit {
+        let child = self
+            .child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match child.map(|mut child| child.wait()) {
+            Some(Ok(status)) => Exit::from_status(status),
+            // Waited for already, or not waitable: nothing more will come.
+            Some(Err(_)) | None => Exit::Code(-1),
+        }
+    }
+}
+
+impl Drop for QemuNode {
+    fn drop(&mut self) {
+        let _ = self.kill();
+        if let Some(mut child) = self
+            .child
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}

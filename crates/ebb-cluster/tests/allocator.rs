@@ -1,0 +1,216 @@
+//! The allocator's life cycle with a stand-in launcher whose "VM" is a
+//! shell process writing a console (root and `ip`: the cluster network is
+//! real; skipped otherwise): nodes become ready side by side, a `kill -9`
+//! makes one lost while the others stay ready and calls to it fail, a node
+//! that never prints its line is killed with its console shown, one that
+//! exits while booting says how, and nothing is left after drop.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ebb_cluster::{
+    ClusterError, ConsoleLine, Exit, LaunchSpec, LaunchedNode, Launcher, NodeAllocator, NodeSpec,
+    NodeState,
+};
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
+use ebb_testbed::netns;
+use ebb_testbed::{skip_unless, Need};
+
+/// Runs `sh -c SCRIPT` with the console log as its stdout; the script is
+/// the node's first application argument.
+struct ShellLauncher;
+
+struct ShellNode {
+    pid: u32,
+    child: Mutex<Option<Child>>,
+    log: std::path::PathBuf,
+}
+
+impl Launcher for ShellLauncher {
+    fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn LaunchedNode>, String> {
+        let log = std::fs::File::create(&spec.console_log).map_err(|e| e.to_string())?;
+        let child = Command::new("sh")
+            .args(["-c", &spec.node.args[0]])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        Ok(Box::new(ShellNode {
+            pid: child.id(),
+            child: Mutex::new(Some(child)),
+            log: spec.console_log.clone(),
+        }))
+    }
+}
+
+impl LaunchedNode for ShellNode {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn console_log(&self) -> &Path {
+        &self.log
+    }
+    fn stop(&self) -> Result<(), String> {
+        kill("-TERM", self.pid);
+        Ok(())
+    }
+    fn kill(&self) -> Result<(), String> {
+        kill("-KILL", self.pid);
+        Ok(())
+    }
+    fn status(&self) -> Result<String, String> {
+        Ok("running".to_owned())
+    }
+    fn vcpu_threads(&self) -> Result<Vec<u32>, String> {
+        Ok(vec![self.pid])
+    }
+    fn wait(&self) -> Exit {
+        let child = self.child.lock().unwrap().take();
+        Exit::from_status(child.expect("waited once").wait().expect("wait"))
+    }
+}
+
+fn kill(signal: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn node(script: &str) -> NodeSpec {
+    NodeSpec {
+        image: "/nonexistent".into(),
+        cores: 1,
+        memory: "64M".to_owned(),
+        args: vec![script.to_owned()],
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+#[test]
+fn nodes_become_ready_a_killed_one_is_lost_and_nothing_is_left() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let logs = std::env::temp_dir().join(format!("ebb-cluster-alloc-{}", std::process::id()));
+    let (namespace, pids);
+    {
+        let network =
+            ClusterNetwork::create("alloc", AddressPlan::default_plan()).expect("network");
+        namespace = network.namespace().name().to_owned();
+        let allocator = NodeAllocator::new(
+            network,
+            ShellLauncher,
+            ConsoleLine::app_ready("fake"),
+            &logs,
+        )
+        .expect("allocator")
+        .with_ready_timeout(Duration::from_secs(30));
+        let ready = "echo booting; sleep 0.2; echo 'fake: ready: serving'; exec sleep 600";
+        let nodes: Vec<_> = allocator
+            .allocate_all(vec![node(ready), node(ready), node(ready)])
+            .into_iter()
+            .map(|node| node.expect("ready"))
+            .collect();
+        pids = nodes.iter().map(|n| n.pid()).collect::<Vec<_>>();
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id().0).collect();
+        assert_eq!(ids, [1, 2, 3]);
+        assert_eq!(nodes[0].address().to_string(), "10.96.0.2");
+        assert!(nodes.iter().all(|n| n.state() == NodeState::Ready));
+
+        kill("-KILL", nodes[1].pid());
+        assert_eq!(
+            nodes[1].wait_for_end(Duration::from_secs(10)),
+            Some(NodeState::Lost(Exit::Signal(9)))
+        );
+        assert_eq!(
+            nodes[1].status(),
+            Err(ClusterError::Lost {
+                id: nodes[1].id(),
+                exit: Exit::Signal(9)
+            })
+        );
+        assert_eq!(nodes[0].state(), NodeState::Ready);
+        assert_eq!(nodes[2].status().as_deref(), Ok("running"));
+        // Its TAP device went with it.
+        let ports = allocator
+            .network()
+            .namespace()
+            .ip(&["-o", "link"])
+            .expect("links");
+        assert!(
+            !ports.contains("ebbtap2") && ports.contains("ebbtap3"),
+            "{ports}"
+        );
+
+        // Stopped on request: a stop, not a loss.
+        nodes[2].stop().expect("stop");
+        assert_eq!(
+            nodes[2].wait_for_end(Duration::from_secs(10)),
+            Some(NodeState::Stopped)
+        );
+        assert_eq!(
+            nodes[2].kill(),
+            Err(ClusterError::Stopped { id: nodes[2].id() })
+        );
+    }
+    assert!(!netns::exists(&namespace), "{namespace} is gone");
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} is gone");
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[test]
+fn a_node_never_ready_is_killed_with_its_console_and_one_exiting_says_how() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let logs = std::env::temp_dir().join(format!("ebb-cluster-fail-{}", std::process::id()));
+    let network =
+        ClusterNetwork::create("allocfail", AddressPlan::default_plan()).expect("network");
+    let allocator = NodeAllocator::new(
+        network,
+        ShellLauncher,
+        ConsoleLine::app_ready("fake"),
+        &logs,
+    )
+    .expect("allocator")
+    .with_ready_timeout(Duration::from_secs(2));
+    let silent = allocator
+        .allocate(node("echo 'stuck in boot'; exec sleep 600"))
+        .expect_err("never ready");
+    let ClusterError::NeverReady {
+        id, awaited, tail, ..
+    } = &silent
+    else {
+        panic!("{silent}");
+    };
+    assert_eq!(id.0, 1);
+    assert_eq!(awaited, "the console line \"fake: ready:\"");
+    assert_eq!(tail, "stuck in boot");
+    assert!(
+        silent
+            .to_string()
+            .contains("did not become ready within 2 s"),
+        "{silent}"
+    );
+    let stuck = &allocator.nodes()[0];
+    assert_eq!(stuck.state(), NodeState::Stopped);
+    assert!(!alive(stuck.pid()));
+
+    let exits = allocator
+        .allocate(node("echo 'no memory'; exit 3"))
+        .expect_err("exits");
+    assert_eq!(
+        exits,
+        ClusterError::ExitedWhileBooting {
+            id: ebb_core::NodeId(2),
+            exit: Exit::Code(3),
+            tail: "no memory".to_owned()
+        }
+    );
+    drop(allocator);
+    let _ = std::fs::remove_dir_all(&logs);
+}
