@@ -53,6 +53,13 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, requires = "name")]
         args: Vec<String>,
     },
+    /// A cluster of native nodes of one application on one network (needs root):
+    /// `up`, `ps`, `logs NODE`, `down`.
+    Cluster {
+        /// What to do with the cluster.
+        #[command(subcommand)]
+        action: ClusterCommand,
+    },
     /// List the applications and benchmarks.
     List,
     /// Run the load generator: `./ebb loadgen -- --server HOST:PORT ...` (`-- --help` lists its options).
@@ -61,6 +68,47 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// `./ebb cluster ...`.
+#[derive(Debug, PartialEq, Eq, Subcommand)]
+pub enum ClusterCommand {
+    /// Build APP's native image and boot N nodes of it side by side on one network in a new
+    /// namespace (frontend 10.96.0.1, node K at 10.96.0.K+1), print the node table, and run
+    /// until Ctrl-C or `./ebb cluster down` (then stop the nodes and delete the namespace).
+    /// A node is ready when its console says `APP: ready:`.
+    Up {
+        /// The application: a directory under apps/ with a native entry.
+        app: String,
+        /// How many native nodes (1 to 253).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=253))]
+        nodes: u16,
+        /// vCPUs per node.
+        #[arg(long, value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        cores: u16,
+        /// Memory per node, in QEMU's -m syntax.
+        #[arg(long, value_name = "M", default_value = "256M")]
+        memory: String,
+        /// Seconds each node may take to become ready (then it is killed and its console's
+        /// end shown).
+        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        ready_timeout: u64,
+        /// Print the build and QEMU commands.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Arguments for the application on every node (put them after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Print the running cluster's node table (id, address, cores, memory, state).
+    Ps,
+    /// Print node NODE's console (also after the cluster stopped, until the next `up`).
+    Logs {
+        /// The node's id (from `./ebb cluster ps`).
+        node: u32,
+    },
+    /// Stop the running cluster: its nodes, its namespace (also after a frontend that died).
+    Down,
 }
 
 /// How a native guest's virtio-net reaches the host (`--net`).
@@ -350,6 +398,64 @@ mod tests {
         assert_eq!(
             parse(&["loadgen"]),
             Ok(Some(Command::Loadgen { args: vec![] }))
+        );
+    }
+
+    #[test]
+    fn cluster_up_takes_nodes_resources_and_app_arguments() {
+        assert_eq!(
+            parse(&[
+                "cluster", "up", "echo", "--nodes", "3", "--cores", "2", "--memory", "512M", "--",
+                "--port", "7",
+            ]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Up {
+                    app: "echo".into(),
+                    nodes: 3,
+                    cores: 2,
+                    memory: "512M".into(),
+                    ready_timeout: 120,
+                    verbose: false,
+                    args: strings(&["--port", "7"]),
+                }
+            }))
+        );
+        let Ok(Some(Command::Cluster {
+            action: ClusterCommand::Up { cores, memory, .. },
+        })) = parse(&["cluster", "up", "echo", "--nodes", "1"])
+        else {
+            panic!("defaults");
+        };
+        assert_eq!((cores, memory.as_str()), (1, "256M"));
+        assert_eq!(
+            parse(&["cluster", "up", "echo"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            parse(&["cluster", "up", "echo", "--nodes", "0"]),
+            Err(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            parse(&["cluster", "up", "echo", "--nodes", "254"]),
+            Err(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            parse(&["cluster", "logs", "2"]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Logs { node: 2 }
+            }))
+        );
+        assert_eq!(
+            parse(&["cluster", "ps"]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Ps
+            }))
+        );
+        assert_eq!(
+            parse(&["cluster", "down"]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Down
+            }))
         );
     }
 

@@ -2,7 +2,7 @@
 //!
 //! `./ebb` installs what is missing and then runs this binary with
 //! `EBB_ROOT` set to the repository root. Subcommands: `run APP`, `test`,
-//! `bench NAME`, `list`, `loadgen` (see `./ebb --help`).
+//! `bench NAME`, `cluster`, `list`, `loadgen` (see `./ebb --help`).
 
 mod cli;
 mod root;
@@ -16,7 +16,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
-use ebb_cli::{child, native, stop, tap};
+use ebb_cli::{child, cluster, native, stop, tap};
 
 /// Exit code for a name that is not an application or benchmark.
 const EXIT_UNKNOWN_NAME: u8 = 2;
@@ -142,12 +142,55 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             child::run(&mut cargo_run(root, &["-p", "ebb-loadgen"], &args))
                 .map_err(|e| (EXIT_ERROR, e))
         }
+        Command::Cluster { action } => cluster_command(action, root),
         Command::List => {
             println!("applications: {}", root::join_names(&root::apps(root)));
             println!("benchmarks:   {}", root::join_names(&root::benches(root)));
             Ok(0)
         }
     }
+}
+
+/// `./ebb cluster ...`.
+fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, String)> {
+    let result = match action {
+        cli::ClusterCommand::Up {
+            app,
+            nodes,
+            cores,
+            memory,
+            ready_timeout,
+            verbose,
+            args,
+        } => {
+            if !root::is_app(root, &app) {
+                return Err((
+                    EXIT_UNKNOWN_NAME,
+                    format!(
+                        "no application '{app}'; available: {}",
+                        root::join_names(&root::apps(root))
+                    ),
+                ));
+            }
+            // Caught: `up` outlives the signal to stop its nodes and
+            // delete its namespace.
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
+            let options = cluster::UpOptions {
+                app,
+                nodes,
+                cores,
+                memory,
+                ready_timeout,
+                verbose,
+                args,
+            };
+            cluster::up(root, &options)
+        }
+        cli::ClusterCommand::Ps => cluster::ps(root),
+        cli::ClusterCommand::Logs { node } => cluster::logs(root, node),
+        cli::ClusterCommand::Down => cluster::down(root),
+    };
+    result.map_err(|e| (EXIT_ERROR, e))
 }
 
 /// The settings of a `--native` run from its command-line options.

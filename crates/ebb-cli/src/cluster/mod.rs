@@ -1,0 +1,341 @@
+//! `./ebb cluster`: a cluster of native nodes of one application, on one
+//! network in a namespace of its own, with `ebb_cluster::NodeAllocator`
+//! doing the work.
+//!
+//! - `up APP --nodes N [--cores C] [--memory M] [-- ARGS]` builds APP's
+//!   native image (as `./ebb run APP --native` does), boots the nodes side
+//!   by side, prints the node table, and runs until Ctrl-C or SIGTERM
+//!   (then it stops every node and deletes the namespace). This process
+//!   is the frontend: node 0, at `.1` on the cluster's network.
+//! - `ps`, `logs NODE` and `down` read the state file `up` keeps
+//!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
+//!   frontend that is gone.
+
+pub mod command_line;
+pub mod state;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ebb_cluster::{
+    ConsoleLine, NodeAllocator, NodeHandle, NodeSpec, NotReady, QemuLauncher, Readiness, ReadyProbe,
+};
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
+use ebb_testbed::{netns, Need};
+
+use crate::native::{self, Settings};
+use crate::{child, stop};
+use command_line::NativeCommandLine;
+use state::{ClusterState, NodeRow};
+
+/// What `./ebb cluster up` was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpOptions {
+    /// The application (a directory under apps/).
+    pub app: String,
+    /// How many native nodes.
+    pub nodes: u16,
+    /// vCPUs per node.
+    pub cores: u16,
+    /// Memory per node (QEMU's `-m` syntax).
+    pub memory: String,
+    /// Seconds each node may take to become ready.
+    pub ready_timeout: u64,
+    /// Print the build and QEMU commands.
+    pub verbose: bool,
+    /// The application's arguments.
+    pub args: Vec<String>,
+}
+
+/// Why `up` needs root, for the error when it is not.
+pub const WHY_ROOT: &str = "it creates a network namespace holding a bridge, one TAP device per \
+     node and a veth pair for the frontend (`ip netns`, `ip link`: CAP_NET_ADMIN), and each \
+     node's QEMU opens its TAP device (/dev/net/tun); run ./ebb as root";
+
+/// How often `up` looks at the nodes' states.
+const WATCH: Duration = Duration::from_millis(200);
+/// How long `down` waits for `up` to stop its nodes.
+const DOWN_WAIT: Duration = Duration::from_secs(60);
+
+/// `./ebb cluster up`: returns the exit code (128 + the signal after a
+/// stop), or an error message.
+pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
+    let app = options.app.as_str();
+    if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
+        return Err(format!(
+            "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"
+        ));
+    }
+    if !native::has_native_entry(root, app) {
+        return Err(format!(
+            "'{app}' has no native entry, so it cannot run on native nodes: its package must \
+             depend on ebb-app and declare `ebb_app::main!` (see crates/ebb-app/README.md)"
+        ));
+    }
+    let dir = state::dir(root);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Some(running) = ClusterState::read(&dir)? {
+        if running.frontend_alive() {
+            return Err(format!(
+                "a cluster of {} runs already (./ebb cluster up, process {}): \
+                 stop it first with ./ebb cluster down",
+                running.app, running.frontend_pid
+            ));
+        }
+        clean_up_after(&running, &dir);
+    }
+
+    eprintln!("ebb: building {app} (release, {})...", native::TARGET);
+    let mut build = native::build_command(root, app);
+    if options.verbose {
+        eprintln!("ebb: {}", native::shell_words(&build));
+    }
+    let built = child::run(&mut build)?;
+    if let Some(code) = stop::report(&format!("building {app}")) {
+        return Ok(code);
+    }
+    if built != 0 {
+        return Err(format!(
+            "building the native image of '{app}' failed (exit code {built})"
+        ));
+    }
+
+    let network = ClusterNetwork::create("cluster", AddressPlan::default_plan())
+        .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
+    let namespace = network.namespace().name().to_owned();
+    let command_line = NativeCommandLine {
+        settings: Settings {
+            verbose: options.verbose,
+            ..Settings::default()
+        },
+        kvm: native::kvm_usable(),
+        tsc_khz: native::measure_tsc_khz(),
+    };
+    let readiness = UntilStopped(ConsoleLine::app_ready(app));
+    let allocator = NodeAllocator::new(network, QemuLauncher::new(command_line), readiness, &dir)
+        .map_err(|e| e.to_string())?
+        .with_ready_timeout(Duration::from_secs(options.ready_timeout));
+    eprintln!(
+        "ebb: booting {} node{} of {app} in network namespace {namespace} (the frontend is {}); \
+         Ctrl-C stops them",
+        options.nodes,
+        if options.nodes == 1 { "" } else { "s" },
+        allocator.network().frontend()
+    );
+    let spec = NodeSpec {
+        image: native::image_path(root, app),
+        cores: usize::from(options.cores),
+        memory: options.memory.clone(),
+        args: options.args.clone(),
+    };
+    let failures: Vec<String> = allocator
+        .allocate_all(vec![spec; usize::from(options.nodes)])
+        .into_iter()
+        .filter_map(|result| result.err().map(|e| e.to_string()))
+        .collect();
+    let record = |nodes: &[NodeHandle]| ClusterState {
+        frontend_pid: std::process::id(),
+        app: app.to_owned(),
+        namespace: namespace.clone(),
+        nodes: nodes.iter().map(row).collect(),
+    };
+    let mut shown = record(&allocator.nodes());
+    shown.write(&dir)?;
+    print!("{}", shown.table());
+    if let Some(code) = stop::report("the cluster") {
+        finish(allocator, &dir, &namespace);
+        return Ok(code);
+    }
+    if !failures.is_empty() {
+        finish(allocator, &dir, &namespace);
+        return Err(failures.join("\nerror: "));
+    }
+    eprintln!(
+        "ebb: all nodes are ready. Reach them from the namespace, e.g. \
+         `ip netns exec {namespace} ping -c 1 {}`; `./ebb cluster ps`, `./ebb cluster logs 1`, \
+         `./ebb cluster down` from another shell",
+        shown
+            .nodes
+            .first()
+            .map_or("10.96.0.2", |node| node.address.as_str())
+    );
+    while stop::received().is_none() {
+        std::thread::sleep(WATCH);
+        let now = record(&allocator.nodes());
+        if now != shown {
+            for (before, after) in shown.nodes.iter().zip(&now.nodes) {
+                if before.state != after.state {
+                    eprintln!("ebb: node {} is {}", after.id, after.state);
+                }
+            }
+            now.write(&dir)?;
+            shown = now;
+        }
+    }
+    let code = stop::report("the cluster").unwrap_or(0);
+    finish(allocator, &dir, &namespace);
+    Ok(code)
+}
+
+/// Stops the nodes, deletes the namespace and the state file.
+fn finish(allocator: NodeAllocator, dir: &Path, namespace: &str) {
+    eprintln!("ebb: stopping the nodes...");
+    drop(allocator);
+    let _ = std::fs::remove_file(state::file(dir));
+    if netns::exists(namespace) {
+        eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");
+    } else {
+        eprintln!("ebb: cluster stopped; deleted namespace {namespace}");
+    }
+}
+
+/// A node's line in the state file.
+fn row(node: &NodeHandle) -> NodeRow {
+    NodeRow {
+        id: node.id().0,
+        address: node.address().to_string(),
+        cores: node.cores(),
+        memory: node.memory().to_owned(),
+        state: node.state().to_string(),
+        pid: node.pid(),
+    }
+}
+
+/// Readiness that gives up at once when a stop signal comes (Ctrl-C while
+/// the nodes boot stops them without waiting out the timeout).
+struct UntilStopped<R>(R);
+
+impl<R: Readiness> Readiness for UntilStopped<R> {
+    fn awaited(&self) -> String {
+        self.0.awaited()
+    }
+
+    fn wait_ready(&self, node: &ReadyProbe<'_>, deadline: Instant) -> Result<(), NotReady> {
+        loop {
+            let slice = deadline.min(Instant::now() + WATCH);
+            match self.0.wait_ready(node, slice) {
+                Err(NotReady::TimedOut)
+                    if Instant::now() < deadline && stop::received().is_none() => {}
+                outcome => return outcome,
+            }
+        }
+    }
+}
+
+/// `./ebb cluster ps`: the node table of the running cluster.
+pub fn ps(root: &Path) -> Result<u8, String> {
+    let Some(cluster) = ClusterState::read(&state::dir(root))? else {
+        println!("no cluster is running (./ebb cluster up APP --nodes N starts one)");
+        return Ok(0);
+    };
+    let frontend = if cluster.frontend_alive() {
+        "running"
+    } else {
+        "gone: ./ebb cluster down cleans up"
+    };
+    println!(
+        "cluster of {}: frontend process {} ({frontend}), network namespace {}",
+        cluster.app, cluster.frontend_pid, cluster.namespace
+    );
+    print!("{}", cluster.table());
+    Ok(0)
+}
+
+/// `./ebb cluster logs NODE`: the node's console (also after the cluster
+/// has stopped, until the next `up`).
+pub fn logs(root: &Path, node: u32) -> Result<u8, String> {
+    let dir = state::dir(root);
+    let path = state::console_log(&dir, node);
+    match std::fs::read(&path) {
+        Ok(console) => {
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            out.write_all(&console)
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("writing the console: {e}"))?;
+            Ok(0)
+        }
+        Err(e) => {
+            let known = ClusterState::read(&dir)
+                .ok()
+                .flatten()
+                .map(|cluster| {
+                    cluster
+                        .nodes
+                        .iter()
+                        .map(|n| n.id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .filter(|ids| !ids.is_empty())
+                .map_or_else(String::new, |ids| {
+                    format!("; the cluster's nodes are {ids}")
+                });
+            Err(format!(
+                "no console log for node {node} ({}: {e}){known}",
+                path.display()
+            ))
+        }
+    }
+}
+
+/// `./ebb cluster down`: stops the running cluster (SIGTERM to `up`,
+/// which stops its nodes and deletes its namespace), or cleans up after a
+/// frontend that is gone.
+pub fn down(root: &Path) -> Result<u8, String> {
+    let dir = state::dir(root);
+    let Some(cluster) = ClusterState::read(&dir)? else {
+        println!("no cluster is running");
+        return Ok(0);
+    };
+    if cluster.frontend_alive() {
+        eprintln!(
+            "ebb: stopping the cluster of {} (process {})...",
+            cluster.app, cluster.frontend_pid
+        );
+        stop::send(stop::SIGTERM, cluster.frontend_pid);
+        let started = Instant::now();
+        while cluster.frontend_alive() && started.elapsed() < DOWN_WAIT {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if cluster.frontend_alive() {
+            eprintln!(
+                "ebb: process {} did not stop within {} s: killing it",
+                cluster.frontend_pid,
+                DOWN_WAIT.as_secs()
+            );
+            // Its nodes die with it (PR_SET_PDEATHSIG); the rest is below.
+            stop::send(stop::SIGKILL, cluster.frontend_pid);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // After a frontend that stopped in order, nothing is left to do.
+    if ClusterState::read(&dir)?.is_some() {
+        clean_up_after(&cluster, &dir);
+    }
+    println!("cluster of {} is down", cluster.app);
+    Ok(0)
+}
+
+/// Removes what a frontend that is gone left: QEMUs still running (they
+/// die with it, but a frontend stopped with SIGSTOP then SIGKILL...), its
+/// namespace and the state file.
+fn clean_up_after(cluster: &ClusterState, dir: &Path) {
+    eprintln!(
+        "ebb: the frontend of the cluster of {} (process {}) is gone: cleaning up after it",
+        cluster.app, cluster.frontend_pid
+    );
+    for node in &cluster.nodes {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", node.pid)).unwrap_or_default();
+        if comm.starts_with("qemu-system") {
+            stop::send(stop::SIGKILL, node.pid);
+        }
+    }
+    if netns::exists(&cluster.namespace) {
+        match netns::ip(&["netns", "del", &cluster.namespace]) {
+            Ok(_) => eprintln!("ebb: deleted namespace {}", cluster.namespace),
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    let _ = std::fs::remove_file(state::file(dir));
+}
