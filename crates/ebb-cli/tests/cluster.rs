@@ -1,0 +1,246 @@
+//! `./ebb cluster` as a user runs it. Without root: a wrong application
+//! and a missing prerequisite give clear errors. With root, /dev/net/tun,
+//! `ip` and QEMU (skipped otherwise): three native echo nodes in one
+//! namespace all become ready and answer over TCP from the frontend's
+//! address; `kill -9` of one QEMU makes that node lost while the others
+//! stay ready and answering; `./ebb cluster down` stops the cluster, and
+//! afterwards no namespace, bridge, TAP device or QEMU process of it is
+//! left. Everything runs under deadlines (TCG boots three guests side by
+//! side in seconds here; the bounds are generous for a loaded machine).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ebb_testbed::{skip_unless, Need};
+
+const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+
+/// The workspace root, canonical (the native build's flags name paths in
+/// it: one spelling keeps the build cached).
+fn root() -> PathBuf {
+    std::fs::canonicalize(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .expect("workspace root")
+}
+
+fn ebb(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg("120")
+        .arg(EBB)
+        .args(args)
+        .env("EBB_ROOT", root())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ebb-cli")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn a_wrong_application_and_a_missing_prerequisite_are_clear_errors() {
+    let wrong = ebb(&["cluster", "up", "nope", "--nodes", "1"]);
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("error: no application 'nope'; available: "),
+        "{}",
+        text(&wrong)
+    );
+    let not_root = Command::new(EBB)
+        .args(["cluster", "up", "echo", "--nodes", "1"])
+        .env("EBB_ROOT", root())
+        .env(ebb_testbed::need::PRETEND_MISSING_ENV, "root")
+        .output()
+        .expect("run ebb-cli");
+    assert_eq!(not_root.status.code(), Some(1), "{}", text(&not_root));
+    let message = text(&not_root);
+    assert!(
+        message.contains("cannot run here (not root")
+            && message
+                .contains("creates a network namespace holding a bridge, one TAP device per node")
+            && message.contains("run ./ebb as root"),
+        "{message}"
+    );
+}
+
+/// `./ebb cluster up` in its own process group, stopped as a whole if the
+/// test fails early.
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// An echo round trip with node `address` from inside the namespace.
+fn echoes(namespace: &str, address: &str) -> bool {
+    let script = format!("exec 3<>/dev/tcp/{address}/7007 && printf ebbflow >&3 && head -c 7 <&3");
+    Command::new("ip")
+        .args([
+            "netns", "exec", namespace, "timeout", "20", "bash", "-c", &script,
+        ])
+        .output()
+        .is_ok_and(|out| out.stdout == b"ebbflow")
+}
+
+/// The `ps` table's state of node `id`.
+fn state_of(ps: &str, id: u32) -> String {
+    ps.lines()
+        .find(|line| line.split_whitespace().next() == Some(&id.to_string()))
+        .map(|line| {
+            line.split_whitespace()
+                .skip(4)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let started = Instant::now();
+    let child = Command::new(EBB)
+        .args([
+            "cluster",
+            "up",
+            "echo",
+            "--nodes",
+            "3",
+            "--ready-timeout",
+            "120",
+        ])
+        .env("EBB_ROOT", root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("start ebb cluster up");
+    let mut up = Up(child);
+    let (lines, output) = mpsc::channel();
+    for stream in [
+        Box::new(up.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(up.0.stderr.take().expect("stderr")),
+    ] {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+    }
+    drop(lines);
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !seen
+        .iter()
+        .any(|l| l.starts_with("ebb: all nodes are ready"))
+    {
+        match output.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("the cluster did not come up:\n{}", seen.join("\n")),
+        }
+    }
+    let said = seen.join("\n");
+    let namespace = said
+        .split("network namespace ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("up names its namespace")
+        .to_owned();
+    let ps = text(&ebb(&["cluster", "ps"]));
+    for id in 1..=3 {
+        assert_eq!(state_of(&ps, id), "ready", "node {id}:\n{ps}");
+    }
+    assert!(
+        ps.contains("   3  10.96.0.4           1  256M    ready"),
+        "{ps}"
+    );
+    for address in ["10.96.0.2", "10.96.0.3", "10.96.0.4"] {
+        assert!(echoes(&namespace, address), "{address} echoes");
+    }
+    let logs = text(&ebb(&["cluster", "logs", "2"]));
+    assert!(logs.contains("echo: ready: TCP"), "{logs}");
+    assert!(
+        logs.contains("virtio-net has address 10.96.0.3/24, gateway 10.96.0.1 (static)"),
+        "{logs}"
+    );
+
+    // kill -9 of node 2's QEMU: lost; the others stay ready and answer.
+    let state = std::fs::read_to_string(root().join("target/cluster/state")).expect("state file");
+    let qemu_pids: Vec<u32> = state
+        .lines()
+        .filter(|line| line.starts_with("node\t"))
+        .map(|line| line.rsplit('\t').next().unwrap().parse().expect("pid"))
+        .collect();
+    assert_eq!(qemu_pids.len(), 3, "{state}");
+    assert!(Command::new("kill")
+        .args(["-9", &qemu_pids[1].to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let lost = Instant::now() + Duration::from_secs(30);
+    let ps = loop {
+        let ps = text(&ebb(&["cluster", "ps"]));
+        if state_of(&ps, 2) != "ready" || Instant::now() > lost {
+            break ps;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(state_of(&ps, 2), "lost (signal 9)", "{ps}");
+    assert_eq!(state_of(&ps, 1), "ready", "{ps}");
+    assert_eq!(state_of(&ps, 3), "ready", "{ps}");
+    assert!(echoes(&namespace, "10.96.0.2") && echoes(&namespace, "10.96.0.4"));
+    assert!(
+        !echoes(&namespace, "10.96.0.3"),
+        "a lost node does not answer"
+    );
+
+    let down = ebb(&["cluster", "down"]);
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
+    let code = up.0.wait().expect("wait for up").code();
+    let rest: Vec<String> = output.iter().collect();
+    assert_eq!(code, Some(128 + 15), "{}", rest.join("\n"));
+    assert!(
+        rest.iter()
+            .any(|l| l == &format!("ebb: cluster stopped; deleted namespace {namespace}")),
+        "{}",
+        rest.join("\n")
+    );
+
+    // Nothing is left: no namespace, bridge, TAP or veth, no QEMU.
+    let namespaces = ebb_testbed::netns::ip(&["netns", "list"]).expect("ip netns");
+    assert!(!namespaces.contains(&namespace), "{namespaces}");
+    let links = ebb_testbed::netns::ip(&["-o", "link"]).expect("ip link");
+    for device in ["ebbbr0", "ebbfe0", "ebbtap1", "ebbtap2", "ebbtap3"] {
+        assert!(!links.contains(device), "{device} is left:\n{links}");
+    }
+    for pid in qemu_pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "QEMU {pid} is left"
+        );
+    }
+    assert!(!root().join("target/cluster/state").exists());
+    let ps = text(&ebb(&["cluster", "ps"]));
+    assert!(ps.contains("no cluster is running"), "{ps}");
+    eprintln!(
+        "three_echo_nodes: up to down in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
