@@ -19,6 +19,9 @@ use ebb_testbed::{skip_unless, Need};
 
 const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
 
+/// One cluster at a time: they share the checkout's state file.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The workspace root, canonical (the native build's flags name paths in
 /// it: one spelling keeps the build cached).
 fn root() -> PathBuf {
@@ -110,20 +113,13 @@ fn state_of(ps: &str, id: u32) -> String {
         .unwrap_or_default()
 }
 
-#[test]
-fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
-    let started = Instant::now();
+/// Starts `./ebb cluster up echo --nodes N` and reads its output until
+/// all nodes are ready; the process, its output so far and the rest to
+/// come, and the namespace.
+fn start_echo_cluster(nodes: u16) -> (Up, Vec<String>, mpsc::Receiver<String>, String) {
     let child = Command::new(EBB)
-        .args([
-            "cluster",
-            "up",
-            "echo",
-            "--nodes",
-            "3",
-            "--ready-timeout",
-            "120",
-        ])
+        .args(["cluster", "up", "echo", "--ready-timeout", "120", "--nodes"])
+        .arg(nodes.to_string())
         .env("EBB_ROOT", root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -163,6 +159,45 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
         .and_then(|rest| rest.split_whitespace().next())
         .expect("up names its namespace")
         .to_owned();
+    (up, seen, output, namespace)
+}
+
+/// What a cluster leaves when it is gone: nothing (no namespace, bridge,
+/// TAP or veth device, QEMU process or state file).
+fn assert_nothing_left(namespace: &str, qemu_pids: &[u32]) {
+    let namespaces = ebb_testbed::netns::ip(&["netns", "list"]).expect("ip netns");
+    assert!(!namespaces.contains(namespace), "{namespaces}");
+    let links = ebb_testbed::netns::ip(&["-o", "link"]).expect("ip link");
+    for device in ["ebbbr0", "ebbfe0", "ebbtap1", "ebbtap2", "ebbtap3"] {
+        assert!(!links.contains(device), "{device} is left:\n{links}");
+    }
+    for pid in qemu_pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "QEMU {pid} is left"
+        );
+    }
+    assert!(!root().join("target/cluster/state").exists());
+    let ps = text(&ebb(&["cluster", "ps"]));
+    assert!(ps.contains("no cluster is running"), "{ps}");
+}
+
+/// The QEMU process ids in the state file, in node order.
+fn qemu_pids() -> Vec<u32> {
+    let state = std::fs::read_to_string(root().join("target/cluster/state")).expect("state file");
+    state
+        .lines()
+        .filter(|line| line.starts_with("node\t"))
+        .map(|line| line.rsplit('\t').next().unwrap().parse().expect("pid"))
+        .collect()
+}
+
+#[test]
+fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let (mut up, _, output, namespace) = start_echo_cluster(3);
     let ps = text(&ebb(&["cluster", "ps"]));
     for id in 1..=3 {
         assert_eq!(state_of(&ps, id), "ready", "node {id}:\n{ps}");
@@ -182,13 +217,8 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     );
 
     // kill -9 of node 2's QEMU: lost; the others stay ready and answer.
-    let state = std::fs::read_to_string(root().join("target/cluster/state")).expect("state file");
-    let qemu_pids: Vec<u32> = state
-        .lines()
-        .filter(|line| line.starts_with("node\t"))
-        .map(|line| line.rsplit('\t').next().unwrap().parse().expect("pid"))
-        .collect();
-    assert_eq!(qemu_pids.len(), 3, "{state}");
+    let qemu_pids = qemu_pids();
+    assert_eq!(qemu_pids.len(), 3, "{qemu_pids:?}");
     assert!(Command::new("kill")
         .args(["-9", &qemu_pids[1].to_string()])
         .status()
@@ -223,24 +253,42 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
         rest.join("\n")
     );
 
-    // Nothing is left: no namespace, bridge, TAP or veth, no QEMU.
-    let namespaces = ebb_testbed::netns::ip(&["netns", "list"]).expect("ip netns");
-    assert!(!namespaces.contains(&namespace), "{namespaces}");
-    let links = ebb_testbed::netns::ip(&["-o", "link"]).expect("ip link");
-    for device in ["ebbbr0", "ebbfe0", "ebbtap1", "ebbtap2", "ebbtap3"] {
-        assert!(!links.contains(device), "{device} is left:\n{links}");
-    }
-    for pid in qemu_pids {
-        assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "QEMU {pid} is left"
-        );
-    }
-    assert!(!root().join("target/cluster/state").exists());
-    let ps = text(&ebb(&["cluster", "ps"]));
-    assert!(ps.contains("no cluster is running"), "{ps}");
+    assert_nothing_left(&namespace, &qemu_pids);
     eprintln!(
         "three_echo_nodes: up to down in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut up, _, _, namespace) = start_echo_cluster(2);
+    let qemu_pids = qemu_pids();
+    assert_eq!(qemu_pids.len(), 2, "{qemu_pids:?}");
+    // SIGKILL: the frontend runs no cleanup at all.
+    up.0.kill().expect("kill -9 the frontend");
+    let _ = up.0.wait();
+    // Its QEMUs get SIGKILL from the kernel (PR_SET_PDEATHSIG).
+    let gone = Instant::now() + Duration::from_secs(20);
+    while qemu_pids
+        .iter()
+        .any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+    {
+        assert!(Instant::now() < gone, "QEMU outlived its frontend");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The namespace outlives a killed process; ps says so, down removes it.
+    assert!(ebb_testbed::netns::exists(&namespace));
+    let ps = text(&ebb(&["cluster", "ps"]));
+    assert!(ps.contains("(gone: ./ebb cluster down cleans up)"), "{ps}");
+    let down = ebb(&["cluster", "down"]);
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
+    assert!(
+        text(&down).contains(&format!("ebb: deleted namespace {namespace}")),
+        "{}",
+        text(&down)
+    );
+    assert_nothing_left(&namespace, &qemu_pids);
 }
