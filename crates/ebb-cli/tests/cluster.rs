@@ -5,7 +5,8 @@
 //! address; `kill -9` of one QEMU makes that node lost while the others
 //! stay ready and answering; `./ebb cluster down` stops the cluster, and
 //! afterwards no namespace, bridge, TAP device or QEMU process of it is
-//! left. Everything runs under deadlines (TCG boots three guests side by
+//! left; a frontend killed with SIGKILL takes its QEMUs with it, and
+//! `down` deletes the namespace it left. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
 use std::io::{BufRead, BufReader};
