@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cluster::UpOptions;
 use crate::native::{Accel, Machine};
 
 /// `./ebb`: the single entry point of the Ebbflow repository.
@@ -73,33 +74,13 @@ pub enum Command {
 /// `./ebb cluster ...`.
 #[derive(Debug, PartialEq, Eq, Subcommand)]
 pub enum ClusterCommand {
-    /// Build APP's native image and boot N nodes of it side by side on one network in a new
-    /// namespace (frontend 10.96.0.1, node K at 10.96.0.K+1), print the node table, and run
-    /// until Ctrl-C or `./ebb cluster down` (then stop the nodes and delete the namespace).
-    /// A node is ready when its console says `APP: ready:`.
-    Up {
-        /// The application: a directory under apps/ with a native entry.
-        app: String,
-        /// How many native nodes (1 to 253).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=253))]
-        nodes: u16,
-        /// vCPUs per node.
-        #[arg(long, value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-        cores: u16,
-        /// Memory per node, in QEMU's -m syntax.
-        #[arg(long, value_name = "M", default_value = "256M")]
-        memory: String,
-        /// Seconds each node may take to become ready (then it is killed and its console's
-        /// end shown).
-        #[arg(long, value_name = "SECS", default_value_t = 120)]
-        ready_timeout: u64,
-        /// Print the build and QEMU commands.
-        #[arg(short, long)]
-        verbose: bool,
-        /// Arguments for the application on every node (put them after `--`).
-        #[arg(last = true)]
-        args: Vec<String>,
-    },
+    /// Boot N native nodes of APP on one network, print the node table, run until Ctrl-C.
+    ///
+    /// Builds APP's native image and boots the nodes side by side on one network in a new
+    /// namespace (frontend 10.96.0.1, node K at 10.96.0.K+1); a node is ready when its
+    /// console says `APP: ready:`. Runs until Ctrl-C, SIGTERM or `./ebb cluster down`, then
+    /// stops the nodes and deletes the namespace. Needs root (namespace, bridge, TAP devices).
+    Up(UpOptions),
     /// Print the running cluster's node table (id, address, cores, memory, state).
     Ps,
     /// Print node NODE's console (also after the cluster stopped, until the next `up`).
@@ -409,7 +390,7 @@ mod tests {
                 "--port", "7",
             ]),
             Ok(Some(Command::Cluster {
-                action: ClusterCommand::Up {
+                action: ClusterCommand::Up(UpOptions {
                     app: "echo".into(),
                     nodes: 3,
                     cores: 2,
@@ -417,16 +398,16 @@ mod tests {
                     ready_timeout: 120,
                     verbose: false,
                     args: strings(&["--port", "7"]),
-                }
+                })
             }))
         );
         let Ok(Some(Command::Cluster {
-            action: ClusterCommand::Up { cores, memory, .. },
+            action: ClusterCommand::Up(up),
         })) = parse(&["cluster", "up", "echo", "--nodes", "1"])
         else {
             panic!("defaults");
         };
-        assert_eq!((cores, memory.as_str()), (1, "256M"));
+        assert_eq!((up.cores, up.memory.as_str()), (1, "256M"));
         assert_eq!(
             parse(&["cluster", "up", "echo"]),
             Err(ErrorKind::MissingRequiredArgument)

@@ -64,15 +64,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             native: options,
             mut args,
         } => {
-            if !root::is_app(root, &app) {
-                return Err((
-                    EXIT_UNKNOWN_NAME,
-                    format!(
-                        "no application '{app}'; available: {}",
-                        root::join_names(&root::apps(root))
-                    ),
-                ));
-            }
+            require_app(root, &app)?;
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             if options.native {
                 let settings = native_settings(&options);
@@ -151,39 +143,29 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
     }
 }
 
+/// `Ok` if `app` is an application under apps/; else exit code 2 and the
+/// names there are.
+fn require_app(root: &Path, app: &str) -> Result<(), (u8, String)> {
+    if root::is_app(root, app) {
+        return Ok(());
+    }
+    Err((
+        EXIT_UNKNOWN_NAME,
+        format!(
+            "no application '{app}'; available: {}",
+            root::join_names(&root::apps(root))
+        ),
+    ))
+}
+
 /// `./ebb cluster ...`.
 fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, String)> {
     let result = match action {
-        cli::ClusterCommand::Up {
-            app,
-            nodes,
-            cores,
-            memory,
-            ready_timeout,
-            verbose,
-            args,
-        } => {
-            if !root::is_app(root, &app) {
-                return Err((
-                    EXIT_UNKNOWN_NAME,
-                    format!(
-                        "no application '{app}'; available: {}",
-                        root::join_names(&root::apps(root))
-                    ),
-                ));
-            }
+        cli::ClusterCommand::Up(options) => {
+            require_app(root, &options.app)?;
             // Caught: `up` outlives the signal to stop its nodes and
             // delete its namespace.
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
-            let options = cluster::UpOptions {
-                app,
-                nodes,
-                cores,
-                memory,
-                ready_timeout,
-                verbose,
-                args,
-            };
             cluster::up(root, &options)
         }
         cli::ClusterCommand::Ps => cluster::ps(root),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ebb_testbed::qemu::process::find_qemu;
-use ebb_testbed::qemu::qmp::{qmp_args, Qmp};
+use ebb_testbed::qemu::qmp::{qmp_args, Qmp, SocketDir};
 
 use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
 
@@ -477,8 +477,9 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
     let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
-    let qmp_dir = QmpDir::create()?;
-    qemu.args(qmp_args(&qmp_dir.socket()));
+    let qmp_dir = SocketDir::create(&format!("ebb-qmp-{}", std::process::id()))?;
+    let socket = qmp_dir.path().join("qmp.sock");
+    qemu.args(qmp_args(&socket));
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&qemu));
     }
@@ -502,7 +503,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             )
         })?;
 
-    let stopper = QemuStopper::start(process.id(), qmp_dir.socket());
+    let stopper = QemuStopper::start(process.id(), socket);
     // QEMU's stderr, passed on; the signal that stopped QEMU, if it says.
     let stderr = process.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
@@ -581,36 +582,6 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             Ok(124)
         }
         QemuExit::Other(status) => Ok(u8::try_from(status).unwrap_or(1)),
-    }
-}
-
-/// A private directory for QEMU's QMP socket, deleted on drop.
-struct QmpDir(PathBuf);
-
-impl QmpDir {
-    fn create() -> Result<QmpDir, String> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!("ebb-qmp-{}", std::process::id()));
-        // A directory left by a killed run of a process with this id.
-        let _ = std::fs::remove_dir_all(&dir);
-        // Created anew and private: whoever controls the socket's directory
-        // controls QEMU, so a path someone else created meanwhile (or a
-        // symbolic link placed there) is an error, not a directory to use.
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("cannot create {} for QMP: {e}", dir.display()))?;
-        Ok(QmpDir(dir))
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.0.join("qmp.sock")
-    }
-}
-
-impl Drop for QmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

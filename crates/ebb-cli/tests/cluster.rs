@@ -9,16 +9,16 @@
 //! `down` deletes the namespace it left. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ebb_testbed::lines::Lines;
 use ebb_testbed::{skip_unless, Need};
 
-const EBB: &str = env!("CARGO_BIN_EXE_ebb-cli");
+mod native_support;
+use native_support::{Group, EBB};
 
 /// One cluster at a time: they share the checkout's state file.
 static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -75,21 +75,6 @@ fn a_wrong_application_and_a_missing_prerequisite_are_clear_errors() {
     );
 }
 
-/// `./ebb cluster up` in its own process group, stopped as a whole if the
-/// test fails early.
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 /// An echo round trip with node `address` from inside the namespace.
 fn echoes(namespace: &str, address: &str) -> bool {
     let script = format!("exec 3<>/dev/tcp/{address}/7007 && printf ebbflow >&3 && head -c 7 <&3");
@@ -114,53 +99,41 @@ fn state_of(ps: &str, id: u32) -> String {
         .unwrap_or_default()
 }
 
-/// Starts `./ebb cluster up echo --nodes N` and reads its output until
-/// all nodes are ready; the process, its output so far and the rest to
-/// come, and the namespace.
-fn start_echo_cluster(nodes: u16) -> (Up, Vec<String>, mpsc::Receiver<String>, String) {
-    let child = Command::new(EBB)
-        .args(["cluster", "up", "echo", "--ready-timeout", "120", "--nodes"])
-        .arg(nodes.to_string())
+/// Starts `./ebb cluster up echo --nodes N` (its stderr joined to its
+/// stdout) and reads its output until all nodes are ready; the process,
+/// its output, and the namespace.
+fn start_echo_cluster(nodes: u16) -> (Group, Lines, String) {
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "exec \"$0\" \"$@\" 2>&1",
+            EBB,
+            "cluster",
+            "up",
+            "echo",
+        ])
+        .args(["--ready-timeout", "120", "--nodes", &nodes.to_string()])
         .env("EBB_ROOT", root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
         .expect("start ebb cluster up");
-    let mut up = Up(child);
-    let (lines, output) = mpsc::channel();
-    for stream in [
-        Box::new(up.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(up.0.stderr.take().expect("stderr")),
-    ] {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
+    let stdout = child.stdout.take().expect("stdout");
+    let up = Group(child);
+    let mut output = Lines::spawn(stdout, None);
+    // The build may be cold; booting itself is bounded by --ready-timeout.
+    if let Err(e) = output.wait_for("ebb: all nodes are ready", Duration::from_secs(600)) {
+        panic!("the cluster did not come up: {e}");
     }
-    drop(lines);
-    let mut seen: Vec<String> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while !seen
-        .iter()
-        .any(|l| l.starts_with("ebb: all nodes are ready"))
-    {
-        match output.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => seen.push(line),
-            Err(_) => panic!("the cluster did not come up:\n{}", seen.join("\n")),
-        }
-    }
-    let said = seen.join("\n");
-    let namespace = said
+    let namespace = output
+        .text()
         .split("network namespace ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .expect("up names its namespace")
         .to_owned();
-    (up, seen, output, namespace)
+    (up, output, namespace)
 }
 
 /// What a cluster leaves when it is gone: nothing (no namespace, bridge,
@@ -198,7 +171,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
-    let (mut up, _, output, namespace) = start_echo_cluster(3);
+    let (mut up, mut output, namespace) = start_echo_cluster(3);
     let ps = text(&ebb(&["cluster", "ps"]));
     for id in 1..=3 {
         assert_eq!(state_of(&ps, id), "ready", "node {id}:\n{ps}");
@@ -245,14 +218,10 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     let down = ebb(&["cluster", "down"]);
     assert_eq!(down.status.code(), Some(0), "{}", text(&down));
     let code = up.0.wait().expect("wait for up").code();
-    let rest: Vec<String> = output.iter().collect();
-    assert_eq!(code, Some(128 + 15), "{}", rest.join("\n"));
-    assert!(
-        rest.iter()
-            .any(|l| l == &format!("ebb: cluster stopped; deleted namespace {namespace}")),
-        "{}",
-        rest.join("\n")
-    );
+    assert!(output.drain(Duration::from_secs(60)), "up's output ends");
+    assert_eq!(code, Some(128 + 15), "{}", output.text());
+    let stopped = format!("ebb: cluster stopped; deleted namespace {namespace}");
+    assert!(output.seen.contains(&stopped), "{}", output.text());
 
     assert_nothing_left(&namespace, &qemu_pids);
     eprintln!(
@@ -265,7 +234,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
 fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut up, _, _, namespace) = start_echo_cluster(2);
+    let (mut up, _, namespace) = start_echo_cluster(2);
     let qemu_pids = qemu_pids();
     assert_eq!(qemu_pids.len(), 2, "{qemu_pids:?}");
     // SIGKILL: the frontend runs no cleanup at all.

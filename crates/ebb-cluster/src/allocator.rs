@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use ebb_core::NodeId;
 use ebb_testbed::cluster_net::ClusterNetwork;
+use ebb_testbed::qemu::qmp::SocketDir;
 
 use crate::error::ClusterError;
 use crate::launcher::{LaunchSpec, LaunchedNode, Launcher};
@@ -46,7 +47,8 @@ pub struct NodeAllocator {
     readiness: Box<dyn Readiness>,
     ready_timeout: Duration,
     log_dir: PathBuf,
-    runtime_dir: RuntimeDir,
+    /// The launchers' sockets (QMP), private to this process.
+    runtime_dir: SocketDir,
     next_id: AtomicU32,
     network: Arc<ClusterNetwork>,
 }
@@ -69,7 +71,7 @@ impl NodeAllocator {
             readiness: Box::new(readiness),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             log_dir: log_dir.to_owned(),
-            runtime_dir: RuntimeDir::create().map_err(ClusterError::Network)?,
+            runtime_dir: runtime_dir().map_err(ClusterError::Network)?,
             // Node 0 is the frontend.
             next_id: AtomicU32::new(1),
             network: Arc::new(network),
@@ -162,7 +164,7 @@ impl NodeAllocator {
             link,
             namespace: self.network.namespace().name().to_owned(),
             console_log: self.log_dir.join(format!("node-{id}.log")),
-            runtime_dir: self.runtime_dir.0.clone(),
+            runtime_dir: self.runtime_dir.path().to_owned(),
             node: spec,
         };
         let launched = self.launcher.launch(&launch).map_err(|reason| {
@@ -191,8 +193,9 @@ impl NodeAllocator {
                 } else {
                     NodeState::Lost(exit)
                 };
-                watched.set_state(state);
+                // First the device: once a node is seen ended, its TAP is gone.
                 network.remove_node(watched.id.0);
+                watched.set_state(state);
             })
             .map_err(|e| ClusterError::Launch {
                 id,
@@ -427,31 +430,9 @@ impl NodeHandle {
     }
 }
 
-/// A private directory for the launchers' sockets (whoever controls a QMP
-/// socket controls the VM), deleted on drop.
-struct RuntimeDir(PathBuf);
-
-impl RuntimeDir {
-    fn create() -> Result<RuntimeDir, String> {
-        use std::os::unix::fs::DirBuilderExt;
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "ebb-cluster-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        // One left by a killed run of a process with this id.
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(RuntimeDir(dir))
-    }
-}
-
-impl Drop for RuntimeDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A private directory `ebb-cluster-PID-N` for this allocator's sockets.
+fn runtime_dir() -> Result<SocketDir, String> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    SocketDir::create(&format!("ebb-cluster-{}-{n}", std::process::id()))
 }

@@ -92,23 +92,30 @@ fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
 
+/// An allocator of shell "VMs" ready on `fake: ready:` within `timeout`,
+/// on a cluster network tagged `tag`; and its log directory.
+fn shell_allocator(tag: &str, timeout: Duration) -> (NodeAllocator, std::path::PathBuf) {
+    let logs = std::env::temp_dir().join(format!("ebb-cluster-{tag}-{}", std::process::id()));
+    let network = ClusterNetwork::create(tag, AddressPlan::default_plan()).expect("network");
+    let allocator = NodeAllocator::new(
+        network,
+        ShellLauncher,
+        ConsoleLine::app_ready("fake"),
+        &logs,
+    )
+    .expect("allocator")
+    .with_ready_timeout(timeout);
+    (allocator, logs)
+}
+
 #[test]
 fn nodes_become_ready_a_killed_one_is_lost_and_nothing_is_left() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip);
-    let logs = std::env::temp_dir().join(format!("ebb-cluster-alloc-{}", std::process::id()));
-    let (namespace, pids);
+    let (namespace, pids, logs);
     {
-        let network =
-            ClusterNetwork::create("alloc", AddressPlan::default_plan()).expect("network");
-        namespace = network.namespace().name().to_owned();
-        let allocator = NodeAllocator::new(
-            network,
-            ShellLauncher,
-            ConsoleLine::app_ready("fake"),
-            &logs,
-        )
-        .expect("allocator")
-        .with_ready_timeout(Duration::from_secs(30));
+        let allocator;
+        (allocator, logs) = shell_allocator("alloc", Duration::from_secs(30));
+        namespace = allocator.network().namespace().name().to_owned();
         let ready = "echo booting; sleep 0.2; echo 'fake: ready: serving'; exec sleep 600";
         let nodes: Vec<_> = allocator
             .allocate_all(vec![node(ready), node(ready), node(ready)])
@@ -167,17 +174,7 @@ fn nodes_become_ready_a_killed_one_is_lost_and_nothing_is_left() {
 #[test]
 fn a_node_never_ready_is_killed_with_its_console_and_one_exiting_says_how() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip);
-    let logs = std::env::temp_dir().join(format!("ebb-cluster-fail-{}", std::process::id()));
-    let network =
-        ClusterNetwork::create("allocfail", AddressPlan::default_plan()).expect("network");
-    let allocator = NodeAllocator::new(
-        network,
-        ShellLauncher,
-        ConsoleLine::app_ready("fake"),
-        &logs,
-    )
-    .expect("allocator")
-    .with_ready_timeout(Duration::from_secs(2));
+    let (allocator, logs) = shell_allocator("allocfail", Duration::from_secs(2));
     let silent = allocator
         .allocate(node("echo 'stuck in boot'; exec sleep 600"))
         .expect_err("never ready");

@@ -221,17 +221,21 @@ impl Drop for TapDevice {
 mod tests {
     use super::*;
 
+    /// The setup commands in namespace `ns`, one line each.
+    fn setup_lines(config: &TapConfig) -> Vec<String> {
+        config
+            .setup_commands("ns")
+            .into_iter()
+            .map(|c| c.join(" "))
+            .collect()
+    }
+
     #[test]
     fn setup_adds_address_and_the_guests_permanent_neighbour() {
         let config = TapConfig::new("ebbtap0", Ipv4Addr::new(192, 168, 77, 1), 24)
             .with_guest(Ipv4Addr::new(192, 168, 77, 2), "52:54:00:eb:b0:01");
-        let lines: Vec<String> = config
-            .setup_commands("ns")
-            .into_iter()
-            .map(|c| c.join(" "))
-            .collect();
         assert_eq!(
-            lines,
+            setup_lines(&config),
             [
                 "-n ns tuntap add dev ebbtap0 mode tap",
                 "-n ns addr add 192.168.77.1/24 dev ebbtap0",
@@ -259,13 +263,8 @@ mod tests {
 
     #[test]
     fn a_bridge_port_is_enslaved_instead_of_addressed() {
-        let lines: Vec<String> = TapConfig::bridge_port("ebbtap1", "ebbbr0")
-            .setup_commands("ns")
-            .into_iter()
-            .map(|c| c.join(" "))
-            .collect();
         assert_eq!(
-            lines,
+            setup_lines(&TapConfig::bridge_port("ebbtap1", "ebbbr0")),
             [
                 "-n ns tuntap add dev ebbtap1 mode tap",
                 "-n ns link set ebbtap1 master ebbbr0",

@@ -28,22 +28,29 @@ use crate::{child, stop};
 use command_line::NativeCommandLine;
 use state::{ClusterState, NodeRow};
 
-/// What `./ebb cluster up` was asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `./ebb cluster up APP --nodes N [--cores C] [--memory M] [-- ARGS]`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct UpOptions {
-    /// The application (a directory under apps/).
+    /// The application: a directory under apps/ with a native entry.
     pub app: String,
-    /// How many native nodes.
+    /// How many native nodes (1 to 253).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=253))]
     pub nodes: u16,
     /// vCPUs per node.
+    #[arg(long, value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub cores: u16,
-    /// Memory per node (QEMU's `-m` syntax).
+    /// Memory per node, in QEMU's -m syntax.
+    #[arg(long, value_name = "M", default_value = "256M")]
     pub memory: String,
-    /// Seconds each node may take to become ready.
+    /// Seconds each node may take to become ready (then it is killed and its console's end
+    /// shown).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub ready_timeout: u64,
     /// Print the build and QEMU commands.
+    #[arg(short, long)]
     pub verbose: bool,
-    /// The application's arguments.
+    /// Arguments for the application on every node (put them after `--`).
+    #[arg(last = true)]
     pub args: Vec<String>,
 }
 

@@ -31,8 +31,9 @@ pub fn free_port() -> u16 {
     ebb_testbed::free_port().expect("a free port")
 }
 
-/// A process group stopped as a whole when dropped.
-struct Group(Child);
+/// A process group stopped as a whole when dropped (its leader spawned
+/// with `process_group(0)`).
+pub struct Group(pub Child);
 
 impl Drop for Group {
     fn drop(&mut self) {

@@ -27,6 +27,39 @@ pub fn qmp_args(path: &Path) -> [String; 2] {
     ]
 }
 
+/// A private directory (mode 0700, made anew) for QMP sockets, deleted
+/// with what is in it on drop: whoever controls a socket's directory
+/// controls the QEMU behind it, so a path someone else created meanwhile
+/// (or a symbolic link placed there) is an error, not a directory to use.
+#[derive(Debug)]
+pub struct SocketDir(std::path::PathBuf);
+
+impl SocketDir {
+    /// Creates `name` in the temporary directory, after deleting one
+    /// left there by a killed run (names carry the process id).
+    pub fn create(name: &str) -> Result<SocketDir, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {} for QMP: {e}", dir.display()))?;
+        Ok(SocketDir(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A QMP session in command mode.
 #[derive(Debug)]
 pub struct Qmp {
@@ -243,6 +276,19 @@ mod tests {
         let received = server.join().expect("server");
         assert_eq!(received[1], r#"{"execute":"quit"}"#);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_socket_dir_is_private_and_goes_on_drop() {
+        use std::os::unix::fs::PermissionsExt;
+        let name = format!("ebb-qmp-dir-{}", std::process::id());
+        let dir = SocketDir::create(&name).expect("create");
+        let path = dir.path().to_owned();
+        let mode = std::fs::metadata(&path).expect("made").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::write(path.join("qmp.sock"), b"").expect("write");
+        drop(dir);
+        assert!(!path.exists());
     }
 
     #[test]
