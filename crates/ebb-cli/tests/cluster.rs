@@ -6,7 +6,8 @@
 //! stay ready and answering; `./ebb cluster down` stops the cluster, and
 //! afterwards no namespace, bridge, TAP device or QEMU process of it is
 //! left; a frontend killed with SIGKILL takes its QEMUs with it, and
-//! `down` deletes the namespace it left. Everything runs under deadlines (TCG boots three guests side by
+//! `down` deletes the namespace it left; nodes whose application exits
+//! while booting end `up` with their consoles shown. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
 use std::os::unix::process::CommandExt;
@@ -261,4 +262,41 @@ fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
         text(&down)
     );
     assert_nothing_left(&namespace, &qemu_pids);
+}
+
+#[test]
+fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    // echo refuses an option it does not know and exits with code 2.
+    let failed = ebb(&[
+        "cluster",
+        "up",
+        "echo",
+        "--nodes",
+        "2",
+        "--",
+        "--no-such-option",
+    ]);
+    let message = text(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    for id in [1, 2] {
+        assert!(
+            message.contains(&format!(
+                "error: node {id} exited while booting (its application exited with code 2); \
+                 the end of its console:"
+            )),
+            "{message}"
+        );
+    }
+    assert!(
+        message.contains("unexpected argument '--no-such-option'"),
+        "{message}"
+    );
+    let namespace = message
+        .split("ebb: cluster stopped; deleted namespace ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("up deletes its namespace:\n{message}"));
+    assert_nothing_left(namespace, &[]);
 }

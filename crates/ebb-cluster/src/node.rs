@@ -20,6 +20,9 @@ pub struct NodeSpec {
 /// How a node's VM ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// The application in it exited with this code (our images report it
+    /// through QEMU's `isa-debug-exit`: `ebb_boot_abi::exit`).
+    Guest(u8),
     /// It exited with this status.
     Code(i32),
     /// A signal ended it (`kill -9`: 9).
@@ -41,6 +44,7 @@ impl Exit {
 impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Exit::Guest(code) => write!(f, "its application exited with code {code}"),
             Exit::Code(code) => write!(f, "its VM exited with status {code}"),
             Exit::Signal(signal) => write!(f, "its VM was killed by signal {signal}"),
         }
@@ -73,6 +77,7 @@ impl fmt::Display for NodeState {
             NodeState::Booting => f.write_str("booting"),
             NodeState::Ready => f.write_str("ready"),
             NodeState::Stopped => f.write_str("stopped"),
+            NodeState::Lost(Exit::Guest(code)) => write!(f, "lost (app exit {code})"),
             NodeState::Lost(Exit::Code(code)) => write!(f, "lost (exit {code})"),
             NodeState::Lost(Exit::Signal(signal)) => write!(f, "lost (signal {signal})"),
         }
@@ -91,6 +96,14 @@ mod tests {
             "lost (signal 9)"
         );
         assert_eq!(NodeState::Lost(Exit::Code(1)).to_string(), "lost (exit 1)");
+        assert_eq!(
+            NodeState::Lost(Exit::Guest(2)).to_string(),
+            "lost (app exit 2)"
+        );
+        assert_eq!(
+            Exit::Guest(2).to_string(),
+            "its application exited with code 2"
+        );
         assert!(NodeState::Stopped.is_over() && !NodeState::Booting.is_over());
         assert_eq!(Exit::Signal(9).to_string(), "its VM was killed by signal 9");
     }

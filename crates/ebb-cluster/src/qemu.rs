@@ -117,7 +117,7 @@ fn connect_qmp(child: &mut Child, socket: &Path, console_log: &Path) -> Result<Q
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!(
                 "QEMU exited at once ({}); its output:\n{}",
-                Exit::from_status(status),
+                qemu_exit(status),
                 console_tail(console_log, 20)
             ));
         }
@@ -211,10 +211,20 @@ impl LaunchedNode for QemuNode {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         match child.map(|mut child| child.wait()) {
-            Some(Ok(status)) => Exit::from_status(status),
+            Some(Ok(status)) => qemu_exit(status),
             // Waited for already, or not waitable: nothing more will come.
             Some(Err(_)) | None => Exit::Code(-1),
         }
+    }
+}
+
+/// How QEMU ended: the guest application's exit code where QEMU's status
+/// carries one (`isa-debug-exit`, see `ebb_boot_abi::exit`), else the
+/// status or signal itself.
+fn qemu_exit(status: std::process::ExitStatus) -> Exit {
+    match status.code().map(ebb_boot_abi::decode_qemu_status) {
+        Some(ebb_boot_abi::QemuExit::Guest(code)) => Exit::Guest(code),
+        _ => Exit::from_status(status),
     }
 }
 
@@ -230,5 +240,21 @@ impl Drop for QemuNode {
             let _ = child.wait();
         }
         let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn qemus_status_gives_the_applications_exit_code() {
+        // Wait statuses: exit status N is N << 8, a signal is its number.
+        assert_eq!(qemu_exit(ExitStatusExt::from_raw(7 << 8)), Exit::Guest(2));
+        assert_eq!(qemu_exit(ExitStatusExt::from_raw(3 << 8)), Exit::Guest(0));
+        assert_eq!(qemu_exit(ExitStatusExt::from_raw(0)), Exit::Code(0));
+        assert_eq!(qemu_exit(ExitStatusExt::from_raw(1 << 8)), Exit::Code(1));
+        assert_eq!(qemu_exit(ExitStatusExt::from_raw(9)), Exit::Signal(9));
     }
 }
