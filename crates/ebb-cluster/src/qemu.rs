@@ -109,27 +109,38 @@ impl Launcher for QemuLauncher {
     }
 }
 
-/// Waits for QEMU's QMP socket (or QEMU's end: a bad image or option ends
-/// it at once) and connects.
+/// Waits for QEMU's QMP socket and connects, or reports QEMU's end with
+/// its own words (a bad image or option ends it at once, sometimes after
+/// it opened the socket: it loads the image later).
 fn connect_qmp(child: &mut Child, socket: &Path, console_log: &Path) -> Result<Qmp, String> {
+    let exited = |status| {
+        format!(
+            "QEMU exited at once ({}); its output:\n{}",
+            qemu_exit(status),
+            console_tail(console_log, 20)
+        )
+    };
+    // Short attempts, so that a QEMU that opened its socket and then
+    // ended is noticed at once rather than after the whole timeout.
+    let attempt = Duration::from_secs(1);
     let deadline = Instant::now() + QMP_TIMEOUT;
-    while !socket.exists() {
+    loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "QEMU exited at once ({}); its output:\n{}",
-                qemu_exit(status),
-                console_tail(console_log, 20)
-            ));
+            return Err(exited(status));
         }
+        let failure = if socket.exists() {
+            match Qmp::connect(socket, attempt) {
+                Ok(mut qmp) => return qmp.set_read_timeout(QMP_TIMEOUT).map(|()| qmp),
+                Err(e) => e,
+            }
+        } else {
+            "QEMU opened no QMP socket".to_owned()
+        };
         if Instant::now() >= deadline {
-            return Err(format!(
-                "QEMU opened no QMP socket within {} s",
-                QMP_TIMEOUT.as_secs()
-            ));
+            return Err(format!("{failure} within {} s", QMP_TIMEOUT.as_secs()));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Qmp::connect(socket, QMP_TIMEOUT)
 }
 
 /// Makes the child get SIGKILL when the thread spawning it ends (the

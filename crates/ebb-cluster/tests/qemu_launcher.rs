@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::{
-    Exit, LaunchSpec, NodeAllocator, NodeSpec, NodeState, NotReady, QemuCommandLine, QemuLauncher,
-    Readiness, ReadyProbe,
+    ClusterError, Exit, LaunchSpec, NodeAllocator, NodeSpec, NodeState, NotReady, QemuCommandLine,
+    QemuLauncher, Readiness, ReadyProbe,
 };
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::{netns, skip_unless, Need};
@@ -41,6 +41,22 @@ impl QemuCommandLine for Prelaunch {
                 "-device",
                 &format!("virtio-net-pci,netdev=net0,mac={}", spec.link.mac),
             ]);
+        Ok(command)
+    }
+}
+
+/// QEMU booting the spec's image (a missing one, in the test).
+struct Kernel;
+
+impl QemuCommandLine for Kernel {
+    fn command(&self, spec: &LaunchSpec) -> Result<Command, String> {
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &spec.namespace, ebb_testbed::qemu::QEMU])
+            .args(["-machine", "q35", "-accel", "tcg", "-display", "none"])
+            .args(["-nodefaults", "-no-user-config", "-m", &spec.node.memory])
+            .arg("-kernel")
+            .arg(&spec.node.image);
         Ok(command)
     }
 }
@@ -124,5 +140,39 @@ fn qemu_nodes_are_driven_over_qmp_stop_in_order_and_die_with_their_thread() {
             "QEMU {pid} is gone"
         );
     }
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[test]
+fn a_wrong_image_is_a_launch_error_with_qemus_words() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let logs = std::env::temp_dir().join(format!("ebb-cluster-image-{}", std::process::id()));
+    let network = ClusterNetwork::create("image", AddressPlan::default_plan()).expect("network");
+    let allocator =
+        NodeAllocator::new(network, QemuLauncher::new(Kernel), Started, &logs).expect("allocator");
+    let err = allocator
+        .allocate(NodeSpec {
+            image: "/nonexistent/ebb-image".into(),
+            ..spec(1)
+        })
+        .expect_err("no image");
+    let ClusterError::Launch { id, reason } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(id.0, 1);
+    assert!(
+        reason.starts_with("QEMU exited at once (its VM exited with status 1)")
+            && reason.contains("/nonexistent/ebb-image"),
+        "{reason}"
+    );
+    // Its TAP device is gone again; nothing else was started.
+    assert!(allocator.nodes().is_empty());
+    let links = allocator
+        .network()
+        .namespace()
+        .ip(&["-o", "link"])
+        .expect("links");
+    assert!(!links.contains("ebbtap1"), "{links}");
+    drop(allocator);
     let _ = std::fs::remove_dir_all(&logs);
 }

@@ -108,6 +108,15 @@ impl Qmp {
         Ok(qmp)
     }
 
+    /// Sets how long each read may wait from now on (`connect`'s `timeout`
+    /// until then).
+    pub fn set_read_timeout(&mut self, timeout: Duration) -> Result<(), String> {
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| format!("QMP socket: {e}"))
+    }
+
     /// Runs `command` with `arguments`; its `return` value, or the error's
     /// class and description.
     pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value, String> {
