@@ -109,15 +109,10 @@ impl NodeAllocator {
                     scope.spawn(move || node.and_then(|n| self.await_ready(&n).map(|()| n)))
                 })
                 .collect();
+            // A readiness check that panics is a bug: it panics here too.
             waits
                 .into_iter()
-                .map(|wait| {
-                    wait.join().unwrap_or_else(|_| {
-                        Err(ClusterError::Network(
-                            "a readiness wait panicked".to_owned(),
-                        ))
-                    })
-                })
+                .map(|wait| wait.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         })
     }
