@@ -6,7 +6,8 @@
 //! stay ready and answering; `./ebb cluster down` stops the cluster, and
 //! afterwards no namespace, bridge, TAP device or QEMU process of it is
 //! left; a frontend killed with SIGKILL takes its QEMUs with it, and
-//! `down` deletes the namespace it left; nodes whose application exits
+//! `down` deletes the namespace it left; a Ctrl-C reaches `up` alone,
+//! which stops its nodes in order; nodes whose application exits
 //! while booting end `up` with their consoles shown. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
@@ -299,4 +300,38 @@ fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("up deletes its namespace:\n{message}"));
     assert_nothing_left(namespace, &[]);
+}
+
+#[test]
+fn ctrl_c_stops_the_nodes_in_order_and_leaves_nothing() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut up, mut output, namespace) = start_echo_cluster(2);
+    let qemu_pids = qemu_pids();
+    // A terminal's Ctrl-C: SIGINT to the foreground process group, which
+    // `up` leads. QEMU runs in groups of its own, so only `up` gets it,
+    // and it stops the nodes through QMP.
+    let group = format!("-{}", up.0.id());
+    assert!(Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .expect("kill")
+        .success());
+    let code = up.0.wait().expect("wait for up").code();
+    assert!(output.drain(Duration::from_secs(60)), "up's output ends");
+    assert_eq!(code, Some(128 + 2), "{}", output.text());
+    let said = output.text();
+    assert!(
+        said.contains("ebb: stopped the cluster on SIGINT"),
+        "{said}"
+    );
+    // Stopped in order, not lost: QEMU saw no signal (it would say so on
+    // its stderr, which goes to the node's console log).
+    assert!(!said.contains("is lost"), "{said}");
+    for id in [1, 2] {
+        let log = text(&ebb(&["cluster", "logs", &id.to_string()]));
+        assert!(log.contains("echo: ready:"), "{log}");
+        assert!(!log.contains("terminating on signal"), "{log}");
+    }
+    assert_nothing_left(&namespace, &qemu_pids);
 }
