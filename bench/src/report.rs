@@ -383,6 +383,23 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// The smallest of `values`; infinity when empty.
+pub fn minimum(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// A benchmark binary's exit: success, or `NAME: error` on stderr and
+/// failure.
+pub fn exit_code(name: &str, result: Result<(), String>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// The `p`-th percentile (`p` in 0..=100, clamped) of ascending `sorted`,
 /// interpolating linearly between the closest ranks (as numpy's default).
 /// `NaN` when `sorted` is empty or `p` is `NaN`.
@@ -509,6 +526,12 @@ mod tests {
         let mut v = [5.0, -1.0, 3.0];
         median(&mut v);
         assert_eq!(v, [-1.0, 3.0, 5.0]);
+    }
+
+    #[test]
+    fn minimum_of_some_and_none() {
+        assert_eq!(minimum(&[3.0, -1.5, 2.0]), -1.5);
+        assert_eq!(minimum(&[]), f64::INFINITY);
     }
 
     #[test]

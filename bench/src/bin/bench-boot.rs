@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use ebb_bench::report::{median, workspace_root, Report};
+use ebb_bench::report::{median, minimum, workspace_root, Report};
 
 const RUNS: usize = 7;
 
@@ -102,10 +102,6 @@ fn image_sizes(root: &Path) -> Result<(u64, u64), String> {
     Ok((size(&stripped)?, size(&image)?))
 }
 
-fn min(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
 fn run() -> Result<(), String> {
     let root = workspace_root();
     // Builds the image (and ebb-cli); not measured.
@@ -149,13 +145,13 @@ fn run() -> Result<(), String> {
         )
         .metric(
             "boot_to_main_ms_1_min",
-            min(&main_1),
+            minimum(&main_1),
             "ms",
             "fastest of the same runs",
         )
         .metric(
             "boot_to_main_ms_4_min",
-            min(&main_4),
+            minimum(&main_4),
             "ms",
             "fastest of the same runs",
         )

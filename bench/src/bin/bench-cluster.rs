@@ -17,7 +17,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ebb_bench::report::{median, workspace_root, Report};
+use ebb_bench::report::{exit_code, median, minimum, workspace_root, Report};
 use ebb_cli::cluster::command_line::NativeCommandLine;
 use ebb_cli::native::{self, Settings};
 use ebb_cluster::{ConsoleLine, NodeAllocator, NodeSpec, QemuLauncher};
@@ -26,10 +26,6 @@ use ebb_testbed::Need;
 
 const RUNS: usize = 10;
 const SIDE_BY_SIDE_RUNS: usize = 5;
-
-fn min(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::INFINITY, f64::min)
-}
 
 fn millis(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
@@ -107,7 +103,7 @@ fn run() -> Result<(), String> {
         )
         .metric(
             "allocate_ms_min",
-            min(&one),
+            minimum(&one),
             "ms",
             "fastest of the same runs",
         )
@@ -119,7 +115,7 @@ fn run() -> Result<(), String> {
         )
         .metric(
             "allocate_3_ms_min",
-            min(&three),
+            minimum(&three),
             "ms",
             "fastest of the same runs",
         )
@@ -140,11 +136,5 @@ struct Args {}
 
 fn main() -> ExitCode {
     <Args as clap::Parser>::parse();
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("cluster: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("cluster", run())
 }
