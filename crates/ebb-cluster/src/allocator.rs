@@ -26,7 +26,7 @@ use ebb_testbed::cluster_net::ClusterNetwork;
 use ebb_testbed::qemu::qmp::SocketDir;
 
 use crate::error::ClusterError;
-use crate::launcher::{LaunchSpec, LaunchedNode, Launcher};
+use crate::launcher::{BootContract, LaunchSpec, LaunchedNode, Launcher, NoContract};
 use crate::node::{NodeSpec, NodeState};
 use crate::readiness::{console_tail, NotReady, Readiness, ReadyProbe};
 
@@ -44,6 +44,7 @@ pub struct NodeAllocator {
     // Nodes first: they are stopped before the network goes (drop order).
     nodes: Mutex<Vec<NodeHandle>>,
     launcher: Box<dyn Launcher>,
+    contract: Box<dyn BootContract>,
     readiness: Box<dyn Readiness>,
     ready_timeout: Duration,
     log_dir: PathBuf,
@@ -68,6 +69,7 @@ impl NodeAllocator {
         Ok(NodeAllocator {
             nodes: Mutex::new(Vec::new()),
             launcher: Box::new(launcher),
+            contract: Box::new(NoContract),
             readiness: Box::new(readiness),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             log_dir: log_dir.to_owned(),
@@ -82,6 +84,14 @@ impl NodeAllocator {
     #[must_use]
     pub fn with_ready_timeout(mut self, timeout: Duration) -> NodeAllocator {
         self.ready_timeout = timeout;
+        self
+    }
+
+    /// The same, telling each node `contract`'s boot arguments (the hook
+    /// for the Messenger's boot contract: see [`BootContract`]).
+    #[must_use]
+    pub fn with_boot_contract(mut self, contract: impl BootContract + 'static) -> NodeAllocator {
+        self.contract = Box::new(contract);
         self
     }
 
@@ -154,12 +164,17 @@ impl NodeAllocator {
     fn launch(&self, spec: NodeSpec) -> Result<NodeHandle, ClusterError> {
         let id = NodeId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let link = self.network.add_node(id.0).map_err(ClusterError::Network)?;
+        let boot_args = self.contract.boot_args(id, &link).map_err(|reason| {
+            self.network.remove_node(id.0);
+            ClusterError::Launch { id, reason }
+        })?;
         let launch = LaunchSpec {
             id,
             link,
             namespace: self.network.namespace().name().to_owned(),
             console_log: self.log_dir.join(format!("node-{id}.log")),
             runtime_dir: self.runtime_dir.path().to_owned(),
+            boot_args,
             node: spec,
         };
         let launched = self.launcher.launch(&launch).map_err(|reason| {

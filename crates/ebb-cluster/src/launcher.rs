@@ -26,6 +26,33 @@ pub struct LaunchSpec {
     pub console_log: PathBuf,
     /// A private directory for the launcher's sockets.
     pub runtime_dir: PathBuf,
+    /// Platform options for the node's command line from the
+    /// [`BootContract`] (the Messenger's `node= frontend= ebb_ids=
+    /// messenger_port=`); the launcher puts them before the application's
+    /// arguments.
+    pub boot_args: Vec<String>,
+}
+
+/// What a node is told at boot besides its address: the hook where the
+/// frontend hands each node its place in the distributed application
+/// (`ebb_messenger::Frontend::expect` gives its global id range, and
+/// `ebb_boot_abi::NodeContract`'s words carry id, frontend address, range
+/// and Messenger port). Called once per node, before its VM starts.
+pub trait BootContract: Send + Sync {
+    /// The platform options for node `id` at `link`; an error keeps the
+    /// node from starting.
+    fn boot_args(&self, id: NodeId, link: &NodeLink) -> Result<Vec<String>, String>;
+}
+
+/// No boot contract: nodes that run alone (what `./ebb cluster` boots
+/// until the Messenger's frontend is plugged in).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoContract;
+
+impl BootContract for NoContract {
+    fn boot_args(&self, _: NodeId, _: &NodeLink) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// Starts nodes.

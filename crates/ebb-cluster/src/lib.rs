@@ -9,7 +9,9 @@
 //!   ([`qemu`]) drives QEMU over QMP.
 //! - [`Readiness`] ([`readiness`]): when a node counts as ready; the hook
 //!   where the Messenger's announcement plugs in ([`ConsoleLine`] until
-//!   then).
+//!   then). [`BootContract`] ([`launcher`]): the other hook, what each
+//!   node is told at boot (its id range and the frontend's Messenger
+//!   address; nothing until then).
 //! - The network itself is `ebb_testbed::cluster_net` (a namespace with a
 //!   bridge, a TAP device per node, the frontend on a veth pair).
 //!
@@ -29,7 +31,7 @@ pub mod readiness;
 
 pub use allocator::{NodeAllocator, NodeHandle};
 pub use error::ClusterError;
-pub use launcher::{LaunchSpec, LaunchedNode, Launcher};
+pub use launcher::{BootContract, LaunchSpec, LaunchedNode, Launcher, NoContract};
 pub use node::{Exit, NodeSpec, NodeState};
 pub use qemu::{QemuCommandLine, QemuLauncher};
 pub use readiness::{ConsoleLine, NotReady, Readiness, ReadyProbe};

@@ -2,13 +2,14 @@
 //! to the layer above.
 //!
 //! **The hook.** Issue 16 says `allocate` resolves when the node has
-//! announced itself to the frontend over the Messenger. That announcement
-//! comes from the Messenger Ebb (built beside this crate); until it is
-//! merged, [`ConsoleLine`] stands in: the node is ready when its console
-//! shows a line (`APP: ready:`, the line every Ebbflow application prints
-//! once it serves, see `ebb_app::ready`). At merge, the frontend's
-//! announcement registry implements [`Readiness`] ("node N announced")
-//! and is handed to [`crate::NodeAllocator::new`] in its place.
+//! announced itself to the frontend over the Messenger: the frontend's
+//! registry (`ebb_messenger::Frontend::when_announced`) implements
+//! [`Readiness`] and is handed to [`crate::NodeAllocator::new`]. Until
+//! that is wired, [`ConsoleLine`] stands in: the node is ready when its
+//! console shows a line (`APP: ready:`, the line every Ebbflow
+//! application prints once it serves, see `ebb_app::ready`). The node's
+//! side of the announcement, its boot contract, comes through the other
+//! hook, [`crate::BootContract`].
 
 use std::net::Ipv4Addr;
 use std::path::Path;

@@ -11,10 +11,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ebb_cluster::{
-    ClusterError, ConsoleLine, Exit, LaunchSpec, LaunchedNode, Launcher, NodeAllocator, NodeSpec,
-    NodeState,
+    BootContract, ClusterError, ConsoleLine, Exit, LaunchSpec, LaunchedNode, Launcher,
+    NodeAllocator, NodeSpec, NodeState,
 };
-use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork, NodeLink};
 use ebb_testbed::netns;
 use ebb_testbed::{skip_unless, Need};
 
@@ -33,6 +33,7 @@ impl Launcher for ShellLauncher {
         let log = std::fs::File::create(&spec.console_log).map_err(|e| e.to_string())?;
         let child = Command::new("sh")
             .args(["-c", &spec.node.args[0]])
+            .env("BOOT_ARGS", spec.boot_args.join(" "))
             .stdin(Stdio::null())
             .stdout(log)
             .spawn()
@@ -208,6 +209,50 @@ fn a_node_never_ready_is_killed_with_its_console_and_one_exiting_says_how() {
             tail: "no memory".to_owned()
         }
     );
+    drop(allocator);
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// Node 2 cannot be told anything; the others get their id and address.
+struct Contract;
+
+impl BootContract for Contract {
+    fn boot_args(&self, id: ebb_core::NodeId, link: &NodeLink) -> Result<Vec<String>, String> {
+        if id.0 == 2 {
+            return Err("no id range left for node 2".to_owned());
+        }
+        Ok(vec![format!("node={id}"), format!("at={}", link.address)])
+    }
+}
+
+#[test]
+fn each_node_is_told_its_boot_contract_and_a_refused_one_does_not_start() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let (allocator, logs) = shell_allocator("contract", Duration::from_secs(30));
+    let allocator = allocator.with_boot_contract(Contract);
+    let told = "echo \"fake: ready: $BOOT_ARGS\"; exec sleep 600";
+    let one = allocator.allocate(node(told)).expect("node 1");
+    assert!(
+        one.console_tail(1)
+            .ends_with("fake: ready: node=1 at=10.96.0.2"),
+        "{}",
+        one.console_tail(5)
+    );
+    let refused = allocator.allocate(node(told)).expect_err("node 2");
+    assert_eq!(
+        refused,
+        ClusterError::Launch {
+            id: ebb_core::NodeId(2),
+            reason: "no id range left for node 2".to_owned()
+        }
+    );
+    let links = allocator
+        .network()
+        .namespace()
+        .ip(&["-o", "link"])
+        .expect("links");
+    assert!(!links.contains("ebbtap2"), "{links}");
+    assert_eq!(allocator.nodes().len(), 1);
     drop(allocator);
     let _ = std::fs::remove_dir_all(&logs);
 }

@@ -1,7 +1,8 @@
 //! A node's QEMU command line: the one `./ebb run APP --native --net tap`
 //! boots with ([`native::qemu_command`]), on the node's TAP device inside
 //! the cluster's namespace, with its static address (`ip=`, the frontend
-//! as the gateway) ahead of the platform options.
+//! as the gateway) and the boot contract's words
+//! (`ebb_cluster::BootContract`) ahead of the platform options.
 
 use std::process::Command;
 
@@ -33,7 +34,8 @@ impl NativeCommandLine {
             mac: spec.link.mac.clone(),
         });
         settings.namespace = Some(spec.namespace.clone());
-        settings.boot_args.insert(0, spec.link.boot_arg());
+        let contract = std::iter::once(spec.link.boot_arg()).chain(spec.boot_args.iter().cloned());
+        settings.boot_args.splice(0..0, contract);
         settings
     }
 }
@@ -82,6 +84,7 @@ mod tests {
             namespace: "ebb-1-cluster-0".to_owned(),
             console_log: "/logs/node-2.log".into(),
             runtime_dir: "/run/x".into(),
+            boot_args: vec!["node=2".to_owned(), "frontend=10.96.0.1:7000".to_owned()],
         };
         let line = NativeCommandLine {
             settings: Settings::default(),
@@ -102,7 +105,9 @@ mod tests {
             "{words}"
         );
         assert!(
-            words.contains("cores=2 ip=10.96.0.3/24,gw=10.96.0.1 -- --port 7'"),
+            words.contains(
+                "cores=2 ip=10.96.0.3/24,gw=10.96.0.1 node=2 frontend=10.96.0.1:7000 -- --port 7'"
+            ),
             "{words}"
         );
         assert!(!words.contains("timeout"), "{words}");
