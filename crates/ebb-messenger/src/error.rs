@@ -146,6 +146,13 @@ pub enum MessengerError {
     /// The connection was lost before the reply came (reset, closed, or
     /// the peer broke the wire format).
     ConnectionLost,
+    /// The node is gone (its launcher saw its VM or process end:
+    /// [`crate::MessengerRep::lose_node`]); a peer killed outright sends
+    /// no reset, so without this its calls would wait for TCP to give up.
+    NodeLost {
+        /// The node.
+        node: NodeId,
+    },
     /// The two nodes speak different wire versions; refused on both sides.
     VersionMismatch {
         /// The peer's version.
@@ -229,6 +236,7 @@ impl fmt::Display for MessengerError {
             MessengerError::ConnectionLost => {
                 f.write_str("the connection to the peer was lost before the reply came")
             }
+            MessengerError::NodeLost { node } => write!(f, "node {node} is lost"),
             MessengerError::VersionMismatch { theirs, ours } => write!(
                 f,
                 "refused: the peer speaks Messenger wire version {theirs}, we speak version {ours}"

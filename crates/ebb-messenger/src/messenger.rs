@@ -270,6 +270,42 @@ impl MessengerRep {
         }
     }
 
+    /// Node `node` is gone (its launcher saw its VM or process end): every
+    /// call pending on a connection to it, on every core, completes with
+    /// [`MessengerError::NodeLost`], and it leaves the directory, so later
+    /// calls fail at once (`Unreachable`) until it announces itself again.
+    /// A node killed outright sends no reset: without this, a call already
+    /// sent would wait for TCP to give up (many minutes).
+    pub fn lose_node(&self, node: NodeId) {
+        self.directory().remove(node);
+        self.root.shared().owners.lock().remove(&node);
+        let Some(&messenger) = self.root.shared().this.get() else {
+            return;
+        };
+        for core in 0..ebb_event::core_count() {
+            let core = CoreId(core);
+            if core == self.core {
+                self.drop_connection(node);
+                continue;
+            }
+            // Every core, not only the owner: a core may also hold a
+            // connection the node opened to it.
+            let _ = ebb_event::spawn_task_on(core, async move {
+                if let Ok(rep) = messenger.get() {
+                    rep.drop_connection(node);
+                }
+            });
+        }
+    }
+
+    /// Ends this core's connection to `node`, failing its pending calls.
+    fn drop_connection(&self, node: NodeId) {
+        let connection = self.peers.borrow_mut().remove(&node);
+        if let Some(connection) = connection {
+            connection.peer.give_up(MessengerError::NodeLost { node });
+        }
+    }
+
     /// Asks the frontend where `node` is, then makes the call (a task on
     /// this core; the reply comes back through it).
     fn look_up_then_call(

@@ -310,6 +310,51 @@ fn unknown_refused_and_silent_nodes_are_unreachable() {
 }
 
 #[test]
+fn a_lost_node_fails_its_pending_calls_at_once_and_leaves_the_directory() {
+    simulate(|sim| async move {
+        let a = sim_node(&sim, 1);
+        let b = sim_node(&sim, 2);
+        let echo_id = EbbId::new(40_402).unwrap();
+        // Node 3 "is" a listener that never answers, as a node whose VM
+        // was killed after accepting: the call waits.
+        a.rep
+            .directory()
+            .insert(NodeId(3), SocketAddr::from((ip(2), 7200)));
+        b.side
+            .stack
+            .listen(
+                SocketAddr::from((ip(2), 7200)),
+                Arc::new(|_: &TcpConnection| Box::new(Silent) as Box<dyn TcpHandler>),
+            )
+            .unwrap();
+        let pending = spawn_task(a.rep.call(NodeId(3), echo_id, ECHO, bytes(b"x")));
+        yield_now().await;
+        let started = ebb_event::now();
+        // The launcher says node 3 is gone.
+        a.rep.lose_node(NodeId(3));
+        assert_eq!(
+            pending.await.unwrap().unwrap_err(),
+            MessengerError::NodeLost { node: NodeId(3) }
+        );
+        assert!(
+            ebb_event::now().saturating_since(started) < HELLO_TIMEOUT,
+            "the call ended when the node was lost, not at the hello timeout"
+        );
+        assert_eq!(a.rep.directory().address(NodeId(3)), None);
+        assert_eq!(
+            a.rep
+                .call(NodeId(3), echo_id, ECHO, bytes(b"x"))
+                .await
+                .unwrap_err(),
+            MessengerError::Unreachable {
+                node: NodeId(3),
+                reason: Unreachable::NotInDirectory
+            }
+        );
+    });
+}
+
+#[test]
 fn a_named_core_runs_the_handler_and_a_missing_core_gets_an_error_reply() {
     simulate(|sim| async move {
         let a = sim_node(&sim, 1);
