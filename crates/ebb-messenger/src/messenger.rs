@@ -7,12 +7,13 @@
 //! core opened or accepted, one [`Peer`] per node, and opens a connection
 //! on the first call to a node when no core has one yet, with
 //! [`ebb_net::connect`] (kernel sockets hosted, our stack on userstack and
-//! native). Calls made while it opens queue behind our hello. The first
+//! native). Calls made while it opens wait for the peer's hello. The first
 //! core that needs a connection to a node (by calling it, or by accepting
 //! the node's connection) owns it: other cores' calls to that node are
 //! made on the owning core (an `ebb_event` cross-core task; the body moves
 //! there and the reply back), so a node holds one connection per peer
-//! node, not one per core.
+//! node, not one per core. A connection the node opened to another core
+//! only serves the node's calls there.
 //!
 //! **Failures are values.** A node missing from the directory, a refused
 //! connect, a connection that ends before the peer's hello, and a hello
@@ -436,12 +437,21 @@ impl MessengerRep {
     fn connected(&self, node: NodeId, peer: &Rc<Peer>, dialed: bool) {
         // A connection the peer opened makes this core the owner of the
         // node's connection if no core is yet.
-        self.root
+        let owner = *self
+            .root
             .shared()
             .owners
             .lock()
             .entry(node)
             .or_insert(self.core);
+        if owner != self.core {
+            // Another core owns our connection to `node`: this one serves
+            // the calls `node` sends on it but carries none of ours (they
+            // go to the owner). Were it to carry ours, `node` could close
+            // it as the loser of two (it keeps the one the smaller id
+            // dialed, deciding on its own side) with our calls in flight.
+            return;
+        }
         let loser = {
             let mut peers = self.peers.borrow_mut();
             let replace = match peers.get(&node) {
