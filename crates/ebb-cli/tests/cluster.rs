@@ -164,7 +164,8 @@ fn qemu_pids() -> Vec<u32> {
     state
         .lines()
         .filter(|line| line.starts_with("node\t"))
-        .map(|line| line.rsplit('\t').next().unwrap().parse().expect("pid"))
+        // node ID ADDRESS CORES MEMORY STATE QEMU-PID QEMU-START QMP-SOCKET
+        .map(|line| line.split('\t').nth(6).unwrap().parse().expect("pid"))
         .collect()
 }
 

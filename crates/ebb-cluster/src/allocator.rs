@@ -349,6 +349,12 @@ impl NodeHandle {
         self.0.launched.pid()
     }
 
+    /// Its VM monitor's control socket, if the launcher has one
+    /// ([`LaunchedNode::control_socket`]).
+    pub fn control_socket(&self) -> Option<&Path> {
+        self.0.launched.control_socket()
+    }
+
     /// Where it is in its life.
     pub fn state(&self) -> NodeState {
         *self.0.state_locked()

@@ -70,6 +70,12 @@ pub trait LaunchedNode: Send + Sync {
     fn pid(&self) -> u32;
     /// The console log.
     fn console_log(&self) -> &Path;
+    /// The VM monitor's control socket, if it has one (QEMU: the QMP
+    /// socket). It names this VM alone, so `./ebb cluster down` checks
+    /// that a process's command line holds it before killing it.
+    fn control_socket(&self) -> Option<&Path> {
+        None
+    }
     /// Asks the VM to end in order (QEMU: QMP `quit`).
     fn stop(&self) -> Result<(), String>;
     /// Kills the VM's process (SIGKILL).

@@ -195,6 +195,10 @@ impl LaunchedNode for QemuNode {
         &self.console_log
     }
 
+    fn control_socket(&self) -> Option<&Path> {
+        Some(&self.socket)
+    }
+
     fn stop(&self) -> Result<(), String> {
         self.qmp().quit()
     }

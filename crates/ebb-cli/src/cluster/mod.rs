@@ -26,7 +26,7 @@ use ebb_testbed::{netns, Need};
 use crate::native::{self, Settings};
 use crate::{child, stop};
 use command_line::NativeCommandLine;
-use state::{ClusterState, NodeRow};
+use state::{ClusterState, NodeRow, Process};
 
 /// `./ebb cluster up APP --nodes N [--cores C] [--memory M] [-- ARGS]`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -86,7 +86,7 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
             return Err(format!(
                 "a cluster of {} runs already (./ebb cluster up, process {}): \
                  stop it first with ./ebb cluster down",
-                running.app, running.frontend_pid
+                running.app, running.frontend.pid
             ));
         }
         clean_up_after(&running, &dir);
@@ -140,8 +140,11 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         .into_iter()
         .filter_map(|result| result.err().map(|e| e.to_string()))
         .collect();
+    let frontend = Process::current();
+    let boot_id = state::boot_id();
     let record = |nodes: &[NodeHandle]| ClusterState {
-        frontend_pid: std::process::id(),
+        frontend,
+        boot_id: boot_id.clone(),
         app: app.to_owned(),
         namespace: namespace.clone(),
         nodes: nodes.iter().map(row).collect(),
@@ -204,7 +207,15 @@ fn row(node: &NodeHandle) -> NodeRow {
         cores: node.cores(),
         memory: node.memory().to_owned(),
         state: node.state().to_string(),
-        pid: node.pid(),
+        // Read while the watcher has not reaped it, or it is gone (then
+        // its start time is 0, and nothing will take it for running).
+        qemu: Process::of(node.pid()).unwrap_or(Process {
+            pid: node.pid(),
+            start: 0,
+        }),
+        control_socket: node
+            .control_socket()
+            .map_or_else(|| "-".to_owned(), |path| path.display().to_string()),
     }
 }
 
@@ -242,7 +253,7 @@ pub fn ps(root: &Path) -> Result<u8, String> {
     };
     println!(
         "cluster of {}: frontend process {} ({frontend}), network namespace {}",
-        cluster.app, cluster.frontend_pid, cluster.namespace
+        cluster.app, cluster.frontend.pid, cluster.namespace
     );
     print!("{}", cluster.table());
     Ok(0)
@@ -298,9 +309,9 @@ pub fn down(root: &Path) -> Result<u8, String> {
     if cluster.frontend_alive() {
         eprintln!(
             "ebb: stopping the cluster of {} (process {})...",
-            cluster.app, cluster.frontend_pid
+            cluster.app, cluster.frontend.pid
         );
-        stop::send(stop::SIGTERM, cluster.frontend_pid);
+        stop::send(stop::SIGTERM, cluster.frontend.pid);
         let started = Instant::now();
         while cluster.frontend_alive() && started.elapsed() < DOWN_WAIT {
             std::thread::sleep(Duration::from_millis(50));
@@ -308,11 +319,15 @@ pub fn down(root: &Path) -> Result<u8, String> {
         if cluster.frontend_alive() {
             eprintln!(
                 "ebb: process {} did not stop within {} s: killing it",
-                cluster.frontend_pid,
+                cluster.frontend.pid,
                 DOWN_WAIT.as_secs()
             );
             // Its nodes die with it (PR_SET_PDEATHSIG); the rest is below.
-            stop::send(stop::SIGKILL, cluster.frontend_pid);
+            // (Checked once more: it may have ended, and its id been
+            // reused, since the last look.)
+            if cluster.frontend_alive() {
+                stop::send(stop::SIGKILL, cluster.frontend.pid);
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -330,13 +345,12 @@ pub fn down(root: &Path) -> Result<u8, String> {
 fn clean_up_after(cluster: &ClusterState, dir: &Path) {
     eprintln!(
         "ebb: the frontend of the cluster of {} (process {}) is gone: cleaning up after it",
-        cluster.app, cluster.frontend_pid
+        cluster.app, cluster.frontend.pid
     );
-    for node in &cluster.nodes {
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", node.pid)).unwrap_or_default();
-        if comm.starts_with("qemu-system") {
-            stop::send(stop::SIGKILL, node.pid);
-        }
+    // Only the recorded QEMUs, started when recorded, naming their QMP
+    // sockets: never a process that reused an id, nor another cluster's VM.
+    for node in cluster.running_qemus() {
+        stop::send(stop::SIGKILL, node.qemu.pid);
     }
     if netns::exists(&cluster.namespace) {
         match netns::ip(&["netns", "del", &cluster.namespace]) {

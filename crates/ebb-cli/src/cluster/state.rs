@@ -5,16 +5,20 @@
 //! console logs (`node-ID.log`), not in `/run/ebbflow`: a cluster belongs
 //! to the checkout whose images it boots (two checkouts do not see each
 //! other's), its logs stay readable without root after the cluster is
-//! gone, and `cargo clean` removes them. What `/run` would give for free,
-//! forgetting a cluster at reboot, the frontend's process id gives: a file
-//! whose process is gone is stale, and is said to be.
+//! gone, and `cargo clean` removes them. Such a file outlives a reboot, and
+//! process ids are reused, so a process is named by its id *and* its start
+//! time (field 22 of `/proc/PID/stat`, proc(5)), under the boot id
+//! (`/proc/sys/kernel/random/boot_id`) they were recorded in: when either
+//! differs, the process is gone and the file is stale, and nothing is ever
+//! signalled on its word. A QEMU is killed only if its command line also
+//! names its node's QMP socket, which is private to its frontend.
 //!
 //! The format is lines of tab-separated fields, rewritten whole (to a
 //! temporary file, then renamed) on every change:
 //!
 //! ```text
-//! frontend  PID  APP  NAMESPACE
-//! node      ID   ADDRESS  CORES  MEMORY  STATE  QEMU-PID
+//! frontend  PID  START  BOOT-ID  APP  NAMESPACE
+//! node      ID   ADDRESS  CORES  MEMORY  STATE  QEMU-PID  QEMU-START  QMP-SOCKET
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -47,15 +51,86 @@ pub struct NodeRow {
     pub memory: String,
     /// Its state as the table shows it (`ready`, `lost (signal 9)`...).
     pub state: String,
-    /// Its QEMU's process id.
+    /// Its QEMU's process.
+    pub qemu: Process,
+    /// Its QEMU's QMP socket (`-` for none).
+    pub control_socket: String,
+}
+
+impl NodeRow {
+    /// Whether the node's QEMU still runs: the recorded process (same id,
+    /// same start time), whose command line names the node's QMP socket.
+    /// Only then may it be killed.
+    pub fn qemu_runs(&self) -> bool {
+        self.qemu.runs()
+            && self.control_socket != "-"
+            && std::fs::read(format!("/proc/{}/cmdline", self.qemu.pid)).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|&byte| byte == 0)
+                    .any(|arg| contains(arg, self.control_socket.as_bytes()))
+            })
+    }
+}
+
+/// Whether `haystack` holds `needle`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len().max(1))
+        .any(|window| window == needle)
+}
+
+/// One process, named so that a reused id is not taken for it: its id and
+/// its start time in clock ticks after boot (field 22 of `/proc/PID/stat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Process {
+    /// Its id.
     pub pid: u32,
+    /// Its start time (meaningful within one boot only).
+    pub start: u64,
+}
+
+impl Process {
+    /// Process `pid` as it is now, if it runs (not a zombie).
+    pub fn of(pid: u32) -> Option<Process> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `PID (COMM) STATE ...`: COMM may hold spaces and parentheses,
+        // the last `) ` ends it. After it come fields 3 (state) onwards.
+        let (_, rest) = stat.rsplit_once(") ")?;
+        let fields: Vec<&str> = rest.split(' ').collect();
+        if fields.first() == Some(&"Z") {
+            return None;
+        }
+        let start = fields.get(22 - 3)?.parse().ok()?;
+        Some(Process { pid, start })
+    }
+
+    /// This process.
+    pub fn current() -> Process {
+        let pid = std::process::id();
+        Process::of(pid).unwrap_or(Process { pid, start: 0 })
+    }
+
+    /// Whether it still runs: the process with its id started when it did.
+    pub fn runs(&self) -> bool {
+        Process::of(self.pid) == Some(*self)
+    }
+}
+
+/// This boot's id (a fresh one at every boot), or `-` if the kernel has
+/// none to give.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|id| id.trim().to_owned())
+        .unwrap_or_else(|_| "-".to_owned())
 }
 
 /// What `up` runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterState {
     /// The `./ebb cluster up` process (the frontend).
-    pub frontend_pid: u32,
+    pub frontend: Process,
+    /// The boot in which the processes were recorded ([`boot_id`]).
+    pub boot_id: String,
     /// The application.
     pub app: String,
     /// The cluster's network namespace.
@@ -68,13 +143,20 @@ impl ClusterState {
     /// The file's text.
     pub fn to_text(&self) -> String {
         let mut text = format!(
-            "frontend\t{}\t{}\t{}\n",
-            self.frontend_pid, self.app, self.namespace
+            "frontend\t{}\t{}\t{}\t{}\t{}\n",
+            self.frontend.pid, self.frontend.start, self.boot_id, self.app, self.namespace
         );
         for node in &self.nodes {
             text.push_str(&format!(
-                "node\t{}\t{}\t{}\t{}\t{}\t{}\n",
-                node.id, node.address, node.cores, node.memory, node.state, node.pid
+                "node\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                node.id,
+                node.address,
+                node.cores,
+                node.memory,
+                node.state,
+                node.qemu.pid,
+                node.qemu.start,
+                node.control_socket
             ));
         }
         text
@@ -88,28 +170,39 @@ impl ClusterState {
         for line in text.lines() {
             let fields: Vec<&str> = line.split('\t').collect();
             match fields.as_slice() {
-                ["frontend", pid, app, namespace] => {
+                ["frontend", pid, start, boot, app, namespace] => {
                     state = Some((
-                        pid.parse().map_err(|_| bad(line))?,
+                        Process {
+                            pid: pid.parse().map_err(|_| bad(line))?,
+                            start: start.parse().map_err(|_| bad(line))?,
+                        },
+                        (*boot).to_owned(),
                         (*app).to_owned(),
                         (*namespace).to_owned(),
                     ));
                 }
-                ["node", id, address, cores, memory, node_state, pid] => nodes.push(NodeRow {
-                    id: id.parse().map_err(|_| bad(line))?,
-                    address: (*address).to_owned(),
-                    cores: cores.parse().map_err(|_| bad(line))?,
-                    memory: (*memory).to_owned(),
-                    state: (*node_state).to_owned(),
-                    pid: pid.parse().map_err(|_| bad(line))?,
-                }),
+                ["node", id, address, cores, memory, node_state, pid, start, socket] => {
+                    nodes.push(NodeRow {
+                        id: id.parse().map_err(|_| bad(line))?,
+                        address: (*address).to_owned(),
+                        cores: cores.parse().map_err(|_| bad(line))?,
+                        memory: (*memory).to_owned(),
+                        state: (*node_state).to_owned(),
+                        qemu: Process {
+                            pid: pid.parse().map_err(|_| bad(line))?,
+                            start: start.parse().map_err(|_| bad(line))?,
+                        },
+                        control_socket: (*socket).to_owned(),
+                    });
+                }
                 _ => return Err(bad(line)),
             }
         }
-        let (frontend_pid, app, namespace) =
+        let (frontend, boot_id, app, namespace) =
             state.ok_or_else(|| "the cluster state has no frontend line".to_owned())?;
         Ok(ClusterState {
-            frontend_pid,
+            frontend,
+            boot_id,
             app,
             namespace,
             nodes,
@@ -134,9 +227,24 @@ impl ClusterState {
         }
     }
 
+    /// Whether the state was recorded in this boot (else every process
+    /// in it is gone, whatever now has their ids).
+    pub fn this_boot(&self) -> bool {
+        self.boot_id != "-" && self.boot_id == boot_id()
+    }
+
     /// Whether the frontend still runs (else the file is stale).
     pub fn frontend_alive(&self) -> bool {
-        process_alive(self.frontend_pid)
+        self.this_boot() && self.frontend.runs()
+    }
+
+    /// The nodes whose QEMU still runs ([`NodeRow::qemu_runs`]), in this
+    /// boot.
+    pub fn running_qemus(&self) -> Vec<&NodeRow> {
+        if !self.this_boot() {
+            return Vec::new();
+        }
+        self.nodes.iter().filter(|node| node.qemu_runs()).collect()
     }
 
     /// The node table as `up` and `ps` print it.
@@ -155,21 +263,14 @@ impl ClusterState {
     }
 }
 
-/// Whether process `pid` runs (a zombie does not count).
-pub fn process_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sample() -> ClusterState {
         ClusterState {
-            frontend_pid: 42,
+            frontend: Process { pid: 42, start: 7 },
+            boot_id: "b00t".to_owned(),
             app: "echo".to_owned(),
             namespace: "ebb-42-cluster-0".to_owned(),
             nodes: vec![
@@ -179,7 +280,11 @@ mod tests {
                     cores: 1,
                     memory: "256M".to_owned(),
                     state: "ready".to_owned(),
-                    pid: 4242,
+                    qemu: Process {
+                        pid: 4242,
+                        start: 8,
+                    },
+                    control_socket: "/tmp/ebb-x/qmp-1.sock".to_owned(),
                 },
                 NodeRow {
                     id: 2,
@@ -187,7 +292,11 @@ mod tests {
                     cores: 2,
                     memory: "1G".to_owned(),
                     state: "lost (signal 9)".to_owned(),
-                    pid: 4243,
+                    qemu: Process {
+                        pid: 4243,
+                        start: 9,
+                    },
+                    control_socket: "-".to_owned(),
                 },
             ],
         }
@@ -211,12 +320,86 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_and_a_file_round_trips() {
-        assert!(process_alive(std::process::id()));
+        assert!(Process::current().runs());
+        assert_ne!(Process::current().start, 0);
         let dir = std::env::temp_dir().join(format!("ebb-cluster-state-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         assert_eq!(ClusterState::read(&dir), Ok(None));
         sample().write(&dir).expect("write");
         assert_eq!(ClusterState::read(&dir), Ok(Some(sample())));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A state whose frontend is this test process, as recorded now.
+    fn recorded_now() -> ClusterState {
+        ClusterState {
+            frontend: Process::current(),
+            boot_id: boot_id(),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn a_reused_process_id_or_another_boot_is_not_the_frontend() {
+        assert!(recorded_now().frontend_alive());
+        // The same id, started at another time: the id was reused.
+        let mut reused = recorded_now();
+        reused.frontend.start += 1;
+        assert!(!reused.frontend_alive());
+        // The same id and start time, recorded before a reboot.
+        let rebooted = ClusterState {
+            boot_id: "an-earlier-boot".to_owned(),
+            ..recorded_now()
+        };
+        assert!(!rebooted.frontend_alive());
+    }
+
+    #[test]
+    fn only_a_qemu_naming_its_qmp_socket_counts_as_running() {
+        // A stand-in whose command line names a socket, as QEMU's does.
+        let mut sleeper = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; : \"$0\"", "/tmp/ebb-test/qmp-1.sock"])
+            .spawn()
+            .expect("start sleep");
+        // spawn returns while the kernel may still be setting up the new
+        // program's arguments (the parent is released mid-execve).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read(format!("/proc/{}/cmdline", sleeper.id()))
+            .map_or(true, |c| c.is_empty())
+        {
+            assert!(std::time::Instant::now() < deadline, "sh did not start");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let process = Process::of(sleeper.id()).expect("sh runs");
+        let node = |socket: &str, qemu: Process| NodeRow {
+            qemu,
+            control_socket: socket.to_owned(),
+            ..sample().nodes[0].clone()
+        };
+        let state = |nodes| ClusterState {
+            nodes,
+            ..recorded_now()
+        };
+        let ours = state(vec![node("/tmp/ebb-test/qmp-1.sock", process)]);
+        assert_eq!(ours.running_qemus().len(), 1, "{ours:?}");
+        // Another cluster's VM (another socket), a reused id, no socket,
+        // another boot: none may be killed.
+        let reused = Process {
+            start: process.start + 1,
+            ..process
+        };
+        for other in [
+            state(vec![node("/tmp/ebb-other/qmp-1.sock", process)]),
+            state(vec![node("/tmp/ebb-test/qmp-1.sock", reused)]),
+            state(vec![node("-", process)]),
+            ClusterState {
+                boot_id: "an-earlier-boot".to_owned(),
+                ..ours.clone()
+            },
+        ] {
+            assert!(other.running_qemus().is_empty(), "{other:?}");
+        }
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
     }
 }
