@@ -183,6 +183,12 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
         ps.contains("   3  10.96.0.4           1  256M    ready"),
         "{ps}"
     );
+    // A second `up` from this checkout is refused, naming the first (it
+    // holds target/cluster/lock), and the first's cluster is untouched.
+    let second = ebb(&["cluster", "up", "echo", "--nodes", "1"]);
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    let first = format!("another ./ebb cluster up (process {})", up.0.id());
+    assert!(text(&second).contains(&first), "{}", text(&second));
     for address in ["10.96.0.2", "10.96.0.3", "10.96.0.4"] {
         assert!(echoes(&namespace, address), "{address} echoes");
     }

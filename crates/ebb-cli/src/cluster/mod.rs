@@ -12,6 +12,7 @@
 //!   frontend that is gone.
 
 pub mod command_line;
+pub mod lock;
 pub mod state;
 
 use std::path::Path;
@@ -81,6 +82,8 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     }
     let dir = state::dir(root);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Held until `up` returns (the kernel drops it if `up` dies).
+    let _one_cluster = lock::ClusterLock::acquire(&dir)?;
     if let Some(running) = ClusterState::read(&dir)? {
         if running.frontend_alive() {
             return Err(format!(
