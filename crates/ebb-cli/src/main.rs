@@ -164,8 +164,10 @@ fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, 
         cli::ClusterCommand::Up(options) => {
             require_app(root, &options.app)?;
             // Caught: `up` outlives the signal to stop its nodes and
-            // delete its namespace.
-            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
+            // delete its namespace. SIGHUP (its terminal closed) and
+            // SIGQUIT (Ctrl-\) too: by default they would end it and
+            // leave the namespace, bridge and TAP devices behind.
+            stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
             cluster::up(root, &options)
         }
         cli::ClusterCommand::Ps => cluster::ps(root),

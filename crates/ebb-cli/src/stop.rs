@@ -19,8 +19,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// SIGHUP's number (Linux, all architectures): the terminal closed.
+pub const SIGHUP: i32 = 1;
 /// SIGINT's number (Linux, all architectures).
 pub const SIGINT: i32 = 2;
+/// SIGQUIT's number (Linux, all architectures): Ctrl-\\ in a terminal.
+pub const SIGQUIT: i32 = 3;
 /// SIGTERM's number (Linux, all architectures).
 pub const SIGTERM: i32 = 15;
 /// SIGKILL's number (Linux, all architectures).
@@ -38,7 +42,7 @@ pub const SIGINT_PASS_DELAY: Duration = Duration::from_secs(1);
 /// none.
 static RECEIVED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
-/// Catches `signals` (of SIGTERM and SIGINT) from now on: they no longer
+/// Catches `signals` (of SIGTERM, SIGINT, SIGHUP and SIGQUIT) from now on: they no longer
 /// end this process, [`received`] tells which came. A handled signal
 /// (unlike an ignored one) goes back to its default action across `exec`,
 /// so children still react to them normally.
@@ -61,11 +65,13 @@ pub fn received() -> Option<i32> {
     i32::try_from(number).ok().filter(|&signal| signal != 0)
 }
 
-/// `SIGTERM`, `SIGINT`, `SIGKILL`, or `signal N`.
+/// `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`, `SIGKILL`, or `signal N`.
 pub fn signal_name(signal: i32) -> String {
     match signal {
         SIGTERM => "SIGTERM".to_owned(),
         SIGINT => "SIGINT".to_owned(),
+        SIGHUP => "SIGHUP".to_owned(),
+        SIGQUIT => "SIGQUIT".to_owned(),
         SIGKILL => "SIGKILL".to_owned(),
         _ => format!("signal {signal}"),
     }
@@ -243,7 +249,9 @@ mod tests {
         assert_eq!(exit_code(SIGINT), 130);
         assert_eq!(signal_name(SIGTERM), "SIGTERM");
         assert_eq!(signal_name(SIGKILL), "SIGKILL");
-        assert_eq!(signal_name(1), "signal 1");
+        assert_eq!(signal_name(SIGHUP), "SIGHUP");
+        assert_eq!(exit_code(SIGHUP), 129);
+        assert_eq!(signal_name(6), "signal 6");
     }
 
     // One test for everything that depends on this process's signals, so

@@ -312,24 +312,37 @@ fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
 #[test]
 fn ctrl_c_stops_the_nodes_in_order_and_leaves_nothing() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    // A terminal's Ctrl-C: SIGINT to the foreground process group.
+    stops_in_order_on("INT", 2);
+}
+
+#[test]
+fn a_closed_terminal_stops_the_nodes_in_order_and_leaves_nothing() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    // A terminal that closes sends SIGHUP to its foreground process group
+    // (by default it would end `up` and leave the namespace behind).
+    stops_in_order_on("HUP", 1);
+}
+
+/// `signal` (`kill`'s name for it, and its number) to the process group
+/// `up` leads: QEMU runs in groups of its own, so only `up` gets it, and
+/// it stops the nodes through QMP and leaves nothing.
+fn stops_in_order_on(signal: &str, number: i32) {
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (mut up, mut output, namespace) = start_echo_cluster(2);
     let qemu_pids = qemu_pids();
-    // A terminal's Ctrl-C: SIGINT to the foreground process group, which
-    // `up` leads. QEMU runs in groups of its own, so only `up` gets it,
-    // and it stops the nodes through QMP.
     let group = format!("-{}", up.0.id());
     assert!(Command::new("kill")
-        .args(["-INT", "--", &group])
+        .args([&format!("-{signal}"), "--", &group])
         .status()
         .expect("kill")
         .success());
     let code = up.0.wait().expect("wait for up").code();
     assert!(output.drain(Duration::from_secs(60)), "up's output ends");
-    assert_eq!(code, Some(128 + 2), "{}", output.text());
+    assert_eq!(code, Some(128 + number), "{}", output.text());
     let said = output.text();
     assert!(
-        said.contains("ebb: stopped the cluster on SIGINT"),
+        said.contains(&format!("ebb: stopped the cluster on SIG{signal}")),
         "{said}"
     );
     // Stopped in order, not lost: QEMU saw no signal (it would say so on

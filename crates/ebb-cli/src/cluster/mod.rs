@@ -4,7 +4,7 @@
 //!
 //! - `up APP --nodes N [--cores C] [--memory M] [-- ARGS]` builds APP's
 //!   native image (as `./ebb run APP --native` does), boots the nodes side
-//!   by side, prints the node table, and runs until Ctrl-C or SIGTERM
+//!   by side, prints the node table, and runs until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT
 //!   (then it stops every node and deletes the namespace). This process
 //!   is the frontend: node 0, at `.1` on the cluster's network.
 //! - `ps`, `logs NODE` and `down` read the state file `up` keeps
