@@ -9,8 +9,9 @@
 //! reaps its child cannot miss an exit, and needs no polling.
 //!
 //! Teardown ([`NodeAllocator::shutdown`], also on drop): every node gets
-//! an orderly stop (QMP `quit`), is killed if it has not ended
-//! [`STOP_GRACE`] later, and is reaped; then the namespace is deleted with
+//! an orderly stop (QMP `quit`, all side by side), those not ended
+//! [`STOP_GRACE`] later (one deadline for all) are killed, and all are
+//! reaped; then the namespace is deleted with
 //! everything in it. What covers the frontend's own death is in
 //! `docs/cluster.md` ("Teardown").
 
@@ -33,6 +34,8 @@ use crate::readiness::{console_tail, NotReady, Readiness, ReadyProbe};
 /// How long a node may take to end after an orderly stop before it is
 /// killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a killed node's process may take to be reaped.
+const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long a node may take to become ready by default: TCG boots a node
 /// in seconds, but several at once on a loaded 2-core machine take longer.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -47,6 +50,8 @@ pub struct NodeAllocator {
     contract: Box<dyn BootContract>,
     readiness: Box<dyn Readiness>,
     ready_timeout: Duration,
+    /// How long nodes may take to end after an orderly stop, all together.
+    stop_grace: Duration,
     log_dir: PathBuf,
     /// The launchers' sockets (QMP), private to this process.
     runtime_dir: SocketDir,
@@ -72,6 +77,7 @@ impl NodeAllocator {
             contract: Box::new(NoContract),
             readiness: Box::new(readiness),
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            stop_grace: STOP_GRACE,
             log_dir: log_dir.to_owned(),
             runtime_dir: runtime_dir().map_err(ClusterError::Network)?,
             // Node 0 is the frontend.
@@ -84,6 +90,15 @@ impl NodeAllocator {
     #[must_use]
     pub fn with_ready_timeout(mut self, timeout: Duration) -> NodeAllocator {
         self.ready_timeout = timeout;
+        self
+    }
+
+    /// The same, giving the nodes `grace`, all together, to end after an
+    /// orderly stop in [`NodeAllocator::shutdown`] ([`STOP_GRACE`] by
+    /// default); then they are killed.
+    #[must_use]
+    pub fn with_stop_grace(mut self, grace: Duration) -> NodeAllocator {
+        self.stop_grace = grace;
         self
     }
 
@@ -133,16 +148,41 @@ impl NodeAllocator {
     }
 
     /// Stops every node (orderly, then killed after [`STOP_GRACE`]) and
-    /// reaps them. The namespace goes when the allocator is dropped.
+    /// reaps them, in bounded time whatever the nodes do: all are asked to
+    /// stop at once (side by side: a launcher's stop may wait for its VM's
+    /// answer, QEMU's up to a QMP timeout of 2 s), then all share one
+    /// deadline, then what is left is killed (SIGKILL through a pidfd), and
+    /// a watcher is joined only once its node has ended. The namespace
+    /// goes when the allocator is dropped.
     pub fn shutdown(&self) {
         let nodes = std::mem::take(&mut *self.nodes_locked());
+        std::thread::scope(|scope| {
+            for node in nodes.iter().filter(|node| !node.state().is_over()) {
+                scope.spawn(move || {
+                    let _ = node.stop();
+                });
+            }
+        });
+        let until = |deadline: Instant| deadline.saturating_duration_since(Instant::now());
+        let deadline = Instant::now() + self.stop_grace;
         for node in &nodes {
-            let _ = node.stop();
+            let _ = node.wait_for_end(until(deadline));
         }
+        for node in nodes.iter().filter(|node| !node.state().is_over()) {
+            let _ = node.kill();
+        }
+        let deadline = Instant::now() + KILL_GRACE;
         for node in &nodes {
-            if node.wait_for_end(STOP_GRACE).is_none() {
-                let _ = node.kill();
-                let _ = node.wait_for_end(STOP_GRACE);
+            if node.wait_for_end(until(deadline)).is_none() {
+                // Unkillable (a process in uninterruptible sleep): its
+                // watcher thread stays blocked in wait(2); leave it.
+                eprintln!(
+                    "warning: node {} (process {}) did not end within {} s of SIGKILL",
+                    node.id(),
+                    node.pid(),
+                    KILL_GRACE.as_secs()
+                );
+                continue;
             }
             let watcher = node
                 .0
@@ -151,6 +191,7 @@ impl NodeAllocator {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
             if let Some(watcher) = watcher {
+                // It has set the node's state, its last step.
                 let _ = watcher.join();
             }
         }

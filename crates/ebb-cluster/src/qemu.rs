@@ -35,6 +35,9 @@ use crate::readiness::console_tail;
 /// How long QEMU may take to open its QMP socket (it takes 58–133 ms here;
 /// a loaded machine, much longer), and how long a QMP reply may take.
 const QMP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long QEMU may take to answer `quit` (it answers at once, then
+/// exits).
+const QUIT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The QEMU command booting one node.
 pub trait QemuCommandLine: Send + Sync {
@@ -200,7 +203,11 @@ impl LaunchedNode for QemuNode {
     }
 
     fn stop(&self) -> Result<(), String> {
-        self.qmp().quit()
+        // A stop is part of a teardown with a deadline: a QEMU that does
+        // not answer `quit` soon is killed instead (the caller's part).
+        let mut qmp = self.qmp();
+        qmp.set_read_timeout(QUIT_TIMEOUT)?;
+        qmp.quit()
     }
 
     fn kill(&self) -> Result<(), String> {

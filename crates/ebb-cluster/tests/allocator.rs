@@ -256,3 +256,32 @@ fn each_node_is_told_its_boot_contract_and_a_refused_one_does_not_start() {
     drop(allocator);
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+#[test]
+fn nodes_that_ignore_their_stop_share_one_grace_then_are_killed() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let grace = Duration::from_secs(3);
+    let (allocator, logs) = shell_allocator("grace", Duration::from_secs(30));
+    let allocator = allocator.with_stop_grace(grace);
+    // The stand-in's stop is SIGTERM, which these ignore: each must be
+    // killed once the grace is over.
+    let stubborn = "trap '' TERM; echo 'fake: ready: serving'; while :; do sleep 1; done";
+    let nodes: Vec<_> = allocator
+        .allocate_all(vec![node(stubborn); 4])
+        .into_iter()
+        .map(|node| node.expect("ready"))
+        .collect();
+    let started = std::time::Instant::now();
+    allocator.shutdown();
+    let took = started.elapsed();
+    for node in &nodes {
+        // Killed by the allocator: stopped, not lost.
+        assert_eq!(node.state(), NodeState::Stopped, "node {}", node.id());
+        assert!(!alive(node.pid()), "node {} is left", node.id());
+    }
+    // One grace for all four, not one each (that would be 4 × 3 s): the
+    // bound leaves a loaded machine two more graces.
+    assert!(took < grace * 3, "shutdown took {took:?}");
+    drop(allocator);
+    let _ = std::fs::remove_dir_all(&logs);
+}
