@@ -6,7 +6,14 @@
 //! a greeting (`{"QMP": {...}}`) and accepts only `qmp_capabilities`;
 //! after that every command gets exactly one `{"return": ...}` or
 //! `{"error": {"class", "desc"}}`, and asynchronous `{"event": ...}`
-//! messages may arrive in between (kept in [`Qmp::events`]).
+//! messages may arrive in between (the last [`MAX_EVENTS`] are kept in
+//! [`Qmp::events`]).
+//!
+//! Every command carries an `"id"`, which QEMU copies into its reply
+//! (qmp-spec.rst, "Issuing Commands"), and a reply is taken only with its
+//! command's id: after a read timed out, the late reply to that command
+//! arrives before the next one's, and without ids it would be taken as
+//! the next command's answer.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -14,6 +21,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+/// How many events a session keeps (the oldest go first): QEMU sends
+/// them unasked for as long as the VM runs, and nobody need read them.
+pub const MAX_EVENTS: usize = 256;
 
 /// The error when QEMU closes the connection.
 const CLOSED: &str = "QMP: QEMU closed the connection";
@@ -67,8 +78,10 @@ pub struct Qmp {
     writer: UnixStream,
     /// The QEMU version from the greeting (`major.minor.micro`).
     pub version: String,
-    /// Events received so far, oldest first.
+    /// The last [`MAX_EVENTS`] events received, oldest first.
     pub events: Vec<Value>,
+    /// The id of the next command.
+    next_id: u64,
 }
 
 impl Qmp {
@@ -95,6 +108,7 @@ impl Qmp {
             writer,
             version: String::new(),
             events: Vec::new(),
+            next_id: 0,
         };
         let greeting = qmp.read_message()?;
         let version = greeting
@@ -120,7 +134,9 @@ impl Qmp {
     /// Runs `command` with `arguments`; its `return` value, or the error's
     /// class and description.
     pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value, String> {
-        let mut request = json!({ "execute": command });
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut request = json!({ "execute": command, "id": id });
         if let Some(arguments) = arguments {
             request["arguments"] = arguments;
         }
@@ -131,6 +147,17 @@ impl Qmp {
             .map_err(|e| format!("QMP {command}: {e}"))?;
         loop {
             let message = self.read_message()?;
+            if message.get("event").is_some() {
+                if self.events.len() == MAX_EVENTS {
+                    self.events.remove(0);
+                }
+                self.events.push(message);
+                continue;
+            }
+            if message.get("id") != Some(&json!(id)) {
+                // The late reply to an earlier command that timed out.
+                continue;
+            }
             if let Some(value) = message.get("return") {
                 return Ok(value.clone());
             }
@@ -140,9 +167,6 @@ impl Qmp {
                     error["class"].as_str().unwrap_or("?"),
                     error["desc"].as_str().unwrap_or("?")
                 ));
-            }
-            if message.get("event").is_some() {
-                self.events.push(message);
             }
         }
     }
@@ -212,7 +236,8 @@ mod tests {
 
     /// A fake QEMU: greets, then answers each request line with the next of
     /// `replies` (which may hold an event line first; an empty one closes
-    /// the connection instead); returns what it received.
+    /// the connection instead), with the request's id where the reply has
+    /// none; returns what it received.
     fn fake_server(
         path: &Path,
         replies: Vec<&'static str>,
@@ -227,12 +252,24 @@ mod tests {
             let mut received = Vec::new();
             let mut lines = BufReader::new(stream).lines();
             for reply in replies {
-                received.push(lines.next().expect("a request").expect("read"));
+                let request = lines.next().expect("a request").expect("read");
+                let id = serde_json::from_str::<Value>(&request).expect("json")["id"].clone();
+                received.push(request);
                 if reply.is_empty() {
                     break;
                 }
-                writer.write_all(reply.as_bytes()).expect("reply");
-                writer.write_all(b"\r\n").expect("reply");
+                for line in reply.split("\r\n") {
+                    // QEMU copies the request's id into its reply.
+                    let mut message: Value = serde_json::from_str(line).expect("json");
+                    let answer = message.get("return").is_some() || message.get("error").is_some();
+                    if answer && message.get("id").is_none() {
+                        message["id"] = id.clone();
+                    }
+                    writer
+                        .write_all(message.to_string().as_bytes())
+                        .expect("reply");
+                    writer.write_all(b"\r\n").expect("reply");
+                }
             }
             received
         })
@@ -269,9 +306,9 @@ mod tests {
         let err = qmp.execute("nope", None).expect_err("unknown command");
         assert!(err.contains("CommandNotFound"), "{err}");
         let received = server.join().expect("server");
-        assert_eq!(received[0], r#"{"execute":"qmp_capabilities"}"#);
-        assert_eq!(received[1], r#"{"execute":"query-status"}"#);
-        assert_eq!(received[2], r#"{"execute":"nope"}"#);
+        assert_eq!(received[0], r#"{"execute":"qmp_capabilities","id":0}"#);
+        assert_eq!(received[1], r#"{"execute":"query-status","id":1}"#);
+        assert_eq!(received[2], r#"{"execute":"nope","id":2}"#);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -283,7 +320,47 @@ mod tests {
         let mut qmp = Qmp::connect(&path, Duration::from_secs(10)).expect("connect");
         assert_eq!(qmp.quit(), Ok(()));
         let received = server.join().expect("server");
-        assert_eq!(received[1], r#"{"execute":"quit"}"#);
+        assert_eq!(received[1], r#"{"execute":"quit","id":1}"#);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_late_reply_is_not_taken_for_the_next_commands_and_events_are_capped() {
+        let (dir, path) = socket_dir("late");
+        let listener = UnixListener::bind(&path).expect("bind");
+        // A QEMU that answers query-status 1 only after the client gave up
+        // on it, just before its answer to query-status 2, with more
+        // events in between than a session keeps.
+        let script = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut writer = stream.try_clone().expect("clone");
+            let mut send = |line: &str| {
+                writer.write_all(line.as_bytes()).expect("send");
+                writer.write_all(b"\r\n").expect("send");
+            };
+            send(r#"{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 8}}}}"#);
+            let mut lines = BufReader::new(stream).lines();
+            let mut next = || lines.next().expect("a request").expect("read");
+            assert_eq!(next(), r#"{"execute":"qmp_capabilities","id":0}"#);
+            send(r#"{"return": {}, "id": 0}"#);
+            assert_eq!(next(), r#"{"execute":"query-status","id":1}"#);
+            assert_eq!(next(), r#"{"execute":"query-status","id":2}"#);
+            send(r#"{"return": {"status": "running", "running": true}, "id": 1}"#);
+            for _ in 0..MAX_EVENTS + 10 {
+                send(r#"{"event": "STOP"}"#);
+            }
+            send(r#"{"return": {"status": "paused", "running": false}, "id": 2}"#);
+        });
+        let mut qmp = Qmp::connect(&path, Duration::from_secs(10)).expect("connect");
+        qmp.set_read_timeout(Duration::from_millis(200))
+            .expect("timeout");
+        let err = qmp.query_status().expect_err("no answer in time");
+        assert!(err.starts_with("QMP: "), "{err}");
+        qmp.set_read_timeout(Duration::from_secs(10))
+            .expect("timeout");
+        assert_eq!(qmp.query_status().expect("status"), "paused");
+        assert_eq!(qmp.events.len(), MAX_EVENTS);
+        script.join().expect("script");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
