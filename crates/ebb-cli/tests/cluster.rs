@@ -6,8 +6,9 @@
 //! stay ready and answering; `./ebb cluster down` stops the cluster, and
 //! afterwards no namespace, bridge, TAP device or QEMU process of it is
 //! left; a frontend killed with SIGKILL takes its QEMUs with it, and
-//! `down` deletes the namespace it left; a Ctrl-C reaches `up` alone,
-//! which stops its nodes in order; nodes whose application exits
+//! `down` deletes the namespace it left; a Ctrl-C (or a closed
+//! terminal's SIGHUP) reaches `up` alone, which stops its nodes in order;
+//! a second `up` is refused while one runs; nodes whose application exits
 //! while booting end `up` with their consoles shown. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
@@ -103,8 +104,9 @@ fn state_of(ps: &str, id: u32) -> String {
 
 /// Starts `./ebb cluster up echo --nodes N` (its stderr joined to its
 /// stdout) and reads its output until all nodes are ready; the process,
-/// its output, and the namespace.
-fn start_echo_cluster(nodes: u16) -> (Group, Lines, String) {
+/// its output, the namespace, and its inode (for [`assert_nothing_left`]),
+/// after checking that the cluster's devices are in it.
+fn start_echo_cluster(nodes: u16) -> (Group, Lines, String, u64) {
     let mut child = Command::new("sh")
         .args([
             "-c",
@@ -135,17 +137,29 @@ fn start_echo_cluster(nodes: u16) -> (Group, Lines, String) {
         .and_then(|rest| rest.split_whitespace().next())
         .expect("up names its namespace")
         .to_owned();
-    (up, output, namespace)
+    let inode = ebb_testbed::netns::inode(&namespace).expect("the namespace exists");
+    let links = ebb_testbed::netns::ip(&["-n", &namespace, "-o", "link"]).expect("ip link");
+    let taps = (1..=nodes).map(|id| format!("ebbtap{id}"));
+    for device in ["ebbbr0", "ebbfe0"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(taps)
+    {
+        assert!(links.contains(&device), "{device} in {namespace}:\n{links}");
+    }
+    (up, output, namespace, inode)
 }
 
-/// What a cluster leaves when it is gone: nothing (no namespace, bridge,
-/// TAP or veth device, QEMU process or state file).
-fn assert_nothing_left(namespace: &str, qemu_pids: &[u32]) {
+/// What a cluster leaves when it is gone: nothing. Its namespace is
+/// deleted and no process is left in it (`inode`, when known: a namespace
+/// lives on, with the bridge, veth and TAP devices that were only ever in
+/// it, while a process holds it), no QEMU process and no state file.
+fn assert_nothing_left(namespace: &str, inode: Option<u64>, qemu_pids: &[u32]) {
     let namespaces = ebb_testbed::netns::ip(&["netns", "list"]).expect("ip netns");
     assert!(!namespaces.contains(namespace), "{namespaces}");
-    let links = ebb_testbed::netns::ip(&["-o", "link"]).expect("ip link");
-    for device in ["ebbbr0", "ebbfe0", "ebbtap1", "ebbtap2", "ebbtap3"] {
-        assert!(!links.contains(device), "{device} is left:\n{links}");
+    if let Some(inode) = inode {
+        let holders = ebb_testbed::netns::holders(inode);
+        assert!(holders.is_empty(), "{holders:?} are still in {namespace}");
     }
     for pid in qemu_pids {
         assert!(
@@ -174,7 +188,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
-    let (mut up, mut output, namespace) = start_echo_cluster(3);
+    let (mut up, mut output, namespace, inode) = start_echo_cluster(3);
     let ps = text(&ebb(&["cluster", "ps"]));
     for id in 1..=3 {
         assert_eq!(state_of(&ps, id), "ready", "node {id}:\n{ps}");
@@ -232,7 +246,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     let stopped = format!("ebb: cluster stopped; deleted namespace {namespace}");
     assert!(output.seen.contains(&stopped), "{}", output.text());
 
-    assert_nothing_left(&namespace, &qemu_pids);
+    assert_nothing_left(&namespace, Some(inode), &qemu_pids);
     eprintln!(
         "three_echo_nodes: up to down in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -243,7 +257,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
 fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut up, _, namespace) = start_echo_cluster(2);
+    let (mut up, _, namespace, inode) = start_echo_cluster(2);
     let qemu_pids = qemu_pids();
     assert_eq!(qemu_pids.len(), 2, "{qemu_pids:?}");
     // SIGKILL: the frontend runs no cleanup at all.
@@ -269,7 +283,7 @@ fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
         "{}",
         text(&down)
     );
-    assert_nothing_left(&namespace, &qemu_pids);
+    assert_nothing_left(&namespace, Some(inode), &qemu_pids);
 }
 
 #[test]
@@ -306,7 +320,7 @@ fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("up deletes its namespace:\n{message}"));
-    assert_nothing_left(namespace, &[]);
+    assert_nothing_left(namespace, None, &[]);
 }
 
 #[test]
@@ -329,7 +343,7 @@ fn a_closed_terminal_stops_the_nodes_in_order_and_leaves_nothing() {
 /// it stops the nodes through QMP and leaves nothing.
 fn stops_in_order_on(signal: &str, number: i32) {
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut up, mut output, namespace) = start_echo_cluster(2);
+    let (mut up, mut output, namespace, inode) = start_echo_cluster(2);
     let qemu_pids = qemu_pids();
     let group = format!("-{}", up.0.id());
     assert!(Command::new("kill")
@@ -353,5 +367,5 @@ fn stops_in_order_on(signal: &str, number: i32) {
         assert!(log.contains("echo: ready:"), "{log}");
         assert!(!log.contains("terminating on signal"), "{log}");
     }
-    assert_nothing_left(&namespace, &qemu_pids);
+    assert_nothing_left(&namespace, Some(inode), &qemu_pids);
 }

@@ -192,6 +192,33 @@ pub fn exists(name: &str) -> bool {
     std::path::Path::new(NETNS_DIR).join(name).exists()
 }
 
+/// The inode of namespace `name` (what `/proc/PID/ns/net` links to as
+/// `net:[INODE]`), while it exists: it names the namespace also after
+/// its name is deleted.
+pub fn inode(name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(std::path::Path::new(NETNS_DIR).join(name))
+        .ok()
+        .map(|metadata| metadata.ino())
+}
+
+/// The processes still in the network namespace with inode `inode` (a
+/// namespace whose name was deleted lives on while a process is in it,
+/// and with it its devices).
+pub fn holders(inode: u64) -> Vec<u32> {
+    let wanted = format!("net:[{inode}]");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|link| link.to_string_lossy() == wanted)
+        })
+        .collect()
+}
+
 /// The process id in an `ebb-PID-TAG...` name.
 fn owner_pid(name: &str) -> Option<u32> {
     name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()

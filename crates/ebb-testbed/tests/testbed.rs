@@ -65,11 +65,12 @@ fn namespaces_taps_bridges_and_veths_are_made_and_leave_nothing_behind() {
 #[test]
 fn a_cluster_network_joins_frontend_and_nodes_in_its_namespace_and_leaves_nothing() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip);
-    let name;
+    let (name, inode);
     {
         let plan = AddressPlan::default_plan();
         let network = ClusterNetwork::create("tbcluster", plan).expect("cluster network");
         name = network.namespace().name().to_owned();
+        inode = netns::inode(&name).expect("the namespace's inode");
         let one = network.add_node(1).expect("node 1");
         let two = network.add_node(2).expect("node 2");
         assert_eq!(
@@ -98,19 +99,29 @@ fn a_cluster_network_joins_frontend_and_nodes_in_its_namespace_and_leaves_nothin
             neigh.contains("10.96.0.3 lladdr 52:54:00:eb:00:02 PERMANENT"),
             "{neigh}"
         );
-        // The frontend's address exists only inside the namespace.
+        // The frontend's address exists only inside the namespace (unless
+        // the host has it itself: on a Kubernetes node with IPVS, 10.96.0.1
+        // is the API service's address, bound on kube-ipvs0).
         let frontend = network.frontend();
         let bound = network
             .namespace()
             .run_inside(move || std::net::TcpListener::bind((frontend, 0)).is_ok())
             .expect("inside");
         assert!(bound);
-        assert_eq!(
-            std::net::TcpListener::bind((frontend, 0))
-                .map_err(|e| e.kind())
-                .err(),
-            Some(std::io::ErrorKind::AddrNotAvailable)
-        );
+        let host = netns::ip(&["-o", "addr", "show"]).expect("host addresses");
+        if host.contains(&format!(" {frontend}/")) {
+            eprintln!(
+                "SKIPPED (in part): testbed::a_cluster_network: the host has {frontend} itself, \
+                 so it cannot show that the address is the namespace's alone"
+            );
+        } else {
+            assert_eq!(
+                std::net::TcpListener::bind((frontend, 0))
+                    .map_err(|e| e.kind())
+                    .err(),
+                Some(std::io::ErrorKind::AddrNotAvailable)
+            );
+        }
         network.remove_node(1);
         let ports = network
             .namespace()
@@ -121,12 +132,11 @@ fn a_cluster_network_joins_frontend_and_nodes_in_its_namespace_and_leaves_nothin
             "{ports}"
         );
     }
+    // The bridge, veth pair and TAP devices (seen on the bridge above)
+    // lived in the namespace alone: they are gone when the namespace is,
+    // that is when its name is deleted and no process is left in it.
     assert!(!netns::exists(&name), "{name} is gone");
-    let links = ebb_testbed::netns::ip(&["-o", "link", "show"]).expect("links");
-    assert!(
-        !links.contains(BRIDGE) && !links.contains(FRONTEND_IF),
-        "{links}"
-    );
+    assert_eq!(netns::holders(inode), Vec::<u32>::new(), "in {name}");
 }
 
 #[test]
