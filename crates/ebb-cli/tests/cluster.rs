@@ -369,3 +369,40 @@ fn stops_in_order_on(signal: &str, number: i32) {
     }
     assert_nothing_left(&namespace, Some(inode), &qemu_pids);
 }
+
+#[test]
+fn a_damaged_state_file_is_named_and_down_deletes_it_and_a_bad_memory_is_refused() {
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    // A memory size that would have broken the state file with its tab.
+    let bad = ebb(&[
+        "cluster", "up", "echo", "--nodes", "1", "--memory", "256M\t1",
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("--memory \"256M\\t1\" is not a size in QEMU's -m syntax"),
+        "{}",
+        text(&bad)
+    );
+    let dir = root().join("target/cluster");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let state = dir.join("state");
+    std::fs::write(&state, "frontend\tnot a process\n").expect("damage");
+    let ps = ebb(&["cluster", "ps"]);
+    assert_eq!(ps.status.code(), Some(1), "{}", text(&ps));
+    let named = format!("cannot read the cluster state file {}", state.display());
+    assert!(text(&ps).contains(&named), "{}", text(&ps));
+    assert!(
+        text(&ps).contains("`./ebb cluster down` (or the next `up`) deletes it"),
+        "{}",
+        text(&ps)
+    );
+    // No `up` holds the lock: down knows the file is stale.
+    let down = ebb(&["cluster", "down"]);
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
+    assert!(
+        text(&down).contains("no cluster is running; deleted its stale state file"),
+        "{}",
+        text(&down)
+    );
+    assert!(!state.exists());
+}

@@ -69,6 +69,17 @@ const DOWN_WAIT: Duration = Duration::from_secs(60);
 /// stop), or an error message.
 pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     let app = options.app.as_str();
+    let memory = &options.memory;
+    if memory.is_empty()
+        || !memory
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.')
+    {
+        return Err(format!(
+            "--memory {memory:?} is not a size in QEMU's -m syntax (a number with an optional \
+             unit, e.g. 256M or 1G)"
+        ));
+    }
     if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
         return Err(format!(
             "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"
@@ -84,7 +95,13 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     // Held until `up` returns (the kernel drops it if `up` dies).
     let _one_cluster = lock::ClusterLock::acquire(&dir)?;
-    if let Some(running) = ClusterState::read(&dir)? {
+    let recorded = ClusterState::read(&dir).unwrap_or_else(|unreadable| {
+        // Stale: this `up` holds the lock, so no other runs.
+        eprintln!("ebb: {unreadable}\nebb: deleting it (no other ./ebb cluster up runs)");
+        let _ = std::fs::remove_file(&unreadable.path);
+        None
+    });
+    if let Some(running) = recorded {
         if running.frontend_alive() {
             return Err(format!(
                 "a cluster of {} runs already (./ebb cluster up, process {}): \
@@ -153,7 +170,10 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         nodes: nodes.iter().map(row).collect(),
     };
     let mut shown = record(&allocator.nodes());
-    shown.write(&dir)?;
+    if let Err(e) = shown.write(&dir) {
+        finish(allocator, &dir, &namespace);
+        return Err(e);
+    }
     print!("{}", shown.table());
     if let Some(code) = stop::report("the cluster") {
         finish(allocator, &dir, &namespace);
@@ -181,7 +201,11 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
                     eprintln!("ebb: node {} is {}", after.id, after.state);
                 }
             }
-            now.write(&dir)?;
+            // A failed write leaves the last state for `ps`; `up` goes on
+            // (and stops in order later).
+            if let Err(e) = now.write(&dir) {
+                eprintln!("warning: {e}");
+            }
             shown = now;
         }
     }
@@ -245,7 +269,7 @@ impl<R: Readiness> Readiness for UntilStopped<R> {
 
 /// `./ebb cluster ps`: the node table of the running cluster.
 pub fn ps(root: &Path) -> Result<u8, String> {
-    let Some(cluster) = ClusterState::read(&state::dir(root))? else {
+    let Some(cluster) = ClusterState::read(&state::dir(root)).map_err(|e| e.to_string())? else {
         println!("no cluster is running (./ebb cluster up APP --nodes N starts one)");
         return Ok(0);
     };
@@ -305,7 +329,22 @@ pub fn logs(root: &Path, node: u32) -> Result<u8, String> {
 /// frontend that is gone.
 pub fn down(root: &Path) -> Result<u8, String> {
     let dir = state::dir(root);
-    let Some(cluster) = ClusterState::read(&dir)? else {
+    let cluster = match ClusterState::read(&dir) {
+        Ok(cluster) => cluster,
+        // Whether an `up` still runs, its lock tells.
+        Err(unreadable) => match lock::ClusterLock::acquire(&dir) {
+            Ok(_free) => {
+                let _ = std::fs::remove_file(&unreadable.path);
+                println!(
+                    "no cluster is running; deleted its stale state file {}",
+                    unreadable.path.display()
+                );
+                return Ok(0);
+            }
+            Err(running) => return Err(format!("{unreadable}\n{running}")),
+        },
+    };
+    let Some(cluster) = cluster else {
         println!("no cluster is running");
         return Ok(0);
     };
@@ -335,7 +374,7 @@ pub fn down(root: &Path) -> Result<u8, String> {
         }
     }
     // After a frontend that stopped in order, nothing is left to do.
-    if ClusterState::read(&dir)?.is_some() {
+    if state::file(&dir).exists() {
         clean_up_after(&cluster, &dir);
     }
     println!("cluster of {} is down", cluster.app);

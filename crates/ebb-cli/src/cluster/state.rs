@@ -79,6 +79,29 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// A state file that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub why: String,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot read the cluster state file {} ({}); if no `./ebb cluster up` runs from \
+             this checkout, it is stale: `./ebb cluster down` (or the next `up`) deletes it; \
+             a cluster that runs has a namespace `ebb-PID-cluster-N` in `ip netns list`, \
+             PID being its `up`'s process",
+            self.path.display(),
+            self.why
+        )
+    }
+}
+
 /// One process, named so that a reused id is not taken for it: its id and
 /// its start time in clock ticks after boot (field 22 of `/proc/PID/stat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,21 +232,49 @@ impl ClusterState {
         })
     }
 
-    /// Writes the state to `dir`'s state file (replacing it whole).
+    /// Writes the state to `dir`'s state file (replacing it whole); a
+    /// field holding a tab or a line break (it would break the file for
+    /// `ps` and `down`) is refused.
     pub fn write(&self, dir: &Path) -> Result<(), String> {
         let path = file(dir);
+        let fields = [&self.app, &self.namespace, &self.boot_id]
+            .into_iter()
+            .chain(self.nodes.iter().flat_map(|node| {
+                [
+                    &node.address,
+                    &node.memory,
+                    &node.state,
+                    &node.control_socket,
+                ]
+            }));
+        for field in fields {
+            if field.is_empty() || field.contains(['\t', '\n', '\r']) {
+                return Err(format!(
+                    "cannot write {}: the value {field:?} is empty or holds a tab or line break",
+                    path.display()
+                ));
+            }
+        }
         let temporary = path.with_extension("new");
         std::fs::write(&temporary, self.to_text())
             .and_then(|()| std::fs::rename(&temporary, &path))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
-    /// The state in `dir`, if there is a file.
-    pub fn read(dir: &Path) -> Result<Option<ClusterState>, String> {
-        match std::fs::read_to_string(file(dir)) {
-            Ok(text) => ClusterState::parse(&text).map(Some),
+    /// The state in `dir`, if there is a file. A file that cannot be
+    /// parsed (from another version of `./ebb`, or damaged) is an error
+    /// naming it and saying what to do ([`Unreadable`]).
+    pub fn read(dir: &Path) -> Result<Option<ClusterState>, Unreadable> {
+        let path = file(dir);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => ClusterState::parse(&text)
+                .map(Some)
+                .map_err(|why| Unreadable { path, why }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", file(dir).display())),
+            Err(e) => Err(Unreadable {
+                path,
+                why: e.to_string(),
+            }),
         }
     }
 
@@ -327,6 +378,20 @@ mod tests {
         assert_eq!(ClusterState::read(&dir), Ok(None));
         sample().write(&dir).expect("write");
         assert_eq!(ClusterState::read(&dir), Ok(Some(sample())));
+        // A value that would break the file is refused, and the file kept.
+        let mut tabbed = sample();
+        tabbed.nodes[0].memory = "256M\t1".to_owned();
+        let err = tabbed.write(&dir).expect_err("a tab");
+        assert!(err.contains("holds a tab or line break"), "{err}");
+        assert_eq!(ClusterState::read(&dir), Ok(Some(sample())));
+        // A damaged file: the error names it and says what to do.
+        std::fs::write(file(&dir), "frontend\t1\n").expect("damage");
+        let err = ClusterState::read(&dir).expect_err("damaged").to_string();
+        assert!(err.contains(&file(&dir).display().to_string()), "{err}");
+        assert!(
+            err.contains("./ebb cluster down` (or the next `up`) deletes it"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
