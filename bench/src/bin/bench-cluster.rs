@@ -34,6 +34,15 @@ fn millis(since: Instant) -> f64 {
 fn run() -> Result<(), String> {
     ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu])
         .map_err(|why| format!("needs root and QEMU for the cluster network ({why})"))?;
+    // Caught, so that a Ctrl-C ends the benchmark between two runs by
+    // returning, and the allocator's drop stops the nodes and deletes the
+    // namespace (by default the signal would end it and leave both).
+    use ebb_cli::stop;
+    stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
+    let stopped = || match stop::received() {
+        Some(signal) => Err(format!("stopped on {}", stop::signal_name(signal))),
+        None => Ok(()),
+    };
     let root = workspace_root();
     let built = ebb_cli::child::run(&mut native::build_command(&root, "echo"))?;
     if built != 0 {
@@ -69,6 +78,7 @@ fn run() -> Result<(), String> {
 
     let mut one = Vec::new();
     for run in 0..=RUNS {
+        stopped()?;
         let started = Instant::now();
         allocator
             .allocate(spec.clone())
@@ -80,6 +90,7 @@ fn run() -> Result<(), String> {
     }
     let mut three = Vec::new();
     for _ in 0..SIDE_BY_SIDE_RUNS {
+        stopped()?;
         let started = Instant::now();
         for node in allocator.allocate_all(vec![spec.clone(); 3]) {
             node.map_err(|e| e.to_string())?;
