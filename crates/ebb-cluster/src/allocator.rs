@@ -70,7 +70,7 @@ impl NodeAllocator {
         log_dir: &Path,
     ) -> Result<NodeAllocator, ClusterError> {
         std::fs::create_dir_all(log_dir)
-            .map_err(|e| ClusterError::Network(format!("{}: {e}", log_dir.display())))?;
+            .map_err(|e| ClusterError::Files(format!("{}: {e}", log_dir.display())))?;
         Ok(NodeAllocator {
             nodes: Mutex::new(Vec::new()),
             launcher: Box::new(launcher),
@@ -79,7 +79,7 @@ impl NodeAllocator {
             ready_timeout: DEFAULT_READY_TIMEOUT,
             stop_grace: STOP_GRACE,
             log_dir: log_dir.to_owned(),
-            runtime_dir: runtime_dir().map_err(ClusterError::Network)?,
+            runtime_dir: runtime_dir().map_err(ClusterError::Files)?,
             // Node 0 is the frontend.
             next_id: AtomicU32::new(1),
             network: Arc::new(network),

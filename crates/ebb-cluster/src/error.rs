@@ -14,6 +14,9 @@ use crate::node::Exit;
 pub enum ClusterError {
     /// The cluster's network (namespace, bridge, TAP) could not be set up.
     Network(String),
+    /// The allocator's directories (console logs, the launchers' private
+    /// socket directory) could not be made.
+    Files(String),
     /// The launcher could not start the node (QEMU missing, bad image...).
     Launch {
         /// The node.
@@ -67,6 +70,7 @@ impl fmt::Display for ClusterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClusterError::Network(reason) => write!(f, "the cluster's network: {reason}"),
+            ClusterError::Files(reason) => write!(f, "the cluster's files: {reason}"),
             ClusterError::Launch { id, reason } => write!(f, "node {id} did not start: {reason}"),
             ClusterError::NeverReady {
                 id,
