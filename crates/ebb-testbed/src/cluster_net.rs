@@ -49,6 +49,11 @@ impl AddressPlan {
     pub const MAX_NODE: u32 = 253;
 
     /// 10.96.0.0/24: private, and only ever inside the cluster's namespace.
+    /// It lies in Kubernetes' default service range (10.96.0.0/12), whose
+    /// 10.96.0.1 an IPVS host binds itself; that does not collide with a
+    /// cluster, whose addresses and routes live in its own namespace (the
+    /// testbed test that shows the frontend's address is not the host's
+    /// says it cannot show that on such a host).
     pub const fn default_plan() -> Self {
         AddressPlan {
             subnet: Ipv4Addr::new(10, 96, 0, 0),
