@@ -34,6 +34,7 @@ use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
+use core::future::Future;
 use core::net::SocketAddr;
 use core::time::Duration;
 
@@ -249,13 +250,7 @@ impl MessengerRep {
         let peer = match self.peer(node) {
             Some(peer) if !matches!(peer.state(), PeerState::Closed(_)) => Ok(peer),
             _ => {
-                let owner = *self
-                    .root
-                    .shared()
-                    .owners
-                    .lock()
-                    .entry(node)
-                    .or_insert(self.core);
+                let owner = self.owner_of(node);
                 if owner != self.core {
                     return self.forward(owner, node, core, ebb, number, body);
                 }
@@ -320,17 +315,13 @@ impl MessengerRep {
         let Some(&messenger) = self.root.shared().this.get() else {
             return Call::failed(MessengerError::ConnectionLost);
         };
-        let call = async move {
+        call_in_task(self.core, async move {
             look_up(messenger, node).await?;
             let rep = messenger
                 .get()
                 .map_err(|_| MessengerError::ConnectionLost)?;
             rep.call_with(node, core, ebb, number, body).await
-        };
-        match ebb_event::spawn_task_on(self.core, call) {
-            Ok(handle) => Call::forwarded(handle),
-            Err(_) => Call::failed(MessengerError::ConnectionLost),
-        }
+        })
     }
 
     /// Makes the call on `owner`, the core holding the connection to
@@ -351,10 +342,7 @@ impl MessengerRep {
             Ok(rep) => rep.call_with(node, core, ebb, number, body),
             Err(_) => Call::failed(MessengerError::ConnectionLost),
         };
-        match ebb_event::spawn_task_on(owner, async move { call().await }) {
-            Ok(handle) => Call::forwarded(handle),
-            Err(_) => Call::failed(MessengerError::ConnectionLost),
-        }
+        call_in_task(owner, async move { call().await })
     }
 
     /// The handler of a connection a listener accepted; for
@@ -432,19 +420,24 @@ impl MessengerRep {
         Ok(peer)
     }
 
-    /// A connection's hello came from `node`: makes it the connection this
-    /// core uses for `node`, unless it already has one that wins.
-    fn connected(&self, node: NodeId, peer: &Rc<Peer>, dialed: bool) {
-        // A connection the peer opened makes this core the owner of the
-        // node's connection if no core is yet.
-        let owner = *self
+    /// The core that owns this node's connection to `node`: this core, if
+    /// none did yet.
+    fn owner_of(&self, node: NodeId) -> CoreId {
+        *self
             .root
             .shared()
             .owners
             .lock()
             .entry(node)
-            .or_insert(self.core);
-        if owner != self.core {
+            .or_insert(self.core)
+    }
+
+    /// A connection's hello came from `node`: makes it the connection this
+    /// core uses for `node`, unless it already has one that wins.
+    fn connected(&self, node: NodeId, peer: &Rc<Peer>, dialed: bool) {
+        // A connection the peer opened makes this core the owner of the
+        // node's connection if no core is yet.
+        if self.owner_of(node) != self.core {
             // Another core owns our connection to `node`: this one serves
             // the calls `node` sends on it but carries none of ours (they
             // go to the owner). Were it to carry ours, `node` could close
@@ -559,6 +552,17 @@ impl TcpHandler for Tracked {
     fn on_aborted(&mut self, conn: &TcpConnection, error: NetError) {
         self.ended_before_hello(Unreachable::Connect(error.clone()));
         self.inner.on_aborted(conn, error);
+    }
+}
+
+/// A call whose result `work`, a task on `core`, gives.
+fn call_in_task(
+    core: CoreId,
+    work: impl Future<Output = Result<Message, MessengerError>> + Send + 'static,
+) -> Call {
+    match ebb_event::spawn_task_on(core, work) {
+        Ok(handle) => Call::forwarded(handle),
+        Err(_) => Call::failed(MessengerError::ConnectionLost),
     }
 }
 

@@ -223,6 +223,22 @@ impl TcpHandler for Silent {
     fn on_data(&mut self, _conn: &TcpConnection, _data: IoChain) {}
 }
 
+/// Puts `node` in `a`'s directory at a port of `b` that accepts
+/// connections and never says anything.
+fn silent_node(a: &SimNode, b: &SimNode, node: NodeId) {
+    a.rep
+        .directory()
+        .insert(node, SocketAddr::from((ip_of(b), SILENT_PORT)));
+    // A second node pointed at it finds it listening already.
+    let _ = b.side.stack.listen(
+        SocketAddr::from((ip_of(b), SILENT_PORT)),
+        Arc::new(|_: &TcpConnection| Box::new(Silent) as Box<dyn TcpHandler>),
+    );
+}
+
+/// Where [`silent_node`] listens.
+const SILENT_PORT: u16 = 7200;
+
 #[test]
 fn unknown_refused_and_silent_nodes_are_unreachable() {
     simulate(|sim| async move {
@@ -233,16 +249,7 @@ fn unknown_refused_and_silent_nodes_are_unreachable() {
         a.rep
             .directory()
             .insert(NodeId(3), SocketAddr::from((ip(2), 7999)));
-        a.rep
-            .directory()
-            .insert(NodeId(4), SocketAddr::from((ip(2), 7200)));
-        b.side
-            .stack
-            .listen(
-                SocketAddr::from((ip(2), 7200)),
-                Arc::new(|_: &TcpConnection| Box::new(Silent) as Box<dyn TcpHandler>),
-            )
-            .unwrap();
+        silent_node(&a, &b, NodeId(4));
         let unreachable = |node: u32, reason: Unreachable| MessengerError::Unreachable {
             node: NodeId(node),
             reason,
@@ -317,16 +324,7 @@ fn a_lost_node_fails_its_pending_calls_at_once_and_leaves_the_directory() {
         let echo_id = EbbId::new(40_402).unwrap();
         // Node 3 "is" a listener that never answers, as a node whose VM
         // was killed after accepting: the call waits.
-        a.rep
-            .directory()
-            .insert(NodeId(3), SocketAddr::from((ip(2), 7200)));
-        b.side
-            .stack
-            .listen(
-                SocketAddr::from((ip(2), 7200)),
-                Arc::new(|_: &TcpConnection| Box::new(Silent) as Box<dyn TcpHandler>),
-            )
-            .unwrap();
+        silent_node(&a, &b, NodeId(3));
         let pending = spawn_task(a.rep.call(NodeId(3), echo_id, ECHO, bytes(b"x")));
         yield_now().await;
         let started = ebb_event::now();
