@@ -366,10 +366,18 @@ mod tests {
     }
 
     proptest! {
+        // Miri runs the unsafe-code step's tests: a few cases there.
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 256 },
+            ..ProptestConfig::default()
+        })]
+
         /// Every operation does to the list what it does to a `VecDeque`,
         /// and every slot outside the live range stays empty.
         #[test]
-        fn behaves_like_a_vecdeque(ops in proptest::collection::vec(op(), 0..200)) {
+        fn behaves_like_a_vecdeque(
+            ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 200 })
+        ) {
             let mut segments = Segments::new();
             let mut model: VecDeque<u8> = VecDeque::new();
             for op in ops {
