@@ -160,11 +160,12 @@ fn die_with_this_thread(command: &mut Command) {
         }
         Ok(())
     };
-    // SAFETY: the hook runs in the forked child before exec, where only
-    // async-signal-safe work is allowed: it makes two system calls
+    // The hook runs in the forked child before exec, where only
+    // async-signal-safe work is allowed. It makes two system calls
     // (prctl(2), getppid(2)) through rustix, which allocates nothing and
-    // takes no lock, and its errors are raw OS error numbers (no
-    // allocation either); it touches no memory shared with the parent.
+    // takes no lock, and its errors are raw OS error numbers.
+    // SAFETY: so the hook is async-signal-safe, and it touches no memory
+    // shared with the parent.
     unsafe {
         command.pre_exec(hook);
     }

@@ -347,11 +347,11 @@ impl TcpConn {
             }
             false
         };
-        // SAFETY: the message header and iovec array live in `send_slot`
-        // inside this connection's `Rc`, which the completion handler keeps
-        // alive, and nothing rewrites them until the send completes (`flush`
-        // returns early while `sending`); the buffers they point to are
-        // views kept alive by `chain` in the handler, and are immutable.
+        // The message header and iovec array live in `send_slot` inside
+        // this connection's `Rc`, which the completion handler keeps alive,
+        // and only `flush` rewrites them, never while `sending`.
+        // SAFETY: so they outlive the send; the buffers they point to are
+        // immutable views kept alive by `chain` in the handler.
         unsafe { reactor.submit(entry, Box::new(on_sent)) };
     }
 
