@@ -34,8 +34,8 @@ use crate::announce::{
     LOOKUP_UNKNOWN,
 };
 use crate::{
-    Message, MessengerError, MessengerRef, MessengerRep, Request, ServiceError, Unreachable,
-    WireError,
+    Answer, Message, MessengerError, MessengerRef, MessengerRep, Request, ServiceError,
+    Unreachable, WireError,
 };
 
 /// Why the frontend could not expect a node.
@@ -254,39 +254,40 @@ impl Frontend {
         let frontend = Arc::clone(self);
         rep.local().shared().register(
             FRONTEND_EBB,
-            Arc::new(move |request: Request| {
-                if request.message == LOOKUP {
-                    return frontend.lookup(&request.body.control);
-                }
-                if request.message != ANNOUNCE {
-                    return Err(ServiceError::UnknownMessage);
-                }
-                let Ok(announce) = Announce::decode(&request.body.control) else {
-                    return Err(ServiceError::Refused(0));
-                };
-                let seen = match request.peer_addr {
-                    Some(SocketAddr::V4(addr)) => Some(*addr.ip()),
-                    _ => None,
-                };
-                let reply = frontend.accept(request.from, &announce, seen);
-                if matches!(reply, AnnounceReply::Accepted { .. }) {
-                    if let (Ok(rep), Some(entry)) =
-                        (messenger.get(), frontend.announced(request.from))
-                    {
-                        rep.directory().insert(entry.node, entry.socket_addr());
-                    }
-                }
-                Ok(Message {
-                    control: IoChain::from(IoBuf::from_vec(reply.encode())),
-                    payload: IoChain::new(),
-                })
-            }),
+            Arc::new(move |request: Request| Answer::Now(frontend.answer(messenger, request))),
         );
         Ok(())
     }
 }
 
 impl Frontend {
+    /// Answers a message to the registry: an [`ANNOUNCE`] or a [`LOOKUP`].
+    fn answer(&self, messenger: MessengerRef, request: Request) -> Result<Message, ServiceError> {
+        if request.message == LOOKUP {
+            return self.lookup(&request.body.control);
+        }
+        if request.message != ANNOUNCE {
+            return Err(ServiceError::UnknownMessage);
+        }
+        let Ok(announce) = Announce::decode(&request.body.control) else {
+            return Err(ServiceError::Refused(0));
+        };
+        let seen = match request.peer_addr {
+            Some(SocketAddr::V4(addr)) => Some(*addr.ip()),
+            _ => None,
+        };
+        let reply = self.accept(request.from, &announce, seen);
+        if matches!(reply, AnnounceReply::Accepted { .. }) {
+            if let (Ok(rep), Some(entry)) = (messenger.get(), self.announced(request.from)) {
+                rep.directory().insert(entry.node, entry.socket_addr());
+            }
+        }
+        Ok(Message {
+            control: IoChain::from(IoBuf::from_vec(reply.encode())),
+            payload: IoChain::new(),
+        })
+    }
+
     /// Answers a [`LOOKUP`]: the entry of the node whose id the control
     /// holds.
     fn lookup(&self, control: &IoChain) -> Result<Message, ServiceError> {

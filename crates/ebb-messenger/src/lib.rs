@@ -67,7 +67,7 @@ pub use messenger::{
     MessengerSettings,
 };
 pub use node::{
-    Config, CoreResult, CoreRouter, LocalNode, Message, Request, Service, ServiceError,
-    SharedService, SharedServices,
+    Answer, Config, CoreResult, CoreRouter, CoreWork, Deferred, LocalNode, Message, Request,
+    Service, ServiceError, SharedService, SharedServices,
 };
 pub use peer::{Call, Peer, PeerHandler, PeerState};

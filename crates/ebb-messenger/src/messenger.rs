@@ -47,7 +47,7 @@ use spin::{Mutex, Once};
 
 use crate::announce::FRONTEND_NODE;
 use crate::frontend::look_up;
-use crate::node::CoreResult;
+use crate::node::{CoreResult, CoreWork};
 use crate::{
     Call, Config, CoreRouter, ErrorReply, LocalNode, Message, MessageNumber, MessengerError,
     NodeDirectory, Peer, PeerState, Service, SharedServices, Unreachable,
@@ -579,15 +579,22 @@ impl CoreRouter for EventRouter {
     fn run_on(
         &self,
         core: CoreId,
-        work: Box<dyn FnOnce() -> CoreResult + Send>,
+        work: Box<dyn FnOnce() -> CoreWork + Send>,
         answer: Box<dyn FnOnce(CoreResult)>,
     ) {
         let missing = ErrorReply::NoSuchCore(u32::try_from(core.0).unwrap_or(u32::MAX));
-        match ebb_event::spawn_task_on(core, async move { work() }) {
-            Ok(handle) => {
+        // The work's future is made and run on `core` (it need not be
+        // `Send`: a deferred reply may hold that core's representatives).
+        let (sender, result) = ebb_event::oneshot();
+        let started = ebb_event::spawn_on(core, move || {
+            let work = work();
+            ebb_event::spawn_task(async move { sender.send(work.await) });
+        });
+        match started {
+            Ok(()) => {
                 ebb_event::spawn_task(async move {
                     // An error here: the core stopped (its node shuts down).
-                    answer(handle.await.unwrap_or(Err(missing)));
+                    answer(result.await.unwrap_or(Err(missing)));
                 });
             }
             Err(_) => answer(Err(missing)),

@@ -21,7 +21,9 @@ use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use core::cell::RefCell;
+use core::future::Future;
 use core::net::SocketAddr;
+use core::pin::Pin;
 
 use ebb_core::{CoreId, Ebb, EbbId, EbbRef, NodeId};
 use ebb_iobuf::IoChain;
@@ -77,6 +79,29 @@ pub enum ServiceError {
     NoRepresentative,
 }
 
+/// A reply that comes later: a future the receiving core runs as a task
+/// (`ebb_event::spawn_task`), for instance one that calls other nodes
+/// first. Its output is sent as the reply (or error reply) when it ends.
+pub type Deferred = Pin<Box<dyn Future<Output = Result<Message, ServiceError>>>>;
+
+/// A service's answer to a message: now, or [`Deferred`].
+// `Now` is the common answer, given once per message: boxing it to make
+// the enum smaller would cost an allocation per message.
+#[allow(clippy::large_enum_variant)]
+pub enum Answer {
+    /// The reply (or error reply), at once.
+    Now(Result<Message, ServiceError>),
+    /// The reply once the future ends. Only on a node whose cores run the
+    /// event layer (an Ebbflow node), which runs the future.
+    Later(Deferred),
+}
+
+impl From<Result<Message, ServiceError>> for Answer {
+    fn from(result: Result<Message, ServiceError>) -> Self {
+        Answer::Now(result)
+    }
+}
+
 /// An Ebb's receiving side on this node.
 pub trait Service {
     /// Handles one message; for a call, the result is the reply (for a
@@ -86,6 +111,14 @@ pub trait Service {
     ///
     /// What the caller receives as an error reply.
     fn handle(&self, request: Request) -> Result<Message, ServiceError>;
+
+    /// What the Messenger asks: by default [`Service::handle`]'s result,
+    /// now. A service whose reply must wait (it calls another node first)
+    /// overrides it to return [`Answer::Later`] for those messages; the
+    /// connection goes on serving other messages meanwhile.
+    fn answer(&self, request: Request) -> Answer {
+        Answer::Now(self.handle(request))
+    }
 }
 
 /// The message layer's settings.
@@ -113,7 +146,7 @@ impl Default for Config {
 
 /// An Ebb's receiving side that any core of the node can run (each core
 /// resolves its own representative).
-pub type SharedService = Arc<dyn Fn(Request) -> Result<Message, ServiceError> + Send + Sync>;
+pub type SharedService = Arc<dyn Fn(Request) -> Answer + Send + Sync>;
 
 /// The Ebbs every core of a node answers for, registered once and shared
 /// by the cores' [`LocalNode`]s.
@@ -129,7 +162,7 @@ impl SharedServices {
     }
 
     /// Runs Ebb `ebb`'s service on the calling core, if it has one.
-    pub fn serve(&self, ebb: u32, request: Request) -> Option<Result<Message, ServiceError>> {
+    pub fn serve(&self, ebb: u32, request: Request) -> Option<Answer> {
         // The lock is not held while the service runs (it may register).
         let service = self.services.read().get(&ebb).cloned()?;
         Some(service(request))
@@ -140,19 +173,23 @@ impl SharedServices {
 /// the error reply.
 pub type CoreResult = Result<Message, ErrorReply>;
 
+/// A message's work on another core: started there, it gives its result
+/// when it ends (at once, unless the service deferred its answer).
+pub type CoreWork = Pin<Box<dyn Future<Output = CoreResult>>>;
+
 /// How a node runs a message on another of its cores (the Messenger Ebb
 /// implements it with the event layer's cross-core tasks).
 pub trait CoreRouter {
     /// How many cores the node has.
     fn cores(&self) -> usize;
 
-    /// Runs `work` on `core`, then `answer` with its result on the calling
-    /// core. Whatever `work` holds (the request's payload) is moved to
-    /// `core`, not copied.
+    /// Starts `work` on `core` and runs the future it gives there, then
+    /// `answer` with its result on the calling core. Whatever `work` holds
+    /// (the request's payload) is moved to `core`, not copied.
     fn run_on(
         &self,
         core: CoreId,
-        work: Box<dyn FnOnce() -> CoreResult + Send>,
+        work: Box<dyn FnOnce() -> CoreWork + Send>,
         answer: Box<dyn FnOnce(CoreResult)>,
     );
 }
@@ -237,8 +274,8 @@ impl LocalNode {
         self.shared.register(
             ebb.id(),
             Arc::new(move |request| match ebb.get() {
-                Ok(rep) => rep.handle(request),
-                Err(_) => Err(ServiceError::NoRepresentative),
+                Ok(rep) => rep.answer(request),
+                Err(_) => Answer::Now(Err(ServiceError::NoRepresentative)),
             }),
         );
     }
@@ -252,10 +289,10 @@ impl LocalNode {
     /// Runs Ebb `ebb`'s service on this core: a service registered here,
     /// else one registered for every core; `None` if neither exists.
     #[must_use]
-    pub fn serve(&self, ebb: u32, request: Request) -> Option<Result<Message, ServiceError>> {
+    pub fn serve(&self, ebb: u32, request: Request) -> Option<Answer> {
         let service = self.services.borrow().get(&ebb).cloned();
         match service {
-            Some(service) => Some(service.handle(request)),
+            Some(service) => Some(service.answer(request)),
             None => self.shared.serve(ebb, request),
         }
     }
@@ -303,10 +340,14 @@ pub(crate) fn serve_shared(
     shared: &SharedServices,
     destination: u32,
     request: Request,
-) -> CoreResult {
+) -> CoreWork {
     let message = request.message;
+    let to_reply = move |error| error_reply(destination, message, error);
     match shared.serve(destination, request) {
-        None => Err(ErrorReply::UnknownEbb(destination)),
-        Some(result) => result.map_err(|error| error_reply(destination, message, error)),
+        None => Box::pin(core::future::ready(Err(ErrorReply::UnknownEbb(
+            destination,
+        )))),
+        Some(Answer::Now(result)) => Box::pin(core::future::ready(result.map_err(to_reply))),
+        Some(Answer::Later(reply)) => Box::pin(async move { reply.await.map_err(to_reply) }),
     }
 }

@@ -37,7 +37,7 @@ use ebb_event::{oneshot, JoinHandle, Receiver, Sender};
 use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 
-use crate::node::{error_reply, serve_shared, CoreResult, Route};
+use crate::node::{error_reply, serve_shared, Answer, CoreResult, Deferred, Route};
 use crate::{
     encode_message, hello_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits,
     LocalNode, Message, MessageNumber, MessengerError, Request, Unreachable, WireError,
@@ -496,8 +496,12 @@ impl Peer {
         let result = match self.local.route(header.core) {
             Route::Here => match self.local.serve(header.destination, request) {
                 None => Err(ErrorReply::UnknownEbb(header.destination)),
-                Some(result) => {
+                Some(Answer::Now(result)) => {
                     result.map_err(|error| error_reply(header.destination, header.message, error))
+                }
+                Some(Answer::Later(reply)) => {
+                    self.answer_later(header, reply);
+                    return;
                 }
             },
             Route::NoSuchCore(core) => Err(ErrorReply::NoSuchCore(core)),
@@ -507,6 +511,20 @@ impl Peer {
             }
         };
         self.answer(header, result);
+    }
+
+    /// Answers once the service's deferred reply is there (a task on this
+    /// core; a connection gone meanwhile takes no answer).
+    fn answer_later(&self, header: Header, reply: Deferred) {
+        let this = self.this.clone();
+        ebb_event::spawn_task(async move {
+            let result = reply
+                .await
+                .map_err(|error| error_reply(header.destination, header.message, error));
+            if let Some(peer) = this.upgrade() {
+                peer.answer(header, result);
+            }
+        });
     }
 
     /// Runs a message on another core of this node (the request moves
