@@ -22,6 +22,8 @@
 //!   global id ranges, announcements accepted once, the
 //!   [`Frontend::when_announced`] hook), and [`announce`], a node's side;
 //!   their control structures ([`Announce`], [`AnnounceReply`]).
+//! * [`NODE_LOST`]: the frontend's loss notice: the frontend, told a node
+//!   is lost, tells the other nodes, whose calls to it then fail too.
 //! * [`Messenger`]: the Messenger Ebb, one [`MessengerRep`] per core: the
 //!   [`NodeDirectory`], a connection per node opened on the first call
 //!   ([`MessengerRep::call`]), `Unreachable` instead of a hang, and
@@ -43,6 +45,7 @@ mod error;
 mod framing;
 mod frontend;
 mod header;
+mod loss;
 mod messenger;
 mod node;
 mod peer;
@@ -62,6 +65,7 @@ pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
     HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,
 };
+pub use loss::{LostNotice, NODE_EBB, NODE_LOST, NOTICE_MALFORMED, NOTICE_NOT_FROM_FRONTEND};
 pub use messenger::{
     acceptor, create_messenger, Dialer, Messenger, MessengerRef, MessengerRep, MessengerRoot,
     MessengerSettings,

@@ -47,6 +47,7 @@ use spin::{Mutex, Once};
 
 use crate::announce::FRONTEND_NODE;
 use crate::frontend::look_up;
+use crate::loss::{serve_notices, LostNotice, NODE_EBB, NODE_LOST};
 use crate::node::{CoreResult, CoreWork};
 use crate::{
     Call, Config, CoreRouter, ErrorReply, LocalNode, Message, MessageNumber, MessengerError,
@@ -112,10 +113,9 @@ pub fn create_messenger(settings: MessengerSettings) -> Result<MessengerRef, Ebb
         owners: Mutex::new(BTreeMap::new()),
         this: Once::new(),
     })?;
-    Messenger::root(messenger)?
-        .shared()
-        .this
-        .call_once(|| messenger);
+    let root = Messenger::root(messenger)?.shared();
+    root.this.call_once(|| messenger);
+    serve_notices(&root.shared, messenger);
     Ok(messenger)
 }
 
@@ -272,12 +272,27 @@ impl MessengerRep {
     /// calls fail at once (`Unreachable`) until it announces itself again.
     /// A node killed outright sends no reset: without this, a call already
     /// sent would wait for TCP to give up (many minutes).
+    ///
+    /// On the frontend (node 0) it also tells every other node in the
+    /// directory ([`NODE_LOST`], a call whose reply nobody awaits), so
+    /// that their calls pending on `node` fail the same way.
     pub fn lose_node(&self, node: NodeId) {
         self.directory().remove(node);
         self.root.shared().owners.lock().remove(&node);
         let Some(&messenger) = self.root.shared().this.get() else {
             return;
         };
+        if self.node() == FRONTEND_NODE {
+            if let Ok(rep) = messenger.get() {
+                let notice = LostNotice(node);
+                for (other, _) in self.directory().nodes() {
+                    // The call goes out now; its reply (empty) is not
+                    // awaited: a node that cannot be told is itself lost
+                    // or about to be.
+                    drop(rep.call_with(other, None, NODE_EBB, NODE_LOST, notice.message()));
+                }
+            }
+        }
         for core in 0..ebb_event::core_count() {
             let core = CoreId(core);
             if core == self.core {

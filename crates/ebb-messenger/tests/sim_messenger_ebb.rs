@@ -15,130 +15,27 @@
 mod echo_support;
 mod sim_support;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use ebb_core::{CoreId, EbbId, EbbRef, NodeId};
-use ebb_event::manual_clock::ManualClock;
-use ebb_event::{shutdown, spawn_task, yield_now};
+use ebb_event::{spawn_task, yield_now};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    acceptor, announce, create_messenger, AnnounceError, Forgotten, Frontend, MessageNumber,
-    MessengerError, MessengerRef, MessengerRep, MessengerSettings, NodeEntry, PeerState, Refusal,
-    Unreachable,
+    announce, AnnounceError, Forgotten, Frontend, MessageNumber, MessengerError, NodeEntry,
+    PeerState, Refusal, Unreachable,
 };
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
-use ebb_netstack::sim::{LinkConfig, Sim};
+use ebb_netstack::sim::Sim;
 use echo_support::{Echo, Where, ECHO};
-use sim_support::{side, Side};
-
-const PORT: u16 = 7100;
-/// Simulated time per step of the driver.
-const STEP: Duration = Duration::from_millis(5);
-/// A test that has not finished after this much simulated time fails.
-const LIMIT: Duration = Duration::from_secs(120);
-const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Node `node`'s address (node 0, the frontend, is 10.0.0.10).
-fn ip(node: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, 0, 10 + node)
-}
-
-/// Runs `body` as a task on a one-core node whose clock moves with the
-/// simulated link: a driver task advances both by [`STEP`] each turn until
-/// `body` has finished (a test stuck for [`LIMIT`] of simulated time fails).
-fn simulate<F>(body: impl FnOnce(Rc<RefCell<Sim>>) -> F + 'static)
-where
-    F: Future<Output = ()> + 'static,
-{
-    let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
-    let code = clock
-        .run(move || {
-            let sim = Rc::new(RefCell::new(Sim::new(LinkConfig {
-                latency: Duration::from_micros(50),
-                bandwidth_bps: 10_000_000_000,
-                ..LinkConfig::default()
-            })));
-            let done = Rc::new(Cell::new(false));
-            let test = body(Rc::clone(&sim));
-            spawn_task({
-                let done = Rc::clone(&done);
-                async move {
-                    test.await;
-                    done.set(true);
-                }
-            });
-            spawn_task(async move {
-                let mut waited = Duration::ZERO;
-                while !done.get() {
-                    assert!(
-                        waited < LIMIT,
-                        "the test did not finish in {LIMIT:?} (simulated)"
-                    );
-                    sim.borrow_mut().run_for(STEP);
-                    clock.advance(STEP);
-                    waited += STEP;
-                    yield_now().await;
-                }
-                shutdown(0).unwrap();
-            });
-        })
-        .unwrap();
-    assert_eq!(code, 0);
-}
-
-/// A node: its stack on the link, its Messenger (dialing through its own
-/// stack, listening on [`PORT`]) and the connections it accepted.
-struct SimNode {
-    side: Side,
-    messenger: MessengerRef,
-    rep: &'static MessengerRep,
-    accepted: Arc<AtomicUsize>,
-}
-
-fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
-    let side = side(&sim.borrow(), 10 + id, ip(id));
-    sim.borrow_mut().add(Box::new(side.stack.clone()));
-    let messenger = create_messenger(MessengerSettings {
-        hello_timeout: HELLO_TIMEOUT,
-        ..MessengerSettings::new(NodeId(u32::from(id)))
-    })
-    .unwrap();
-    let rep = messenger.get().unwrap();
-    let stack = side.stack.clone();
-    rep.dial_with(Rc::new(move |addr, handler| stack.connect(addr, handler)));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let accept = acceptor(messenger);
-    let counted = Arc::clone(&accepted);
-    side.stack
-        .listen(
-            SocketAddr::from((ip(id), PORT)),
-            Arc::new(move |conn: &TcpConnection| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                accept(conn)
-            }),
-        )
-        .unwrap();
-    SimNode {
-        side,
-        messenger,
-        rep,
-        accepted,
-    }
-}
-
-/// Tells `node` where `other` listens.
-fn learn(node: &SimNode, other: &SimNode) {
-    node.rep
-        .directory()
-        .insert(other.rep.node(), SocketAddr::from((ip_of(other), PORT)));
-}
+use sim_support::nodes::{
+    bytes, ip, ip_of, learn, sim_node, simulate, SimNode, HELLO_TIMEOUT, PORT,
+};
 
 /// Nodes 1 and 2, both serving [`Echo`] as Ebb `echo_id`; node 1 knows
 /// where node 2 is.
@@ -150,14 +47,6 @@ fn echo_pair(sim: &RefCell<Sim>, echo_id: EbbId) -> (SimNode, SimNode) {
     }
     learn(&a, &b);
     (a, b)
-}
-
-fn ip_of(node: &SimNode) -> Ipv4Addr {
-    ip(u8::try_from(node.rep.node().0).unwrap())
-}
-
-fn bytes(data: &'static [u8]) -> IoChain {
-    IoChain::from(IoBuf::from_static(data))
 }
 
 #[test]

@@ -14,7 +14,7 @@ use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
 
 use ebb_messenger::{
-    encode_message, Announce, AnnounceReply, ErrorReply, Header, Hello, Kind, Limits,
+    encode_message, Announce, AnnounceReply, ErrorReply, Header, Hello, Kind, Limits, LostNotice,
     MessageNumber, NodeEntry, Refusal, WireError,
 };
 use wire_support::{run, LIMITS};
@@ -130,6 +130,10 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         (
             "announce_refused",
             input(0, &[AnnounceReply::Refused(Refusal::Duplicate).encode()]),
+        ),
+        (
+            "lost_notice",
+            input(0, &[LostNotice(NodeId(2)).encode().to_vec()]),
         ),
     ]
 }

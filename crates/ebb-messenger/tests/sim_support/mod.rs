@@ -1,9 +1,12 @@
 //! Nodes on Ebbflow's own TCP/IP stack over the simulated link
 //! (`ebb_netstack::sim`): a simulated port that records where received
 //! frames live (to check payloads are views of them) and can go silent
-//! (a node that vanished), and a stack on it.
+//! (a node that vanished), and a stack on it; Messenger nodes on such
+//! stacks ([`nodes`]).
 
 #![allow(dead_code)]
+
+pub mod nodes;
 
 use std::cell::{Cell, RefCell};
 use std::net::Ipv4Addr;

@@ -6,7 +6,7 @@
 //! - `Header::decode` never panics, and a header it accepts re-encodes to
 //!   the same 40 bytes;
 //! - the control decoders (hello, error reply, announcement and its
-//!   reply) never panic, and what they accept re-encodes to
+//!   reply, loss notice) never panic, and what they accept re-encodes to
 //!   the same bytes;
 //! - framing the stream whole and in pieces gives the same frames and the
 //!   same error, each frame's parts as long as its header says, and never
@@ -14,8 +14,8 @@
 
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    Announce, AnnounceReply, Deframer, ErrorReply, Frame, Header, Hello, Limits, WireError,
-    HEADER_LEN,
+    Announce, AnnounceReply, Deframer, ErrorReply, Frame, Header, Hello, Limits, LostNotice,
+    WireError, HEADER_LEN,
 };
 
 /// Small limits, so that short inputs reach the length checks.
@@ -56,6 +56,9 @@ pub fn run(data: &[u8]) -> Outcome {
     }
     if let Ok(reply) = AnnounceReply::decode(&control) {
         assert_eq!(reply.encode()[..], *stream);
+    }
+    if let Ok(notice) = LostNotice::decode(&control) {
+        assert_eq!(notice.encode()[..], *stream);
     }
     let whole = frame(stream, stream.len().max(1));
     let pieces = frame(stream, usize::from(piece % 64) + 1);
