@@ -125,7 +125,8 @@ impl fmt::Display for Report {
             EXIT_MISMATCH => "MISMATCH",
             _ => "NO NODES LEFT",
         };
-        write!(f, "ring: {verdict} ({lost} nodes lost)")
+        let nodes = if lost == 1 { "node" } else { "nodes" };
+        write!(f, "ring: {verdict} ({lost} {nodes} lost)")
     }
 }
 

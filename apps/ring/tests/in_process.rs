@@ -5,16 +5,27 @@
 //! listen and announce themselves), the frontend runs the plan, and the
 //! report is checked: every round's ring total matches the sum of the
 //! frontend's own digests.
+//!
+//! And a node lost mid-ring: node 2 freezes (its only core blocks, as a
+//! stopped VM: its sockets stay open and nothing answers) when the token
+//! reaches it, with node 1's call to it pending. The test, as the
+//! frontend's launcher would, declares node 2 lost on the frontend
+//! (`Frontend::forget`, `lose_node`); the frontend's loss notice fails
+//! node 1's call, node 1 reports where the ring broke, and the frontend
+//! reports node 2 lost and finishes every round with nodes 1 and 3.
 
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::Sender;
-use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
-use ring::{run_frontend, Report, WorkPlan, WorkerNode, EXIT_OK};
+use ebb_messenger::{
+    acceptor, create_messenger, Answer, Frontend, MessengerError, MessengerSettings, Request,
+    Service, ServiceError, FRONTEND_NODE,
+};
+use ring::{run_frontend, Report, WorkPlan, WorkerNode, EXIT_OK, TOKEN};
 
 /// Global ids each node gets.
 const IDS_PER_NODE: u32 = 64;
@@ -30,17 +41,21 @@ fn node_config() -> ebb_hosted::Config {
     }
 }
 
+/// The frontend's side of a test run.
+struct FrontendSide {
+    addr: SocketAddrV4,
+    ranges: Vec<std::ops::Range<u32>>,
+    report: mpsc::Receiver<Report>,
+    /// Declares a node lost on the frontend, as its launcher would.
+    lose: Sender<NodeId>,
+}
+
 /// The frontend, on its own thread: expects `count` nodes, tells the test
-/// where it listens and their ranges, runs `plan` once they announced.
-fn start_frontend(
-    count: u32,
-    plan: WorkPlan,
-) -> (
-    SocketAddrV4,
-    Vec<std::ops::Range<u32>>,
-    mpsc::Receiver<Report>,
-) {
+/// where it listens and their ranges, runs `plan` once they announced (a
+/// node declared lost meanwhile is forgotten and lost on the frontend).
+fn start_frontend(count: u32, plan: WorkPlan) -> FrontendSide {
     let (setup_tx, setup_rx) = mpsc::channel();
+    let (lose_tx, lose_rx) = ebb_event::oneshot::<NodeId>();
     let (report_tx, report_rx) = mpsc::channel();
     thread::spawn(move || {
         let report = ebb_hosted::run_task(node_config(), move || async move {
@@ -67,6 +82,13 @@ fn start_frontend(
                     worker: EbbId::new(range.start).unwrap(),
                 });
             }
+            let launcher = Arc::clone(&registry);
+            ebb_event::spawn_task(async move {
+                if let Ok(node) = lose_rx.await {
+                    launcher.forget(node);
+                    messenger.get().unwrap().lose_node(node);
+                }
+            });
             run_frontend(messenger, nodes, plan).await
         })
         .unwrap();
@@ -75,12 +97,24 @@ fn start_frontend(
     let (addr, ranges) = setup_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the frontend listens");
-    (addr, ranges, report_rx)
+    FrontendSide {
+        addr,
+        ranges,
+        report: report_rx,
+        lose: lose_tx,
+    }
 }
 
 /// Node `node`, on its own thread, joined as its contract says; it runs
-/// until `stop` is sent (or dropped).
-fn start_node(node: u32, frontend: SocketAddrV4, ids: &std::ops::Range<u32>) -> Sender<()> {
+/// until `stop` is sent (or dropped). A node given a `freeze` blocks its
+/// core when the token reaches it, telling the test, until `freeze`'s
+/// receiver says go on.
+fn start_node(
+    node: u32,
+    frontend: SocketAddrV4,
+    ids: &std::ops::Range<u32>,
+    freeze: Option<Freeze>,
+) -> Sender<()> {
     let contract = ebb_app::NodeContract {
         node,
         frontend,
@@ -91,14 +125,45 @@ fn start_node(node: u32, frontend: SocketAddrV4, ids: &std::ops::Range<u32>) -> 
     let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
     thread::spawn(move || {
         ebb_hosted::run_task(node_config(), move || async move {
-            ring::node::try_join(contract)
+            let joined = ring::node::try_join(contract)
                 .await
                 .expect("the node joins");
+            if let Some(freeze) = freeze {
+                let rep = joined.messenger.get().unwrap();
+                rep.local()
+                    .shared()
+                    .register(joined.worker.id(), freeze.around(joined.worker));
+            }
             let _ = stop_rx.await;
         })
         .unwrap();
     });
     stop_tx
+}
+
+/// What a frozen node tells the test, and waits for.
+struct Freeze {
+    frozen: mpsc::Sender<()>,
+    thaw: mpsc::Receiver<()>,
+}
+
+impl Freeze {
+    /// The worker's service, except that the token freezes the node.
+    fn around(self, worker: ebb_core::EbbRef<ring::Worker>) -> ebb_messenger::SharedService {
+        let frozen = Mutex::new(self.frozen);
+        let thaw = Mutex::new(self.thaw);
+        Arc::new(move |request: Request| {
+            if request.message == TOKEN {
+                let _ = frozen.lock().unwrap().send(());
+                let _ = thaw.lock().unwrap().recv_timeout(Duration::from_secs(120));
+                return Answer::Now(Err(ServiceError::Refused(99)));
+            }
+            match worker.get() {
+                Ok(rep) => rep.answer(request),
+                Err(_) => Answer::Now(Err(ServiceError::NoRepresentative)),
+            }
+        })
+    }
 }
 
 #[test]
@@ -108,12 +173,13 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
         rounds: 3,
         seed: 16,
     };
-    let (frontend, ranges, report) = start_frontend(3, plan);
+    let frontend = start_frontend(3, plan);
     let stops: Vec<_> = (1..=3)
-        .zip(&ranges)
-        .map(|(node, ids)| start_node(node, frontend, ids))
+        .zip(&frontend.ranges)
+        .map(|(node, ids)| start_node(node, frontend.addr, ids, None))
         .collect();
-    let report = report
+    let report = frontend
+        .report
         .recv_timeout(REPORT_WITHIN)
         .expect("the frontend reports within 60 s");
     for stop in stops {
@@ -139,4 +205,72 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
         assert_eq!(outcome.digests.len(), 3);
     }
     assert!(report.to_string().ends_with("ring: OK (0 nodes lost)"));
+}
+
+#[test]
+fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
+    let plan = WorkPlan {
+        bytes: 10_000,
+        rounds: 3,
+        seed: 5,
+    };
+    let frontend = start_frontend(3, plan);
+    let (frozen_tx, frozen_rx) = mpsc::channel();
+    let (thaw_tx, thaw_rx) = mpsc::channel();
+    let mut freeze = Some(Freeze {
+        frozen: frozen_tx,
+        thaw: thaw_rx,
+    });
+    let stops: Vec<_> = (1..=3)
+        .zip(&frontend.ranges)
+        .map(|(node, ids)| {
+            let freeze = if node == 2 { freeze.take() } else { None };
+            start_node(node, frontend.addr, ids, freeze)
+        })
+        .collect();
+    frozen_rx
+        .recv_timeout(REPORT_WITHIN)
+        .expect("the token reaches node 2 within 60 s");
+    frontend.lose.send(NodeId(2));
+    let report = frontend.report.recv_timeout(REPORT_WITHIN);
+    let _ = thaw_tx.send(());
+    for stop in stops {
+        stop.send(());
+    }
+    let report = report.expect("the frontend reports within 60 s of the loss");
+    println!("{report}");
+    assert_eq!(report.exit_code(), EXIT_OK, "{report}");
+    let lost: Vec<_> = report.lost().collect();
+    assert_eq!(lost.len(), 1, "{report}");
+    assert_eq!(lost[0].node.node, NodeId(2));
+    let (round, why) = lost[0].lost.clone().unwrap();
+    assert_eq!(round, 1);
+    assert_eq!(
+        why,
+        format!(
+            "token failed: {}",
+            MessengerError::NodeLost { node: NodeId(2) }
+        ),
+        "node 1's call to node 2 failed with the loss notice"
+    );
+    assert_eq!(report.rounds.len(), 3);
+    for outcome in &report.rounds {
+        assert_eq!(outcome.nodes, 2, "{report}");
+        assert!(outcome.matched, "{report}");
+        let expected = [0, 2].iter().fold(0u64, |sum, &slice| {
+            sum.wrapping_add(ring::digest_bytes(&ring::slice_data(
+                5,
+                outcome.round,
+                slice,
+                10_000,
+            )))
+        });
+        assert_eq!(outcome.total, Some(expected));
+    }
+    for survivor in [0, 2] {
+        assert_eq!(report.nodes[survivor].digests.len(), 3);
+    }
+    assert!(report
+        .to_string()
+        .contains("node 2: LOST in round 1: token failed"));
 }
