@@ -166,6 +166,28 @@ impl Freeze {
     }
 }
 
+/// Nodes 1 to 3 of `frontend`'s cluster; `frozen` freezes one of them.
+fn start_nodes(frontend: &FrontendSide, mut frozen: Option<(u32, Freeze)>) -> Vec<Sender<()>> {
+    (1..=3)
+        .zip(&frontend.ranges)
+        .map(|(node, ids)| {
+            let freeze = frozen
+                .take_if(|(which, _)| *which == node)
+                .map(|(_, freeze)| freeze);
+            start_node(node, frontend.addr, ids, freeze)
+        })
+        .collect()
+}
+
+/// The ring's total the frontend expects: the sum of its own digests of
+/// round `round`'s `slices`.
+fn expected_total(plan: WorkPlan, round: u32, slices: &[u32]) -> u64 {
+    slices.iter().fold(0u64, |sum, &slice| {
+        let data = ring::slice_data(plan.seed, round, slice, plan.bytes);
+        sum.wrapping_add(ring::digest_bytes(&data))
+    })
+}
+
 #[test]
 fn three_nodes_work_pass_the_token_and_the_totals_match() {
     let plan = WorkPlan {
@@ -174,10 +196,7 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
         seed: 16,
     };
     let frontend = start_frontend(3, plan);
-    let stops: Vec<_> = (1..=3)
-        .zip(&frontend.ranges)
-        .map(|(node, ids)| start_node(node, frontend.addr, ids, None))
-        .collect();
+    let stops = start_nodes(&frontend, None);
     let report = frontend
         .report
         .recv_timeout(REPORT_WITHIN)
@@ -192,12 +211,11 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
         assert_eq!(outcome.round, round);
         assert_eq!(outcome.nodes, 3);
         assert!(outcome.matched);
-        let expected = (0..3).fold(0u64, |sum, slice| {
-            sum.wrapping_add(ring::digest_bytes(&ring::slice_data(
-                16, round, slice, 100_000,
-            )))
-        });
-        assert_eq!(outcome.total, Some(expected), "round {round}'s ring total");
+        assert_eq!(
+            outcome.total,
+            Some(expected_total(plan, round, &[0, 1, 2])),
+            "round {round}'s ring total"
+        );
     }
     for (node, outcome) in (1..).zip(&report.nodes) {
         assert_eq!(outcome.node.node, NodeId(node));
@@ -217,17 +235,11 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
     let frontend = start_frontend(3, plan);
     let (frozen_tx, frozen_rx) = mpsc::channel();
     let (thaw_tx, thaw_rx) = mpsc::channel();
-    let mut freeze = Some(Freeze {
+    let freeze = Freeze {
         frozen: frozen_tx,
         thaw: thaw_rx,
-    });
-    let stops: Vec<_> = (1..=3)
-        .zip(&frontend.ranges)
-        .map(|(node, ids)| {
-            let freeze = if node == 2 { freeze.take() } else { None };
-            start_node(node, frontend.addr, ids, freeze)
-        })
-        .collect();
+    };
+    let stops = start_nodes(&frontend, Some((2, freeze)));
     frozen_rx
         .recv_timeout(REPORT_WITHIN)
         .expect("the token reaches node 2 within 60 s");
@@ -257,15 +269,10 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
     for outcome in &report.rounds {
         assert_eq!(outcome.nodes, 2, "{report}");
         assert!(outcome.matched, "{report}");
-        let expected = [0, 2].iter().fold(0u64, |sum, &slice| {
-            sum.wrapping_add(ring::digest_bytes(&ring::slice_data(
-                5,
-                outcome.round,
-                slice,
-                10_000,
-            )))
-        });
-        assert_eq!(outcome.total, Some(expected));
+        assert_eq!(
+            outcome.total,
+            Some(expected_total(plan, outcome.round, &[0, 2]))
+        );
     }
     for survivor in [0, 2] {
         assert_eq!(report.nodes[survivor].digests.len(), 3);
