@@ -12,7 +12,8 @@
 //! its first call, and both its cores' calls share that one connection;
 //! node 2 has two cores, and a call naming
 //! a core runs on that core, its payload moved there as views of the
-//! receive buffers; a core node 2 does not have gets an error reply.
+//! receive buffers, also when that core answers later; a core node 2
+//! does not have gets an error reply.
 
 mod echo_support;
 
@@ -33,7 +34,7 @@ use ebb_messenger::{
     MessengerSettings, Peer, PeerState, Request, Service, ServiceError,
 };
 use ebb_net::TcpConnection;
-use echo_support::{Where, SEEN, WHERE};
+use echo_support::{Where, SEEN, WHERE, WHERE_LATER};
 
 const ECHO: MessageNumber = MessageNumber(1);
 
@@ -276,14 +277,25 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
             let missing = rep
                 .call_on(NodeId(2), CoreId(5), place.id(), WHERE, IoChain::new())
                 .await;
+            // A deferred answer on the named core comes back as well.
+            let later = rep
+                .call_on(
+                    NodeId(2),
+                    CoreId(1),
+                    place.id(),
+                    WHERE_LATER,
+                    IoChain::new(),
+                )
+                .await
+                .map(|reply| reply.payload.to_vec());
             let dials = rep.dials() + from_core_1.1;
             stop_tx.send(());
             assert_eq!(from_core_1.0, Ok(4), "core 1's call got its reply");
-            (cores, missing, dials)
+            (cores, missing, later, dials)
         });
         let _ = result_tx.send(result);
     });
-    let (cores, missing, dials) = result_rx
+    let (cores, missing, later, dials) = result_rx
         .recv_timeout(Duration::from_secs(60))
         .expect("node 1 finished its calls within 60 s")
         .unwrap();
@@ -304,6 +316,11 @@ fn two_hosted_nodes_call_through_the_messenger_ebb_on_named_cores() {
             node: NodeId(2),
             core: 5
         }
+    );
+    assert_eq!(
+        later.as_deref(),
+        Ok(&1u32.to_le_bytes()[..]),
+        "core 1 answered later"
     );
     assert_eq!(dials, 1, "one connection for every call from both cores");
     assert_eq!(

@@ -2,7 +2,8 @@
 //! 1 (recording where the payload's views point, to check for copies),
 //! refuses message 2 with code 7, counts message 3. [`Where`] has a
 //! representative per core, which answers with its core's number and
-//! records where the request's payload lay ([`SEEN`]).
+//! records where the request's payload lay ([`SEEN`]); message
+//! [`WHERE_LATER`] gets the same answer deferred (after a yield).
 
 #![allow(dead_code)]
 
@@ -11,7 +12,7 @@ use std::sync::Mutex;
 
 use ebb_core::{CoreId, Ebb, EbbError, FaultContext};
 use ebb_iobuf::{IoBuf, IoChain};
-use ebb_messenger::{Message, MessageNumber, Request, Service, ServiceError};
+use ebb_messenger::{Answer, Message, MessageNumber, Request, Service, ServiceError};
 
 /// Answered with the request's own body.
 pub const ECHO: MessageNumber = MessageNumber(1);
@@ -56,6 +57,9 @@ impl Service for Echo {
 /// little-endian.
 pub const WHERE: MessageNumber = MessageNumber(1);
 
+/// [`WHERE`]'s answer, given later (`Answer::Later`).
+pub const WHERE_LATER: MessageNumber = MessageNumber(2);
+
 /// Where [`Where`]'s representatives saw request payloads: (core, segment
 /// addresses).
 pub static SEEN: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
@@ -81,6 +85,18 @@ impl Service for WhereRep {
         Ok(Message::payload(IoChain::from(IoBuf::from_vec(
             core.to_vec(),
         ))))
+    }
+
+    fn answer(&self, request: Request) -> Answer {
+        let later = request.message == WHERE_LATER;
+        let reply = self.handle(request);
+        if !later {
+            return Answer::Now(reply);
+        }
+        Answer::Later(Box::pin(async move {
+            ebb_event::yield_now().await;
+            reply
+        }))
     }
 }
 
