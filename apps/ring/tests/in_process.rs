@@ -281,3 +281,15 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
         .to_string()
         .contains("node 2: LOST in round 1: token failed"));
 }
+
+/// The frontend program may run the frontend as a task on any of its
+/// cores (`ebb_event::spawn_task_on` wants a `Send` future).
+#[test]
+fn the_frontend_future_can_move_to_another_core() {
+    fn is_send<T: Send>(_: &T) {}
+    // Built, never polled: no runtime is needed.
+    let messenger =
+        ebb_core::EbbRef::<ebb_messenger::Messenger>::bind(EbbId::new(MAX_EBB_IDS - 1).unwrap())
+            .unwrap();
+    is_send(&run_frontend(messenger, Vec::new(), WorkPlan::default()));
+}
