@@ -84,7 +84,7 @@ pub async fn try_join(contract: NodeContract) -> Result<Joined, String> {
         }
     }
     ebb_app::info!(
-        "ring: node {node}: worker {worker_id}, Messenger on port {}, announced to {frontend}",
+        "node {node}: worker {worker_id}, Messenger on port {}, announced to {frontend}",
         listening.port()
     );
     Ok(Joined {

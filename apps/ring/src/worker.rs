@@ -86,7 +86,7 @@ impl Service for WorkerRep {
         digests.retain(|&round, _| round.saturating_add(KEPT_ROUNDS) > order.round);
         drop(digests);
         ebb_app::info!(
-            "ring: node {}: round {}: {} bytes, digest {digest:#018x}",
+            "node {}: round {}: {} bytes, digest {digest:#018x}",
             self.root.node,
             order.round,
             request.body.payload.len()
