@@ -5,8 +5,8 @@
 //! Messenger echo Ebb (the first id of the range it handed out) on the
 //! connection's core and on a named core.
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -14,27 +14,10 @@ use std::time::Duration;
 use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use ebb_testbed::{free_port, KilledOnDrop};
 use echo::node::{ECHO, WHICH_CORE};
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
-
-/// The echo process, killed when the test ends.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A port free a moment ago (the node's Messenger port must be given).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 #[test]
 fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
@@ -84,13 +67,13 @@ fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
     let frontend = addr_rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the frontend listens");
-    let port = free_port();
+    let port = free_port().unwrap();
     let words = format!(
         "node=1 frontend={frontend} ebb_ids={}-{} messenger_port={port}",
         FIRST_GLOBAL_ID,
         FIRST_GLOBAL_ID + 64
     );
-    let _node = Node(
+    let _node = KilledOnDrop(
         Command::new(ECHO_BIN)
             .args([
                 "--cores",

@@ -14,32 +14,22 @@
 //! node 1's call, node 1 reports where the ring broke, and the frontend
 //! reports node 2 lost and finishes every round with nodes 1 and 3.
 
-use std::net::{SocketAddr, SocketAddrV4};
+mod frontend_support;
+
+use std::net::SocketAddrV4;
+use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_core::{EbbId, NodeId, MAX_EBB_IDS};
 use ebb_event::Sender;
-use ebb_messenger::{
-    acceptor, create_messenger, Answer, Frontend, MessengerError, MessengerSettings, Request,
-    Service, ServiceError, FRONTEND_NODE,
-};
-use ring::{run_frontend, Report, WorkPlan, WorkerNode, EXIT_OK, TOKEN};
+use ebb_messenger::{Answer, MessengerError, Request, Service, ServiceError};
+use frontend_support::{node_config, TestFrontend};
+use ring::{run_frontend, Report, WorkPlan, EXIT_OK, TOKEN};
 
-/// Global ids each node gets.
-const IDS_PER_NODE: u32 = 64;
 /// How long a test waits for the frontend's report.
 const REPORT_WITHIN: Duration = Duration::from_secs(60);
-
-fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
-}
 
 /// The frontend's side of a test run.
 struct FrontendSide {
@@ -59,37 +49,18 @@ fn start_frontend(count: u32, plan: WorkPlan) -> FrontendSide {
     let (report_tx, report_rx) = mpsc::channel();
     thread::spawn(move || {
         let report = ebb_hosted::run_task(node_config(), move || async move {
-            let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
-            let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-            registry.serve(messenger).unwrap();
-            let ranges: Vec<_> = (1..=count)
-                .map(|node| registry.expect(NodeId(node), IDS_PER_NODE).unwrap())
-                .collect();
-            let addr =
-                ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
-            let SocketAddr::V4(addr) = addr else {
-                unreachable!("listening on IPv4")
-            };
-            setup_tx.send((addr, ranges.clone())).unwrap();
-            let mut nodes = Vec::new();
-            for (node, range) in (1..=count).zip(&ranges) {
-                registry
-                    .when_announced(NodeId(node))
-                    .await
-                    .expect("the node announces itself");
-                nodes.push(WorkerNode {
-                    node: NodeId(node),
-                    worker: EbbId::new(range.start).unwrap(),
-                });
-            }
-            let launcher = Arc::clone(&registry);
+            let frontend = Rc::new(TestFrontend::start(count));
+            setup_tx
+                .send((frontend.addr, frontend.ranges.clone()))
+                .unwrap();
+            let nodes = frontend.announced().await;
+            let launcher = Rc::clone(&frontend);
             ebb_event::spawn_task(async move {
                 if let Ok(node) = lose_rx.await {
-                    launcher.forget(node);
-                    messenger.get().unwrap().lose_node(node);
+                    launcher.lose(node);
                 }
             });
-            run_frontend(messenger, nodes, plan).await
+            run_frontend(frontend.messenger, nodes, plan).await
         })
         .unwrap();
         let _ = report_tx.send(report);

@@ -6,38 +6,21 @@
 //! killed (`kill -9`) and a second run reports node 3 lost with the error
 //! its call got, while nodes 1 and 2 finish every round.
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+mod frontend_support;
+
+use std::net::SocketAddrV4;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
-use ebb_messenger::{
-    acceptor, create_messenger, Frontend, MessengerError, MessengerSettings, FRONTEND_NODE,
-};
-use ring::{run_frontend, WorkPlan, WorkerNode, EXIT_OK};
+use ebb_core::NodeId;
+use ebb_messenger::MessengerError;
+use ebb_testbed::{free_port, KilledOnDrop};
+use frontend_support::{node_config, TestFrontend};
+use ring::{run_frontend, WorkPlan, EXIT_OK};
 
 const RING_BIN: &str = env!("CARGO_BIN_EXE_ring");
-const IDS_PER_NODE: u32 = 64;
-
-/// A node's process, killed when the test ends.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A port free a moment ago (a node's Messenger port must be given).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 #[test]
 fn ring_processes_complete_and_a_killed_one_is_reported_lost() {
@@ -51,54 +34,32 @@ fn ring_processes_complete_and_a_killed_one_is_reported_lost() {
     let (killed_tx, killed_rx) = ebb_event::oneshot::<()>();
     let (second_tx, second_rx) = mpsc::channel();
     thread::spawn(move || {
-        let _ = ebb_hosted::run_task(
-            ebb_hosted::Config {
-                cores: Some(1),
-                pin: false,
-                handle_signals: false,
-                ..ebb_hosted::Config::default()
-            },
-            move || async move {
-                let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
-                let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-                registry.serve(messenger).unwrap();
-                let ranges: Vec<_> = (1..=3)
-                    .map(|node| registry.expect(NodeId(node), IDS_PER_NODE).unwrap())
-                    .collect();
-                let addr =
-                    ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
-                setup_tx.send((addr, ranges.clone())).unwrap();
-                let mut nodes = Vec::new();
-                for (node, range) in (1..=3).zip(&ranges) {
-                    registry
-                        .when_announced(NodeId(node))
-                        .await
-                        .expect("the node announces itself");
-                    nodes.push(WorkerNode {
-                        node: NodeId(node),
-                        worker: EbbId::new(range.start).unwrap(),
-                    });
-                }
-                let _ = first_tx.send(run_frontend(messenger, nodes.clone(), plan).await);
-                if killed_rx.await.is_ok() {
-                    let _ = second_tx.send(run_frontend(messenger, nodes, plan).await);
-                }
-            },
-        );
+        let _ = ebb_hosted::run_task(node_config(), move || async move {
+            let frontend = TestFrontend::start(3);
+            setup_tx
+                .send((frontend.addr, frontend.ranges.clone()))
+                .unwrap();
+            let nodes = frontend.announced().await;
+            let messenger = frontend.messenger;
+            let _ = first_tx.send(run_frontend(messenger, nodes.clone(), plan).await);
+            if killed_rx.await.is_ok() {
+                let _ = second_tx.send(run_frontend(messenger, nodes, plan).await);
+            }
+        });
     });
-    let (frontend, ranges): (SocketAddr, Vec<std::ops::Range<u32>>) = setup_rx
+    let (frontend, ranges): (SocketAddrV4, Vec<std::ops::Range<u32>>) = setup_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the frontend listens");
-    let mut nodes: Vec<Node> = (1..=3)
+    let mut nodes: Vec<KilledOnDrop> = (1..=3)
         .zip(&ranges)
         .map(|(node, ids)| {
             let words = format!(
                 "node={node} frontend={frontend} ebb_ids={}-{} messenger_port={}",
                 ids.start,
                 ids.end,
-                free_port()
+                free_port().unwrap()
             );
-            Node(
+            KilledOnDrop(
                 Command::new(RING_BIN)
                     .args(["--cores", "2", "--no-pin"])
                     .env("EBB_NODE", &words)

@@ -19,6 +19,7 @@
 //! - [`linux_guest`]: the Linux comparison guest, built from Debian
 //!   packages and booted on the same virtual hardware as our images.
 
+pub mod child;
 pub mod cluster_net;
 pub mod lines;
 pub mod link;
@@ -29,6 +30,7 @@ pub mod pin;
 pub mod qemu;
 pub mod tap;
 
+pub use child::KilledOnDrop;
 pub use need::{require, skip, Need, Skip};
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (for QEMU's
