@@ -77,7 +77,7 @@ impl Report {
     #[must_use]
     pub fn exit_code(&self) -> i32 {
         if self.nodes.iter().all(|node| node.lost.is_some())
-            || self.rounds.len() < self.plan.rounds as usize
+            || self.rounds.len() < usize::try_from(self.plan.rounds).unwrap_or(usize::MAX)
         {
             EXIT_NO_NODES
         } else if self.rounds.iter().all(|round| round.matched) {
@@ -93,9 +93,9 @@ impl fmt::Display for Report {
         let plan = &self.plan;
         writeln!(
             f,
-            "ring: {} nodes, {} rounds of {} bytes per node (seed {})",
-            self.nodes.len(),
-            plan.rounds,
+            "ring: {}, {} of {} bytes per node (seed {})",
+            count(self.nodes.len(), "node"),
+            count(usize::try_from(plan.rounds).unwrap_or(usize::MAX), "round"),
             plan.bytes,
             plan.seed
         )?;
@@ -103,7 +103,7 @@ impl fmt::Display for Report {
             write!(f, "node {}: ", node.node.node)?;
             match &node.lost {
                 Some((round, why)) => write!(f, "LOST in round {round}: {why}")?,
-                None => write!(f, "{} rounds", node.digests.len())?,
+                None => f.write_str(&count(node.digests.len(), "round"))?,
             }
             if let Some((_, last)) = node.digests.last() {
                 write!(f, ", last digest {last:#018x}")?;
@@ -111,7 +111,7 @@ impl fmt::Display for Report {
             writeln!(f)?;
         }
         for round in &self.rounds {
-            write!(f, "round {}: {} nodes, ", round.round, round.nodes)?;
+            write!(f, "round {}: {}, ", round.round, count(round.nodes, "node"))?;
             match round.total {
                 Some(total) => write!(f, "ring total {total:#018x}")?,
                 None => f.write_str("no ring")?,
@@ -125,9 +125,14 @@ impl fmt::Display for Report {
             EXIT_MISMATCH => "MISMATCH",
             _ => "NO NODES LEFT",
         };
-        let nodes = if lost == 1 { "node" } else { "nodes" };
-        write!(f, "ring: {verdict} ({lost} {nodes} lost)")
+        write!(f, "ring: {verdict} ({} lost)", count(lost, "node"))
     }
+}
+
+/// "1 node", "2 nodes".
+fn count(n: usize, thing: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {thing}{s}")
 }
 
 /// Runs `plan` over `nodes` (a task on one of the frontend's cores;
@@ -305,4 +310,76 @@ fn lose(report: &mut Report, index: usize, round: u32, why: String) {
     );
     outcome.digests.retain(|&(r, _)| r != round);
     outcome.lost = Some((round, why));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
+    use ebb_core::EbbId;
+
+    fn node(id: u32, lost: Option<(u32, &str)>) -> NodeOutcome {
+        NodeOutcome {
+            node: WorkerNode {
+                node: NodeId(id),
+                worker: EbbId::new(0x8000 + 64 * id).unwrap(),
+            },
+            digests: vec![(1, 0xab)],
+            lost: lost.map(|(round, why)| (round, why.into())),
+        }
+    }
+
+    fn round(matched: bool) -> RoundOutcome {
+        RoundOutcome {
+            round: 1,
+            nodes: 1,
+            total: Some(0xab),
+            expected: if matched { 0xab } else { 0xac },
+            matched,
+        }
+    }
+
+    fn report(nodes: Vec<NodeOutcome>, rounds: Vec<RoundOutcome>) -> Report {
+        Report {
+            plan: WorkPlan {
+                bytes: 10,
+                rounds: 1,
+                seed: 1,
+            },
+            nodes,
+            rounds,
+        }
+    }
+
+    #[test]
+    fn the_report_says_what_happened_and_its_exit_code_follows() {
+        let ok = report(
+            vec![
+                node(1, None),
+                node(2, Some((1, "work failed: node 2 is lost"))),
+            ],
+            vec![round(true)],
+        );
+        assert_eq!(ok.exit_code(), EXIT_OK);
+        assert_eq!(
+            ok.to_string(),
+            "ring: 2 nodes, 1 round of 10 bytes per node (seed 1)\n\
+             node 1: 1 round, last digest 0x00000000000000ab\n\
+             node 2: LOST in round 1: work failed: node 2 is lost, last digest 0x00000000000000ab\n\
+             round 1: 1 node, ring total 0x00000000000000ab, expected 0x00000000000000ab: OK\n\
+             ring: OK (1 node lost)"
+        );
+        let mismatch = report(vec![node(1, None)], vec![round(false)]);
+        assert_eq!(mismatch.exit_code(), EXIT_MISMATCH);
+        assert!(mismatch
+            .to_string()
+            .ends_with("MISMATCH\nring: MISMATCH (0 nodes lost)"));
+        let none_left = report(vec![node(1, Some((1, "gone")))], vec![round(true)]);
+        assert_eq!(none_left.exit_code(), EXIT_NO_NODES);
+        assert!(none_left
+            .to_string()
+            .ends_with("ring: NO NODES LEFT (1 node lost)"));
+        assert_eq!(report(Vec::new(), Vec::new()).exit_code(), EXIT_NO_NODES);
+    }
 }
