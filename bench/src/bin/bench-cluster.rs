@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::report::{exit_code, median, minimum, workspace_root, Report};
-use ebb_cli::cluster::command_line::NativeCommandLine;
 use ebb_cli::native::{self, Settings};
+use ebb_cluster::NativeCommandLine;
 use ebb_cluster::{ConsoleLine, NodeAllocator, NodeSpec, QemuLauncher};
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::Need;

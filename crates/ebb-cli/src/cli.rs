@@ -122,10 +122,10 @@ pub struct NativeArgs {
     pub mem: Option<String>,
     /// QEMU machine for --native [default: q35].
     #[arg(long, value_enum, requires = "native")]
-    pub machine: Option<Machine>,
+    pub machine: Option<MachineArg>,
     /// Accelerator for --native: auto is KVM where the CPU has vmx/svm, else TCG [default: auto].
     #[arg(long, value_enum, requires = "native")]
-    pub accel: Option<Accel>,
+    pub accel: Option<AccelArg>,
     /// Seconds before QEMU is stopped (--native) [default: none, the guest runs until it exits
     /// or Ctrl-C; tests set one].
     #[arg(long, value_name = "SECS", requires = "native")]
@@ -158,6 +158,46 @@ pub struct NativeArgs {
         allow_hyphen_values = true
     )]
     pub qemu_arg: Vec<String>,
+}
+
+/// `--machine`: the QEMU machine (clap's side of [`Machine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MachineArg {
+    /// PCIe, ACPI, SeaBIOS: for everything that needs devices.
+    Q35,
+    /// No PCI, qboot: boots fastest; for boot-only work.
+    Microvm,
+}
+
+impl From<MachineArg> for Machine {
+    fn from(machine: MachineArg) -> Machine {
+        match machine {
+            MachineArg::Q35 => Machine::Q35,
+            MachineArg::Microvm => Machine::Microvm,
+        }
+    }
+}
+
+/// `--accel`: the QEMU accelerator (clap's side of [`Accel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelArg {
+    /// KVM where the CPU has hardware virtualization (vmx/svm) and /dev/kvm
+    /// exists, TCG otherwise.
+    Auto,
+    /// QEMU's emulator.
+    Tcg,
+    /// Hardware virtualization.
+    Kvm,
+}
+
+impl From<AccelArg> for Accel {
+    fn from(accel: AccelArg) -> Accel {
+        match accel {
+            AccelArg::Auto => Accel::Auto,
+            AccelArg::Tcg => Accel::Tcg,
+            AccelArg::Kvm => Accel::Kvm,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,8 +286,8 @@ mod tests {
                     userstack: false,
                     cores: Some(2),
                     mem: Some("1G".into()),
-                    machine: Some(Machine::Microvm),
-                    accel: Some(Accel::Tcg),
+                    machine: Some(MachineArg::Microvm),
+                    accel: Some(AccelArg::Tcg),
                     timeout: Some(5),
                     verbose: true,
                     boot_arg: vec!["crash=ud2".into()],

@@ -183,8 +183,8 @@ fn native_settings(options: &cli::NativeArgs) -> native::Settings {
     native::Settings {
         cores: options.cores.map_or(defaults.cores, usize::from),
         mem: options.mem.clone().unwrap_or(defaults.mem),
-        machine: options.machine.unwrap_or(defaults.machine),
-        accel: options.accel.unwrap_or(defaults.accel),
+        machine: options.machine.map_or(defaults.machine, Into::into),
+        accel: options.accel.map_or(defaults.accel, Into::into),
         timeout: options.timeout.unwrap_or(defaults.timeout),
         verbose: options.verbose,
         boot_args: options.boot_arg.clone(),

@@ -6,7 +6,8 @@
 //!   every node is watched, and one whose VM dies becomes `Lost`; on drop
 //!   every node is stopped and the network deleted.
 //! - [`Launcher`] ([`launcher`]): how a node's VM starts; [`QemuLauncher`]
-//!   ([`qemu`]) drives QEMU over QMP.
+//!   ([`qemu`]) drives QEMU over QMP, booting each node with the QEMU
+//!   command line of [`NativeCommandLine`] ([`node_command`]).
 //! - [`Readiness`] ([`readiness`]): when a node counts as ready; the hook
 //!   where the Messenger's announcement plugs in ([`ConsoleLine`] until
 //!   then). [`BootContract`] ([`launcher`]): the other hook, what each
@@ -26,6 +27,7 @@ pub mod allocator;
 pub mod error;
 pub mod launcher;
 pub mod node;
+pub mod node_command;
 pub mod qemu;
 pub mod readiness;
 
@@ -33,5 +35,6 @@ pub use allocator::{NodeAllocator, NodeHandle};
 pub use error::ClusterError;
 pub use launcher::{BootContract, LaunchSpec, LaunchedNode, Launcher, NoContract};
 pub use node::{Exit, NodeSpec, NodeState};
+pub use node_command::NativeCommandLine;
 pub use qemu::{QemuCommandLine, QemuLauncher};
 pub use readiness::{ConsoleLine, NotReady, Readiness, ReadyProbe};

@@ -1,9 +1,9 @@
 //! [`QemuLauncher`]: a node is one QEMU process, driven over QMP.
 //!
-//! The QEMU command line itself comes from a [`QemuCommandLine`]: `./ebb`
-//! passes the one `./ebb run APP --native` uses (`ebb_cli::native`), so a
-//! node boots exactly as a single native run does (this crate cannot call
-//! it directly: `ebb-cli` depends on this crate for `./ebb cluster`). The
+//! The QEMU command line itself comes from a [`QemuCommandLine`]: usually
+//! [`crate::NativeCommandLine`], the one `./ebb run APP --native` uses
+//! (`ebb_testbed::qemu::command`), so a node boots exactly as a single
+//! native run does; a trait, so tests and benchmarks may change it. The
 //! launcher adds what makes the VM a node the allocator can watch:
 //!
 //! - a QMP socket in the cluster's private runtime directory (status,

@@ -11,7 +11,6 @@
 //!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
 //!   frontend that is gone.
 
-pub mod command_line;
 pub mod lock;
 pub mod state;
 
@@ -19,14 +18,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::{
-    ConsoleLine, NodeAllocator, NodeHandle, NodeSpec, NotReady, QemuLauncher, Readiness, ReadyProbe,
+    ConsoleLine, NativeCommandLine, NodeAllocator, NodeHandle, NodeSpec, NotReady, QemuLauncher,
+    Readiness, ReadyProbe,
 };
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::{netns, Need};
 
 use crate::native::{self, Settings};
 use crate::{child, stop};
-use command_line::NativeCommandLine;
 use state::{ClusterState, NodeRow, Process};
 
 /// `./ebb cluster up APP --nodes N [--cores C] [--memory M] [-- ARGS]`.
@@ -130,14 +129,10 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     let network = ClusterNetwork::create("cluster", AddressPlan::default_plan())
         .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
     let namespace = network.namespace().name().to_owned();
-    let command_line = NativeCommandLine {
-        settings: Settings {
-            verbose: options.verbose,
-            ..Settings::default()
-        },
-        kvm: native::kvm_usable(),
-        tsc_khz: native::measure_tsc_khz(),
-    };
+    let command_line = NativeCommandLine::for_this_host(Settings {
+        verbose: options.verbose,
+        ..Settings::default()
+    });
     let readiness = UntilStopped(ConsoleLine::app_ready(app));
     let allocator = NodeAllocator::new(network, QemuLauncher::new(command_line), readiness, &dir)
         .map_err(|e| e.to_string())?

@@ -1,9 +1,11 @@
 //! What every QEMU launch needs, for our native images and the Linux
 //! comparison guest alike: the accelerator ([`host::kvm_usable`]), the
 //! host's TSC rate for the guest ([`host::measure_tsc_khz`]), command
-//! lines a user can paste ([`shell_words`]), and QMP control ([`qmp`]).
+//! lines a user can paste ([`shell_words`]), QMP control ([`qmp`]), and
+//! the command line booting our native images ([`command`]).
 //! The serial console is read with [`crate::lines`].
 
+pub mod command;
 pub mod host;
 pub mod process;
 pub mod qmp;

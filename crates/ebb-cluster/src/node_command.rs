@@ -1,14 +1,16 @@
 //! A node's QEMU command line: the one `./ebb run APP --native --net tap`
-//! boots with ([`native::qemu_command`]), on the node's TAP device inside
+//! boots with (`ebb_testbed::qemu::command`), on the node's TAP device inside
 //! the cluster's namespace, with its static address (`ip=`, the frontend
 //! as the gateway) and the boot contract's words
-//! (`ebb_cluster::BootContract`) ahead of the platform options.
+//! ([`crate::BootContract`]) ahead of the platform options.
 
 use std::process::Command;
 
-use ebb_cluster::{LaunchSpec, QemuCommandLine};
+use ebb_testbed::qemu::command::{self as native, Settings, TapNic};
+use ebb_testbed::qemu::host_unix_seconds;
 
-use crate::native::{self, Settings, TapNic};
+use crate::launcher::LaunchSpec;
+use crate::qemu::QemuCommandLine;
 
 /// Builds nodes' QEMU commands from the settings every node shares.
 pub struct NativeCommandLine {
@@ -22,6 +24,16 @@ pub struct NativeCommandLine {
 }
 
 impl NativeCommandLine {
+    /// Nodes booted with `settings` (cores, memory and the network come
+    /// from each node's spec), KVM where it is usable, the host's TSC rate.
+    pub fn for_this_host(settings: Settings) -> NativeCommandLine {
+        NativeCommandLine {
+            settings,
+            kvm: ebb_testbed::qemu::kvm_usable(),
+            tsc_khz: ebb_testbed::qemu::measure_tsc_khz(),
+        }
+    }
+
     /// The settings of node `spec`.
     pub fn node_settings(&self, spec: &LaunchSpec) -> Settings {
         let mut settings = self.settings.clone();
@@ -45,7 +57,7 @@ impl QemuCommandLine for NativeCommandLine {
         let settings = self.node_settings(spec);
         native::network_args(&settings)?;
         let cmdline = native::kernel_cmdline(&settings, self.tsc_khz, &spec.node.args)?;
-        let cmdline = format!("wall={} {cmdline}", native::host_unix_seconds());
+        let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
         Ok(native::qemu_command(
             &settings,
             &spec.node.image,
@@ -58,7 +70,7 @@ impl QemuCommandLine for NativeCommandLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ebb_cluster::NodeSpec;
+    use crate::node::NodeSpec;
     use ebb_core::NodeId;
     use ebb_testbed::cluster_net::{AddressPlan, NodeLink};
 
@@ -91,7 +103,7 @@ mod tests {
             kvm: false,
             tsc_khz: Some(2_600_000),
         };
-        let words = native::shell_words(&line.command(&spec).expect("command"));
+        let words = ebb_testbed::qemu::shell_words(&line.command(&spec).expect("command"));
         assert!(
             words.starts_with("ip netns exec ebb-1-cluster-0 qemu-system-x86_64 -machine q35"),
             "{words}"
