@@ -28,59 +28,8 @@ pub use ebb_testbed::qemu::command::{
     kernel_cmdline, network_args, qemu_command, Accel, Forward, Machine, Settings, TapNic,
     DEFAULT_TIMEOUT,
 };
-
-/// The bare-metal target native images are built for.
-pub const TARGET: &str = "x86_64-unknown-none";
-/// Where native images are built (its own target directory, so that its
-/// flags never invalidate the hosted build, and so that a native build run
-/// from inside `cargo test` does not wait on the outer build's lock).
-pub const TARGET_DIR: &str = "target/native";
-
-/// The flags every crate of a native image is compiled with: no PIE (the
-/// 32-bit PVH entry needs absolute addresses), frame pointers (crash
-/// backtraces), abort on panic, and the image's linker script (load at 1 MiB).
-pub fn rustflags(root: &Path) -> Vec<String> {
-    vec![
-        "-Crelocation-model=static".to_owned(),
-        "-Cforce-frame-pointers=yes".to_owned(),
-        "-Cpanic=abort".to_owned(),
-        format!(
-            "-Clink-arg=-T{}",
-            root.join("crates/ebb-native/link.ld").display()
-        ),
-        "-Clink-arg=--no-pie".to_owned(),
-    ]
-}
-
-/// `cargo build` of `app`'s native image. The flags go in
-/// `CARGO_ENCODED_RUSTFLAGS` (which takes precedence over any `RUSTFLAGS`
-/// and keeps paths with spaces whole); with `--target`, they do not reach
-/// build scripts.
-pub fn build_command(root: &Path, app: &str) -> Command {
-    let mut c = Command::new("cargo");
-    c.args([
-        "build",
-        "--release",
-        "-p",
-        app,
-        "--bin",
-        app,
-        "--target",
-        TARGET,
-    ])
-    .arg("--target-dir")
-    .arg(root.join(TARGET_DIR))
-    .current_dir(root)
-    .env("EBB_ROOT", root)
-    .env("CARGO_ENCODED_RUSTFLAGS", rustflags(root).join("\x1f"))
-    .env_remove("RUSTFLAGS");
-    c
-}
-
-/// Where `build_command` leaves the image.
-pub fn image_path(root: &Path, app: &str) -> PathBuf {
-    root.join(TARGET_DIR).join(TARGET).join("release").join(app)
-}
+// And so is building a native image (the cluster tests build theirs).
+pub use ebb_testbed::native_image::{build_command, image_path, rustflags, TARGET, TARGET_DIR};
 
 /// Whether `app` has a native entry (its package depends on `ebb-app`, the
 /// interface every platform implements, or on `ebb-native` directly).
@@ -377,32 +326,6 @@ impl QemuStopper {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn build_uses_its_own_target_dir_and_static_flags() {
-        let c = build_command(Path::new("/r"), "hello");
-        let words = shell_words(&c);
-        assert_eq!(
-            words,
-            "cargo build --release -p hello --bin hello --target x86_64-unknown-none --target-dir /r/target/native"
-        );
-        let flags = c
-            .get_envs()
-            .find(|(k, _)| *k == "CARGO_ENCODED_RUSTFLAGS")
-            .and_then(|(_, v)| v)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        assert!(flags.contains("-Crelocation-model=static\x1f"), "{flags}");
-        assert!(
-            flags.contains("-Clink-arg=-T/r/crates/ebb-native/link.ld"),
-            "{flags}"
-        );
-        assert_eq!(
-            image_path(Path::new("/r"), "hello"),
-            Path::new("/r/target/native/x86_64-unknown-none/release/hello")
-        );
-    }
 
     #[test]
     fn qemus_stop_message_gives_the_signal() {

@@ -57,7 +57,13 @@ pub struct NodeAllocator {
     runtime_dir: SocketDir,
     next_id: AtomicU32,
     network: Arc<ClusterNetwork>,
+    /// Told every state change after `Booting` (see
+    /// [`NodeAllocator::on_state_change`]).
+    state_hook: StateHook,
 }
+
+/// What [`NodeAllocator::on_state_change`] takes.
+type StateHook = Arc<dyn Fn(&NodeHandle, NodeState) + Send + Sync>;
 
 impl NodeAllocator {
     /// An allocator for nodes on `network`, started by `launcher`, ready
@@ -83,6 +89,7 @@ impl NodeAllocator {
             // Node 0 is the frontend.
             next_id: AtomicU32::new(1),
             network: Arc::new(network),
+            state_hook: Arc::new(|_: &NodeHandle, _| {}),
         })
     }
 
@@ -107,6 +114,22 @@ impl NodeAllocator {
     #[must_use]
     pub fn with_boot_contract(mut self, contract: impl BootContract + 'static) -> NodeAllocator {
         self.contract = Box::new(contract);
+        self
+    }
+
+    /// The same, calling `hook` with the node and its new state whenever a
+    /// node becomes `Ready`, `Stopped` or `Lost` (from the thread that saw
+    /// it: the allocating thread for `Ready`, the node's watcher for its
+    /// end). The frontend runtime forgets a node that ended and tells the
+    /// Messenger (`lose_node`) here. The hook must not block long: a
+    /// watcher calls it after the node's end is recorded, so the node's
+    /// state already says so.
+    #[must_use]
+    pub fn on_state_change(
+        mut self,
+        hook: impl Fn(&NodeHandle, NodeState) + Send + Sync + 'static,
+    ) -> NodeAllocator {
+        self.state_hook = Arc::new(hook);
         self
     }
 
@@ -233,20 +256,22 @@ impl NodeAllocator {
             stopping: AtomicBool::new(false),
             watcher: Mutex::new(None),
         }));
-        let watched = Arc::clone(&node.0);
+        let watched = node.clone();
         let network = Arc::clone(&self.network);
+        let hook = Arc::clone(&self.state_hook);
         let watcher = std::thread::Builder::new()
             .name(format!("node-{id}-watcher"))
             .spawn(move || {
-                let exit = watched.launched.wait();
-                let state = if watched.stopping.load(Ordering::SeqCst) {
+                let exit = watched.0.launched.wait();
+                let state = if watched.0.stopping.load(Ordering::SeqCst) {
                     NodeState::Stopped
                 } else {
                     NodeState::Lost(exit)
                 };
                 // First the device: once a node is seen ended, its TAP is gone.
-                network.remove_node(watched.id.0);
-                watched.set_state(state);
+                network.remove_node(watched.id().0);
+                watched.0.set_state(state);
+                hook(&watched, state);
             })
             .map_err(|e| ClusterError::Launch {
                 id,
@@ -283,10 +308,17 @@ impl NodeAllocator {
         let tail = || console_tail(node.console_log(), TAIL_LINES);
         match outcome {
             Ok(()) => {
-                let mut state = node.0.state_locked();
-                if *state == NodeState::Booting {
-                    *state = NodeState::Ready;
-                    node.0.changed.notify_all();
+                let became_ready = {
+                    let mut state = node.0.state_locked();
+                    let booting = *state == NodeState::Booting;
+                    if booting {
+                        *state = NodeState::Ready;
+                        node.0.changed.notify_all();
+                    }
+                    booting
+                };
+                if became_ready {
+                    (self.state_hook)(node, NodeState::Ready);
                 }
                 Ok(())
             }
@@ -299,6 +331,11 @@ impl NodeAllocator {
                     awaited: self.readiness.awaited(),
                     tail: tail(),
                 })
+            }
+            Err(NotReady::Forgotten) => {
+                let _ = node.kill();
+                let _ = node.wait_for_end(STOP_GRACE);
+                Err(ClusterError::Forgotten { id: node.id() })
             }
             Err(NotReady::Ended) => match node.state() {
                 NodeState::Lost(exit) => Err(ClusterError::ExitedWhileBooting {
@@ -421,6 +458,21 @@ impl NodeHandle {
     pub fn kill(&self) -> Result<(), ClusterError> {
         self.usable()?;
         self.0.stopping.store(true, Ordering::SeqCst);
+        self.0
+            .launched
+            .kill()
+            .map_err(|reason| ClusterError::Control {
+                id: self.id(),
+                reason,
+            })
+    }
+
+    /// Kills the VM (SIGKILL) as a crash would: unlike [`NodeHandle::kill`],
+    /// nobody asked for its end, so it counts as lost (`Lost(Signal(9))`),
+    /// as after a `kill -9` from another shell; for tests and demos of a
+    /// node's loss.
+    pub fn simulate_loss(&self) -> Result<(), ClusterError> {
+        self.usable()?;
         self.0
             .launched
             .kill()

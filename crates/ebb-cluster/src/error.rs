@@ -44,6 +44,12 @@ pub enum ClusterError {
         /// The last lines of its console.
         tail: String,
     },
+    /// The frontend forgot the node before it announced itself (it was
+    /// stopped while booting).
+    Forgotten {
+        /// The node.
+        id: NodeId,
+    },
     /// The node was lost (its VM exited without being asked to): calls to
     /// it fail with this.
     Lost {
@@ -55,6 +61,13 @@ pub enum ClusterError {
     /// The node was stopped on request: calls to it fail with this.
     Stopped {
         /// The node.
+        id: NodeId,
+    },
+    /// The frontend is stopping: no more nodes are booted.
+    ShuttingDown,
+    /// No node has this id.
+    UnknownNode {
+        /// The id.
         id: NodeId,
     },
     /// The VM's control channel (QMP) failed.
@@ -87,8 +100,16 @@ impl fmt::Display for ClusterError {
                 f,
                 "node {id} exited while booting ({exit}); the end of its console:\n{tail}"
             ),
+            ClusterError::Forgotten { id } => write!(
+                f,
+                "node {id} was forgotten by the frontend before it announced itself"
+            ),
             ClusterError::Lost { id, exit } => write!(f, "node {id} is lost ({exit})"),
             ClusterError::Stopped { id } => write!(f, "node {id} was stopped"),
+            ClusterError::ShuttingDown => {
+                f.write_str("the frontend is stopping: no more nodes are booted")
+            }
+            ClusterError::UnknownNode { id } => write!(f, "there is no node {id}"),
             ClusterError::Control { id, reason } => write!(f, "node {id}: {reason}"),
         }
     }

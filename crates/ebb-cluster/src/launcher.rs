@@ -44,6 +44,13 @@ pub trait BootContract: Send + Sync {
     fn boot_args(&self, id: NodeId, link: &NodeLink) -> Result<Vec<String>, String>;
 }
 
+/// A shared contract (the frontend keeps one to read the nodes' ranges).
+impl<C: BootContract + ?Sized> BootContract for std::sync::Arc<C> {
+    fn boot_args(&self, id: NodeId, link: &NodeLink) -> Result<Vec<String>, String> {
+        (**self).boot_args(id, link)
+    }
+}
+
 /// No boot contract: nodes that run alone (what `./ebb cluster` boots
 /// until the Messenger's frontend is plugged in).
 #[derive(Debug, Clone, Copy, Default)]

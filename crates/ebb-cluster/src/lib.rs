@@ -25,7 +25,9 @@
 
 pub mod allocator;
 pub mod error;
+pub mod frontend;
 pub mod launcher;
+pub mod messenger_hooks;
 pub mod node;
 pub mod node_command;
 pub mod qemu;
@@ -34,6 +36,7 @@ pub mod readiness;
 pub use allocator::{NodeAllocator, NodeHandle};
 pub use error::ClusterError;
 pub use launcher::{BootContract, LaunchSpec, LaunchedNode, Launcher, NoContract};
+pub use messenger_hooks::{Announced, MessengerContract};
 pub use node::{Exit, NodeSpec, NodeState};
 pub use node_command::NativeCommandLine;
 pub use qemu::{QemuCommandLine, QemuLauncher};

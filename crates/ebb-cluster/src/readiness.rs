@@ -2,11 +2,12 @@
 //! to the layer above.
 //!
 //! **The hook.** Issue 16 says `allocate` resolves when the node has
-//! announced itself to the frontend over the Messenger: the frontend's
-//! registry (`ebb_messenger::Frontend::when_announced`) implements
-//! [`Readiness`] and is handed to [`crate::NodeAllocator::new`]. Until
-//! that is wired, [`ConsoleLine`] stands in: the node is ready when its
-//! console shows a line (`APP: ready:`, the line every Ebbflow
+//! announced itself to the frontend over the Messenger: that is
+//! [`crate::Announced`] (waiting on `ebb_messenger::Frontend::when_announced`),
+//! which the frontend runtime ([`crate::frontend`]) hands to
+//! [`crate::NodeAllocator::new`]. Nodes of applications that take no boot
+//! contract (memcached, hello) use [`ConsoleLine`]: the node is ready when
+//! its console shows a line (`APP: ready:`, the line every Ebbflow
 //! application prints once it serves, see `ebb_app::ready`). The node's
 //! side of the announcement, its boot contract, comes through the other
 //! hook, [`crate::BootContract`].
@@ -36,6 +37,8 @@ pub enum NotReady {
     TimedOut,
     /// The node's VM ended first.
     Ended,
+    /// The frontend forgot the node (it was stopped) before it was ready.
+    Forgotten,
 }
 
 /// Decides when a booting node is ready.

@@ -16,6 +16,7 @@
 //! - [`qemu`]: what every QEMU launch needs (accelerator, the host's TSC
 //!   rate, shell-quoted command lines for `-v`), a QMP client, and the
 //!   serial console read line by line with timeouts ([`lines`]).
+//! - [`native_image`]: building an application's native image.
 //! - [`linux_guest`]: the Linux comparison guest, built from Debian
 //!   packages and booted on the same virtual hardware as our images.
 
@@ -24,6 +25,7 @@ pub mod cluster_net;
 pub mod lines;
 pub mod link;
 pub mod linux_guest;
+pub mod native_image;
 pub mod need;
 pub mod netns;
 pub mod pin;

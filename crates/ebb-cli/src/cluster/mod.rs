@@ -54,10 +54,9 @@ pub struct UpOptions {
     pub args: Vec<String>,
 }
 
-/// Why `up` needs root, for the error when it is not.
-pub const WHY_ROOT: &str = "it creates a network namespace holding a bridge, one TAP device per \
-     node and a veth pair for the frontend (`ip netns`, `ip link`: CAP_NET_ADMIN), and each \
-     node's QEMU opens its TAP device (/dev/net/tun); run ./ebb as root";
+/// Why `up` needs root (the frontend runtime's words), for the error when
+/// it is not.
+pub use ebb_cluster::frontend::WHY_ROOT;
 
 /// How often `up` looks at the nodes' states.
 const WATCH: Duration = Duration::from_millis(200);

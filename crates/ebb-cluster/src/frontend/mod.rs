@@ -1,0 +1,528 @@
+//! The cluster frontend runtime: a hosted program is the frontend of a
+//! distributed application in a few lines (DESIGN §5, issue 16).
+//!
+//! ```no_run
+//! use ebb_cluster::frontend::{run_frontend, FrontendOptions};
+//! let options = FrontendOptions::new("target/native/x86_64-unknown-none/release/echo");
+//! let code = run_frontend(options, |frontend| async move {
+//!     let nodes = frontend.allocate(2).await;
+//!     // ... calls over frontend.messenger() to each node's first Ebb id ...
+//!     i32::from(nodes.iter().any(Result::is_err))
+//! });
+//! ```
+//!
+//! [`run_frontend`]:
+//! 1. checks root, `/dev/net/tun`, `ip` and QEMU ([`WHY_ROOT`]) and creates
+//!    the cluster's network (`ebb_testbed::cluster_net`);
+//! 2. makes a [`NodeAllocator`] whose nodes are told their boot contract
+//!    ([`MessengerContract`]), count as ready once they have announced
+//!    themselves ([`Announced`]), and, when one ends, are forgotten by the
+//!    frontend's registry and lost to the Messenger (`lose_node`: calls
+//!    pending to it fail with `MessengerError::NodeLost`), with one line
+//!    on stderr (`ebb: node 2 lost (its VM was killed by signal 9)`);
+//! 3. runs a hosted node (`ebb_hosted`) on a thread inside the cluster's
+//!    namespace: its Messenger listens on `10.96.0.1:PORT` and serves the
+//!    frontend's registry (`ebb_messenger::Frontend`), then `main(handle)`
+//!    runs as a task; its output is the exit code;
+//! 4. when `main` returns, on SIGINT/SIGTERM (128 + the signal) and when a
+//!    core panics, stops every node and deletes the namespace.
+//!
+//! Nodes are booted by one long-lived *spawner thread*: QEMU gets
+//! `PR_SET_PDEATHSIG` tied to the thread that spawned it, so that thread
+//! must outlive every node (it ends after the teardown). `allocate`
+//! sends it a request and awaits the answer on a cross-core one-shot
+//! channel, so no core is blocked while nodes boot.
+//!
+//! Signals: SIGINT and SIGTERM are caught with `signal_hook` (a handler
+//! that sets a flag, process-wide, so it does not matter which thread the
+//! kernel picks) while `run_frontend` runs; a watcher turns the flag into
+//! `EventRoot::shutdown`. The hosted runtime's own signal handling
+//! (`Config::handle_signals`) is off: it blocks the signals only on the
+//! threads it starts, and the spawner and allocator threads are not among
+//! them.
+
+mod options;
+mod table;
+
+pub use options::{FrontendArgs, FrontendOptions, DEFAULT_IDS_PER_NODE, DEFAULT_MESSENGER_PORT};
+pub use table::node_table;
+
+use std::future::Future;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use ebb_core::{CoreId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_event::EventRoot;
+use ebb_messenger::{
+    acceptor, create_messenger, Frontend, MessengerRef, MessengerSettings, NodeEntry, FRONTEND_NODE,
+};
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
+use ebb_testbed::qemu::command::Settings;
+use ebb_testbed::{netns, Need};
+
+use crate::allocator::{NodeAllocator, NodeHandle};
+use crate::error::ClusterError;
+use crate::messenger_hooks::{Announced, MessengerContract};
+use crate::node::{Exit, NodeSpec, NodeState};
+use crate::node_command::NativeCommandLine;
+use crate::qemu::QemuLauncher;
+
+/// Why a cluster needs root, for the error when it is not.
+pub const WHY_ROOT: &str = "it creates a network namespace holding a bridge, one TAP device per \
+     node and a veth pair for the frontend (`ip netns`, `ip link`: CAP_NET_ADMIN), and each \
+     node's QEMU opens its TAP device (/dev/net/tun); run ./ebb as root (or the frontend program, under sudo)";
+
+/// How often the signal watcher looks at the flag.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// A node [`FrontendHandle::allocate`] booted, once it announced itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatedNode {
+    /// Its id.
+    pub id: NodeId,
+    /// Its announcement: where its Messenger listens, its cores.
+    pub entry: NodeEntry,
+    /// Its global Ebb ids (by convention, the application's Ebb on the
+    /// node is the first).
+    pub ebb_ids: Range<u32>,
+    /// Its QEMU's process id.
+    pub pid: u32,
+    /// Its console log.
+    pub console_log: PathBuf,
+}
+
+/// A request to the spawner thread: boot these nodes, answer here.
+type AllocateRequest = (
+    Vec<NodeSpec>,
+    ebb_event::Sender<Vec<Result<NodeHandle, ClusterError>>>,
+);
+
+/// The frontend program's view of its cluster, handed to `main`. Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct FrontendHandle(Arc<HandleInner>);
+
+struct HandleInner {
+    messenger: MessengerRef,
+    registry: Arc<Frontend>,
+    contract: Arc<MessengerContract>,
+    /// Weak: the runtime owns the allocator and drops it at the end (a
+    /// handle kept somewhere must not keep the namespace alive).
+    allocator: Weak<NodeAllocator>,
+    requests: Mutex<mpsc::Sender<AllocateRequest>>,
+    spec: NodeSpec,
+    namespace: String,
+}
+
+impl FrontendHandle {
+    /// The cluster's network namespace (`ip netns exec NAME ...` reaches
+    /// the nodes); deleted when the frontend ends.
+    pub fn namespace(&self) -> &str {
+        &self.0.namespace
+    }
+
+    /// Boots `count` nodes side by side and resolves once each has
+    /// announced itself or failed (one result per node, in order); the
+    /// node table goes to stderr. The calling core keeps running
+    /// meanwhile.
+    pub async fn allocate(&self, count: usize) -> Vec<Result<AllocatedNode, ClusterError>> {
+        let (sender, receiver) = ebb_event::oneshot();
+        let sent = self
+            .0
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send((vec![self.0.spec.clone(); count], sender));
+        let results = match sent {
+            Ok(()) => receiver.await.ok(),
+            Err(_) => None,
+        };
+        let Some(results) = results else {
+            return (0..count)
+                .map(|_| Err(ClusterError::ShuttingDown))
+                .collect();
+        };
+        results
+            .into_iter()
+            .map(|result| result.and_then(|node| self.allocated(&node)))
+            .collect()
+    }
+
+    /// The frontend's Messenger (node 0): call the nodes' Ebbs with it.
+    pub fn messenger(&self) -> MessengerRef {
+        self.0.messenger
+    }
+
+    /// The frontend's registry of nodes (announcements, id ranges).
+    pub fn registry(&self) -> &Arc<Frontend> {
+        &self.0.registry
+    }
+
+    /// Every node allocated so far (failed and lost ones included).
+    pub fn nodes(&self) -> Vec<NodeHandle> {
+        self.0
+            .allocator
+            .upgrade()
+            .map(|allocator| allocator.nodes())
+            .unwrap_or_default()
+    }
+
+    /// Kills node `id`'s VM with SIGKILL as a crash would: it is reported
+    /// lost, as after a `kill -9` from another shell (for tests and
+    /// demos of a node's loss; [`NodeHandle::stop`] ends one in order).
+    pub fn kill(&self, id: NodeId) -> Result<(), ClusterError> {
+        let node = self
+            .nodes()
+            .into_iter()
+            .find(|node| node.id() == id)
+            .ok_or(ClusterError::UnknownNode { id })?;
+        node.simulate_loss()
+    }
+
+    /// What the program learns of a node that became ready.
+    fn allocated(&self, node: &NodeHandle) -> Result<AllocatedNode, ClusterError> {
+        let id = node.id();
+        let lost = || match node.state() {
+            NodeState::Lost(exit) => ClusterError::Lost { id, exit },
+            _ => ClusterError::Stopped { id },
+        };
+        let entry = self.0.registry.announced(id).ok_or_else(lost)?;
+        let ebb_ids = self.0.contract.range(id).ok_or_else(lost)?;
+        Ok(AllocatedNode {
+            id,
+            entry,
+            ebb_ids,
+            pid: node.pid(),
+            console_log: node.console_log().to_owned(),
+        })
+    }
+}
+
+/// The line a frontend prints when node `id` is lost:
+/// `ebb: node 2 lost (its VM was killed by signal 9)`.
+pub fn lost_line(id: NodeId, exit: Exit) -> String {
+    format!("ebb: node {id} lost ({exit})")
+}
+
+/// What the hosted loop and the allocator's hooks share: filled in once
+/// the loop runs.
+#[derive(Default)]
+struct Wiring {
+    events: OnceLock<&'static EventRoot>,
+    messenger: OnceLock<MessengerRef>,
+}
+
+impl Wiring {
+    /// Node `id` ended: the registry forgets it and the Messenger fails
+    /// the calls pending to it (`lose_node`, on core 0: from a foreign
+    /// thread, through the event root).
+    fn node_ended(&self, registry: &Frontend, id: NodeId) {
+        registry.forget(id);
+        if let (Some(events), Some(&messenger)) = (self.events.get(), self.messenger.get()) {
+            // Fails only when the loop is stopping: nothing calls then.
+            let _ = events.spawn_on(CoreId(0), move || {
+                if let Ok(rep) = messenger.get() {
+                    rep.lose_node(id);
+                }
+            });
+        }
+    }
+}
+
+/// Runs a frontend program (see the module documentation): returns
+/// `main`'s exit code (128 + the signal after SIGINT/SIGTERM), or an
+/// error when the cluster could not be set up or a core panicked. Every
+/// node is stopped and the namespace deleted before it returns.
+pub fn run_frontend<F, Fut>(options: FrontendOptions, main: F) -> Result<i32, String>
+where
+    F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
+    Fut: Future<Output = i32> + 'static,
+{
+    options.check()?;
+    if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
+        return Err(format!(
+            "the cluster's frontend cannot run here ({why}): {WHY_ROOT}"
+        ));
+    }
+    let signals = Signals::catch();
+    let network = ClusterNetwork::create("frontend", AddressPlan::default_plan())
+        .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
+    let namespace = network.namespace().name().to_owned();
+    let listen = SocketAddr::V4(SocketAddrV4::new(
+        network.frontend(),
+        options.messenger_port,
+    ));
+    let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+    let contract = Arc::new(MessengerContract::new(
+        Arc::clone(&registry),
+        options.ids_per_node,
+        options.messenger_port,
+    ));
+    let wiring = Arc::new(Wiring::default());
+    let command_line = NativeCommandLine::for_this_host(Settings {
+        verbose: options.verbose,
+        ..Settings::default()
+    });
+    let hook = {
+        let (wiring, registry) = (Arc::clone(&wiring), Arc::clone(&registry));
+        move |node: &NodeHandle, state: NodeState| {
+            if state.is_over() {
+                wiring.node_ended(&registry, node.id());
+            }
+            if let NodeState::Lost(exit) = state {
+                eprintln!("{}", lost_line(node.id(), exit));
+            }
+        }
+    };
+    let allocator = NodeAllocator::new(
+        network,
+        QemuLauncher::new(command_line),
+        Announced::new(Arc::clone(&registry)),
+        &options.log_dir,
+    )
+    .map_err(|e| e.to_string())?
+    .with_ready_timeout(options.ready_timeout)
+    .with_boot_contract(Arc::clone(&contract))
+    .on_state_change(hook);
+    let allocator = Arc::new(allocator);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let nodes_stopped = Arc::new(AtomicBool::new(false));
+    let (requests, spawner) = start_spawner(&allocator, &stopping, &nodes_stopped)?;
+    let handle_parts = HandleParts {
+        registry: Arc::clone(&registry),
+        contract,
+        allocator: Arc::downgrade(&allocator),
+        requests,
+        spec: options.node_spec(),
+        namespace: namespace.clone(),
+    };
+
+    let watcher = signals.watch(Arc::clone(&wiring));
+    let config = ebb_hosted::Config {
+        cores: Some(options.frontend_cores),
+        pin: false,
+        handle_signals: false,
+        ..ebb_hosted::Config::default()
+    };
+    let init = {
+        let wiring = Arc::clone(&wiring);
+        move || {
+            ebb_event::spawn_task(async move {
+                let code = match start_messenger(&wiring, handle_parts, listen).await {
+                    Ok(handle) => main(handle).await,
+                    Err(error) => {
+                        eprintln!("error: {error}");
+                        1
+                    }
+                };
+                let _ = ebb_event::shutdown(code);
+            });
+        }
+    };
+    let started = {
+        let wiring = Arc::clone(&wiring);
+        move |node: ebb_hosted::NodeHandle| {
+            let _ = wiring.events.set(node.events);
+        }
+    };
+    let outcome = netns::run_inside_named(&namespace, move || {
+        ebb_hosted::run_with(config, init, started)
+    });
+
+    // Teardown: the loop is over (main returned, a signal, a panic).
+    let signal = watcher.finish();
+    stopping.store(true, Ordering::SeqCst);
+    allocator.shutdown();
+    // Only now may the spawner end: its end kills the QEMUs it started
+    // (`PR_SET_PDEATHSIG`), which would count as losses.
+    nodes_stopped.store(true, Ordering::SeqCst);
+    let _ = spawner.join();
+    drop(allocator);
+    if netns::exists(&namespace) {
+        eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");
+    }
+    match outcome {
+        Err(error) => Err(format!("the frontend's loop: {error}")),
+        Ok(Err(error)) => Err(format!("the frontend's hosted node: {error}")),
+        Ok(Ok(code)) => {
+            if let Some(signal) = signal {
+                eprintln!("ebb: signal {signal}: stopped the nodes");
+            }
+            Ok(code)
+        }
+    }
+}
+
+/// What a [`FrontendHandle`] is made of, before the Messenger exists.
+struct HandleParts {
+    registry: Arc<Frontend>,
+    contract: Arc<MessengerContract>,
+    allocator: Weak<NodeAllocator>,
+    requests: mpsc::Sender<AllocateRequest>,
+    spec: NodeSpec,
+    namespace: String,
+}
+
+/// Creates the frontend's Messenger (node 0), serves the registry and
+/// listens on every core; the handle for `main`.
+async fn start_messenger(
+    wiring: &Wiring,
+    parts: HandleParts,
+    listen: SocketAddr,
+) -> Result<FrontendHandle, String> {
+    let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE))
+        .map_err(|e| format!("cannot create the frontend's Messenger: {e}"))?;
+    parts
+        .registry
+        .serve(messenger)
+        .map_err(|e| format!("cannot serve the frontend's registry: {e}"))?;
+    ebb_net::listen_on_all_cores(listen, acceptor(messenger))
+        .await
+        .map_err(|e| format!("cannot listen for the Messenger on {listen}: {e}"))?;
+    let _ = wiring.messenger.set(messenger);
+    Ok(FrontendHandle(Arc::new(HandleInner {
+        messenger,
+        registry: parts.registry,
+        contract: parts.contract,
+        allocator: parts.allocator,
+        requests: Mutex::new(parts.requests),
+        spec: parts.spec,
+        namespace: parts.namespace,
+    })))
+}
+
+/// Starts the spawner thread: it boots what `allocate` asks for, prints
+/// the node table, and answers (refusing once the frontend is
+/// `stopping`); it lives until the nodes are stopped (`nodes_stopped`), so
+/// QEMU's parent-death signal never fires while the cluster runs.
+fn start_spawner(
+    allocator: &Arc<NodeAllocator>,
+    stopping: &Arc<AtomicBool>,
+    nodes_stopped: &Arc<AtomicBool>,
+) -> Result<(mpsc::Sender<AllocateRequest>, std::thread::JoinHandle<()>), String> {
+    let (requests, queue) = mpsc::channel::<AllocateRequest>();
+    let allocator = Arc::clone(allocator);
+    let stopping = Arc::clone(stopping);
+    let nodes_stopped = Arc::clone(nodes_stopped);
+    let thread = std::thread::Builder::new()
+        .name("ebb-node-spawner".to_owned())
+        .spawn(move || loop {
+            let (specs, answer) = match queue.recv_timeout(SIGNAL_POLL) {
+                Ok(request) => request,
+                Err(_) if nodes_stopped.load(Ordering::SeqCst) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                // Every handle is gone (the loop is over): wait for the
+                // nodes to be stopped all the same.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(SIGNAL_POLL);
+                    continue;
+                }
+            };
+            let results = if stopping.load(Ordering::SeqCst) {
+                specs
+                    .iter()
+                    .map(|_| Err(ClusterError::ShuttingDown))
+                    .collect()
+            } else {
+                allocator.allocate_all(specs)
+            };
+            eprint!("{}", node_table(&allocator.nodes()));
+            answer.send(results);
+        })
+        .map_err(|e| format!("cannot start the node spawner thread: {e}"))?;
+    Ok((requests, thread))
+}
+
+/// SIGINT and SIGTERM, caught while the frontend runs.
+struct Signals {
+    received: Arc<AtomicUsize>,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Signals {
+    fn catch() -> Signals {
+        let received = Arc::new(AtomicUsize::new(0));
+        let mut ids = Vec::new();
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let number = usize::try_from(signal).unwrap_or_default();
+            match signal_hook::flag::register_usize(signal, Arc::clone(&received), number) {
+                Ok(id) => ids.push(id),
+                Err(e) => eprintln!(
+                    "warning: cannot catch signal {signal} ({e}): it would end the frontend \
+                     before it stops its nodes"
+                ),
+            }
+        }
+        Signals { received, ids }
+    }
+
+    /// Watches for a caught signal: the loop is stopped with 128 + it.
+    fn watch(self, wiring: Arc<Wiring>) -> SignalWatch {
+        let done = Arc::new(AtomicBool::new(false));
+        let received = Arc::clone(&self.received);
+        let thread = {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || loop {
+                if done.load(Ordering::SeqCst) {
+                    return;
+                }
+                let signal = received.load(Ordering::SeqCst);
+                if signal != 0 {
+                    if let Some(events) = wiring.events.get() {
+                        let code = 128 + i32::try_from(signal).unwrap_or(0);
+                        if events.shutdown(code).is_ok() {
+                            eprintln!("ebb: signal {signal}: stopping the frontend and its nodes");
+                        }
+                        return;
+                    }
+                }
+                std::thread::sleep(SIGNAL_POLL);
+            })
+        };
+        SignalWatch {
+            signals: self,
+            done,
+            thread,
+        }
+    }
+}
+
+struct SignalWatch {
+    signals: Signals,
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SignalWatch {
+    /// Stops watching and catching; the signal that came, if one did.
+    fn finish(self) -> Option<usize> {
+        self.done.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+        for id in self.signals.ids {
+            signal_hook::low_level::unregister(id);
+        }
+        Some(self.signals.received.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_node_is_one_line_saying_how() {
+        assert_eq!(
+            lost_line(NodeId(2), Exit::Signal(9)),
+            "ebb: node 2 lost (its VM was killed by signal 9)"
+        );
+        assert_eq!(
+            lost_line(NodeId(3), Exit::Guest(1)),
+            "ebb: node 3 lost (its application exited with code 1)"
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! The frontend runtime with real nodes (needs root, /dev/net/tun, `ip`
+//! and QEMU; skipped otherwise): `run_frontend` allocates two native echo
+//! nodes (apps/echo as a node: its Messenger echo Ebb is the first id of
+//! its range), calls each; one QEMU is frozen (SIGSTOP) with a call to it
+//! pending and then killed with `kill -9`: the node is reported lost, the
+//! pending call fails with `NodeLost` and a later one with `Unreachable`,
+//! while the other node still answers; afterwards no namespace, TAP
+//! device or QEMU process of the test is left.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ebb_cluster::frontend::{run_frontend, FrontendOptions};
+use ebb_cluster::{Exit, NodeState};
+use ebb_core::{EbbId, NodeId};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{MessageNumber, MessengerError};
+use ebb_testbed::{skip_unless, Need};
+
+/// Echo's Messenger message whose reply is the request
+/// (apps/echo/src/node.rs).
+const ECHO: MessageNumber = MessageNumber(1);
+/// The whole test's bound: two TCG boots side by side on a loaded
+/// machine, and the teardown.
+const TEST_LIMIT: Duration = Duration::from_secs(600);
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root")
+}
+
+/// What the frontend program saw.
+#[derive(Debug, Default)]
+struct Seen {
+    allocated: Vec<Result<(NodeId, u32, u32), String>>,
+    first_replies: Vec<Result<Vec<u8>, MessengerError>>,
+    pending_on_lost: Option<Result<Vec<u8>, MessengerError>>,
+    after_loss: Option<Result<Vec<u8>, MessengerError>>,
+    survivor: Option<Result<Vec<u8>, MessengerError>>,
+    lost_state: Option<NodeState>,
+    namespace: String,
+}
+
+fn send_signal(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[test]
+fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let image = ebb_testbed::native_image::build(&workspace_root(), "echo")
+        .expect("echo's native image builds");
+    let log_dir = std::env::temp_dir().join(format!("ebb-frontend-test-{}", std::process::id()));
+    let mut options = FrontendOptions::new(image);
+    options.ready_timeout = Duration::from_secs(300);
+    options.log_dir = log_dir.clone();
+    options.messenger_port = 7200;
+
+    let (seen_tx, seen_rx) = mpsc::channel::<Seen>();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let code = run_frontend(options, move |frontend| async move {
+            let mut seen = Seen {
+                namespace: frontend.namespace().to_owned(),
+                ..Seen::default()
+            };
+            let nodes = frontend.allocate(2).await;
+            seen.allocated = nodes
+                .iter()
+                .map(|node| {
+                    node.as_ref()
+                        .map(|n| (n.id, n.ebb_ids.start, n.pid))
+                        .map_err(ToString::to_string)
+                })
+                .collect();
+            let Ok(nodes) = nodes.into_iter().collect::<Result<Vec<_>, _>>() else {
+                let _ = seen_tx.send(seen);
+                return 1;
+            };
+            let rep = frontend
+                .messenger()
+                .get()
+                .expect("the frontend's Messenger");
+            let echo_of = |node: &ebb_cluster::frontend::AllocatedNode| {
+                EbbId::new(node.ebb_ids.start).expect("an Ebb id")
+            };
+            let call = |node: &ebb_cluster::frontend::AllocatedNode, text: &'static [u8]| {
+                rep.call(
+                    node.id,
+                    echo_of(node),
+                    ECHO,
+                    IoChain::from(IoBuf::from_static(text)),
+                )
+            };
+            for node in &nodes {
+                let reply = call(node, b"to every node").await;
+                seen.first_replies.push(reply.map(|r| r.payload.to_vec()));
+            }
+            // Node 1 frozen, a call to it pending, then killed outright.
+            let (lost, survivor) = (&nodes[0], &nodes[1]);
+            send_signal("-STOP", lost.pid);
+            let pending = call(lost, b"never answered");
+            let pending =
+                ebb_event::spawn_task(async move { pending.await.map(|r| r.payload.to_vec()) });
+            ebb_event::sleep(Duration::from_millis(300)).await;
+            send_signal("-KILL", lost.pid);
+            seen.pending_on_lost = pending.await.ok();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let state = |id| {
+                frontend
+                    .nodes()
+                    .into_iter()
+                    .find(|n| n.id() == id)
+                    .map(|n| n.state())
+            };
+            while !state(lost.id).is_some_and(NodeState::is_over) && Instant::now() < deadline {
+                ebb_event::sleep(Duration::from_millis(50)).await;
+            }
+            seen.lost_state = state(lost.id);
+            seen.after_loss = Some(call(lost, b"gone").await.map(|r| r.payload.to_vec()));
+            seen.survivor = Some(
+                call(survivor, b"still here")
+                    .await
+                    .map(|r| r.payload.to_vec()),
+            );
+            let _ = seen_tx.send(seen);
+            0
+        });
+        let _ = done_tx.send(code);
+    });
+    let code = done_rx
+        .recv_timeout(TEST_LIMIT)
+        .expect("the frontend finished in time");
+    let seen = seen_rx.try_recv().expect("the frontend program ran");
+    assert_eq!(code, Ok(0), "{seen:?}");
+
+    let allocated: Vec<_> = seen
+        .allocated
+        .iter()
+        .map(|node| node.clone().expect("allocated"))
+        .collect();
+    assert_eq!(
+        allocated.iter().map(|(id, _, _)| *id).collect::<Vec<_>>(),
+        [NodeId(1), NodeId(2)]
+    );
+    assert_ne!(allocated[0].1, allocated[1].1, "the id ranges differ");
+    for reply in &seen.first_replies {
+        assert_eq!(reply.as_deref(), Ok(&b"to every node"[..]));
+    }
+    assert_eq!(seen.lost_state, Some(NodeState::Lost(Exit::Signal(9))));
+    assert_eq!(
+        seen.pending_on_lost,
+        Some(Err(MessengerError::NodeLost { node: NodeId(1) }))
+    );
+    assert!(
+        matches!(
+            seen.after_loss,
+            Some(Err(MessengerError::Unreachable {
+                node: NodeId(1),
+                ..
+            }))
+        ),
+        "{:?}",
+        seen.after_loss
+    );
+    assert_eq!(
+        seen.survivor.as_ref().map(|r| r.as_deref()),
+        Some(Ok(&b"still here"[..]))
+    );
+
+    // Nothing left: the namespace (its TAP devices and bridge went with
+    // it), the QEMUs.
+    assert!(seen
+        .namespace
+        .starts_with(&format!("ebb-{}-frontend-", std::process::id())));
+    assert!(
+        !ebb_testbed::netns::exists(&seen.namespace),
+        "{} is left",
+        seen.namespace
+    );
+    for (_, _, pid) in &allocated {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert!(!comm.contains("qemu"), "QEMU {pid} is still running");
+    }
+    let _ = std::fs::remove_dir_all(&log_dir);
+}
+
+#[test]
+fn a_frontend_whose_main_panics_still_stops_its_nodes() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let image = ebb_testbed::native_image::build(&workspace_root(), "echo")
+        .expect("echo's native image builds");
+    let log_dir = std::env::temp_dir().join(format!("ebb-frontend-panic-{}", std::process::id()));
+    let mut options = FrontendOptions::new(image);
+    options.ready_timeout = Duration::from_secs(300);
+    options.log_dir = log_dir.clone();
+    options.messenger_port = 7201;
+    let (pid_tx, pid_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let outcome = run_frontend(options, move |frontend| async move {
+            let nodes = frontend.allocate(1).await;
+            let node = nodes
+                .into_iter()
+                .next()
+                .expect("one result")
+                .expect("allocated");
+            let _ = pid_tx.send((node.pid, frontend.namespace().to_owned()));
+            panic!("the frontend program fails on purpose");
+        });
+        let _ = done_tx.send(outcome);
+    });
+    let outcome = done_rx
+        .recv_timeout(TEST_LIMIT)
+        .expect("the frontend finished in time");
+    assert_eq!(
+        outcome,
+        Err("the frontend's hosted node: core 0 panicked; the node was stopped".to_owned())
+    );
+    let (pid, namespace) = pid_rx.try_recv().expect("the node was allocated");
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    assert!(!comm.contains("qemu"), "QEMU {pid} is still running");
+    assert!(
+        !ebb_testbed::netns::exists(&namespace),
+        "{namespace} is left"
+    );
+    let _ = std::fs::remove_dir_all(&log_dir);
+}
