@@ -13,7 +13,7 @@
 //! node has announced itself: [`Frontend::when_announced`] is a future
 //! (any executor: it keeps a `core::task::Waker`) and
 //! [`Frontend::announced`] polls. The `NodeAllocator` (`ebb-cluster`)
-//! does not wait on it yet: its readiness is still a console line.
+//! waits on it (`ebb_cluster::Announced`).
 
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
