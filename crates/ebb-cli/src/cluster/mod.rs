@@ -2,6 +2,9 @@
 //! network in a namespace of its own, with `ebb_cluster::NodeAllocator`
 //! doing the work.
 //!
+//! - `up APP` of an application with a frontend program
+//!   (`apps/APP/frontend`, package `APP-frontend`) builds the image and
+//!   that program and runs it ([`frontend_program`]); otherwise:
 //! - `up APP --nodes N [--cores C] [--memory M] [-- ARGS]` builds APP's
 //!   native image (as `./ebb run APP --native` does), boots the nodes side
 //!   by side, prints the node table, and runs until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT
@@ -11,6 +14,7 @@
 //!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
 //!   frontend that is gone.
 
+pub mod frontend_program;
 pub mod lock;
 pub mod state;
 
@@ -123,6 +127,13 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         return Err(format!(
             "building the native image of '{app}' failed (exit code {built})"
         ));
+    }
+
+    if let Some(package) = frontend_program::package(root, app) {
+        // The application's own frontend allocates the nodes (no state
+        // file: `ps`, `logs` and `down` do not see it yet).
+        let image = native::image_path(root, app);
+        return frontend_program::run(root, &package, options, &image, &dir);
     }
 
     let network = ClusterNetwork::create("cluster", AddressPlan::default_plan())
