@@ -31,6 +31,38 @@ pub fn run(command: &mut Command) -> Result<u8, String> {
     Ok(exit_code(status))
 }
 
+/// What [`build_hosted`] gives.
+pub enum Built {
+    /// The program, built.
+    Binary(std::path::PathBuf),
+    /// A stop signal came while it was built: `./ebb`'s exit code.
+    Stopped(u8),
+}
+
+/// `cargo build --release -p PACKAGE` in `root` (hosted), saying so
+/// first; the binary named after the package, in the target directory
+/// (`CARGO_TARGET_DIR` or `root/target`).
+pub fn build_hosted(root: &std::path::Path, package: &str) -> Result<Built, String> {
+    eprintln!("ebb: building {package} (release, hosted)...");
+    let mut build = Command::new("cargo");
+    build
+        .args(["build", "--release", "-p", package])
+        .current_dir(root);
+    let built = run(&mut build)?;
+    if let Some(code) = stop::report(&format!("building {package}")) {
+        return Ok(Built::Stopped(code));
+    }
+    if built != 0 {
+        return Err(format!("building {package} failed (exit code {built})"));
+    }
+    Ok(Built::Binary(
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| root.join("target"), std::path::PathBuf::from)
+            .join("release")
+            .join(package),
+    ))
+}
+
 /// `program arg arg ...` of `command`, for messages.
 pub fn describe(command: &Command) -> String {
     std::iter::once(command.get_program())

@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use ebb_testbed::netns::NetNamespace;
@@ -46,10 +46,6 @@ pub fn app_command(ns: &str, binary: &Path, args: &[String]) -> Command {
     command
 }
 
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
-}
-
 /// Builds `app`, sets up the namespace, runs the application in it on the
 /// user-space stack with `args`, and deletes the namespace. Returns the
 /// application's exit code.
@@ -60,20 +56,10 @@ pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
              run ./ebb as root ({why})"
         ));
     }
-    eprintln!("ebb: building {app} (release, hosted)...");
-    let mut build = Command::new("cargo");
-    build
-        .args(["build", "--release", "-p", app])
-        .current_dir(root);
-    let built = child::run(&mut build)?;
-    if let Some(code) = stop::report(&format!("building {app}")) {
-        return Ok(code);
-    }
-    match built {
-        0 => {}
-        code => return Err(format!("building {app} failed (exit code {code})")),
-    }
-    let binary = target_dir(root).join("release").join(app);
+    let binary = match child::build_hosted(root, app)? {
+        child::Built::Binary(binary) => binary,
+        child::Built::Stopped(code) => return Ok(code),
+    };
     let ns = namespace_name(app, std::process::id());
     // Dropped on every return: a half-made namespace is deleted too.
     let namespace = NetNamespace::create(&ns)?.announce_deletion("userstack");

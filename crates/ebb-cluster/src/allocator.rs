@@ -458,13 +458,7 @@ impl NodeHandle {
     pub fn kill(&self) -> Result<(), ClusterError> {
         self.usable()?;
         self.0.stopping.store(true, Ordering::SeqCst);
-        self.0
-            .launched
-            .kill()
-            .map_err(|reason| ClusterError::Control {
-                id: self.id(),
-                reason,
-            })
+        self.simulate_loss()
     }
 
     /// Kills the VM (SIGKILL) as a crash would: unlike [`NodeHandle::kill`],

@@ -53,16 +53,23 @@ fn send_signal(signal: &str, pid: u32) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
-#[test]
-fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+/// Options for echo nodes, their Messenger on `port`, logs in a directory
+/// of this test (`tag`).
+fn echo_nodes(tag: &str, port: u16) -> (FrontendOptions, PathBuf) {
     let image = ebb_testbed::native_image::build(&workspace_root(), "echo")
         .expect("echo's native image builds");
-    let log_dir = std::env::temp_dir().join(format!("ebb-frontend-test-{}", std::process::id()));
+    let log_dir = std::env::temp_dir().join(format!("ebb-frontend-{tag}-{}", std::process::id()));
     let mut options = FrontendOptions::new(image);
     options.ready_timeout = Duration::from_secs(300);
     options.log_dir = log_dir.clone();
-    options.messenger_port = 7200;
+    options.messenger_port = port;
+    (options, log_dir)
+}
+
+#[test]
+fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let (options, log_dir) = echo_nodes("test", 7200);
 
     let (seen_tx, seen_rx) = mpsc::channel::<Seen>();
     let (done_tx, done_rx) = mpsc::channel();
@@ -196,13 +203,7 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
 #[test]
 fn a_frontend_whose_main_panics_still_stops_its_nodes() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
-    let image = ebb_testbed::native_image::build(&workspace_root(), "echo")
-        .expect("echo's native image builds");
-    let log_dir = std::env::temp_dir().join(format!("ebb-frontend-panic-{}", std::process::id()));
-    let mut options = FrontendOptions::new(image);
-    options.ready_timeout = Duration::from_secs(300);
-    options.log_dir = log_dir.clone();
-    options.messenger_port = 7201;
+    let (options, log_dir) = echo_nodes("panic", 7201);
     let (pid_tx, pid_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -15,7 +15,7 @@
 //! (`ebb_cluster::frontend::FrontendArgs`), passing SIGINT and SIGTERM on,
 //! and exits with its exit code.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::UpOptions;
@@ -34,14 +34,6 @@ pub fn package(root: &Path, app: &str) -> Option<String> {
             })
         })
         .then_some(name)
-}
-
-/// Where cargo leaves the frontend program `package`.
-pub fn binary(root: &Path, package: &str) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("release")
-        .join(package)
 }
 
 /// The frontend program's command line.
@@ -74,18 +66,11 @@ pub fn run(
     image: &Path,
     log_dir: &Path,
 ) -> Result<u8, String> {
-    eprintln!("ebb: building {package} (release, hosted)...");
-    let mut build = Command::new("cargo");
-    build
-        .args(["build", "--release", "-p", package])
-        .current_dir(root);
-    let built = child::run(&mut build)?;
-    if built != 0 {
-        return Err(format!(
-            "building the frontend program '{package}' failed (exit code {built})"
-        ));
-    }
-    let mut frontend = command(&binary(root, package), options, image, log_dir);
+    let binary = match child::build_hosted(root, package)? {
+        child::Built::Binary(binary) => binary,
+        child::Built::Stopped(code) => return Ok(code),
+    };
+    let mut frontend = command(&binary, options, image, log_dir);
     if options.verbose {
         eprintln!("ebb: {}", child::describe(&frontend));
     }

@@ -71,17 +71,7 @@ const DOWN_WAIT: Duration = Duration::from_secs(60);
 /// stop), or an error message.
 pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     let app = options.app.as_str();
-    let memory = &options.memory;
-    if memory.is_empty()
-        || !memory
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.')
-    {
-        return Err(format!(
-            "--memory {memory:?} is not a size in QEMU's -m syntax (a number with an optional \
-             unit, e.g. 256M or 1G)"
-        ));
-    }
+    ebb_cluster::frontend::check_memory(&options.memory)?;
     if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
         return Err(format!(
             "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"

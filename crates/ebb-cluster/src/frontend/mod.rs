@@ -44,7 +44,9 @@
 mod options;
 mod table;
 
-pub use options::{FrontendArgs, FrontendOptions, DEFAULT_IDS_PER_NODE, DEFAULT_MESSENGER_PORT};
+pub use options::{
+    check_memory, FrontendArgs, FrontendOptions, DEFAULT_IDS_PER_NODE, DEFAULT_MESSENGER_PORT,
+};
 pub use table::node_table;
 
 use std::future::Future;

@@ -89,7 +89,9 @@ impl FrontendOptions {
     }
 }
 
-fn check_memory(memory: &str) -> Result<(), String> {
+/// Refuses a `--memory` that is not a size in QEMU's `-m` syntax (also
+/// one that would break `./ebb cluster`'s state file).
+pub fn check_memory(memory: &str) -> Result<(), String> {
     if memory.is_empty()
         || !memory.starts_with(|c: char| c.is_ascii_digit())
         || !memory
