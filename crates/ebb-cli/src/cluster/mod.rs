@@ -9,13 +9,17 @@
 //!   native image (as `./ebb run APP --native` does), boots the nodes side
 //!   by side, prints the node table, and runs until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT
 //!   (then it stops every node and deletes the namespace). This process
-//!   is the frontend: node 0, at `.1` on the cluster's network.
+//!   is the frontend: node 0, at `.1` on the cluster's network; for an
+//!   application whose nodes take a boot contract, with the Messenger
+//!   (the frontend runtime, [`messenger_up`]), else ready on a console
+//!   line.
 //! - `ps`, `logs NODE` and `down` read the state file `up` keeps
 //!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
 //!   frontend that is gone.
 
 pub mod frontend_program;
 pub mod lock;
+pub mod messenger_up;
 pub mod state;
 
 use std::path::Path;
@@ -63,7 +67,7 @@ pub struct UpOptions {
 pub use ebb_cluster::frontend::WHY_ROOT;
 
 /// How often `up` looks at the nodes' states.
-const WATCH: Duration = Duration::from_millis(200);
+pub(crate) const WATCH: Duration = Duration::from_millis(200);
 /// How long `down` waits for `up` to stop its nodes.
 const DOWN_WAIT: Duration = Duration::from_secs(60);
 
@@ -125,6 +129,9 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         let image = native::image_path(root, app);
         return frontend_program::run(root, &package, options, &image, &dir);
     }
+    if messenger_up::takes_boot_contract(root, app) {
+        return messenger_up::up(root, options, &dir);
+    }
 
     let network = ClusterNetwork::create("cluster", AddressPlan::default_plan())
         .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
@@ -137,12 +144,10 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     let allocator = NodeAllocator::new(network, QemuLauncher::new(command_line), readiness, &dir)
         .map_err(|e| e.to_string())?
         .with_ready_timeout(Duration::from_secs(options.ready_timeout));
-    eprintln!(
-        "ebb: booting {} node{} of {app} in network namespace {namespace} (the frontend is {}); \
-         Ctrl-C stops them",
-        options.nodes,
-        if options.nodes == 1 { "" } else { "s" },
-        allocator.network().frontend()
+    say_booting(
+        options,
+        &namespace,
+        &allocator.network().frontend().to_string(),
     );
     let spec = NodeSpec {
         image: native::image_path(root, app),
@@ -155,16 +160,8 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         .into_iter()
         .filter_map(|result| result.err().map(|e| e.to_string()))
         .collect();
-    let frontend = Process::current();
-    let boot_id = state::boot_id();
-    let record = |nodes: &[NodeHandle]| ClusterState {
-        frontend,
-        boot_id: boot_id.clone(),
-        app: app.to_owned(),
-        namespace: namespace.clone(),
-        nodes: nodes.iter().map(row).collect(),
-    };
-    let mut shown = record(&allocator.nodes());
+    let record = Recorder::new(app, &namespace);
+    let mut shown = record.state(&allocator.nodes());
     if let Err(e) = shown.write(&dir) {
         finish(allocator, &dir, &namespace);
         return Err(e);
@@ -178,41 +175,98 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         finish(allocator, &dir, &namespace);
         return Err(failures.join("\nerror: "));
     }
-    eprintln!(
-        "ebb: all nodes are ready. Reach them from the namespace, e.g. \
-         `ip netns exec {namespace} ping -c 1 {}`; `./ebb cluster ps`, `./ebb cluster logs 1`, \
-         `./ebb cluster down` from another shell",
-        shown
-            .nodes
-            .first()
-            .map_or("10.96.0.2", |node| node.address.as_str())
-    );
+    say_ready(&shown);
     while stop::received().is_none() {
         std::thread::sleep(WATCH);
-        let now = record(&allocator.nodes());
-        if now != shown {
-            for (before, after) in shown.nodes.iter().zip(&now.nodes) {
-                if before.state != after.state {
-                    eprintln!("ebb: node {} is {}", after.id, after.state);
-                }
-            }
-            // A failed write leaves the last state for `ps`; `up` goes on
-            // (and stops in order later).
-            if let Err(e) = now.write(&dir) {
-                eprintln!("warning: {e}");
-            }
-            shown = now;
-        }
+        follow(&mut shown, record.state(&allocator.nodes()), &dir);
     }
     let code = stop::report("the cluster").unwrap_or(0);
     finish(allocator, &dir, &namespace);
     Ok(code)
 }
 
+/// What the state file records of a cluster, at any moment.
+pub(crate) struct Recorder {
+    frontend: Process,
+    boot_id: String,
+    app: String,
+    namespace: String,
+}
+
+impl Recorder {
+    pub(crate) fn new(app: &str, namespace: &str) -> Recorder {
+        Recorder {
+            frontend: Process::current(),
+            boot_id: state::boot_id(),
+            app: app.to_owned(),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The cluster with `nodes`.
+    pub(crate) fn state(&self, nodes: &[NodeHandle]) -> ClusterState {
+        ClusterState {
+            frontend: self.frontend,
+            boot_id: self.boot_id.clone(),
+            app: self.app.clone(),
+            namespace: self.namespace.clone(),
+            nodes: nodes.iter().map(row).collect(),
+        }
+    }
+}
+
+/// Says what is booting where.
+pub(crate) fn say_booting(options: &UpOptions, namespace: &str, frontend: &str) {
+    eprintln!(
+        "ebb: booting {} node{} of {} in network namespace {namespace} (the frontend is \
+         {frontend}); Ctrl-C stops them",
+        options.nodes,
+        if options.nodes == 1 { "" } else { "s" },
+        options.app,
+    );
+}
+
+/// Says how to reach the nodes, once all are ready.
+pub(crate) fn say_ready(shown: &ClusterState) {
+    eprintln!(
+        "ebb: all nodes are ready. Reach them from the namespace, e.g. \
+         `ip netns exec {} ping -c 1 {}`; `./ebb cluster ps`, `./ebb cluster logs 1`, \
+         `./ebb cluster down` from another shell",
+        shown.namespace,
+        shown
+            .nodes
+            .first()
+            .map_or("10.96.0.2", |node| node.address.as_str())
+    );
+}
+
+/// Reports the nodes whose state changed since `shown` and records `now`.
+pub(crate) fn follow(shown: &mut ClusterState, now: ClusterState, dir: &Path) {
+    if now == *shown {
+        return;
+    }
+    for (before, after) in shown.nodes.iter().zip(&now.nodes) {
+        if before.state != after.state {
+            eprintln!("ebb: node {} is {}", after.id, after.state);
+        }
+    }
+    // A failed write leaves the last state for `ps`; `up` goes on (and
+    // stops in order later).
+    if let Err(e) = now.write(dir) {
+        eprintln!("warning: {e}");
+    }
+    *shown = now;
+}
+
 /// Stops the nodes, deletes the namespace and the state file.
 fn finish(allocator: NodeAllocator, dir: &Path, namespace: &str) {
     eprintln!("ebb: stopping the nodes...");
     drop(allocator);
+    say_stopped(dir, namespace);
+}
+
+/// Deletes the state file and says whether the namespace is gone.
+pub(crate) fn say_stopped(dir: &Path, namespace: &str) {
     let _ = std::fs::remove_file(state::file(dir));
     if netns::exists(namespace) {
         eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");

@@ -24,7 +24,8 @@
 //!    namespace: its Messenger listens on `10.96.0.1:PORT` and serves the
 //!    frontend's registry (`ebb_messenger::Frontend`), then `main(handle)`
 //!    runs as a task; its output is the exit code;
-//! 4. when `main` returns, on SIGINT/SIGTERM (128 + the signal) and when a
+//! 4. when `main` returns, on SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + the
+//!    signal) and when a
 //!    core panics, stops every node and deletes the namespace.
 //!
 //! Nodes are booted by one long-lived *spawner thread*: QEMU gets
@@ -33,7 +34,8 @@
 //! sends it a request and awaits the answer on a cross-core one-shot
 //! channel, so no core is blocked while nodes boot.
 //!
-//! Signals: SIGINT and SIGTERM are caught with `signal_hook` (a handler
+//! Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are caught with
+//! `signal_hook` (a handler
 //! that sets a flag, process-wide, so it does not matter which thread the
 //! kernel picks) while `run_frontend` runs; a watcher turns the flag into
 //! `EventRoot::shutdown`. The hosted runtime's own signal handling
@@ -252,7 +254,7 @@ where
         ));
     }
     let signals = Signals::catch();
-    let network = ClusterNetwork::create("frontend", AddressPlan::default_plan())
+    let network = ClusterNetwork::create(&options.network_tag, AddressPlan::default_plan())
         .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
     let namespace = network.namespace().name().to_owned();
     let listen = SocketAddr::V4(SocketAddrV4::new(
@@ -440,7 +442,7 @@ fn start_spawner(
     Ok((requests, thread))
 }
 
-/// SIGINT and SIGTERM, caught while the frontend runs.
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught while the frontend runs.
 struct Signals {
     received: Arc<AtomicUsize>,
     ids: Vec<signal_hook::SigId>,
@@ -450,7 +452,10 @@ impl Signals {
     fn catch() -> Signals {
         let received = Arc::new(AtomicUsize::new(0));
         let mut ids = Vec::new();
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        // SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\\) too: their
+        // default action would end the frontend and leave its namespace.
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
             let number = usize::try_from(signal).unwrap_or_default();
             match signal_hook::flag::register_usize(signal, Arc::clone(&received), number) {
                 Ok(id) => ids.push(id),

@@ -39,6 +39,8 @@ pub struct FrontendOptions {
     pub log_dir: PathBuf,
     /// The hosted frontend's cores.
     pub frontend_cores: usize,
+    /// The tag of the cluster's namespace, `ebb-PID-TAG-N` (`frontend`).
+    pub network_tag: String,
 }
 
 impl FrontendOptions {
@@ -56,6 +58,7 @@ impl FrontendOptions {
             verbose: false,
             log_dir: std::env::temp_dir().join(format!("ebb-frontend-{}", std::process::id())),
             frontend_cores: 1,
+            network_tag: "frontend".to_owned(),
         }
     }
 
