@@ -12,10 +12,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ebb_testbed::child::KilledOnDrop;
 use ebb_testbed::{skip_unless, Need};
 
 /// One run's bound: three TCG boots side by side, the rounds, the
@@ -38,9 +39,10 @@ fn workspace_root() -> PathBuf {
         .expect("the workspace root")
 }
 
-/// A running `ring-frontend`: its stderr lines as they come.
+/// A running `ring-frontend` (killed if the test fails first): its
+/// stderr lines as they come.
 struct Frontend {
-    child: Child,
+    child: KilledOnDrop,
     stderr: mpsc::Receiver<String>,
     stdout: std::thread::JoinHandle<String>,
 }
@@ -74,7 +76,7 @@ fn start(image: &Path, log_dir: &Path, port: u16, plan: &[&str]) -> Frontend {
         text
     });
     Frontend {
-        child,
+        child: KilledOnDrop(child),
         stderr,
         stdout,
     }
@@ -101,12 +103,12 @@ impl Frontend {
     fn finish(mut self, mut seen: Vec<String>) -> (Option<i32>, String, String) {
         let deadline = Instant::now() + RUN_LIMIT;
         let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+            if let Some(status) = self.child.0.try_wait().expect("wait") {
                 break status;
             }
             if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                break self.child.wait().expect("wait");
+                let _ = self.child.0.kill();
+                break self.child.0.wait().expect("wait");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -167,7 +169,7 @@ fn the_ring_completes_on_three_native_nodes_and_survives_losing_one() {
 
     // 1. The whole plan on three nodes.
     let frontend = start(&image, &log_dir, 7400, &["--bytes", "64K", "--rounds", "3"]);
-    let pid = frontend.child.id();
+    let pid = frontend.child.0.id();
     let (code, report, stderr) = frontend.finish(Vec::new());
     assert_eq!(code, Some(ring::EXIT_OK), "{report}\n{stderr}");
     assert!(report.contains("ring: 3 nodes, 3 rounds"), "{report}");
@@ -188,7 +190,7 @@ fn the_ring_completes_on_three_native_nodes_and_survives_losing_one() {
         7401,
         &["--bytes", "256K", "--rounds", "150"],
     );
-    let pid = frontend.child.id();
+    let pid = frontend.child.0.id();
     let mut seen = Vec::new();
     let progress = frontend.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
     assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
@@ -240,7 +242,7 @@ fn a_sigterm_to_the_frontend_stops_its_nodes_in_order() {
         7402,
         &["--bytes", "4K", "--rounds", "1000000"],
     );
-    let pid = frontend.child.id();
+    let pid = frontend.child.0.id();
     let mut seen = Vec::new();
     let progress = frontend.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
     assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
