@@ -32,6 +32,7 @@ pub mod node;
 pub mod node_command;
 pub mod qemu;
 pub mod readiness;
+pub mod state_file;
 
 pub use allocator::{NodeAllocator, NodeHandle};
 pub use error::ClusterError;

@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use ebb_cluster::frontend::{run_frontend, FrontendOptions, DEFAULT_MESSENGER_PORT};
 
-use super::{follow, say_booting, say_ready, say_stopped, Recorder, UpOptions, WATCH};
+use super::state::{follow, Recorder};
+use super::{say_booting, say_ready, say_stopped, UpOptions, WATCH};
 use crate::{native, stop};
 
 /// Whether `app`'s manifest says its nodes take a boot contract

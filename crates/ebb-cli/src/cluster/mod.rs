@@ -20,21 +20,21 @@
 pub mod frontend_program;
 pub mod lock;
 pub mod messenger_up;
-pub mod state;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::{
-    ConsoleLine, NativeCommandLine, NodeAllocator, NodeHandle, NodeSpec, NotReady, QemuLauncher,
-    Readiness, ReadyProbe,
+    ConsoleLine, NativeCommandLine, NodeAllocator, NodeSpec, NotReady, QemuLauncher, Readiness,
+    ReadyProbe,
 };
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::{netns, Need};
 
 use crate::native::{self, Settings};
 use crate::{child, stop};
-use state::{ClusterState, NodeRow, Process};
+pub use ebb_cluster::state_file as state;
+use state::{follow, ClusterState, Recorder};
 
 /// `./ebb cluster up APP --nodes N [--cores C] [--memory M] [-- ARGS]`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -185,36 +185,6 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     Ok(code)
 }
 
-/// What the state file records of a cluster, at any moment.
-pub(crate) struct Recorder {
-    frontend: Process,
-    boot_id: String,
-    app: String,
-    namespace: String,
-}
-
-impl Recorder {
-    pub(crate) fn new(app: &str, namespace: &str) -> Recorder {
-        Recorder {
-            frontend: Process::current(),
-            boot_id: state::boot_id(),
-            app: app.to_owned(),
-            namespace: namespace.to_owned(),
-        }
-    }
-
-    /// The cluster with `nodes`.
-    pub(crate) fn state(&self, nodes: &[NodeHandle]) -> ClusterState {
-        ClusterState {
-            frontend: self.frontend,
-            boot_id: self.boot_id.clone(),
-            app: self.app.clone(),
-            namespace: self.namespace.clone(),
-            nodes: nodes.iter().map(row).collect(),
-        }
-    }
-}
-
 /// Says what is booting where.
 pub(crate) fn say_booting(options: &UpOptions, namespace: &str, frontend: &str) {
     eprintln!(
@@ -240,24 +210,6 @@ pub(crate) fn say_ready(shown: &ClusterState) {
     );
 }
 
-/// Reports the nodes whose state changed since `shown` and records `now`.
-pub(crate) fn follow(shown: &mut ClusterState, now: ClusterState, dir: &Path) {
-    if now == *shown {
-        return;
-    }
-    for (before, after) in shown.nodes.iter().zip(&now.nodes) {
-        if before.state != after.state {
-            eprintln!("ebb: node {} is {}", after.id, after.state);
-        }
-    }
-    // A failed write leaves the last state for `ps`; `up` goes on (and
-    // stops in order later).
-    if let Err(e) = now.write(dir) {
-        eprintln!("warning: {e}");
-    }
-    *shown = now;
-}
-
 /// Stops the nodes, deletes the namespace and the state file.
 fn finish(allocator: NodeAllocator, dir: &Path, namespace: &str) {
     eprintln!("ebb: stopping the nodes...");
@@ -272,26 +224,6 @@ pub(crate) fn say_stopped(dir: &Path, namespace: &str) {
         eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");
     } else {
         eprintln!("ebb: cluster stopped; deleted namespace {namespace}");
-    }
-}
-
-/// A node's line in the state file.
-fn row(node: &NodeHandle) -> NodeRow {
-    NodeRow {
-        id: node.id().0,
-        address: node.address().to_string(),
-        cores: node.cores(),
-        memory: node.memory().to_owned(),
-        state: node.state().to_string(),
-        // Read while the watcher has not reaped it, or it is gone (then
-        // its start time is 0, and nothing will take it for running).
-        qemu: Process::of(node.pid()).unwrap_or(Process {
-            pid: node.pid(),
-            start: 0,
-        }),
-        control_socket: node
-            .control_socket()
-            .map_or_else(|| "-".to_owned(), |path| path.display().to_string()),
     }
 }
 

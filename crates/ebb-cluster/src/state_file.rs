@@ -1,5 +1,6 @@
-//! The state file of `./ebb cluster`: what `up` runs, for `ps`, `logs` and
-//! `down` in another shell.
+//! The state file of `./ebb cluster`: what `up` (or the frontend program
+//! it runs: [`crate::frontend`] writes it when given a state directory)
+//! runs, for `ps`, `logs` and `down` in another shell.
 //!
 //! It lives in `target/cluster/` of the checkout, beside the nodes'
 //! console logs (`node-ID.log`), not in `/run/ebbflow`: a cluster belongs
@@ -22,6 +23,8 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+
+use crate::allocator::NodeHandle;
 
 /// The cluster directory of a checkout.
 pub fn dir(root: &Path) -> PathBuf {
@@ -312,6 +315,76 @@ impl ClusterState {
         }
         text
     }
+}
+
+/// What the state file records of one cluster, at any moment.
+pub struct Recorder {
+    frontend: Process,
+    boot_id: String,
+    app: String,
+    namespace: String,
+}
+
+impl Recorder {
+    /// The cluster of `app` in `namespace`, this process its frontend.
+    pub fn new(app: &str, namespace: &str) -> Recorder {
+        Recorder {
+            frontend: Process::current(),
+            boot_id: boot_id(),
+            app: app.to_owned(),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The cluster with `nodes`.
+    pub fn state(&self, nodes: &[NodeHandle]) -> ClusterState {
+        ClusterState {
+            frontend: self.frontend,
+            boot_id: self.boot_id.clone(),
+            app: self.app.clone(),
+            namespace: self.namespace.clone(),
+            nodes: nodes.iter().map(row).collect(),
+        }
+    }
+}
+
+/// A node's line.
+fn row(node: &NodeHandle) -> NodeRow {
+    NodeRow {
+        id: node.id().0,
+        address: node.address().to_string(),
+        cores: node.cores(),
+        memory: node.memory().to_owned(),
+        state: node.state().to_string(),
+        // Read while the watcher has not reaped it, or it is gone (then
+        // its start time is 0, and nothing will take it for running).
+        qemu: Process::of(node.pid()).unwrap_or(Process {
+            pid: node.pid(),
+            start: 0,
+        }),
+        control_socket: node
+            .control_socket()
+            .map_or_else(|| "-".to_owned(), |path| path.display().to_string()),
+    }
+}
+
+/// Says which nodes changed state since `shown` (`ebb: node 2 is lost
+/// (signal 9)`) and records `now` in `dir`.
+pub fn follow(shown: &mut ClusterState, now: ClusterState, dir: &Path) {
+    if now == *shown {
+        return;
+    }
+    for (before, after) in shown.nodes.iter().zip(&now.nodes) {
+        if before.state != after.state {
+            eprintln!("ebb: node {} is {}", after.id, after.state);
+        }
+    }
+    // A failed write leaves the last state for `ps`; the frontend goes on
+    // (and stops in order later).
+    if let Err(e) = now.write(dir) {
+        eprintln!("warning: {e}");
+    }
+    *shown = now;
 }
 
 #[cfg(test)]
