@@ -11,9 +11,11 @@
 //!
 //! `up` builds the native image and the frontend program (hosted,
 //! release), then runs it with `--image PATH --nodes N --cores C --memory
-//! M --ready-timeout SECS --log-dir target/cluster [-v] -- ARGS`
-//! (`ebb_cluster::frontend::FrontendArgs`), passing SIGINT and SIGTERM on,
-//! and exits with its exit code.
+//! M --ready-timeout SECS --log-dir target/cluster --state-dir
+//! target/cluster [-v] -- ARGS` (`ebb_cluster::frontend::FrontendArgs`),
+//! passing SIGINT and SIGTERM on, and exits with its exit code. The
+//! program's runtime keeps the state file, so `ps`, `logs` and `down`
+//! see its cluster (`down` stops the program, which stops its nodes).
 
 use std::path::Path;
 use std::process::Command;
@@ -47,6 +49,8 @@ pub fn command(binary: &Path, options: &UpOptions, image: &Path, log_dir: &Path)
         .args(["--memory", &options.memory])
         .args(["--ready-timeout", &options.ready_timeout.to_string()])
         .arg("--log-dir")
+        .arg(log_dir)
+        .arg("--state-dir")
         .arg(log_dir);
     if options.verbose {
         command.arg("-v");
@@ -119,7 +123,7 @@ mod tests {
         assert_eq!(
             words,
             "/t/release/demo-frontend --image /img --nodes 3 --cores 2 --memory 512M \
-             --ready-timeout 60 --log-dir /logs -v -- --rounds 2"
+             --ready-timeout 60 --log-dir /logs --state-dir /logs -v -- --rounds 2"
         );
     }
 }

@@ -15,9 +15,9 @@
 //! runtime itself (`ebb_cluster::frontend::run_frontend`): each node is
 //! told `node= frontend= ebb_ids= messenger_port=`, counts as ready once
 //! it has announced itself to `up`'s Messenger (10.96.0.1:7000, inside
-//! the namespace), and a node lost is lost to the Messenger too. `up`
-//! keeps the state file as for other applications, so `ps`, `logs` and
-//! `down` work the same.
+//! the namespace), and a node lost is lost to the Messenger too. The
+//! runtime keeps the state file as `up` does for other applications, so
+//! `ps`, `logs` and `down` work the same.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use ebb_cluster::frontend::{run_frontend, FrontendOptions, DEFAULT_MESSENGER_PORT};
 
-use super::state::{follow, Recorder};
+use super::state::Recorder;
 use super::{say_booting, say_ready, say_stopped, UpOptions, WATCH};
 use crate::{native, stop};
 
@@ -68,10 +68,13 @@ pub fn up(root: &Path, options: &UpOptions, dir: &Path) -> Result<u8, String> {
     frontend.verbose = options.verbose;
     frontend.log_dir = dir.to_owned();
     frontend.network_tag = "cluster".to_owned();
+    // The runtime keeps the state file (and says which node changed).
+    frontend.state_dir = Some(dir.to_owned());
+    frontend.app.clone_from(&options.app);
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let shared = Arc::clone(&outcome);
     let state_dir = dir.to_owned();
-    let (options, dir) = (options.clone(), dir.to_owned());
+    let options = options.clone();
     let code = run_frontend(frontend, move |handle| async move {
         let namespace = handle.namespace().to_owned();
         let lock = || shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -84,12 +87,7 @@ pub fn up(root: &Path, options: &UpOptions, dir: &Path) -> Result<u8, String> {
             .into_iter()
             .filter_map(|result| result.err().map(|e| e.to_string()))
             .collect();
-        let record = Recorder::new(&options.app, &namespace);
-        let mut shown = record.state(&handle.nodes());
-        if let Err(e) = shown.write(&dir) {
-            lock().failures.push(e);
-            return 1;
-        }
+        let shown = Recorder::new(&options.app, &namespace).state(&handle.nodes());
         print!("{}", shown.table());
         if let Some(code) = stop::report("the cluster") {
             return i32::from(code);
@@ -101,7 +99,6 @@ pub fn up(root: &Path, options: &UpOptions, dir: &Path) -> Result<u8, String> {
         say_ready(&shown);
         while stop::received().is_none() {
             ebb_event::sleep(WATCH).await;
-            follow(&mut shown, record.state(&handle.nodes()), &dir);
         }
         eprintln!("ebb: stopping the nodes...");
         i32::from(stop::report("the cluster").unwrap_or(0))

@@ -124,8 +124,8 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     }
 
     if let Some(package) = frontend_program::package(root, app) {
-        // The application's own frontend allocates the nodes (no state
-        // file: `ps`, `logs` and `down` do not see it yet).
+        // The application's own frontend allocates the nodes and keeps
+        // the state file.
         let image = native::image_path(root, app);
         return frontend_program::run(root, &package, options, &image, &dir);
     }

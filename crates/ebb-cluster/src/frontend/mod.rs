@@ -75,6 +75,7 @@ use crate::messenger_hooks::{Announced, MessengerContract};
 use crate::node::{Exit, NodeSpec, NodeState};
 use crate::node_command::NativeCommandLine;
 use crate::qemu::QemuLauncher;
+use crate::state_file::{self, follow, ClusterState, Recorder};
 
 /// Why a cluster needs root, for the error when it is not.
 pub const WHY_ROOT: &str = "it creates a network namespace holding a bridge, one TAP device per \
@@ -296,7 +297,12 @@ where
     let allocator = Arc::new(allocator);
     let stopping = Arc::new(AtomicBool::new(false));
     let nodes_stopped = Arc::new(AtomicBool::new(false));
-    let (requests, spawner) = start_spawner(&allocator, &stopping, &nodes_stopped)?;
+    let keeper = options.state_dir.as_ref().map(|dir| StateKeeper {
+        recorder: Recorder::new(&options.app, &namespace),
+        dir: dir.clone(),
+        shown: None,
+    });
+    let (requests, spawner) = start_spawner(&allocator, &stopping, &nodes_stopped, keeper)?;
     let handle_parts = HandleParts {
         registry: Arc::clone(&registry),
         contract,
@@ -347,6 +353,9 @@ where
     nodes_stopped.store(true, Ordering::SeqCst);
     let _ = spawner.join();
     drop(allocator);
+    if let Some(dir) = &options.state_dir {
+        let _ = std::fs::remove_file(state_file::file(dir));
+    }
     if netns::exists(&namespace) {
         eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");
     }
@@ -408,6 +417,7 @@ fn start_spawner(
     allocator: &Arc<NodeAllocator>,
     stopping: &Arc<AtomicBool>,
     nodes_stopped: &Arc<AtomicBool>,
+    mut keeper: Option<StateKeeper>,
 ) -> Result<(mpsc::Sender<AllocateRequest>, std::thread::JoinHandle<()>), String> {
     let (requests, queue) = mpsc::channel::<AllocateRequest>();
     let allocator = Arc::clone(allocator);
@@ -416,6 +426,9 @@ fn start_spawner(
     let thread = std::thread::Builder::new()
         .name("ebb-node-spawner".to_owned())
         .spawn(move || loop {
+            if let Some(keeper) = keeper.as_mut().filter(|_| !stopping.load(Ordering::SeqCst)) {
+                keeper.record(&allocator.nodes());
+            }
             let (specs, answer) = match queue.recv_timeout(SIGNAL_POLL) {
                 Ok(request) => request,
                 Err(_) if nodes_stopped.load(Ordering::SeqCst) => return,
@@ -436,10 +449,42 @@ fn start_spawner(
                 allocator.allocate_all(specs)
             };
             eprint!("{}", node_table(&allocator.nodes()));
+            // Recorded before `allocate` resolves: `ps` shows the nodes
+            // as soon as the program goes on.
+            if let Some(keeper) = keeper.as_mut() {
+                keeper.record(&allocator.nodes());
+            }
             answer.send(results);
         })
         .map_err(|e| format!("cannot start the node spawner thread: {e}"))?;
     Ok((requests, thread))
+}
+
+/// Keeps `./ebb cluster`'s state file ([`crate::state_file`]) for `ps`,
+/// `logs` and `down`.
+struct StateKeeper {
+    recorder: Recorder,
+    dir: PathBuf,
+    shown: Option<ClusterState>,
+}
+
+impl StateKeeper {
+    /// Records `nodes` (once there are any), saying what changed.
+    fn record(&mut self, nodes: &[NodeHandle]) {
+        if nodes.is_empty() {
+            return;
+        }
+        let now = self.recorder.state(nodes);
+        match &mut self.shown {
+            Some(shown) => follow(shown, now, &self.dir),
+            None => {
+                if let Err(e) = now.write(&self.dir) {
+                    eprintln!("warning: {e}");
+                }
+                self.shown = Some(now);
+            }
+        }
+    }
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught while the frontend runs.

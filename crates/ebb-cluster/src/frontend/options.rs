@@ -2,7 +2,8 @@
 //! image and resources, the Messenger's port, timeouts), and
 //! [`FrontendArgs`], the command line `./ebb cluster up` gives a frontend
 //! program: `--image PATH --nodes N [--cores C] [--memory M] [--port P]
-//! [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [-v] [-- ARGS]`.
+//! [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir
+//! DIR] [-v] [-- ARGS]`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,14 +42,24 @@ pub struct FrontendOptions {
     pub frontend_cores: usize,
     /// The tag of the cluster's namespace, `ebb-PID-TAG-N` (`frontend`).
     pub network_tag: String,
+    /// Where to keep `./ebb cluster`'s state file (`ps`, `logs`, `down`
+    /// read it; `crate::state_file`), if anywhere.
+    pub state_dir: Option<PathBuf>,
+    /// The application's name in the state file (the image's file name).
+    pub app: String,
 }
 
 impl FrontendOptions {
     /// Nodes of `image`, one core and 256M each, the defaults otherwise;
     /// console logs in `/tmp/ebb-frontend-PID`.
     pub fn new(image: impl Into<PathBuf>) -> FrontendOptions {
+        let image = image.into();
         FrontendOptions {
-            image: image.into(),
+            app: image.file_name().map_or_else(
+                || "app".to_owned(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
+            image,
             cores: 1,
             memory: "256M".to_owned(),
             args: Vec::new(),
@@ -59,6 +70,7 @@ impl FrontendOptions {
             log_dir: std::env::temp_dir().join(format!("ebb-frontend-{}", std::process::id())),
             frontend_cores: 1,
             network_tag: "frontend".to_owned(),
+            state_dir: None,
         }
     }
 
@@ -123,7 +135,8 @@ pub struct FrontendArgs {
 impl FrontendArgs {
     /// The usage line.
     pub const USAGE: &'static str = "--image PATH [--nodes N] [--cores C] [--memory M] \
-         [--port P] [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [-v] [-- ARGS]";
+         [--port P] [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir DIR] [-v] \
+         [-- ARGS]";
 
     /// Parses `args` (without the program's name).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<FrontendArgs, String> {
@@ -160,6 +173,7 @@ impl FrontendArgs {
                     options.ready_timeout = Duration::from_secs(secs as u64);
                 }
                 "--log-dir" => options.log_dir = PathBuf::from(value("--log-dir")?),
+                "--state-dir" => options.state_dir = Some(PathBuf::from(value("--state-dir")?)),
                 "-v" | "--verbose" => options.verbose = true,
                 "--" => {
                     rest.extend(args.by_ref());
@@ -167,8 +181,9 @@ impl FrontendArgs {
                 other => return Err(format!("unknown option {other:?}; usage: {}", Self::USAGE)),
             }
         }
-        options.image =
-            image.ok_or_else(|| format!("--image is missing; usage: {}", Self::USAGE))?;
+        let image = image.ok_or_else(|| format!("--image is missing; usage: {}", Self::USAGE))?;
+        options.app = FrontendOptions::new(&image).app;
+        options.image = image;
         check_memory(&options.memory)?;
         Ok(FrontendArgs {
             options,
