@@ -8,7 +8,8 @@
 //! each run no namespace, TAP device, bridge or QEMU process of it is
 //! left. The two clusters run one after the other (2 host cores), from
 //! one native image. And a SIGTERM to the frontend mid-run stops the
-//! nodes in order (exit code 143) and leaves nothing.
+//! nodes in order (exit code 143) and leaves nothing; meanwhile the state
+//! file `./ebb cluster ps` reads named the frontend and its nodes.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ebb_cluster::state_file::ClusterState;
 use ebb_testbed::child::KilledOnDrop;
 use ebb_testbed::{skip_unless, Need};
 
@@ -54,6 +56,8 @@ fn start(image: &Path, log_dir: &Path, port: u16, plan: &[&str]) -> Frontend {
         .args(["--nodes", "3", "--port", &port.to_string()])
         .args(["--ready-timeout", "240"])
         .arg("--log-dir")
+        .arg(log_dir)
+        .arg("--state-dir")
         .arg(log_dir)
         .arg("--")
         .args(plan)
@@ -247,6 +251,15 @@ fn a_sigterm_to_the_frontend_stops_its_nodes_in_order() {
     let progress = frontend.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
     assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
     let qemus = table_pids(&seen.join("\n"));
+    // The state file `./ebb cluster ps` reads names this frontend and its
+    // three ready nodes while it runs.
+    let state = ClusterState::read(&log_dir)
+        .expect("a readable state file")
+        .expect("a state file");
+    assert_eq!(state.frontend.pid, pid);
+    assert_eq!(state.app, "ring");
+    let ready: Vec<_> = state.nodes.iter().map(|node| node.state.as_str()).collect();
+    assert_eq!(ready, ["ready", "ready", "ready"]);
     let sent = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
@@ -261,5 +274,10 @@ fn a_sigterm_to_the_frontend_stops_its_nodes_in_order() {
     );
     assert!(!stderr.contains(" lost ("), "{stderr}");
     assert_nothing_left(pid, &qemus);
+    assert_eq!(
+        ClusterState::read(&log_dir),
+        Ok(None),
+        "the state file is gone"
+    );
     let _ = std::fs::remove_dir_all(&log_dir);
 }
