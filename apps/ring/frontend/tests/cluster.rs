@@ -102,6 +102,16 @@ impl Frontend {
         None
     }
 
+    /// Waits for the first round's progress line: the lines seen, and the
+    /// nodes' QEMUs from the node table.
+    fn first_round(&self) -> (Vec<String>, Vec<(u32, u32)>) {
+        let mut seen = Vec::new();
+        let progress = self.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
+        assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
+        let qemus = table_pids(&seen.join("\n"));
+        (seen, qemus)
+    }
+
     /// Waits for the end (killed after the bound): exit code, stdout, all
     /// of stderr.
     fn finish(mut self, mut seen: Vec<String>) -> (Option<i32>, String, String) {
@@ -195,10 +205,7 @@ fn the_ring_completes_on_three_native_nodes_and_survives_losing_one() {
         &["--bytes", "256K", "--rounds", "150"],
     );
     let pid = frontend.child.0.id();
-    let mut seen = Vec::new();
-    let progress = frontend.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
-    assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
-    let qemus = table_pids(&seen.join("\n"));
+    let (seen, qemus) = frontend.first_round();
     let &(_, victim) = qemus
         .iter()
         .find(|(node, _)| *node == 2)
@@ -247,10 +254,7 @@ fn a_sigterm_to_the_frontend_stops_its_nodes_in_order() {
         &["--bytes", "4K", "--rounds", "1000000"],
     );
     let pid = frontend.child.0.id();
-    let mut seen = Vec::new();
-    let progress = frontend.wait_for(&mut seen, |line| line.starts_with("ring: round 1:"));
-    assert!(progress.is_some(), "no progress line:\n{}", seen.join("\n"));
-    let qemus = table_pids(&seen.join("\n"));
+    let (seen, qemus) = frontend.first_round();
     // The state file `./ebb cluster ps` reads names this frontend and its
     // three ready nodes while it runs.
     let state = ClusterState::read(&log_dir)
