@@ -44,6 +44,8 @@
 //! them.
 
 mod options;
+mod signals;
+mod spawner;
 mod table;
 
 pub use options::{
@@ -55,10 +57,9 @@ use std::future::Future;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::time::Duration;
 
 use ebb_core::{CoreId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::EventRoot;
@@ -75,15 +76,15 @@ use crate::messenger_hooks::{Announced, MessengerContract};
 use crate::node::{Exit, NodeSpec, NodeState};
 use crate::node_command::NativeCommandLine;
 use crate::qemu::QemuLauncher;
-use crate::state_file::{self, follow, ClusterState, Recorder};
+use crate::state_file::{self, Recorder};
+
+use signals::Signals;
+use spawner::{start_spawner, AllocateRequest, StateKeeper};
 
 /// Why a cluster needs root, for the error when it is not.
 pub const WHY_ROOT: &str = "it creates a network namespace holding a bridge, one TAP device per \
      node and a veth pair for the frontend (`ip netns`, `ip link`: CAP_NET_ADMIN), and each \
      node's QEMU opens its TAP device (/dev/net/tun); run ./ebb as root (or the frontend program, under sudo)";
-
-/// How often the signal watcher looks at the flag.
-const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// A node [`FrontendHandle::allocate`] booted, once it announced itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,12 +101,6 @@ pub struct AllocatedNode {
     /// Its console log.
     pub console_log: PathBuf,
 }
-
-/// A request to the spawner thread: boot these nodes, answer here.
-type AllocateRequest = (
-    Vec<NodeSpec>,
-    ebb_event::Sender<Vec<Result<NodeHandle, ClusterError>>>,
-);
 
 /// The frontend program's view of its cluster, handed to `main`. Cheap to
 /// clone.
@@ -407,159 +402,6 @@ async fn start_messenger(
         spec: parts.spec,
         namespace: parts.namespace,
     })))
-}
-
-/// Starts the spawner thread: it boots what `allocate` asks for, prints
-/// the node table, and answers (refusing once the frontend is
-/// `stopping`); it lives until the nodes are stopped (`nodes_stopped`), so
-/// QEMU's parent-death signal never fires while the cluster runs.
-fn start_spawner(
-    allocator: &Arc<NodeAllocator>,
-    stopping: &Arc<AtomicBool>,
-    nodes_stopped: &Arc<AtomicBool>,
-    mut keeper: Option<StateKeeper>,
-) -> Result<(mpsc::Sender<AllocateRequest>, std::thread::JoinHandle<()>), String> {
-    let (requests, queue) = mpsc::channel::<AllocateRequest>();
-    let allocator = Arc::clone(allocator);
-    let stopping = Arc::clone(stopping);
-    let nodes_stopped = Arc::clone(nodes_stopped);
-    let thread = std::thread::Builder::new()
-        .name("ebb-node-spawner".to_owned())
-        .spawn(move || loop {
-            if let Some(keeper) = keeper.as_mut().filter(|_| !stopping.load(Ordering::SeqCst)) {
-                keeper.record(&allocator.nodes());
-            }
-            let (specs, answer) = match queue.recv_timeout(SIGNAL_POLL) {
-                Ok(request) => request,
-                Err(_) if nodes_stopped.load(Ordering::SeqCst) => return,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                // Every handle is gone (the loop is over): wait for the
-                // nodes to be stopped all the same.
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(SIGNAL_POLL);
-                    continue;
-                }
-            };
-            let results = if stopping.load(Ordering::SeqCst) {
-                specs
-                    .iter()
-                    .map(|_| Err(ClusterError::ShuttingDown))
-                    .collect()
-            } else {
-                allocator.allocate_all(specs)
-            };
-            eprint!("{}", node_table(&allocator.nodes()));
-            // Recorded before `allocate` resolves: `ps` shows the nodes
-            // as soon as the program goes on.
-            if let Some(keeper) = keeper.as_mut() {
-                keeper.record(&allocator.nodes());
-            }
-            answer.send(results);
-        })
-        .map_err(|e| format!("cannot start the node spawner thread: {e}"))?;
-    Ok((requests, thread))
-}
-
-/// Keeps `./ebb cluster`'s state file ([`crate::state_file`]) for `ps`,
-/// `logs` and `down`.
-struct StateKeeper {
-    recorder: Recorder,
-    dir: PathBuf,
-    shown: Option<ClusterState>,
-}
-
-impl StateKeeper {
-    /// Records `nodes` (once there are any), saying what changed.
-    fn record(&mut self, nodes: &[NodeHandle]) {
-        if nodes.is_empty() {
-            return;
-        }
-        let now = self.recorder.state(nodes);
-        match &mut self.shown {
-            Some(shown) => follow(shown, now, &self.dir),
-            None => {
-                if let Err(e) = now.write(&self.dir) {
-                    eprintln!("warning: {e}");
-                }
-                self.shown = Some(now);
-            }
-        }
-    }
-}
-
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught while the frontend runs.
-struct Signals {
-    received: Arc<AtomicUsize>,
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl Signals {
-    fn catch() -> Signals {
-        let received = Arc::new(AtomicUsize::new(0));
-        let mut ids = Vec::new();
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        // SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\\) too: their
-        // default action would end the frontend and leave its namespace.
-        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
-            let number = usize::try_from(signal).unwrap_or_default();
-            match signal_hook::flag::register_usize(signal, Arc::clone(&received), number) {
-                Ok(id) => ids.push(id),
-                Err(e) => eprintln!(
-                    "warning: cannot catch signal {signal} ({e}): it would end the frontend \
-                     before it stops its nodes"
-                ),
-            }
-        }
-        Signals { received, ids }
-    }
-
-    /// Watches for a caught signal: the loop is stopped with 128 + it.
-    fn watch(self, wiring: Arc<Wiring>) -> SignalWatch {
-        let done = Arc::new(AtomicBool::new(false));
-        let received = Arc::clone(&self.received);
-        let thread = {
-            let done = Arc::clone(&done);
-            std::thread::spawn(move || loop {
-                if done.load(Ordering::SeqCst) {
-                    return;
-                }
-                let signal = received.load(Ordering::SeqCst);
-                if signal != 0 {
-                    if let Some(events) = wiring.events.get() {
-                        let code = 128 + i32::try_from(signal).unwrap_or(0);
-                        if events.shutdown(code).is_ok() {
-                            eprintln!("ebb: signal {signal}: stopping the frontend and its nodes");
-                        }
-                        return;
-                    }
-                }
-                std::thread::sleep(SIGNAL_POLL);
-            })
-        };
-        SignalWatch {
-            signals: self,
-            done,
-            thread,
-        }
-    }
-}
-
-struct SignalWatch {
-    signals: Signals,
-    done: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl SignalWatch {
-    /// Stops watching and catching; the signal that came, if one did.
-    fn finish(self) -> Option<usize> {
-        self.done.store(true, Ordering::SeqCst);
-        let _ = self.thread.join();
-        for id in self.signals.ids {
-            signal_hook::low_level::unregister(id);
-        }
-        Some(self.signals.received.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
-    }
 }
 
 #[cfg(test)]
