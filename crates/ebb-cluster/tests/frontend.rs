@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::frontend::{run_frontend, FrontendOptions};
-use ebb_cluster::{Exit, NodeState};
+use ebb_cluster::{ClusterError, Exit, NodeState};
 use ebb_core::{EbbId, NodeId};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{MessageNumber, MessengerError};
@@ -33,6 +33,14 @@ fn workspace_root() -> PathBuf {
         .expect("the workspace root")
 }
 
+/// [`Seen::killed`]: the kill's result, the node's state after, and the
+/// kill of a node that does not exist.
+type Killed = (
+    Result<(), ClusterError>,
+    Option<NodeState>,
+    Result<(), ClusterError>,
+);
+
 /// What the frontend program saw.
 #[derive(Debug, Default)]
 struct Seen {
@@ -42,6 +50,9 @@ struct Seen {
     after_loss: Option<Result<Vec<u8>, MessengerError>>,
     survivor: Option<Result<Vec<u8>, MessengerError>>,
     lost_state: Option<NodeState>,
+    /// The frontend's own kill of the survivor: its result, the node's
+    /// state after, and a kill of a node that does not exist.
+    killed: Option<Killed>,
     namespace: String,
 }
 
@@ -138,6 +149,13 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
                     .await
                     .map(|r| r.payload.to_vec()),
             );
+            // `FrontendHandle::kill` ends a node as a crash would.
+            let killed = frontend.kill(survivor.id);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !state(survivor.id).is_some_and(NodeState::is_over) && Instant::now() < deadline {
+                ebb_event::sleep(Duration::from_millis(50)).await;
+            }
+            seen.killed = Some((killed, state(survivor.id), frontend.kill(NodeId(9))));
             let _ = seen_tx.send(seen);
             0
         });
@@ -181,6 +199,15 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
     assert_eq!(
         seen.survivor.as_ref().map(|r| r.as_deref()),
         Some(Ok(&b"still here"[..]))
+    );
+
+    assert_eq!(
+        seen.killed,
+        Some((
+            Ok(()),
+            Some(NodeState::Lost(Exit::Signal(9))),
+            Err(ClusterError::UnknownNode { id: NodeId(9) })
+        ))
     );
 
     // Nothing left: the namespace (its TAP devices and bridge went with
