@@ -127,6 +127,12 @@ pub enum Refusal {
     /// Code 4: the node announced 0.0.0.0 ("where you see me") and the
     /// frontend cannot see an IPv4 address for it.
     NoAddress,
+    /// Code 5: the announcement's control did not decode (it is not the
+    /// [`Announce::LEN`] bytes of an [`Announce`]: a node built with
+    /// another layout, or a bug). Before this code existed the frontend
+    /// answered with a bare error reply the node could not tell from any
+    /// other refused call.
+    Malformed,
 }
 
 impl Refusal {
@@ -136,6 +142,7 @@ impl Refusal {
             Refusal::Duplicate => 2,
             Refusal::WrongId => 3,
             Refusal::NoAddress => 4,
+            Refusal::Malformed => 5,
         }
     }
 }
@@ -148,6 +155,9 @@ impl fmt::Display for Refusal {
             Refusal::WrongId => "the announcement names another node than its sender",
             Refusal::NoAddress => {
                 "the node announced 0.0.0.0 and the frontend sees no IPv4 address for it"
+            }
+            Refusal::Malformed => {
+                "the announcement did not decode: its control is not the 12 bytes of an Announce"
             }
         })
     }
@@ -243,6 +253,7 @@ impl AnnounceReply {
             2 => Refusal::Duplicate,
             3 => Refusal::WrongId,
             4 => Refusal::NoAddress,
+            5 => Refusal::Malformed,
             code => return Err(WireError::UnknownErrorCode { code }),
         };
         if count != 0 || ebb_ids != (0, 0) {
@@ -315,6 +326,7 @@ mod tests {
             Refusal::Duplicate,
             Refusal::WrongId,
             Refusal::NoAddress,
+            Refusal::Malformed,
         ] {
             let reply = AnnounceReply::Refused(refusal);
             assert_eq!(AnnounceReply::decode(&chain(&reply.encode())), Ok(reply));

@@ -269,14 +269,18 @@ impl Frontend {
         if request.message != ANNOUNCE {
             return Err(ServiceError::UnknownMessage);
         }
-        let Ok(announce) = Announce::decode(&request.body.control) else {
-            return Err(ServiceError::Refused(0));
+        // A control that does not decode is refused in the announcement's
+        // own reply, so the node can say what was wrong.
+        let reply = match Announce::decode(&request.body.control) {
+            Ok(announce) => {
+                let seen = match request.peer_addr {
+                    Some(SocketAddr::V4(addr)) => Some(*addr.ip()),
+                    _ => None,
+                };
+                self.accept(request.from, &announce, seen)
+            }
+            Err(_) => AnnounceReply::Refused(Refusal::Malformed),
         };
-        let seen = match request.peer_addr {
-            Some(SocketAddr::V4(addr)) => Some(*addr.ip()),
-            _ => None,
-        };
-        let reply = self.accept(request.from, &announce, seen);
         if matches!(reply, AnnounceReply::Accepted { .. }) {
             if let (Ok(rep), Some(entry)) = (messenger.get(), self.announced(request.from)) {
                 rep.directory().insert(entry.node, entry.socket_addr());

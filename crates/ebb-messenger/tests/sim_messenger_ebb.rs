@@ -7,7 +7,8 @@
 //! says hello, and the header's named core (core 0 runs the handler; a
 //! core the node does not have gets an error reply). And the announcement:
 //! nodes announce themselves to the frontend once (a duplicate, an
-//! unexpected id and an announcement naming another node are refused),
+//! unexpected id, an announcement naming another node and one that does
+//! not decode are refused, each with its own refusal code),
 //! the allocator's hook wakes, a node announcing 0.0.0.0 is recorded at
 //! the address the frontend sees, and a late node learns the earlier ones
 //! from the frontend's reply and calls them.
@@ -27,8 +28,8 @@ use ebb_core::{CoreId, EbbId, EbbRef, NodeId};
 use ebb_event::{spawn_task, yield_now};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
-    announce, AnnounceError, Forgotten, Frontend, MessageNumber, MessengerError, NodeEntry,
-    PeerState, Refusal, Unreachable,
+    announce, Announce, AnnounceError, AnnounceReply, Forgotten, Frontend, Message, MessageNumber,
+    MessengerError, NodeEntry, PeerState, Refusal, Unreachable, ANNOUNCE, FRONTEND_EBB,
 };
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::Sim;
@@ -428,6 +429,50 @@ fn nodes_announce_themselves_once_and_a_late_node_calls_the_earlier_ones() {
             [1u8, 2, 3].map(|n| (NodeId(u32::from(n)), SocketAddr::V4(entry(n).addr)))
         );
         assert_eq!(registry.nodes(), [entry(1), entry(2), entry(3)]);
+    });
+}
+
+/// An announcement whose control is not an `Announce` (a node of
+/// another layout: 11 bytes here) is refused in the announcement's own
+/// reply with a code naming what was wrong, which `announce` reads as
+/// `Refusal::Malformed`; the frontend records nothing and the node may
+/// announce properly afterwards.
+#[test]
+fn a_malformed_announcement_is_refused_with_a_named_refusal() {
+    simulate(|sim| async move {
+        let front = sim_node(&sim, 0);
+        let registry = Frontend::new(40_000..40_256);
+        registry.serve(front.messenger).unwrap();
+        let node = sim_node(&sim, 1);
+        let range = registry.expect(NodeId(1), 64).unwrap();
+        node.rep.directory().insert(NodeId(0), frontend_addr());
+        let mut short = Announce(entry(1)).encode();
+        short.pop();
+        let reply = node
+            .rep
+            .call_with(
+                NodeId(0),
+                None,
+                FRONTEND_EBB,
+                ANNOUNCE,
+                Message {
+                    control: IoChain::from(IoBuf::from_vec(short)),
+                    payload: IoChain::new(),
+                },
+            )
+            .await
+            .expect("a refusal is a reply, not an error reply");
+        let refused = AnnounceReply::decode(&reply.control);
+        assert_eq!(refused, Ok(AnnounceReply::Refused(Refusal::Malformed)));
+        let error = AnnounceError::Refused(Refusal::Malformed);
+        assert_eq!(
+            error.to_string(),
+            "the frontend refused: the announcement did not decode: \
+             its control is not the 12 bytes of an Announce"
+        );
+        assert_eq!(registry.announced(NodeId(1)), None);
+        let welcome = announce(node.rep, frontend_addr(), entry(1)).await.unwrap();
+        assert_eq!(welcome.ebb_ids, range);
     });
 }
 

@@ -132,6 +132,10 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             input(0, &[AnnounceReply::Refused(Refusal::Duplicate).encode()]),
         ),
         (
+            "announce_malformed",
+            input(0, &[AnnounceReply::Refused(Refusal::Malformed).encode()]),
+        ),
+        (
             "lost_notice",
             input(0, &[LostNotice(NodeId(2)).encode().to_vec()]),
         ),
