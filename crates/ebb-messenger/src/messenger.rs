@@ -19,7 +19,8 @@
 //! connect, a connection that ends before the peer's hello, and a hello
 //! that does not come within [`MessengerSettings::hello_timeout`] (an
 //! event-layer timer) each complete the call with
-//! [`MessengerError::Unreachable`], naming the reason.
+//! [`MessengerError::Unreachable`], naming the reason. A connection we
+//! accepted whose peer says no hello within the same timeout is closed.
 //!
 //! **One connection per pair of nodes.** A core uses the connection it
 //! has to a node, whichever side opened it. When both nodes dial at once
@@ -65,8 +66,11 @@ pub struct MessengerSettings {
     pub node: NodeId,
     /// The message layer's limits and queue bound.
     pub config: Config,
-    /// How long a new connection may take to bring the peer's hello
-    /// before its calls fail with [`Unreachable::NoHello`].
+    /// How long a new connection may take to bring the peer's hello:
+    /// on one we dialed, its calls then fail with
+    /// [`Unreachable::NoHello`]; one we accepted is then closed, so that
+    /// a peer that connects and says nothing (or half a header) holds no
+    /// connection or buffers for ever.
     pub hello_timeout: Duration,
 }
 
@@ -364,6 +368,15 @@ impl MessengerRep {
     /// [`acceptor`].
     pub fn accept(&'static self, conn: &TcpConnection) -> Box<dyn TcpHandler> {
         let (peer, inner) = Peer::accept(Rc::clone(&self.local), conn);
+        // A peer that never says hello (silent, or stalled mid-header)
+        // would hold the connection and its receive buffers for ever:
+        // closed once the hello timeout passes.
+        let waiting = Rc::clone(&peer);
+        ebb_event::timer_after(self.root.shared().settings.hello_timeout, move || {
+            if waiting.state() == PeerState::Handshaking {
+                waiting.close(MessengerError::ConnectionLost);
+            }
+        });
         Box::new(Tracked {
             rep: self,
             peer,

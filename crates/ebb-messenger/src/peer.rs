@@ -653,6 +653,17 @@ impl Peer {
         }
     }
 
+    /// Closes the connection in order now (a FIN, not a reset, so the
+    /// peer reads what we sent and then the end of the stream): every
+    /// pending call completes with `error`, and so will every later one.
+    pub fn close(&self, error: MessengerError) {
+        let conn = self.inner.borrow().conn.clone();
+        self.end(error);
+        if let Some(conn) = conn {
+            conn.close();
+        }
+    }
+
     /// Closes the connection in order once no call of ours waits on it and
     /// nothing is queued: the losing one of two connections between the
     /// same nodes, which takes no new calls but finishes the ones it has.
