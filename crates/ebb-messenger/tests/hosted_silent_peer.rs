@@ -5,6 +5,7 @@
 //! for ever, and the Messenger still serves a proper peer afterwards.
 
 mod echo_support;
+mod hosted_support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,11 +15,11 @@ use std::thread;
 use std::time::Duration;
 
 use ebb_core::{EbbId, NodeId};
-use ebb_hosted::Backend;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{acceptor, create_messenger, MessengerSettings, HEADER_LEN};
 use ebb_net::TcpConnection;
 use echo_support::{Echo, ECHO};
+use hosted_support::node_config;
 
 /// The server's hello timeout: short, so that the test is.
 const HELLO_TIMEOUT: Duration = Duration::from_millis(300);
@@ -29,17 +30,6 @@ const CLOSE_WITHIN: Duration = Duration::from_secs(10);
 
 fn echo_id() -> EbbId {
     EbbId::new(40_320).unwrap()
-}
-
-/// One unpinned core, no signal handling: tests run side by side.
-fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        backend: Backend::IoUring,
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
 }
 
 /// What a raw socket read before the server closed it, or the error that

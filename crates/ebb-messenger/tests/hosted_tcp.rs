@@ -16,6 +16,7 @@
 //! does not have gets an error reply.
 
 mod echo_support;
+mod hosted_support;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -27,7 +28,6 @@ use std::thread;
 use std::time::Duration;
 
 use ebb_core::{CoreId, EbbId, EbbRef, NodeId};
-use ebb_hosted::Backend;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
     acceptor, create_messenger, Config, LocalNode, Message, MessageNumber, MessengerError,
@@ -35,22 +35,12 @@ use ebb_messenger::{
 };
 use ebb_net::TcpConnection;
 use echo_support::{Where, SEEN, WHERE, WHERE_LATER};
+use hosted_support::node_config;
 
 const ECHO: MessageNumber = MessageNumber(1);
 
 fn echo_id() -> EbbId {
     EbbId::new(40_300).unwrap()
-}
-
-/// One unpinned core, no signal handling: tests run side by side.
-fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        backend: Backend::IoUring,
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
 }
 
 /// Received payload segments that were not views of the receive buffers.

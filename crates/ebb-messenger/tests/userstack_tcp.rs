@@ -10,6 +10,7 @@
 //! counted as skipped.
 
 mod echo_support;
+mod hosted_support;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
@@ -18,7 +19,6 @@ use std::thread;
 use std::time::Duration;
 
 use ebb_core::{EbbId, NodeId};
-use ebb_hosted::Backend;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{acceptor, create_messenger, MessengerError, MessengerSettings};
 use ebb_net::TcpConnection;
@@ -27,6 +27,7 @@ use ebb_testbed::netns::NetNamespace;
 use ebb_testbed::tap::{TapConfig, TapDevice};
 use ebb_testbed::{skip_unless, Need};
 use echo_support::{Echo, ECHO};
+use hosted_support::node_config;
 
 const TAP: &str = "ebbmsg0";
 const HOSTED: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
@@ -37,53 +38,68 @@ fn echo_id() -> EbbId {
     EbbId::new(40_330).unwrap()
 }
 
-/// One unpinned core, no signal handling: tests run side by side.
-fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        backend: Backend::IoUring,
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
-}
-
 /// What one node saw: its call's reply payload, or the error.
 type Outcome = Result<Vec<u8>, MessengerError>;
 
-/// Node `me`, listening on `listen`: serves the echo Ebb, waits for
-/// `ready` (the other node listens), calls node `other` at `other_addr`
+/// Node `me` at `me_ip`: serves the echo Ebb on [`PORT`], waits for
+/// `ready` (the other node listens), calls node `other` at `other_ip`
 /// once, tells `done_tx` it is done, and serves until `done_rx` says the
 /// other node is done too.
 struct NodePlan {
     me: NodeId,
-    listen: SocketAddr,
+    me_ip: Ipv4Addr,
     other: NodeId,
-    other_addr: SocketAddr,
+    other_ip: Ipv4Addr,
+    signals: Signals,
+}
+
+/// How a node hears from the other one, and tells it.
+struct Signals {
     listening: ebb_event::Sender<()>,
     ready: ebb_event::Receiver<()>,
     done_tx: ebb_event::Sender<()>,
     done_rx: ebb_event::Receiver<()>,
 }
 
+/// Two nodes' signals, each one's senders the other's receivers.
+fn crossed_signals() -> (Signals, Signals) {
+    let (a_listening, b_ready) = ebb_event::oneshot();
+    let (b_listening, a_ready) = ebb_event::oneshot();
+    let (a_done, b_hears_done) = ebb_event::oneshot();
+    let (b_done, a_hears_done) = ebb_event::oneshot();
+    let a = Signals {
+        listening: a_listening,
+        ready: a_ready,
+        done_tx: a_done,
+        done_rx: a_hears_done,
+    };
+    let b = Signals {
+        listening: b_listening,
+        ready: b_ready,
+        done_tx: b_done,
+        done_rx: b_hears_done,
+    };
+    (a, b)
+}
+
 async fn run_node(plan: NodePlan) -> Outcome {
     let messenger = create_messenger(MessengerSettings::new(plan.me)).unwrap();
     let rep = messenger.get().unwrap();
     rep.local().register(echo_id(), Rc::new(Echo::default()));
-    rep.directory().insert(plan.other, plan.other_addr);
+    rep.directory()
+        .insert(plan.other, SocketAddr::from((plan.other_ip, PORT)));
     let accept = acceptor(messenger);
-    ebb_net::listen(
-        plan.listen,
-        Arc::new(move |conn: &TcpConnection| accept(conn)),
-    )
-    .unwrap_or_else(|error| panic!("node {} listens on {}: {error}", plan.me, plan.listen));
-    plan.listening.send(());
-    let _ = plan.ready.await;
+    let listen = SocketAddr::from((plan.me_ip, PORT));
+    ebb_net::listen(listen, Arc::new(move |conn: &TcpConnection| accept(conn)))
+        .unwrap_or_else(|error| panic!("node {} listens on {listen}: {error}", plan.me));
+    let signals = plan.signals;
+    signals.listening.send(());
+    let _ = signals.ready.await;
     let greeting = format!("from node {}", plan.me);
     let body = IoChain::from(IoBuf::copy_from_slice(greeting.as_bytes()));
     let reply = rep.call(plan.other, echo_id(), ECHO, body).await;
-    plan.done_tx.send(());
-    let _ = plan.done_rx.await;
+    signals.done_tx.send(());
+    let _ = signals.done_rx.await;
     reply.map(|reply| reply.payload.to_vec())
 }
 
@@ -94,29 +110,20 @@ fn a_userstack_node_and_a_hosted_node_call_each_other() {
     let link = TapConfig::from_cidr(TAP, &format!("{HOSTED}/24")).unwrap();
     let tap = TapDevice::create(&namespace, &link).expect("tap");
 
-    let (hosted_listening, userstack_ready) = ebb_event::oneshot();
-    let (userstack_listening, hosted_ready) = ebb_event::oneshot();
-    let (hosted_done, userstack_hears_done) = ebb_event::oneshot();
-    let (userstack_done, hosted_hears_done) = ebb_event::oneshot();
+    let (hosted_signals, userstack_signals) = crossed_signals();
     let hosted = NodePlan {
         me: NodeId(1),
-        listen: SocketAddr::from((HOSTED, PORT)),
+        me_ip: HOSTED,
         other: NodeId(2),
-        other_addr: SocketAddr::from((USERSTACK, PORT)),
-        listening: hosted_listening,
-        ready: hosted_ready,
-        done_tx: hosted_done,
-        done_rx: hosted_hears_done,
+        other_ip: USERSTACK,
+        signals: hosted_signals,
     };
     let userstack = NodePlan {
         me: NodeId(2),
-        listen: SocketAddr::from((USERSTACK, PORT)),
+        me_ip: USERSTACK,
         other: NodeId(1),
-        other_addr: SocketAddr::from((HOSTED, PORT)),
-        listening: userstack_listening,
-        ready: userstack_ready,
-        done_tx: userstack_done,
-        done_rx: userstack_hears_done,
+        other_ip: HOSTED,
+        signals: userstack_signals,
     };
 
     // Detached threads (not a scope): a node that hangs fails the test at
