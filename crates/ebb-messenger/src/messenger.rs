@@ -28,7 +28,9 @@
 //! smaller id, so both pick the same one without another message. The
 //! other takes no new calls; the node that dialed it closes it once its
 //! calls on it have their replies (the other side, which never puts a
-//! call on it, must not close it under those calls).
+//! call on it, must not close it under those calls). A node that dials
+//! us while its earlier connection is still open here has started again
+//! under the same id: the earlier one is aborted.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -498,10 +500,20 @@ impl MessengerRep {
                 Some(connection)
             }
         };
-        // Only the side that dialed the loser closes it (after its calls).
+        // Only the side that dialed the loser closes it (after its calls),
+        // unless the peer dialed both: a node dials a node it has a live
+        // connection to only if it started again under the same id (its
+        // old connection stays open on our side when the old incarnation
+        // vanished without a reset), so the older one is stale and is
+        // closed now, before anything more it carries is served.
         if let Some(loser) = loser {
-            if loser.dialed && !matches!(loser.peer.state(), PeerState::Closed(_)) {
-                loser.peer.retire();
+            if !matches!(loser.peer.state(), PeerState::Closed(_)) {
+                let replaced = !Rc::ptr_eq(&loser.peer, peer);
+                if loser.dialed {
+                    loser.peer.retire();
+                } else if replaced && !dialed {
+                    loser.peer.give_up(MessengerError::ConnectionLost);
+                }
             }
         }
     }

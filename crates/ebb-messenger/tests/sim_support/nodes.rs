@@ -85,7 +85,13 @@ pub struct SimNode {
 }
 
 pub fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
-    let side = side(&sim.borrow(), 10 + id, ip(id));
+    sim_node_at(sim, id, id)
+}
+
+/// Node `id` at node `host`'s address (and Ethernet address): a node
+/// restarted elsewhere under the same id.
+pub fn sim_node_at(sim: &RefCell<Sim>, id: u8, host: u8) -> SimNode {
+    let side = side(&sim.borrow(), 10 + host, ip(host));
     sim.borrow_mut().add(Box::new(side.stack.clone()));
     let messenger = create_messenger(MessengerSettings {
         hello_timeout: HELLO_TIMEOUT,
@@ -100,7 +106,7 @@ pub fn sim_node(sim: &RefCell<Sim>, id: u8) -> SimNode {
     let counted = Arc::clone(&accepted);
     side.stack
         .listen(
-            SocketAddr::from((ip(id), PORT)),
+            SocketAddr::from((ip(host), PORT)),
             Arc::new(move |conn: &TcpConnection| {
                 counted.fetch_add(1, Ordering::SeqCst);
                 accept(conn)
