@@ -81,6 +81,14 @@ pub enum WireError {
         /// The kind received.
         kind: Kind,
     },
+    /// A message's source node is not the node that said hello on this
+    /// connection (a connection carries one node's messages only).
+    WrongSource {
+        /// The node of the connection's hello.
+        hello: NodeId,
+        /// The source the message's header names.
+        found: NodeId,
+    },
 }
 
 impl fmt::Display for WireError {
@@ -126,6 +134,11 @@ impl fmt::Display for WireError {
             WireError::Unexpected { kind } => write!(
                 f,
                 "a {kind:?} message where the connection allows none (a hello comes first, once)"
+            ),
+            WireError::WrongSource { hello, found } => write!(
+                f,
+                "a message from node {found} on node {hello}'s connection (a connection carries \
+                 the messages of the node that said hello on it)"
             ),
         }
     }

@@ -88,17 +88,30 @@ fn take_notice(messenger: MessengerRef, request: &Request) -> Result<Message, Se
     if request.message != NODE_LOST {
         return Err(ServiceError::UnknownMessage);
     }
-    // Only the frontend, which watches the nodes, says one is lost.
-    if request.from != FRONTEND_NODE {
+    let rep = messenger
+        .get()
+        .map_err(|_| ServiceError::NoRepresentative)?;
+    // Only the frontend, which watches the nodes, says one is lost; so the
+    // frontend itself takes no notice (it learns of losses from its
+    // launcher), and a node takes one only on a connection whose hello
+    // said node 0 (`Request::from` is the hello's node: the peer checks
+    // every frame's source against it) from the frontend's address as its
+    // contract gave it (a process elsewhere saying hello as node 0 is not
+    // the frontend).
+    let from_frontend = request.from == FRONTEND_NODE
+        && rep.node() != FRONTEND_NODE
+        && match (rep.directory().address(FRONTEND_NODE), request.peer_addr) {
+            (Some(frontend), Some(sender)) => frontend.ip() == sender.ip(),
+            // Not announced yet, or not over TCP (the simulated link).
+            _ => true,
+        };
+    if !from_frontend {
         return Err(ServiceError::Refused(NOTICE_NOT_FROM_FRONTEND));
     }
     let LostNotice(node) = LostNotice::decode(&request.body.control)
         .ok()
         .filter(|notice| notice.0 != FRONTEND_NODE)
         .ok_or(ServiceError::Refused(NOTICE_MALFORMED))?;
-    let rep = messenger
-        .get()
-        .map_err(|_| ServiceError::NoRepresentative)?;
     if node != rep.node() {
         rep.lose_node(node);
     }

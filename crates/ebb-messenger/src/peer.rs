@@ -453,6 +453,15 @@ impl Peer {
                 }
                 Err(error) => self.wire_error(error),
             },
+            // The source is checked once here, so that what a service is
+            // told (`Request::from`) is the node that said hello, never a
+            // claim of the frame's.
+            (PeerState::Ready { node }, _) if header.source != node => {
+                self.wire_error(WireError::WrongSource {
+                    hello: node,
+                    found: header.source,
+                });
+            }
             (PeerState::Ready { .. }, Kind::Call | Kind::OneWay) => self.serve(frame),
             (PeerState::Ready { .. }, Kind::Reply) => self.complete(
                 header.correlation,

@@ -259,6 +259,13 @@ fn raw_message(kind: Kind, control: &[u8], payload_len: usize) -> Vec<u8> {
         .to_vec()
 }
 
+/// `message` with its header's source node (bytes 16..20, little-endian:
+/// docs/messenger.md's header table) made `node`.
+fn from_node(node: u32, mut message: Vec<u8>) -> Vec<u8> {
+    message[16..20].copy_from_slice(&node.to_le_bytes());
+    message
+}
+
 #[test]
 fn a_peer_breaking_the_protocol_is_reset_with_the_wire_error() {
     let hello = Hello {
@@ -294,6 +301,18 @@ fn a_peer_breaking_the_protocol_is_reset_with_the_wire_error() {
             WireError::PayloadTooLong {
                 len: 2000,
                 limit: 1000,
+            },
+        ),
+        (
+            // Node 9's hello, then a message saying it is from node 8.
+            [
+                raw_message(Kind::Hello, &hello, 0),
+                from_node(8, raw_message(Kind::OneWay, b"", 0)),
+            ]
+            .concat(),
+            WireError::WrongSource {
+                hello: NodeId(9),
+                found: NodeId(8),
             },
         ),
         (

@@ -17,7 +17,7 @@ use ebb_messenger::{
     Answer, LostNotice, Message, MessageNumber, MessengerError, Request, Service, ServiceError,
     NODE_EBB, NODE_LOST, NOTICE_MALFORMED, NOTICE_NOT_FROM_FRONTEND,
 };
-use sim_support::nodes::{bytes, learn, sim_node, simulate};
+use sim_support::nodes::{bytes, learn, sim_node, sim_node_at, simulate};
 use std::rc::Rc;
 
 /// Answered with the request's body after [`SLOW_BY`].
@@ -164,5 +164,25 @@ fn the_frontend_tells_the_nodes_a_lost_node_is_lost_and_their_calls_to_it_fail()
                 message: MessageNumber(9)
             }
         );
+        // A process elsewhere that says hello as node 0 is not the
+        // frontend (node 1 knows the frontend's address), and the frontend
+        // itself takes no notice (its launcher tells it of losses).
+        let impostor = sim_node_at(&sim, 0, 5);
+        learn(&impostor, &a);
+        learn(&impostor, &front);
+        for (target, node) in [(NodeId(1), &a), (NodeId(0), &front)] {
+            assert_eq!(
+                impostor
+                    .rep
+                    .call_with(target, None, NODE_EBB, NODE_LOST, notice(3))
+                    .await
+                    .unwrap_err(),
+                MessengerError::Refused {
+                    node: target,
+                    code: NOTICE_NOT_FROM_FRONTEND
+                }
+            );
+            assert!(node.rep.directory().address(NodeId(3)).is_none());
+        }
     });
 }
