@@ -11,10 +11,13 @@
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
-//! [`plot`] draws throughput–p99 curves.
+//! [`plot`] draws throughput–p99 curves and latency CDFs.
+//! [`messenger`] ties the NodeAllocator to a Messenger frontend and reads
+//! the native nodes' round trips (`./ebb bench messenger`).
 
 pub mod evict;
 pub mod memcached;
+pub mod messenger;
 pub mod plot;
 pub mod report;
 pub mod tcp_sim;

@@ -1,6 +1,7 @@
 //! Throughput–p99 plots as SVG: one panel per workload (e.g. text and
-//! binary), one polyline per server, a dashed line at the p99 SLA. Written
-//! by hand (a few lines of SVG) rather than with a plotting crate.
+//! binary), one polyline per server, a dashed line at the p99 SLA; and
+//! latency CDFs ([`cdf_svg`]). Written by hand (a few lines of SVG) rather
+//! than with a plotting crate.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -105,6 +106,75 @@ pub fn write_p99_svg(panels: &[Panel], sla_us: f64, path: &Path) -> Result<(), S
         .map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
+/// The CDF of `samples` as `(value, fraction at or below it)` points,
+/// one per sample in ascending order.
+pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as f64;
+    sorted
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| (value, (i + 1) as f64 / n))
+        .collect()
+}
+
+/// One panel of CDFs (`curves`' points from [`cdf_points`], in µs), the
+/// x axis up to the largest 99th percentile × 1.2 (the tails beyond are
+/// clipped: the p99 keys carry them).
+pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
+    let (width, height, margin) = (900.0, 420.0, 60.0);
+    let p99 = |curve: &Curve| {
+        let index = (curve.points.len() * 99 / 100).min(curve.points.len().saturating_sub(1));
+        curve.points.get(index).map_or(0.0, |p| p.0)
+    };
+    let max_x = curves.iter().map(p99).fold(1.0, f64::max) * 1.2;
+    let sx = |v: f64| margin + (v.min(max_x) / max_x) * (width - 2.0 * margin);
+    let sy = |f: f64| height - margin - f * (height - 2.0 * margin);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{margin}\" y=\"20\">{title}: fraction of round trips at or below (us)</text>"
+    );
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{margin}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/><line x1=\"{margin}\" y1=\"{0}\" x2=\"{margin}\" y2=\"{margin}\" stroke=\"black\"/>",
+        height - margin,
+        width - margin
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{margin}\" y=\"{0}\">0</text><text x=\"{1}\" y=\"{0}\">{max_x:.0} us</text><text x=\"20\" y=\"{margin}\">1.0</text>",
+        height - margin + 16.0,
+        width - margin - 50.0
+    );
+    for (n, curve) in curves.iter().enumerate() {
+        let points: Vec<String> = curve
+            .points
+            .iter()
+            .map(|&(x, f)| format!("{:.1},{:.1}", sx(x), sy(f)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>",
+            curve.color,
+            points.join(" ")
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
+            width - margin - 260.0,
+            height - margin - 20.0 - 16.0 * n as f64,
+            curve.color,
+            curve.label
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +201,22 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 4);
         assert_eq!(svg.matches("p99 SLA 500 us").count(), 2);
         assert!(svg.contains(">binary: p99") && svg.contains(">ebbflow</text>"));
+    }
+
+    #[test]
+    fn a_cdf_rises_to_one_over_the_sorted_samples() {
+        assert_eq!(
+            cdf_points(&[30.0, 10.0, 20.0, 40.0]),
+            [(10.0, 0.25), (20.0, 0.5), (30.0, 0.75), (40.0, 1.0)]
+        );
+        let curve = Curve {
+            label: "messenger".to_owned(),
+            color: "#1f77b4".to_owned(),
+            points: cdf_points(&[1.0, 2.0]),
+        };
+        let svg = cdf_svg("native to native", &[curve.clone(), curve]);
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains(">native to native: fraction"));
     }
 }

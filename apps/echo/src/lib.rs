@@ -9,14 +9,19 @@
 //! Started as a node of a distributed application (a boot contract:
 //! `node= frontend= ebb_ids= messenger_port=`), echo also serves a
 //! Messenger echo Ebb and announces itself to the frontend ([`node`]).
+//! Given `--ping-node` as well, once announced it times round trips to
+//! another node's echo, Messenger and plain TCP, and prints them for
+//! `./ebb bench messenger` ([`ping`]).
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
 pub mod node;
+pub mod ping;
 
 use alloc::boxed::Box;
+use alloc::format;
 use alloc::sync::Arc;
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +51,26 @@ const OPTIONS: &[Opt] = &[
         "exit-after",
         "N",
         "Exit (code 0) once N TCP connections have ended",
+    ),
+    Opt::long_value(
+        "ping-node",
+        "ID",
+        "As a node: once announced, time round trips to node ID's echo (./ebb bench messenger)",
+    ),
+    Opt::long_value(
+        "ping-ebb",
+        "ID",
+        "With --ping-node: the global id of that node's Messenger echo Ebb",
+    ),
+    Opt::long_value(
+        "ping-tcp",
+        "ADDR:PORT",
+        "With --ping-node: that node's TCP echo, for the plain ping-pong",
+    ),
+    Opt::long_value(
+        "ping-count",
+        "N",
+        "With --ping-node: 64-byte round trips of each kind (default 1000)",
     ),
 ];
 
@@ -77,14 +102,65 @@ fn setup(args: &Args) -> Result<Launch, UsageError> {
                 .ok_or_else(|| args.invalid("exit-after", text, "a number above 0"))?,
         ),
     };
-    Ok(Launch::new(move || serve(tcp, udp, exit_after)))
+    let ping = ping_order(args)?;
+    Ok(Launch::new(move || serve(tcp, udp, exit_after, ping)))
+}
+
+/// `--ping-node ID --ping-ebb ID --ping-tcp ADDR:PORT [--ping-count N]`,
+/// all or none (but the count).
+fn ping_order(args: &Args) -> Result<Option<node::PingOrder>, UsageError> {
+    let Some(node) = args.value("ping-node") else {
+        for needs_node in ["ping-ebb", "ping-tcp", "ping-count"] {
+            if let Some(text) = args.value(needs_node) {
+                return Err(args.invalid(needs_node, text, "an option of --ping-node"));
+            }
+        }
+        return Ok(None);
+    };
+    let node = node
+        .parse::<u32>()
+        .map_err(|_| args.invalid("ping-node", node, "a node id"))?;
+    let required = |id: &str| {
+        args.value(id)
+            .ok_or_else(|| UsageError(format!("--ping-node needs --{id} too")))
+    };
+    let ebb = required("ping-ebb")?;
+    let ebb = ebb
+        .parse::<u32>()
+        .map_err(|_| args.invalid("ping-ebb", ebb, "a global Ebb id"))?;
+    let tcp = required("ping-tcp")?;
+    let tcp = tcp
+        .parse::<SocketAddr>()
+        .map_err(|_| args.invalid("ping-tcp", tcp, "an address and port"))?;
+    let count = match args.value("ping-count") {
+        None => 1000,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (2..=100_000).contains(&n))
+            .ok_or_else(|| args.invalid("ping-count", text, "a number from 2 to 100000"))?,
+    };
+    Ok(Some(node::PingOrder {
+        node,
+        ebb,
+        tcp,
+        count,
+    }))
 }
 
 /// Core 0's first event: listens, binds, says it is ready.
-fn serve(tcp: SocketAddr, udp: SocketAddr, exit_after: Option<u64>) {
+fn serve(tcp: SocketAddr, udp: SocketAddr, exit_after: Option<u64>, ping: Option<node::PingOrder>) {
     // A wrong contract stopped the node before it started.
-    if let Ok(Some(contract)) = ebb_app::node_contract() {
-        spawn_task(node::join(contract));
+    match ebb_app::node_contract() {
+        Ok(Some(contract)) => {
+            spawn_task(node::join(contract, ping));
+        }
+        _ if ping.is_some() => {
+            ebb_app::error!("--ping-node needs a node's boot contract (node= frontend= ...)");
+            exit::stop(exit::USAGE);
+            return;
+        }
+        _ => {}
     }
     spawn_task(async move {
         let accept = exit_after.map_or_else(tcp_echo, counted_echo);

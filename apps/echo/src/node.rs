@@ -6,7 +6,9 @@
 //! serves the Messenger echo Ebb under the first id of its global range
 //! (the frontend, which handed out the range, knows it) with a
 //! representative per core, and announces itself to the frontend, retrying
-//! while the frontend is not reachable yet.
+//! while the frontend is not reachable yet. Given a [`PingOrder`] (echo's
+//! `--ping-node`), it then times round trips to another node
+//! ([`crate::ping::run`]) and prints them.
 
 use alloc::boxed::Box;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -60,15 +62,33 @@ impl Ebb for MessengerEcho {
     }
 }
 
-/// Joins the application as its contract says (a task on core 0).
-pub async fn join(contract: NodeContract) {
-    if let Err(error) = try_join(contract).await {
+/// Round trips to time once announced: to node `node`'s Messenger echo
+/// Ebb `ebb` and its TCP echo at `tcp`, `count` of each kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PingOrder {
+    /// The node called.
+    pub node: u32,
+    /// Its Messenger echo Ebb's global id.
+    pub ebb: u32,
+    /// Its TCP echo.
+    pub tcp: SocketAddr,
+    /// 64-byte round trips of each kind.
+    pub count: usize,
+}
+
+/// Joins the application as its contract says (a task on core 0), then
+/// carries out `ping`, if any.
+pub async fn join(contract: NodeContract, ping: Option<PingOrder>) {
+    if let Err(error) = try_join(contract, ping).await {
         ebb_app::error!("{error}");
         exit::stop(exit::FAILURE);
     }
 }
 
-async fn try_join(contract: NodeContract) -> Result<(), alloc::string::String> {
+async fn try_join(
+    contract: NodeContract,
+    ping: Option<PingOrder>,
+) -> Result<(), alloc::string::String> {
     use alloc::format;
     let node = NodeId(contract.node);
     let messenger = create_messenger(MessengerSettings::new(node))
@@ -112,5 +132,14 @@ async fn try_join(contract: NodeContract) -> Result<(), alloc::string::String> {
         listening.addr.port(),
         welcome.directory.len()
     );
+    if let Some(order) = ping {
+        let target = crate::ping::Target {
+            node: NodeId(order.node),
+            ebb: EbbId::new(order.ebb)
+                .map_err(|error| format!("--ping-ebb {}: {error}", order.ebb))?,
+            tcp: order.tcp,
+        };
+        crate::ping::run(rep, target, order.count).await?;
+    }
     Ok(())
 }

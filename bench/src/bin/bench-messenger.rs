@@ -1,0 +1,412 @@
+//! `./ebb bench messenger`: the Messenger's round trips, throughput and
+//! goodput between a hosted frontend and native echo nodes, against a
+//! plain TCP ping-pong on the same path in the same run, and how long
+//! `allocate()` takes to a node's Messenger handshake (needs root: the
+//! cluster network).
+//!
+//! The setup is `./ebb cluster`'s: a namespace with a bridge
+//! (`ebb_testbed::cluster_net`), the frontend (this process, a hosted node
+//! of one core, kernel TCP) on the bridge's veth, native echo nodes (q35,
+//! TCG, 1 vCPU, 256 MiB) started by the NodeAllocator with a boot contract
+//! from the frontend's registry. Round trips are made by one piece of code,
+//! `echo::ping`, on both sides.
+//!
+//! 1. `allocate_ms`: `allocate()` of an echo node to its announcement,
+//!    median of 10 (3 with `--quick`) after one unmeasured; each node is
+//!    stopped before the next.
+//! 2. Node T (echo) is allocated; the frontend times, against it: 64-byte
+//!    Messenger calls to its echo Ebb and a 64-byte TCP ping-pong with its
+//!    TCP echo (alternating halves), pipelined calls, and 1 MiB round trips
+//!    of both kinds: the `hosted_native` keys.
+//! 3. Node P (echo `--ping-node T`) is allocated and makes the same
+//!    measurements against T over the bridge, printing its samples on its
+//!    console: the `native` keys.
+//!
+//! Writes `target/bench/messenger.json` and `target/bench/messenger.svg`
+//! (the CDFs of the four 64-byte round trips). Options (after `--`):
+//! `--quick` (200 round trips of each kind instead of 1000, 3 allocations).
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::process::ExitCode;
+use std::sync::mpsc::{self, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ebb_bench::messenger::{
+    add_path, add_ratios, parse_console, Announced, Figures, MessengerContract,
+};
+use ebb_bench::plot::{cdf_points, cdf_svg, Curve};
+use ebb_bench::report::{exit_code, median, minimum, output_dir, workspace_root, Report};
+use ebb_bench::vm::load_average;
+use ebb_cli::native::{self, Settings};
+use ebb_cluster::{NativeCommandLine, NodeAllocator, NodeHandle, NodeSpec, QemuLauncher};
+use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
+use ebb_testbed::Need;
+
+/// The Messenger port of the frontend and of every node.
+const MESSENGER_PORT: u16 = 7100;
+/// How long a pinging node may take to finish.
+const PING_LIMIT: Duration = Duration::from_secs(300);
+
+struct Plan {
+    /// 64-byte round trips of each kind, per path.
+    count: usize,
+    /// Measured allocations.
+    allocations: usize,
+}
+
+/// What the frontend's core is asked to do: measure against a node.
+struct Measure {
+    target: echo::ping::Target,
+    count: usize,
+    answer: mpsc::Sender<Result<Figures, String>>,
+}
+
+fn millis(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// The frontend: a hosted node of one core in the cluster's namespace,
+/// serving the registry and measuring what it is sent until `jobs` closes.
+fn start_frontend(
+    namespace: String,
+    registry: Arc<Frontend>,
+    listen: SocketAddr,
+    jobs: mpsc::Receiver<Measure>,
+) -> Result<std::thread::JoinHandle<Result<(), String>>, String> {
+    let (listening, up) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let config = ebb_hosted::Config {
+            cores: Some(1),
+            pin: false,
+            handle_signals: false,
+            ..ebb_hosted::Config::default()
+        };
+        ebb_testbed::netns::run_inside_named(&namespace, move || {
+            ebb_hosted::run_task(config, move || serve(registry, listen, jobs, listening))
+                .map_err(|error| format!("the frontend node: {error}"))?
+        })?
+    });
+    match up.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(thread),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err("the frontend did not start listening within 30 s".to_owned()),
+    }
+}
+
+async fn serve(
+    registry: Arc<Frontend>,
+    listen: SocketAddr,
+    jobs: mpsc::Receiver<Measure>,
+    listening: mpsc::Sender<Result<(), String>>,
+) -> Result<(), String> {
+    let started = (|| {
+        let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE))
+            .map_err(|e| format!("the frontend's Messenger: {e}"))?;
+        registry
+            .serve(messenger)
+            .map_err(|e| format!("the frontend's registry: {e}"))?;
+        ebb_net::listen(listen, acceptor(messenger))
+            .map_err(|e| format!("listening on {listen}: {e}"))?;
+        messenger
+            .get()
+            .map_err(|e| format!("the frontend's Messenger: {e}"))
+    })();
+    let _ = listening.send(started.as_ref().map(|_| ()).map_err(Clone::clone));
+    let rep = started?;
+    loop {
+        match jobs.try_recv() {
+            Ok(job) => {
+                let measured = echo::ping::measure(rep, job.target, job.count)
+                    .await
+                    .and_then(|(samples, ns)| {
+                        Figures::from_samples(&samples, ns, (job.count * 4) as u64)
+                    });
+                let _ = job.answer.send(measured);
+            }
+            // The main thread's requests come over a std channel: looked at
+            // every 2 ms, outside every measurement.
+            Err(TryRecvError::Empty) => ebb_event::sleep(Duration::from_millis(2)).await,
+            Err(TryRecvError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
+/// Waits for `node`'s console to hold a finished ping run.
+fn wait_for_ping(node: &NodeHandle) -> Result<Figures, String> {
+    let deadline = Instant::now() + PING_LIMIT;
+    loop {
+        let text = std::fs::read_to_string(node.console_log()).unwrap_or_default();
+        if text.contains("echo: error:") {
+            return Err(format!(
+                "node {} failed:\n{}",
+                node.id(),
+                node.console_tail(20)
+            ));
+        }
+        if let Ok(figures) = parse_console(&text) {
+            return Ok(figures);
+        }
+        if node.state().is_over() || Instant::now() >= deadline {
+            return Err(format!(
+                "node {} did not finish its round trips:\n{}",
+                node.id(),
+                node.console_tail(20)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(plan: &Plan) -> Result<(), String> {
+    ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu])
+        .map_err(|why| format!("needs root and QEMU for the cluster network ({why})"))?;
+    // Caught, so that a Ctrl-C ends the benchmark at the next step by
+    // returning, and the allocator's drop stops the nodes and deletes the
+    // namespace.
+    use ebb_cli::stop;
+    stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
+    let stopped = || match stop::received() {
+        Some(signal) => Err(format!("stopped on {}", stop::signal_name(signal))),
+        None => Ok(()),
+    };
+    let began = Instant::now();
+    let load_start = load_average();
+    let root = workspace_root();
+    println!("messenger: building echo's native image...");
+    let built = ebb_cli::child::run(&mut native::build_command(&root, "echo"))?;
+    if built != 0 {
+        return Err(format!("building echo's native image failed ({built})"));
+    }
+    let kvm = native::kvm_usable();
+    let command_line = NativeCommandLine {
+        settings: Settings::default(),
+        kvm,
+        tsc_khz: native::measure_tsc_khz(),
+    };
+    let network = ClusterNetwork::create("mbench", AddressPlan::default_plan())?;
+    let namespace = network.namespace().name().to_owned();
+    let frontend = SocketAddrV4::new(network.frontend(), MESSENGER_PORT);
+    let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+    let contract = Arc::new(MessengerContract {
+        registry: Arc::clone(&registry),
+        frontend,
+        messenger_port: MESSENGER_PORT,
+        ranges: Mutex::new(Default::default()),
+    });
+    let logs = root.join("target/bench/messenger-logs");
+    let allocator = NodeAllocator::new(
+        network,
+        QemuLauncher::new(command_line),
+        Announced {
+            registry: Arc::clone(&registry),
+        },
+        &logs,
+    )
+    .map_err(|e| e.to_string())?
+    .with_boot_contract(SharedContract(Arc::clone(&contract)));
+    let (jobs, queue) = mpsc::channel();
+    let frontend_thread = start_frontend(
+        namespace,
+        Arc::clone(&registry),
+        SocketAddr::V4(frontend),
+        queue,
+    )?;
+    let spec = |args: Vec<String>| NodeSpec {
+        image: native::image_path(&root, "echo"),
+        cores: 1,
+        memory: "256M".to_owned(),
+        args,
+    };
+
+    // 1. allocate() to the announcement.
+    println!(
+        "messenger: {} allocations to the handshake...",
+        plan.allocations + 1
+    );
+    let mut allocate = Vec::new();
+    for run in 0..=plan.allocations {
+        stopped()?;
+        let started = Instant::now();
+        let node = allocator
+            .allocate(spec(Vec::new()))
+            .map_err(|e| e.to_string())?;
+        if run > 0 {
+            allocate.push(millis(started));
+        }
+        let _ = node.stop();
+        let _ = node.wait_for_end(Duration::from_secs(10));
+    }
+
+    // 2. The frontend against node T.
+    stopped()?;
+    let target_node = allocator
+        .allocate(spec(Vec::new()))
+        .map_err(|e| e.to_string())?;
+    let ids = contract
+        .range(target_node.id())
+        .ok_or("the target node has no id range")?;
+    let target = echo::ping::Target {
+        node: target_node.id(),
+        ebb: EbbId::new(ids.start).map_err(|e| e.to_string())?,
+        tcp: SocketAddr::from((target_node.address(), echo::DEFAULT_PORT)),
+    };
+    println!(
+        "messenger: hosted to native, {} round trips of each kind...",
+        plan.count
+    );
+    let (answer, answered) = mpsc::channel();
+    jobs.send(Measure {
+        target,
+        count: plan.count,
+        answer,
+    })
+    .map_err(|_| "the frontend ended")?;
+    let hosted = answered
+        .recv_timeout(PING_LIMIT)
+        .map_err(|_| "the frontend did not finish its round trips")??;
+
+    // 3. Node P against node T.
+    stopped()?;
+    println!(
+        "messenger: native to native, {} round trips of each kind...",
+        plan.count
+    );
+    let pinger = allocator
+        .allocate(spec(vec![
+            format!("--ping-node={}", target.node.0),
+            format!("--ping-ebb={}", ids.start),
+            format!("--ping-tcp={}", target.tcp),
+            format!("--ping-count={}", plan.count),
+        ]))
+        .map_err(|e| e.to_string())?;
+    let native_figures = wait_for_ping(&pinger)?;
+    drop(jobs);
+    drop(allocator);
+    let _ = frontend_thread.join();
+
+    let how = format!(
+        "q35, {}, 1 vCPU and 256 MiB per node, on the cluster bridge",
+        if kvm { "KVM" } else { "TCG" }
+    );
+    let mut report = Report::new("messenger");
+    report
+        .label("accel", if kvm { "kvm" } else { "tcg" })
+        .metric(
+            "host_load_1m_start",
+            load_start,
+            "",
+            "the shared host's load average when the benchmark started",
+        )
+        .metric(
+            "host_load_1m_end",
+            load_average(),
+            "",
+            "the shared host's load average at the end",
+        );
+    add_path(&mut report, "native", "native to native", &native_figures);
+    add_path(
+        &mut report,
+        "hosted_native",
+        "hosted frontend to native",
+        &hosted,
+    );
+    add_ratios(&mut report);
+    report
+        .metric(
+            "allocate_ms",
+            median(&mut allocate.clone()),
+            "ms",
+            format!(
+                "allocate() to the node's Messenger announcement, median of {}; {how} (target <= 300)",
+                plan.allocations
+            ),
+        )
+        .metric(
+            "allocate_ms_min",
+            minimum(&allocate),
+            "ms",
+            "fastest of the same runs",
+        )
+        .metric(
+            "wall_s",
+            began.elapsed().as_secs_f64(),
+            "s",
+            "the whole benchmark, builds included",
+        )
+        .command(format!(
+            "./ebb bench messenger{}",
+            if plan.count < 1000 { " -- --quick" } else { "" }
+        ));
+    let curve = |label: &str, color: &str, ns: &[u64]| Curve {
+        label: label.to_owned(),
+        color: color.to_owned(),
+        points: cdf_points(&ns.iter().map(|&n| n as f64 / 1e3).collect::<Vec<_>>()),
+    };
+    let svg = cdf_svg(
+        "64-byte round trips",
+        &[
+            curve(
+                "Messenger native to native",
+                "#1f77b4",
+                &native_figures.messenger_ns,
+            ),
+            curve("TCP native to native", "#aec7e8", &native_figures.tcp_ns),
+            curve(
+                "Messenger hosted to native",
+                "#d62728",
+                &hosted.messenger_ns,
+            ),
+            curve("TCP hosted to native", "#ff9896", &hosted.tcp_ns),
+        ],
+    );
+    let plot = output_dir().join("messenger.svg");
+    std::fs::create_dir_all(output_dir()).map_err(|e| e.to_string())?;
+    std::fs::write(&plot, svg).map_err(|e| format!("writing {}: {e}", plot.display()))?;
+    let path = report.finish()?;
+    println!("wrote {} and {}", path.display(), plot.display());
+    Ok(())
+}
+
+/// The contract, shared with `run` (which reads the ranges back).
+struct SharedContract(Arc<MessengerContract>);
+
+impl ebb_cluster::BootContract for SharedContract {
+    fn boot_args(
+        &self,
+        id: NodeId,
+        link: &ebb_testbed::cluster_net::NodeLink,
+    ) -> Result<Vec<String>, String> {
+        self.0.boot_args(id, link)
+    }
+}
+
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench-messenger",
+    about = "./ebb bench messenger: Messenger round trips, calls/s and goodput against plain TCP, and allocate() to the handshake (root)"
+)]
+struct Args {
+    /// 200 round trips of each kind and 3 allocations instead of 1000 and 10.
+    #[arg(long)]
+    quick: bool,
+}
+
+fn main() -> ExitCode {
+    let args = <Args as clap::Parser>::parse();
+    let plan = if args.quick {
+        Plan {
+            count: 200,
+            allocations: 3,
+        }
+    } else {
+        Plan {
+            count: 1000,
+            allocations: 10,
+        }
+    };
+    exit_code("messenger", run(&plan))
+}
