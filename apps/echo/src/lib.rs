@@ -153,7 +153,7 @@ fn serve(tcp: SocketAddr, udp: SocketAddr, exit_after: Option<u64>, ping: Option
     // A wrong contract stopped the node before it started.
     match ebb_app::node_contract() {
         Ok(Some(contract)) => {
-            spawn_task(node::join(contract, ping));
+            spawn_task(node::join(contract, tcp.ip(), ping));
         }
         _ if ping.is_some() => {
             ebb_app::error!("--ping-node needs a node's boot contract (node= frontend= ...)");

@@ -2,7 +2,8 @@
 //! a boot contract (`ebb_app::node_contract()`: on the kernel command
 //! line natively, `EBB_NODE` hosted), echo also answers Messenger calls.
 //!
-//! It listens for the Messenger on the contract's port on every core,
+//! It listens for the Messenger on the contract's port on every core (on
+//! the address echo's `--listen` names),
 //! serves the Messenger echo Ebb under the first id of its global range
 //! (the frontend, which handed out the range, knows it) with a
 //! representative per core, and announces itself to the frontend, retrying
@@ -11,7 +12,7 @@
 //! ([`crate::ping::run`]) and prints them.
 
 use alloc::boxed::Box;
-use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use core::time::Duration;
 
 use ebb_app::{exit, NodeContract};
@@ -76,10 +77,11 @@ pub struct PingOrder {
     pub count: usize,
 }
 
-/// Joins the application as its contract says (a task on core 0), then
-/// carries out `ping`, if any.
-pub async fn join(contract: NodeContract, ping: Option<PingOrder>) {
-    if let Err(error) = try_join(contract, ping).await {
+/// Joins the application as its contract says (a task on core 0),
+/// listening for the Messenger on `listen`, then carries out `ping`, if
+/// any.
+pub async fn join(contract: NodeContract, listen: IpAddr, ping: Option<PingOrder>) {
+    if let Err(error) = try_join(contract, listen, ping).await {
         ebb_app::error!("{error}");
         exit::stop(exit::FAILURE);
     }
@@ -87,6 +89,7 @@ pub async fn join(contract: NodeContract, ping: Option<PingOrder>) {
 
 async fn try_join(
     contract: NodeContract,
+    listen: IpAddr,
     ping: Option<PingOrder>,
 ) -> Result<(), alloc::string::String> {
     use alloc::format;
@@ -101,7 +104,7 @@ async fn try_join(
     let echo = EbbRef::<MessengerEcho>::bind(echo_id)
         .map_err(|error| format!("cannot bind the echo Ebb: {error}"))?;
     rep.register_ebb(echo);
-    let listen = SocketAddr::new(ebb_app::net::default_listen_ip(), contract.messenger_port);
+    let listen = SocketAddr::new(listen, contract.messenger_port);
     let listening = ebb_app::net::listen(listen, acceptor(messenger))
         .await
         .map_err(|error| format!("cannot listen for the Messenger on {listen}: {error}"))?;

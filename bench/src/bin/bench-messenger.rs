@@ -21,6 +21,12 @@
 //! 3. Node P (echo `--ping-node T`) is allocated and makes the same
 //!    measurements against T over the bridge, printing its samples on its
 //!    console: the `native` keys.
+//! 4. The same between two Linux guests on the same bridge (Debian's
+//!    kernel, the comparison guest of `ebb_testbed::linux_guest`, q35,
+//!    TCG, 1 vCPU): echo's hosted build as nodes 200 and 201, 201 with
+//!    `--ping-node 200`: the `linux` keys. Its TCP ping-pong is Linux's
+//!    TCP between two guests; `linux_ratio` = `rtt_us_native_median` /
+//!    `rtt_us_raw_linux_median` (target <= 0.5).
 //!
 //! Writes `target/bench/messenger.json` and `target/bench/messenger.svg`
 //! (the CDFs of the four 64-byte round trips). Options (after `--`):
@@ -49,6 +55,9 @@ use ebb_testbed::Need;
 const MESSENGER_PORT: u16 = 7100;
 /// How long a pinging node may take to finish.
 const PING_LIMIT: Duration = Duration::from_secs(300);
+/// The Linux guests' node ids (10.96.0.201 and .202): far above the
+/// allocator's, which count from 1.
+const LINUX_NODES: [u32; 2] = [200, 201];
 
 struct Plan {
     /// 64-byte round trips of each kind, per path.
@@ -283,6 +292,16 @@ fn run(plan: &Plan) -> Result<(), String> {
         ]))
         .map_err(|e| e.to_string())?;
     let native_figures = wait_for_ping(&pinger)?;
+    let _ = pinger.stop();
+    let _ = target_node.stop();
+
+    // 4. Two Linux guests.
+    stopped()?;
+    println!(
+        "messenger: Linux guest to Linux guest, {} round trips of each kind...",
+        plan.count
+    );
+    let linux = linux_pair(&root, &allocator, &contract, &registry, plan.count, kvm)?;
     drop(jobs);
     drop(allocator);
     let _ = frontend_thread.join();
@@ -313,7 +332,14 @@ fn run(plan: &Plan) -> Result<(), String> {
         "hosted frontend to native",
         &hosted,
     );
+    add_path(
+        &mut report,
+        "linux",
+        "between two Linux guests (echo's hosted build)",
+        &linux,
+    );
     add_ratios(&mut report);
+    add_linux_ratio(&mut report);
     report
         .metric(
             "allocate_ms",
@@ -360,6 +386,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                 &hosted.messenger_ns,
             ),
             curve("TCP hosted to native", "#ff9896", &hosted.tcp_ns),
+            curve("TCP Linux guest to Linux guest", "#2ca02c", &linux.tcp_ns),
         ],
     );
     let plot = output_dir().join("messenger.svg");
@@ -368,6 +395,91 @@ fn run(plan: &Plan) -> Result<(), String> {
     let path = report.finish()?;
     println!("wrote {} and {}", path.display(), plot.display());
     Ok(())
+}
+
+/// Boots two Linux guests on the cluster's bridge, each running echo's
+/// hosted build as a node (ids [`LINUX_NODES`], the boot contract in
+/// `EBB_NODE`), the second with `--ping-node` against the first, and reads
+/// the second's samples from its console.
+fn linux_pair(
+    root: &std::path::Path,
+    allocator: &NodeAllocator,
+    contract: &MessengerContract,
+    registry: &Frontend,
+    count: usize,
+    kvm: bool,
+) -> Result<Figures, String> {
+    use ebb_cluster::BootContract;
+    use ebb_testbed::linux_guest::{self, GuestService, GuestSettings, PROGRAM_BINARY};
+    let program = ebb_bench::vm::build_hosted(root, "echo")?;
+    let image = linux_guest::build_or_reuse(&linux_guest::default_cache_dir(), false)?.image;
+    let network = allocator.network();
+    let port = echo::DEFAULT_PORT;
+    let settings = GuestSettings {
+        service: GuestService::Program { port },
+        accel: if kvm { "kvm" } else { "tcg" }.to_owned(),
+        ready_limit: Duration::from_secs(120),
+        timeout_secs: 900,
+        ..GuestSettings::default()
+    };
+    // `exec`: echo is the script's process, whose exit `/init` reports.
+    let script = |words: Vec<String>, ping: &[String]| {
+        format!(
+            "#!/bin/sh\n# Written by ./ebb bench messenger: echo's hosted build as a Messenger node.\n\
+             export EBB_NODE='{}'\n\
+             exec /{PROGRAM_BINARY} --cores 1 --no-pin --listen 0.0.0.0 --tcp-port {port} --udp-port {port} {}\n",
+            words.join(" "),
+            ping.join(" ")
+        )
+    };
+    let [target_id, pinger_id] = LINUX_NODES.map(NodeId);
+    let target_link = network.add_node(target_id.0)?;
+    let words = contract.boot_args(target_id, &target_link)?;
+    let ids = contract
+        .range(target_id)
+        .ok_or("the Linux target has no id range")?;
+    let target_image =
+        linux_guest::with_program(&image, "mbench-target", &program, &script(words, &[]))?;
+    let _target =
+        linux_guest::boot_on_link(&target_image, &settings, network.namespace(), &target_link)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while registry.announced(target_id).is_none() {
+        if Instant::now() >= deadline {
+            return Err("the Linux target did not announce itself within 60 s".to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pinger_link = network.add_node(pinger_id.0)?;
+    let words = contract.boot_args(pinger_id, &pinger_link)?;
+    let ping = [
+        format!("--ping-node={}", target_id.0),
+        format!("--ping-ebb={}", ids.start),
+        format!("--ping-tcp={}:{port}", target_link.address),
+        format!("--ping-count={count}"),
+    ];
+    let pinger_image =
+        linux_guest::with_program(&image, "mbench-pinger", &program, &script(words, &ping))?;
+    let mut pinger =
+        linux_guest::boot_on_link(&pinger_image, &settings, network.namespace(), &pinger_link)?;
+    pinger.qemu.wait_for("echo: ping done", PING_LIMIT)?;
+    // The line that woke us is kept before it is sent.
+    parse_console(&pinger.qemu.serial_tail(400))
+}
+
+/// `linux_ratio`: the Messenger's native round trip over Linux's TCP
+/// ping-pong between two Linux guests (target <= 0.5).
+fn add_linux_ratio(report: &mut Report) {
+    if let (Some(native), Some(linux)) = (
+        report.value("rtt_us_native_median"),
+        report.value("rtt_us_raw_linux_median"),
+    ) {
+        report.metric(
+            "linux_ratio",
+            native / linux,
+            "",
+            "rtt_us_native_median / rtt_us_raw_linux_median (target <= 0.5)",
+        );
+    }
 }
 
 /// The contract, shared with `run` (which reads the ranges back).

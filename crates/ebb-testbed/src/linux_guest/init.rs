@@ -20,6 +20,10 @@ pub const MEMCACHED_PORT: u16 = 11211;
 pub const NETPIPE_PORTS: [u16; 2] = [5002, 5003];
 /// Where the netpipe overlay puts the hosted netpipe binary.
 pub const NETPIPE_BINARY: &str = "usr/bin/netpipe";
+/// Where the program overlay (`overlay::with_program`) puts its program.
+pub const PROGRAM_BINARY: &str = "usr/bin/ebb-program";
+/// The shell script that starts it (its arguments and environment).
+pub const PROGRAM_SCRIPT: &str = "usr/bin/ebb-program.sh";
 
 /// What the guest serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,15 +33,23 @@ pub enum GuestService {
     /// Ebbflow's netpipe application on its hosted platform (Linux), one
     /// core, on [`NETPIPE_PORTS`]; needs the image's netpipe overlay.
     Netpipe,
+    /// A program built here, started by the script of the image's
+    /// program overlay ([`PROGRAM_SCRIPT`]); ready once it listens on TCP
+    /// `port` (e.g. Ebbflow's hosted echo as a Messenger node).
+    Program {
+        /// The TCP port whose listener means "ready".
+        port: u16,
+    },
 }
 
 impl GuestService {
     /// The guest ports the service listens on; the first is the one whose
     /// listener means "ready".
-    pub fn ports(&self) -> &'static [u16] {
+    pub fn ports(&self) -> Vec<u16> {
         match self {
-            GuestService::Memcached(_) => &[MEMCACHED_PORT],
-            GuestService::Netpipe => &NETPIPE_PORTS,
+            GuestService::Memcached(_) => vec![MEMCACHED_PORT],
+            GuestService::Netpipe => NETPIPE_PORTS.to_vec(),
+            GuestService::Program { port } => vec![*port],
         }
     }
 
@@ -49,6 +61,9 @@ impl GuestService {
                 m.memory_mb, m.connections
             ),
             GuestService::Netpipe => "ebb_service=netpipe".to_owned(),
+            GuestService::Program { port } => {
+                format!("ebb_service=program ebb_program_port={port}")
+            }
         }
     }
 }
@@ -113,7 +128,8 @@ pub fn kernel_cmdline(net: &GuestAddress, service: &GuestService, tsc_khz: Optio
 
 /// `/init`: mount the pseudo file systems, load `modules` in order, bring
 /// up the device named in `ip=`, start the service named by `ebb_service=`
-/// (memcached with `-t 1`: one worker thread for one vCPU; or netpipe),
+/// (memcached with `-t 1`: one worker thread for one vCPU; netpipe; or the
+/// program overlay's script),
 /// print [`READY_MARKER`] once it listens, and power off if anything fails
 /// or the service exits.
 pub fn init_script(modules: &[String]) -> String {
@@ -166,6 +182,10 @@ netpipe)
     /{netpipe} --cores 1 --no-pin --listen 0.0.0.0 --port {ping} --sink-port {sink} &
     port_hex={ping_hex:04X}
     ;;
+program)
+    /bin/sh /{program_script} &
+    port_hex=$(printf %04X "$(arg ebb_program_port)")
+    ;;
 *)
     /usr/bin/memcached -t 1 -m "$(arg ebb_memcached_m)" -c "$(arg ebb_memcached_c)" \
         -u root -p {memcached} &
@@ -184,6 +204,7 @@ fail "the service exited ($?)"
 "#,
         modules = modules.join(" "),
         netpipe = NETPIPE_BINARY,
+        program_script = PROGRAM_SCRIPT,
         ping = NETPIPE_PORTS[0],
         sink = NETPIPE_PORTS[1],
         ping_hex = NETPIPE_PORTS[0],
@@ -220,6 +241,10 @@ mod tests {
         };
         assert!(kernel_cmdline(&no_gateway, &GuestService::Netpipe, None)
             .ends_with(" ip=10.0.2.15:::255.255.255.0::eth0:off ebb_service=netpipe"));
+        let program = GuestService::Program { port: 7007 };
+        assert!(kernel_cmdline(&no_gateway, &program, None)
+            .ends_with(" ebb_service=program ebb_program_port=7007"));
+        assert_eq!(program.ports(), [7007]);
     }
 
     #[test]
@@ -230,6 +255,7 @@ mod tests {
         assert!(script.contains("port_hex=2BCB"), "11211 is 0x2BCB");
         assert!(script.contains("port_hex=138A"), "5002 is 0x138A");
         assert!(script.contains(":$port_hex 00000000:0000 0A"));
+        assert!(script.contains("/bin/sh /usr/bin/ebb-program.sh &"));
         assert!(script.contains("-t 1"));
         assert!(script.contains(READY_MARKER) && script.contains(FAILURE_MARKER));
     }

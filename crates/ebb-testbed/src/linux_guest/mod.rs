@@ -8,11 +8,13 @@
 //!   libraries with the packages' own loader ([`libs`]) and virtio-net's
 //!   modules from their `.modinfo` ([`modules`]); [`cpio`] writes the
 //!   initramfs, [`init`] its `/init`. Cached under `target/linux-guest/`.
-//! - [`overlay`] adds Ebbflow's hosted netpipe binary to a copy of the
-//!   initrd, so the guest can serve netpipe instead of memcached.
+//! - [`overlay`] adds Ebbflow's hosted netpipe binary (or another hosted
+//!   program with its start script) to a copy of the initrd, so the guest
+//!   can serve netpipe (or run that program) instead of memcached.
 //! - [`qemu`] boots it; [`boot_user`] and [`boot_tap`] return a guest whose
-//!   service has answered ([`probe`]), over user networking or over a TAP
-//!   device in a network namespace ([`crate::netns`], [`crate::tap`]).
+//!   service has answered ([`probe`]), over user networking, over a TAP
+//!   device in a network namespace ([`crate::netns`], [`crate::tap`]), or
+//!   as a node on a cluster's bridge ([`boot_on_link`]).
 
 pub mod cpio;
 pub mod debian;
@@ -27,14 +29,17 @@ pub mod qemu;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use crate::cluster_net::NodeLink;
 use crate::free_port;
 use crate::netns::NetNamespace;
 use crate::qemu::{measure_tsc_khz, shell_words};
 use crate::tap::TapDevice;
 pub use image::{build_or_reuse, default_cache_dir, Built, GuestImage};
-pub use init::{GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS};
-pub use overlay::with_netpipe;
-use qemu::{qemu_command, BootSettings, GuestNetwork, RunningGuest};
+pub use init::{
+    GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS, PROGRAM_BINARY,
+};
+pub use overlay::{with_netpipe, with_program};
+use qemu::{qemu_command, BootSettings, GuestNetwork, RunningGuest, GUEST_MAC};
 
 /// How to boot the guest, whatever the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,22 +143,55 @@ pub fn boot_tap(
         netmask: Ipv4Addr::new(255, 255, 255, 0),
         gateway: Some(tap.host()),
     };
+    boot_in_namespace(image, settings, namespace, tap.ifname(), GUEST_MAC, address)
+}
+
+/// Boots `image` as a node of a cluster network
+/// ([`crate::cluster_net::ClusterNetwork::add_node`]): on the node's TAP
+/// device on the bridge, with its address and MAC, the frontend as its
+/// gateway; the service answers at that address from inside `namespace`.
+pub fn boot_on_link(
+    image: &GuestImage,
+    settings: &GuestSettings,
+    namespace: &NetNamespace,
+    link: &NodeLink,
+) -> Result<ReadyGuest, String> {
+    let netmask = u32::MAX
+        .checked_shl(32 - u32::from(link.prefix_len))
+        .unwrap_or(0);
+    let address = GuestAddress {
+        address: link.address,
+        netmask: Ipv4Addr::from(netmask),
+        gateway: Some(link.frontend),
+    };
+    boot_in_namespace(image, settings, namespace, &link.tap, &link.mac, address)
+}
+
+fn boot_in_namespace(
+    image: &GuestImage,
+    settings: &GuestSettings,
+    namespace: &NetNamespace,
+    ifname: &str,
+    mac: &str,
+    address: GuestAddress,
+) -> Result<ReadyGuest, String> {
     let cmdline = init::kernel_cmdline(&address, &settings.service, measure_tsc_khz());
     let network = GuestNetwork::Tap {
-        ifname: tap.ifname().to_owned(),
+        ifname: ifname.to_owned(),
         queues: 1,
     };
-    let boot = boot_settings(
+    let mut boot = boot_settings(
         settings,
         cmdline,
         network,
         Some(namespace.name().to_owned()),
     );
+    mac.clone_into(&mut boot.mac);
     let addresses = settings
         .service
         .ports()
         .iter()
-        .map(|&port| SocketAddr::from((guest, port)))
+        .map(|&port| SocketAddr::from((address.address, port)))
         .collect();
     start_and_wait(
         image,
@@ -174,7 +212,9 @@ fn wait_for_service(
 ) -> Result<String, String> {
     match service {
         GuestService::Memcached(_) => probe::wait_for_version(server, limit),
-        GuestService::Netpipe => probe::wait_for_accept(server, limit),
+        GuestService::Netpipe | GuestService::Program { .. } => {
+            probe::wait_for_accept(server, limit)
+        }
     }
 }
 

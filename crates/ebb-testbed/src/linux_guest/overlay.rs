@@ -5,7 +5,8 @@
 //! overlay is a second gzip member appended to a copy of `initrd.gz`.
 //!
 //! Used for Ebbflow's hosted netpipe application, so that the Linux guest
-//! can serve the same ping-pong and sink as our native image.
+//! can serve the same ping-pong and sink as our native image, and for any
+//! hosted program with its own start script ([`with_program`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -14,7 +15,7 @@ use std::process::{Command, Stdio};
 use super::cpio::CpioWriter;
 use super::debian::run_captured;
 use super::image::GuestImage;
-use super::init::NETPIPE_BINARY;
+use super::init::{init_script, NETPIPE_BINARY, PROGRAM_BINARY, PROGRAM_SCRIPT};
 use super::libs::parse_ld_list;
 
 /// The shared libraries the image carries (its manifest's `library` lines).
@@ -24,6 +25,15 @@ pub fn image_libraries(manifest: &str) -> Vec<String> {
         .filter_map(|line| line.strip_prefix("library "))
         .map(str::to_owned)
         .collect()
+}
+
+/// The modules the image loads, in order (its manifest's `modules` line).
+pub fn image_modules(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("modules "))
+        .map(|names| names.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// The libraries `needed` (as `ldd` names them) that `carried` lacks; the
@@ -40,6 +50,39 @@ pub fn missing_libraries(needed: &[String], carried: &[String]) -> Vec<String> {
 /// the initrd `initrd-netpipe.gz` next to the image's, made anew on every
 /// call (it is cheap, and the program changes with the code).
 pub fn with_netpipe(image: &GuestImage, program: &Path) -> Result<GuestImage, String> {
+    overlay(image, "netpipe", (NETPIPE_BINARY, program), None)
+}
+
+/// `image` with the hosted program `program` at `/usr/bin/ebb-program`
+/// and `script` (a shell script that starts it: `exec /usr/bin/ebb-program
+/// ARGS...`) at `/usr/bin/ebb-program.sh`, which `/init` runs for
+/// [`super::GuestService::Program`]: the initrd `initrd-NAME.gz` next to
+/// the image's, made anew on every call.
+pub fn with_program(
+    image: &GuestImage,
+    name: &str,
+    program: &Path,
+    script: &str,
+) -> Result<GuestImage, String> {
+    overlay(
+        image,
+        name,
+        (PROGRAM_BINARY, program),
+        Some((PROGRAM_SCRIPT, script)),
+    )
+}
+
+/// A copy of `image`'s initrd, `initrd-NAME.gz`, with `program` (its
+/// path in the image, the file here) and `script` appended; the program's
+/// shared libraries must be in the image. The overlay carries this code's
+/// `/init` too, so that an image cached before a service was added knows
+/// it.
+fn overlay(
+    image: &GuestImage,
+    name: &str,
+    (path, program): (&str, &Path),
+    script: Option<(&str, &str)>,
+) -> Result<GuestImage, String> {
     let manifest = std::fs::read_to_string(&image.manifest)
         .map_err(|e| format!("cannot read {}: {e}", image.manifest.display()))?;
     let listing = run_captured(Command::new("ldd").arg(program))?;
@@ -57,14 +100,22 @@ pub fn with_netpipe(image: &GuestImage, program: &Path) -> Result<GuestImage, St
     }
     let mut cpio = CpioWriter::new();
     cpio.file(
-        NETPIPE_BINARY,
+        "init",
+        0o755,
+        init_script(&image_modules(&manifest)).as_bytes(),
+    );
+    cpio.file(
+        path,
         0o755,
         &std::fs::read(program).map_err(|e| format!("cannot read {}: {e}", program.display()))?,
     );
+    if let Some((path, script)) = script {
+        cpio.file(path, 0o755, script.as_bytes());
+    }
     let mut initrd = std::fs::read(&image.initrd)
         .map_err(|e| format!("cannot read {}: {e}", image.initrd.display()))?;
     initrd.extend(gzip(&cpio.finish())?);
-    let path = image.initrd.with_file_name("initrd-netpipe.gz");
+    let path = image.initrd.with_file_name(format!("initrd-{name}.gz"));
     std::fs::write(&path, initrd).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(GuestImage {
         initrd: path,
@@ -103,6 +154,11 @@ mod tests {
     fn libraries_are_compared_with_the_manifest() {
         let manifest = "built x\npackage libc6 2.36\nlibrary libc.so.6\nlibrary libgcc_s.so.1\n\
                         library /lib64/ld-linux-x86-64.so.2\n";
+        assert_eq!(image_modules(manifest), Vec::<String>::new());
+        assert_eq!(
+            image_modules("built x\nmodules virtio_ring virtio virtio_net\n"),
+            ["virtio_ring", "virtio", "virtio_net"]
+        );
         let carried = image_libraries(manifest);
         assert_eq!(
             carried,

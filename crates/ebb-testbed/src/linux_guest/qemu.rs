@@ -59,6 +59,8 @@ pub struct BootSettings {
     /// Words run before `timeout`, e.g. `nice -n -10` or `chrt -f 1`
     /// (QEMU's scheduling priority).
     pub priority: Vec<String>,
+    /// The NIC's MAC address: [`GUEST_MAC`] unless guests share a network.
+    pub mac: String,
 }
 
 impl BootSettings {
@@ -74,6 +76,7 @@ impl BootSettings {
             namespace: None,
             pin_cpus: None,
             priority: Vec::new(),
+            mac: GUEST_MAC.to_owned(),
         }
     }
 }
@@ -146,7 +149,8 @@ pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
         "-device".to_owned(),
         // `romfile=`: no iPXE option ROM, the kernel is loaded directly.
         format!(
-            "virtio-net-pci,disable-legacy=on,netdev=n0,mac={GUEST_MAC},romfile={device_extra}"
+            "virtio-net-pci,disable-legacy=on,netdev=n0,mac={},romfile={device_extra}",
+            settings.mac
         ),
     ]);
     let mut command = Command::new(&words[0]);
