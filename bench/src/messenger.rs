@@ -137,6 +137,16 @@ impl Figures {
         Ok(())
     }
 
+    /// Adds `other`'s samples and pipelined calls (another round's).
+    pub fn merge(&mut self, other: Figures) {
+        self.messenger_ns.extend(other.messenger_ns);
+        self.tcp_ns.extend(other.tcp_ns);
+        self.messenger_large_ns.extend(other.messenger_large_ns);
+        self.tcp_large_ns.extend(other.tcp_large_ns);
+        self.pipelined.0 += other.pipelined.0;
+        self.pipelined.1 += other.pipelined.1;
+    }
+
     /// From `echo::ping::measure`'s output.
     ///
     /// # Errors
@@ -311,6 +321,10 @@ echo: ping done
         assert_eq!(figures.messenger_large_ns, [9_000_000]);
         assert_eq!(figures.tcp_large_ns, [8_000_000]);
         assert_eq!(figures.pipelined, (800, 400_000_000));
+        let mut rounds = figures.clone();
+        rounds.merge(figures);
+        assert_eq!(rounds.tcp_ns, [500, 700, 500, 700]);
+        assert_eq!(rounds.pipelined, (1600, 800_000_000));
     }
 
     #[test]

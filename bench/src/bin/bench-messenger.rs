@@ -55,13 +55,15 @@ use ebb_testbed::Need;
 const MESSENGER_PORT: u16 = 7100;
 /// How long a pinging node may take to finish.
 const PING_LIMIT: Duration = Duration::from_secs(300);
-/// The Linux guests' node ids (10.96.0.201 and .202): far above the
-/// allocator's, which count from 1.
-const LINUX_NODES: [u32; 2] = [200, 201];
+/// The Linux target's node id (10.96.0.201; the pingers take the next
+/// ones): far above the allocator's, which count from 1.
+const LINUX_TARGET: u32 = 200;
 
 struct Plan {
-    /// 64-byte round trips of each kind, per path.
+    /// 64-byte round trips of each kind, per path and round.
     count: usize,
+    /// Rounds: each measures the three paths in turn.
+    rounds: usize,
     /// Measured allocations.
     allocations: usize,
 }
@@ -249,7 +251,8 @@ fn run(plan: &Plan) -> Result<(), String> {
         let _ = node.wait_for_end(Duration::from_secs(10));
     }
 
-    // 2. The frontend against node T.
+    // 2–4, in rounds: the frontend, a native node and a Linux guest,
+    // each against its own target.
     stopped()?;
     let target_node = allocator
         .allocate(spec(Vec::new()))
@@ -262,46 +265,51 @@ fn run(plan: &Plan) -> Result<(), String> {
         ebb: EbbId::new(ids.start).map_err(|e| e.to_string())?,
         tcp: SocketAddr::from((target_node.address(), echo::DEFAULT_PORT)),
     };
-    println!(
-        "messenger: hosted to native, {} round trips of each kind...",
-        plan.count
-    );
-    let (answer, answered) = mpsc::channel();
-    jobs.send(Measure {
-        target,
-        count: plan.count,
-        answer,
-    })
-    .map_err(|_| "the frontend ended")?;
-    let hosted = answered
-        .recv_timeout(PING_LIMIT)
-        .map_err(|_| "the frontend did not finish its round trips")??;
+    println!("messenger: booting the Linux target...");
+    let linux_pair = LinuxPair::start(&root, &allocator, &contract, &registry, kvm)?;
+    let (mut hosted, mut native_figures, mut linux) =
+        (Figures::default(), Figures::default(), Figures::default());
+    for round in 0..plan.rounds {
+        stopped()?;
+        println!(
+            "messenger: round {} of {}: {} round trips of each kind, hosted to native...",
+            round + 1,
+            plan.rounds,
+            plan.count
+        );
+        let (answer, answered) = mpsc::channel();
+        jobs.send(Measure {
+            target,
+            count: plan.count,
+            answer,
+        })
+        .map_err(|_| "the frontend ended")?;
+        hosted.merge(
+            answered
+                .recv_timeout(PING_LIMIT)
+                .map_err(|_| "the frontend did not finish its round trips")??,
+        );
 
-    // 3. Node P against node T.
-    stopped()?;
-    println!(
-        "messenger: native to native, {} round trips of each kind...",
-        plan.count
-    );
-    let pinger = allocator
-        .allocate(spec(vec![
-            format!("--ping-node={}", target.node.0),
-            format!("--ping-ebb={}", ids.start),
-            format!("--ping-tcp={}", target.tcp),
-            format!("--ping-count={}", plan.count),
-        ]))
-        .map_err(|e| e.to_string())?;
-    let native_figures = wait_for_ping(&pinger)?;
-    let _ = pinger.stop();
+        stopped()?;
+        println!("messenger: ... native to native...");
+        let pinger = allocator
+            .allocate(spec(vec![
+                format!("--ping-node={}", target.node.0),
+                format!("--ping-ebb={}", ids.start),
+                format!("--ping-tcp={}", target.tcp),
+                format!("--ping-count={}", plan.count),
+            ]))
+            .map_err(|e| e.to_string())?;
+        native_figures.merge(wait_for_ping(&pinger)?);
+        let _ = pinger.stop();
+        let _ = pinger.wait_for_end(Duration::from_secs(10));
+
+        stopped()?;
+        println!("messenger: ... Linux guest to Linux guest...");
+        linux.merge(linux_pair.ping(round, plan.count)?);
+    }
+    drop(linux_pair);
     let _ = target_node.stop();
-
-    // 4. Two Linux guests.
-    stopped()?;
-    println!(
-        "messenger: Linux guest to Linux guest, {} round trips of each kind...",
-        plan.count
-    );
-    let linux = linux_pair(&root, &allocator, &contract, &registry, plan.count, kvm)?;
     drop(jobs);
     drop(allocator);
     let _ = frontend_thread.join();
@@ -397,73 +405,125 @@ fn run(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// Boots two Linux guests on the cluster's bridge, each running echo's
-/// hosted build as a node (ids [`LINUX_NODES`], the boot contract in
-/// `EBB_NODE`), the second with `--ping-node` against the first, and reads
-/// the second's samples from its console.
-fn linux_pair(
-    root: &std::path::Path,
-    allocator: &NodeAllocator,
-    contract: &MessengerContract,
-    registry: &Frontend,
-    count: usize,
-    kvm: bool,
-) -> Result<Figures, String> {
-    use ebb_cluster::BootContract;
-    use ebb_testbed::linux_guest::{self, GuestService, GuestSettings, PROGRAM_BINARY};
-    let program = ebb_bench::vm::build_hosted(root, "echo")?;
-    let image = linux_guest::build_or_reuse(&linux_guest::default_cache_dir(), false)?.image;
-    let network = allocator.network();
-    let port = echo::DEFAULT_PORT;
-    let settings = GuestSettings {
-        service: GuestService::Program { port },
-        accel: if kvm { "kvm" } else { "tcg" }.to_owned(),
-        ready_limit: Duration::from_secs(120),
-        timeout_secs: 900,
-        ..GuestSettings::default()
-    };
-    // `exec`: echo is the script's process, whose exit `/init` reports.
-    let script = |words: Vec<String>, ping: &[String]| {
-        format!(
-            "#!/bin/sh\n# Written by ./ebb bench messenger: echo's hosted build as a Messenger node.\n\
-             export EBB_NODE='{}'\n\
-             exec /{PROGRAM_BINARY} --cores 1 --no-pin --listen 0.0.0.0 --tcp-port {port} --udp-port {port} {}\n",
-            words.join(" "),
-            ping.join(" ")
-        )
-    };
-    let [target_id, pinger_id] = LINUX_NODES.map(NodeId);
-    let target_link = network.add_node(target_id.0)?;
-    let words = contract.boot_args(target_id, &target_link)?;
-    let ids = contract
-        .range(target_id)
-        .ok_or("the Linux target has no id range")?;
-    let target_image =
-        linux_guest::with_program(&image, "mbench-target", &program, &script(words, &[]))?;
-    let _target =
-        linux_guest::boot_on_link(&target_image, &settings, network.namespace(), &target_link)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while registry.announced(target_id).is_none() {
-        if Instant::now() >= deadline {
-            return Err("the Linux target did not announce itself within 60 s".to_owned());
+/// Two Linux guests on the cluster's bridge, each running echo's hosted
+/// build as a node (the boot contract in `EBB_NODE`): a target, started
+/// once, and in each round a new pinger (`--ping-node` against the
+/// target) whose samples are read from its console.
+struct LinuxPair<'a> {
+    allocator: &'a NodeAllocator,
+    contract: &'a MessengerContract,
+    image: ebb_testbed::linux_guest::GuestImage,
+    program: std::path::PathBuf,
+    settings: ebb_testbed::linux_guest::GuestSettings,
+    target: NodeId,
+    target_ebb: u32,
+    target_tcp: SocketAddr,
+    _target_guest: ebb_testbed::linux_guest::ReadyGuest,
+}
+
+impl<'a> LinuxPair<'a> {
+    /// Boots the target (node [`LINUX_TARGET`]) and waits for its
+    /// announcement.
+    fn start(
+        root: &std::path::Path,
+        allocator: &'a NodeAllocator,
+        contract: &'a MessengerContract,
+        registry: &Frontend,
+        kvm: bool,
+    ) -> Result<Self, String> {
+        use ebb_cluster::BootContract;
+        use ebb_testbed::linux_guest::{self, GuestService, GuestSettings};
+        let program = ebb_bench::vm::build_hosted(root, "echo")?;
+        let image = linux_guest::build_or_reuse(&linux_guest::default_cache_dir(), false)?.image;
+        let settings = GuestSettings {
+            service: GuestService::Program {
+                port: echo::DEFAULT_PORT,
+            },
+            accel: if kvm { "kvm" } else { "tcg" }.to_owned(),
+            ready_limit: Duration::from_secs(120),
+            timeout_secs: 900,
+            ..GuestSettings::default()
+        };
+        let network = allocator.network();
+        let target = NodeId(LINUX_TARGET);
+        let link = network.add_node(target.0)?;
+        let words = contract.boot_args(target, &link)?;
+        let ids = contract
+            .range(target)
+            .ok_or("the Linux target has no id range")?;
+        let target_image = linux_guest::with_program(
+            &image,
+            "mbench-target",
+            &program,
+            &start_script(&words, &[]),
+        )?;
+        let target_guest =
+            linux_guest::boot_on_link(&target_image, &settings, network.namespace(), &link)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while registry.announced(target).is_none() {
+            if Instant::now() >= deadline {
+                return Err("the Linux target did not announce itself within 60 s".to_owned());
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        Ok(LinuxPair {
+            allocator,
+            contract,
+            image,
+            program,
+            settings,
+            target,
+            target_ebb: ids.start,
+            target_tcp: SocketAddr::from((link.address, echo::DEFAULT_PORT)),
+            _target_guest: target_guest,
+        })
     }
-    let pinger_link = network.add_node(pinger_id.0)?;
-    let words = contract.boot_args(pinger_id, &pinger_link)?;
-    let ping = [
-        format!("--ping-node={}", target_id.0),
-        format!("--ping-ebb={}", ids.start),
-        format!("--ping-tcp={}:{port}", target_link.address),
-        format!("--ping-count={count}"),
-    ];
-    let pinger_image =
-        linux_guest::with_program(&image, "mbench-pinger", &program, &script(words, &ping))?;
-    let mut pinger =
-        linux_guest::boot_on_link(&pinger_image, &settings, network.namespace(), &pinger_link)?;
-    pinger.qemu.wait_for("echo: ping done", PING_LIMIT)?;
-    // The line that woke us is kept before it is sent.
-    parse_console(&pinger.qemu.serial_tail(400))
+
+    /// Boots round `round`'s pinger (node [`LINUX_TARGET`] + 1 + `round`)
+    /// and returns its figures once it is done; stops it.
+    fn ping(&self, round: usize, count: usize) -> Result<Figures, String> {
+        use ebb_cluster::BootContract;
+        use ebb_testbed::linux_guest;
+        let network = self.allocator.network();
+        let pinger = NodeId(LINUX_TARGET + 1 + u32::try_from(round).map_err(|e| e.to_string())?);
+        let link = network.add_node(pinger.0)?;
+        let words = self.contract.boot_args(pinger, &link)?;
+        let ping = [
+            format!("--ping-node={}", self.target.0),
+            format!("--ping-ebb={}", self.target_ebb),
+            format!("--ping-tcp={}", self.target_tcp),
+            format!("--ping-count={count}"),
+        ];
+        let image = linux_guest::with_program(
+            &self.image,
+            "mbench-pinger",
+            &self.program,
+            &start_script(&words, &ping),
+        )?;
+        let figures = linux_guest::boot_on_link(&image, &self.settings, network.namespace(), &link)
+            .and_then(|mut guest| {
+                guest.qemu.wait_for("echo: ping done", PING_LIMIT)?;
+                // The line that woke us is kept before it is sent.
+                parse_console(&guest.qemu.serial_tail(400))
+            });
+        network.remove_node(pinger.0);
+        figures
+    }
+}
+
+/// The Linux guest's start script for echo's hosted build as a node
+/// (`words`: its boot contract) with `args`.
+fn start_script(words: &[String], args: &[String]) -> String {
+    use ebb_testbed::linux_guest::PROGRAM_BINARY;
+    let port = echo::DEFAULT_PORT;
+    // `exec`: echo is the script's process, whose exit `/init` reports.
+    format!(
+        "#!/bin/sh\n# Written by ./ebb bench messenger: echo's hosted build as a Messenger node.\n\
+         export EBB_NODE='{}'\n\
+         exec /{PROGRAM_BINARY} --cores 1 --no-pin --listen 0.0.0.0 --tcp-port {port} --udp-port {port} {}\n",
+        words.join(" "),
+        args.join(" ")
+    )
 }
 
 /// `linux_ratio`: the Messenger's native round trip over Linux's TCP
@@ -502,7 +562,8 @@ impl ebb_cluster::BootContract for SharedContract {
     about = "./ebb bench messenger: Messenger round trips, calls/s and goodput against plain TCP, and allocate() to the handshake (root)"
 )]
 struct Args {
-    /// 200 round trips of each kind and 3 allocations instead of 1000 and 10.
+    /// One round of 200 round trips of each kind and 3 allocations instead
+    /// of 3 rounds of 1000 and 10.
     #[arg(long)]
     quick: bool,
 }
@@ -512,11 +573,13 @@ fn main() -> ExitCode {
     let plan = if args.quick {
         Plan {
             count: 200,
+            rounds: 1,
             allocations: 3,
         }
     } else {
         Plan {
             count: 1000,
+            rounds: 3,
             allocations: 10,
         }
     };
