@@ -5,45 +5,35 @@
 //! samples. And `--ping-*` options without the rest are refused.
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use ebb_testbed::{free_port, KilledOnDrop};
 use echo::ping::{measure, Target, LARGE, LARGE_COUNT, SMALL};
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// An echo process, killed when the test ends.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
-
 /// Echo as node `node` with the frontend at `frontend`, TCP echo on
 /// `tcp_port`, and `args`; its standard error piped.
-fn echo_node(node: u32, frontend: SocketAddr, ids: u32, tcp_port: u16, args: &[String]) -> Node {
+fn echo_node(
+    node: u32,
+    frontend: SocketAddr,
+    ids: u32,
+    tcp_port: u16,
+    args: &[String],
+) -> KilledOnDrop {
     let words = format!(
         "node={node} frontend={frontend} ebb_ids={ids}-{} messenger_port={}",
         ids + 64,
-        free_port()
+        free_port().expect("a free port")
     );
-    Node(
+    KilledOnDrop(
         Command::new(ECHO_BIN)
             .args(["--cores", "1", "--no-pin", "--udp-port", "0"])
             .arg(format!("--tcp-port={tcp_port}"))
@@ -101,7 +91,7 @@ fn the_frontend_and_a_pinging_node_time_every_kind_of_round_trip() {
         let _ = result_tx.send(result);
     });
     let (frontend, ids) = addr_rx.recv_timeout(LIMIT).expect("the frontend listens");
-    let tcp_port = free_port();
+    let tcp_port = free_port().expect("a free port");
     tcp_tx.send(tcp_port).unwrap();
     let _target = echo_node(1, frontend, ids, tcp_port, &[]);
     measured_rx
