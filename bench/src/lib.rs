@@ -12,9 +12,11 @@
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
 //! [`plot`] draws throughput–p99 curves and latency CDFs.
-//! [`messenger`] ties the NodeAllocator to a Messenger frontend and reads
+//! [`cluster`] is what the cluster benchmarks share; [`messenger`] ties
+//! the NodeAllocator to a Messenger frontend and reads
 //! the native nodes' round trips (`./ebb bench messenger`).
 
+pub mod cluster;
 pub mod evict;
 pub mod memcached;
 pub mod messenger;

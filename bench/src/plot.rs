@@ -75,29 +75,45 @@ pub fn p99_svg(panels: &[Panel], sla_us: f64) -> String {
             x0 + panel_width - 90.0
         );
         for (n, curve) in panel.curves.iter().enumerate() {
-            let points: Vec<String> = curve
-                .points
-                .iter()
-                .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-                .collect();
-            let _ = writeln!(
-                svg,
-                "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>",
-                curve.color,
-                points.join(" ")
-            );
-            let _ = writeln!(
-                svg,
-                "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
-                x0 + 10.0,
-                40.0 + 16.0 * n as f64,
-                curve.color,
-                curve.label
+            draw_curve(
+                &mut svg,
+                curve,
+                |(x, y)| (sx(x), sy(y)),
+                (x0 + 10.0, 40.0 + 16.0 * n as f64),
             );
         }
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Appends `curve` as a polyline (its points through `scale` to SVG
+/// coordinates) and its legend at `legend`.
+fn draw_curve(
+    svg: &mut String,
+    curve: &Curve,
+    scale: impl Fn((f64, f64)) -> (f64, f64),
+    legend: (f64, f64),
+) {
+    let points: Vec<String> = curve
+        .points
+        .iter()
+        .map(|&point| {
+            let (x, y) = scale(point);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
+    let _ = writeln!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>",
+        curve.color,
+        points.join(" ")
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
+        legend.0, legend.1, curve.color, curve.label
+    );
 }
 
 /// Writes [`p99_svg`] to `path`.
@@ -151,24 +167,14 @@ pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
         width - margin - 50.0
     );
     for (n, curve) in curves.iter().enumerate() {
-        let points: Vec<String> = curve
-            .points
-            .iter()
-            .map(|&(x, f)| format!("{:.1},{:.1}", sx(x), sy(f)))
-            .collect();
-        let _ = writeln!(
-            svg,
-            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>",
-            curve.color,
-            points.join(" ")
-        );
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
-            width - margin - 260.0,
-            height - margin - 20.0 - 16.0 * n as f64,
-            curve.color,
-            curve.label
+        draw_curve(
+            &mut svg,
+            curve,
+            |(x, f)| (sx(x), sy(f)),
+            (
+                width - margin - 260.0,
+                height - margin - 20.0 - 16.0 * n as f64,
+            ),
         );
     }
     svg.push_str("</svg>\n");

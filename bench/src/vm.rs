@@ -256,9 +256,23 @@ impl Guest {
 /// now, and the priority of QEMU and `client` (the load generator or
 /// ping-pong client).
 pub fn new_report(name: &str, accel: &str, load_start: f64, client: &str) -> Report {
-    let mut report = Report::new(name);
-    report.label("accel", accel.to_owned());
+    let mut report = report_with_load(name, accel, load_start);
+    report.metric(
+        "nice",
+        f64::from(NICE),
+        "",
+        format!("QEMU and {client}, both guests"),
+    );
     report
+}
+
+/// A report opened with the accelerator and the host's load average at
+/// the start (`load_start`) and now (what every benchmark of guests on
+/// this shared host records).
+pub fn report_with_load(name: &str, accel: &str, load_start: f64) -> Report {
+    let mut report = Report::new(name);
+    report
+        .label("accel", accel.to_owned())
         .metric(
             "host_load_1m_start",
             load_start,
@@ -270,12 +284,6 @@ pub fn new_report(name: &str, accel: &str, load_start: f64, client: &str) -> Rep
             load_average(),
             "",
             "the shared host's load average at the end",
-        )
-        .metric(
-            "nice",
-            f64::from(NICE),
-            "",
-            format!("QEMU and {client}, both guests"),
         );
     report
 }

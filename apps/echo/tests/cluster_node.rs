@@ -11,11 +11,13 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID};
 use ebb_iobuf::{IoBuf, IoChain};
-use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
 use ebb_testbed::{free_port, KilledOnDrop};
 use echo::node::{ECHO, WHICH_CORE};
+use frontend_support::{node_config, TestFrontend};
+
+mod frontend_support;
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
 
@@ -24,44 +26,37 @@ fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
     let (result_tx, result_rx) = mpsc::channel();
     thread::spawn(move || {
-        let result = ebb_hosted::run_task(
-            ebb_hosted::Config {
-                cores: Some(1),
-                pin: false,
-                handle_signals: false,
-                ..ebb_hosted::Config::default()
-            },
-            move || async move {
-                let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
-                let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-                registry.serve(messenger).unwrap();
-                let ids = registry.expect(NodeId(1), 64).unwrap();
-                let addr =
-                    ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
-                addr_tx.send(addr).unwrap();
-                // The allocator's hook; the test's own timeout bounds it.
-                let entry = registry
-                    .when_announced(NodeId(1))
-                    .await
-                    .expect("node 1 announces itself");
-                let rep = messenger.get().unwrap();
-                let echo_id = EbbId::new(ids.start).unwrap();
-                let echoed = rep
-                    .call(
-                        NodeId(1),
-                        echo_id,
-                        ECHO,
-                        IoChain::from(IoBuf::from_static(b"over the Messenger")),
-                    )
-                    .await
-                    .map(|reply| reply.payload.to_vec());
-                let core_1 = rep
-                    .call_on(NodeId(1), CoreId(1), echo_id, WHICH_CORE, IoChain::new())
-                    .await
-                    .map(|reply| reply.payload.to_vec());
-                (ids, entry, echoed, core_1)
-            },
-        );
+        let result = ebb_hosted::run_task(node_config(), move || async move {
+            let TestFrontend {
+                messenger,
+                registry,
+                addr,
+                ranges,
+            } = TestFrontend::start(1);
+            let ids = ranges[0].clone();
+            addr_tx.send(addr).unwrap();
+            // The allocator's hook; the test's own timeout bounds it.
+            let entry = registry
+                .when_announced(NodeId(1))
+                .await
+                .expect("node 1 announces itself");
+            let rep = messenger.get().unwrap();
+            let echo_id = EbbId::new(ids.start).unwrap();
+            let echoed = rep
+                .call(
+                    NodeId(1),
+                    echo_id,
+                    ECHO,
+                    IoChain::from(IoBuf::from_static(b"over the Messenger")),
+                )
+                .await
+                .map(|reply| reply.payload.to_vec());
+            let core_1 = rep
+                .call_on(NodeId(1), CoreId(1), echo_id, WHICH_CORE, IoChain::new())
+                .await
+                .map(|reply| reply.payload.to_vec());
+            (ids, entry, echoed, core_1)
+        });
         let _ = result_tx.send(result);
     });
     let frontend = addr_rx

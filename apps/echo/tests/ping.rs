@@ -11,10 +11,12 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
-use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
+use ebb_core::{EbbId, NodeId};
 use ebb_testbed::{free_port, KilledOnDrop};
 use echo::ping::{measure, Target, LARGE, LARGE_COUNT, SMALL};
+use frontend_support::{node_config, TestFrontend};
+
+mod frontend_support;
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
 const LIMIT: Duration = Duration::from_secs(60);
@@ -55,39 +57,31 @@ fn the_frontend_and_a_pinging_node_time_every_kind_of_round_trip() {
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let (measured_tx, measured_rx) = mpsc::channel::<()>();
     thread::spawn(move || {
-        let result = ebb_hosted::run_task(
-            ebb_hosted::Config {
-                cores: Some(1),
-                pin: false,
-                handle_signals: false,
-                ..ebb_hosted::Config::default()
-            },
-            move || async move {
-                let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
-                let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-                registry.serve(messenger).unwrap();
-                let ids = registry.expect(NodeId(1), 64).unwrap();
-                registry.expect(NodeId(2), 64).unwrap();
-                let addr =
-                    ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
-                addr_tx.send((addr, ids.start)).unwrap();
-                let tcp_port = tcp_rx.recv().unwrap();
-                registry.when_announced(NodeId(1)).await.unwrap();
-                let target = Target {
-                    node: NodeId(1),
-                    ebb: EbbId::new(ids.start).unwrap(),
-                    tcp: SocketAddr::from(([127, 0, 0, 1], tcp_port)),
-                };
-                let measured = measure(messenger.get().unwrap(), target, 6).await;
-                // Node 1 has announced itself: node 2 can find it.
-                measured_tx.send(()).unwrap();
-                // Serves node 2's announcement and look-up until told.
-                while stop_rx.try_recv().is_err() {
-                    ebb_event::sleep(Duration::from_millis(5)).await;
-                }
-                measured
-            },
-        );
+        let result = ebb_hosted::run_task(node_config(), move || async move {
+            let TestFrontend {
+                messenger,
+                registry,
+                addr,
+                ranges,
+            } = TestFrontend::start(2);
+            let ids = ranges[0].clone();
+            addr_tx.send((addr, ids.start)).unwrap();
+            let tcp_port = tcp_rx.recv().unwrap();
+            registry.when_announced(NodeId(1)).await.unwrap();
+            let target = Target {
+                node: NodeId(1),
+                ebb: EbbId::new(ids.start).unwrap(),
+                tcp: SocketAddr::from(([127, 0, 0, 1], tcp_port)),
+            };
+            let measured = measure(messenger.get().unwrap(), target, 6).await;
+            // Node 1 has announced itself: node 2 can find it.
+            measured_tx.send(()).unwrap();
+            // Serves node 2's announcement and look-up until told.
+            while stop_rx.try_recv().is_err() {
+                ebb_event::sleep(Duration::from_millis(5)).await;
+            }
+            measured
+        });
         let _ = result_tx.send(result);
     });
     let (frontend, ids) = addr_rx.recv_timeout(LIMIT).expect("the frontend listens");

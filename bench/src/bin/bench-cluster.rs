@@ -17,9 +17,9 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use ebb_bench::cluster::{echo_image, stop_on_signals};
 use ebb_bench::report::{exit_code, median, minimum, workspace_root, Report};
-use ebb_cli::native::{self, Settings};
-use ebb_cluster::NativeCommandLine;
+use ebb_cli::native;
 use ebb_cluster::{ConsoleLine, NodeAllocator, NodeSpec, QemuLauncher};
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::Need;
@@ -34,26 +34,9 @@ fn millis(since: Instant) -> f64 {
 fn run() -> Result<(), String> {
     ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu])
         .map_err(|why| format!("needs root and QEMU for the cluster network ({why})"))?;
-    // Caught, so that a Ctrl-C ends the benchmark between two runs by
-    // returning, and the allocator's drop stops the nodes and deletes the
-    // namespace (by default the signal would end it and leave both).
-    use ebb_cli::stop;
-    stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
-    let stopped = || match stop::received() {
-        Some(signal) => Err(format!("stopped on {}", stop::signal_name(signal))),
-        None => Ok(()),
-    };
+    let stopped = stop_on_signals();
     let root = workspace_root();
-    let built = ebb_cli::child::run(&mut native::build_command(&root, "echo"))?;
-    if built != 0 {
-        return Err(format!("building echo's native image failed ({built})"));
-    }
-    let kvm = native::kvm_usable();
-    let command_line = NativeCommandLine {
-        settings: Settings::default(),
-        kvm,
-        tsc_khz: native::measure_tsc_khz(),
-    };
+    let (command_line, kvm) = echo_image(&root)?;
     let network = ClusterNetwork::create("bench", AddressPlan::default_plan())?;
     let logs = root.join("target/bench/cluster-logs");
     let allocator = NodeAllocator::new(

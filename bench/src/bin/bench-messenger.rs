@@ -38,14 +38,15 @@ use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ebb_bench::cluster::{echo_image, stop_on_signals};
 use ebb_bench::messenger::{
     add_path, add_ratios, parse_console, Announced, Figures, MessengerContract,
 };
 use ebb_bench::plot::{cdf_points, cdf_svg, Curve};
 use ebb_bench::report::{exit_code, median, minimum, output_dir, workspace_root, Report};
-use ebb_bench::vm::load_average;
-use ebb_cli::native::{self, Settings};
-use ebb_cluster::{NativeCommandLine, NodeAllocator, NodeHandle, NodeSpec, QemuLauncher};
+use ebb_bench::vm::{load_average, report_with_load};
+use ebb_cli::native;
+use ebb_cluster::{NodeAllocator, NodeHandle, NodeSpec, QemuLauncher};
 use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
@@ -174,29 +175,12 @@ fn wait_for_ping(node: &NodeHandle) -> Result<Figures, String> {
 fn run(plan: &Plan) -> Result<(), String> {
     ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu])
         .map_err(|why| format!("needs root and QEMU for the cluster network ({why})"))?;
-    // Caught, so that a Ctrl-C ends the benchmark at the next step by
-    // returning, and the allocator's drop stops the nodes and deletes the
-    // namespace.
-    use ebb_cli::stop;
-    stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
-    let stopped = || match stop::received() {
-        Some(signal) => Err(format!("stopped on {}", stop::signal_name(signal))),
-        None => Ok(()),
-    };
+    let stopped = stop_on_signals();
     let began = Instant::now();
     let load_start = load_average();
     let root = workspace_root();
     println!("messenger: building echo's native image...");
-    let built = ebb_cli::child::run(&mut native::build_command(&root, "echo"))?;
-    if built != 0 {
-        return Err(format!("building echo's native image failed ({built})"));
-    }
-    let kvm = native::kvm_usable();
-    let command_line = NativeCommandLine {
-        settings: Settings::default(),
-        kvm,
-        tsc_khz: native::measure_tsc_khz(),
-    };
+    let (command_line, kvm) = echo_image(&root)?;
     let network = ClusterNetwork::create("mbench", AddressPlan::default_plan())?;
     let namespace = network.namespace().name().to_owned();
     let frontend = SocketAddrV4::new(network.frontend(), MESSENGER_PORT);
@@ -318,21 +302,7 @@ fn run(plan: &Plan) -> Result<(), String> {
         "q35, {}, 1 vCPU and 256 MiB per node, on the cluster bridge",
         if kvm { "KVM" } else { "TCG" }
     );
-    let mut report = Report::new("messenger");
-    report
-        .label("accel", if kvm { "kvm" } else { "tcg" })
-        .metric(
-            "host_load_1m_start",
-            load_start,
-            "",
-            "the shared host's load average when the benchmark started",
-        )
-        .metric(
-            "host_load_1m_end",
-            load_average(),
-            "",
-            "the shared host's load average at the end",
-        );
+    let mut report = report_with_load("messenger", if kvm { "kvm" } else { "tcg" }, load_start);
     add_path(&mut report, "native", "native to native", &native_figures);
     add_path(
         &mut report,
