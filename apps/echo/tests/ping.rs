@@ -58,22 +58,17 @@ fn the_frontend_and_a_pinging_node_time_every_kind_of_round_trip() {
     let (measured_tx, measured_rx) = mpsc::channel::<()>();
     thread::spawn(move || {
         let result = ebb_hosted::run_task(node_config(), move || async move {
-            let TestFrontend {
-                messenger,
-                registry,
-                addr,
-                ranges,
-            } = TestFrontend::start(2);
-            let ids = ranges[0].clone();
-            addr_tx.send((addr, ids.start)).unwrap();
+            let frontend = TestFrontend::start(2);
+            let echo_ebb = frontend.ranges[0].start;
+            addr_tx.send((frontend.addr, echo_ebb)).unwrap();
             let tcp_port = tcp_rx.recv().unwrap();
-            registry.when_announced(NodeId(1)).await.unwrap();
+            frontend.registry.when_announced(NodeId(1)).await.unwrap();
             let target = Target {
                 node: NodeId(1),
-                ebb: EbbId::new(ids.start).unwrap(),
+                ebb: EbbId::new(echo_ebb).unwrap(),
                 tcp: SocketAddr::from(([127, 0, 0, 1], tcp_port)),
             };
-            let measured = measure(messenger.get().unwrap(), target, 6).await;
+            let measured = measure(frontend.messenger.get().unwrap(), target, 6).await;
             // Node 1 has announced itself: node 2 can find it.
             measured_tx.send(()).unwrap();
             // Serves node 2's announcement and look-up until told.
