@@ -136,15 +136,15 @@ pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
 }
 
 /// One panel of CDFs (`curves`' points from [`cdf_points`], in µs), the
-/// x axis up to the largest 99th percentile × 1.2 (the tails beyond are
-/// clipped: the p99 keys carry them).
+/// x axis up to the largest 90th percentile × 1.5, where the curves
+/// differ (the tails beyond are clipped: the p99 keys carry them).
 pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
     let (width, height, margin) = (900.0, 420.0, 60.0);
-    let p99 = |curve: &Curve| {
-        let index = (curve.points.len() * 99 / 100).min(curve.points.len().saturating_sub(1));
+    let p90 = |curve: &Curve| {
+        let index = (curve.points.len() * 9 / 10).min(curve.points.len().saturating_sub(1));
         curve.points.get(index).map_or(0.0, |p| p.0)
     };
-    let max_x = curves.iter().map(p99).fold(1.0, f64::max) * 1.2;
+    let max_x = curves.iter().map(p90).fold(1.0, f64::max) * 1.5;
     let sx = |v: f64| margin + (v.min(max_x) / max_x) * (width - 2.0 * margin);
     let sy = |f: f64| height - margin - f * (height - 2.0 * margin);
     let mut svg = format!(
