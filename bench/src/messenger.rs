@@ -1,108 +1,17 @@
-//! What `./ebb bench messenger` needs besides its orchestration: the
-//! boot contract and readiness that tie the NodeAllocator to a Messenger
-//! frontend, reading a pinging node's samples from its console, and the
-//! report's keys.
+//! What `./ebb bench messenger` needs besides its orchestration (whose
+//! NodeAllocator takes ebb-cluster's Messenger hooks, `MessengerContract`
+//! and `Announced`, so that `allocate()` returns at the node's
+//! announcement): reading a pinging node's samples from its console, and
+//! the report's keys.
 //!
-//! - [`MessengerContract`] hands each node a global id range from the
-//!   frontend's registry (`Frontend::expect`) and the node words `node=
-//!   frontend= ebb_ids= messenger_port=`.
-//! - [`Announced`] is ready once the registry has the node's announcement,
-//!   so `allocate()` returns at the Messenger handshake (issue 16's
-//!   `allocate_ms`). A bench-local stand-in for ebb-cluster's own
-//!   Messenger readiness until that lands.
 //! - [`parse_console`] reads the lines of `echo::ping::run`.
 //! - [`Figures`] are one path's samples; [`add_path`] and [`add_ratios`]
 //!   put them in the report.
-
-use std::collections::BTreeMap;
-use std::net::SocketAddrV4;
-use std::ops::Range;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
-
-use ebb_cluster::{BootContract, NotReady, Readiness, ReadyProbe};
-use ebb_core::NodeId;
-use ebb_messenger::Frontend;
-use ebb_testbed::cluster_net::NodeLink;
 
 use crate::report::{median, percentile, Report};
 
 /// Global Ebb ids each node gets (echo uses the first).
 pub const IDS_PER_NODE: u32 = 64;
-
-/// The boot contract: ids from the frontend's registry, the frontend's
-/// Messenger address, the nodes' Messenger port.
-pub struct MessengerContract {
-    /// The frontend's registry.
-    pub registry: Arc<Frontend>,
-    /// Where the frontend's Messenger listens.
-    pub frontend: SocketAddrV4,
-    /// The port nodes listen on for the Messenger.
-    pub messenger_port: u16,
-    /// The range each node got.
-    pub ranges: Mutex<BTreeMap<NodeId, Range<u32>>>,
-}
-
-impl MessengerContract {
-    /// The range node `node` was handed.
-    pub fn range(&self, node: NodeId) -> Option<Range<u32>> {
-        self.ranges
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&node)
-            .cloned()
-    }
-}
-
-impl BootContract for MessengerContract {
-    fn boot_args(&self, id: NodeId, _link: &NodeLink) -> Result<Vec<String>, String> {
-        let range = self
-            .registry
-            .expect(id, IDS_PER_NODE)
-            .map_err(|error| format!("node {id}: {error}"))?;
-        let words = vec![
-            format!("node={}", id.0),
-            format!("frontend={}", self.frontend),
-            format!("ebb_ids={}-{}", range.start, range.end),
-            format!("messenger_port={}", self.messenger_port),
-        ];
-        self.ranges
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, range);
-        Ok(words)
-    }
-}
-
-/// Ready once the node announced itself to the frontend's registry.
-pub struct Announced {
-    /// The frontend's registry.
-    pub registry: Arc<Frontend>,
-}
-
-/// How often [`Announced`] looks at the registry: small beside a boot.
-const ANNOUNCED_POLL: Duration = Duration::from_millis(1);
-
-impl Readiness for Announced {
-    fn awaited(&self) -> String {
-        "the node's Messenger announcement".to_owned()
-    }
-
-    fn wait_ready(&self, node: &ReadyProbe<'_>, deadline: Instant) -> Result<(), NotReady> {
-        loop {
-            if self.registry.announced(node.id).is_some() {
-                return Ok(());
-            }
-            if (node.ended)() {
-                return Err(NotReady::Ended);
-            }
-            if Instant::now() >= deadline {
-                return Err(NotReady::TimedOut);
-            }
-            std::thread::sleep(ANNOUNCED_POLL);
-        }
-    }
-}
 
 /// One path's measurements: the four kinds of `echo::ping::measure`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -7,8 +7,9 @@
 //! The setup is `./ebb cluster`'s: a namespace with a bridge
 //! (`ebb_testbed::cluster_net`), the frontend (this process, a hosted node
 //! of one core, kernel TCP) on the bridge's veth, native echo nodes (q35,
-//! TCG, 1 vCPU, 256 MiB) started by the NodeAllocator with a boot contract
-//! from the frontend's registry. Round trips are made by one piece of code,
+//! TCG, 1 vCPU, 256 MiB) started by the NodeAllocator with ebb-cluster's
+//! Messenger hooks (`MessengerContract` from the frontend's registry, ready
+//! once `Announced`). Round trips are made by one piece of code,
 //! `echo::ping`, on both sides.
 //!
 //! 1. `allocate_ms`: `allocate()` of an echo node to its announcement,
@@ -35,18 +36,18 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::process::ExitCode;
 use std::sync::mpsc::{self, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ebb_bench::cluster::{echo_image, stop_on_signals};
-use ebb_bench::messenger::{
-    add_path, add_ratios, parse_console, Announced, Figures, MessengerContract,
-};
+use ebb_bench::messenger::{add_path, add_ratios, parse_console, Figures, IDS_PER_NODE};
 use ebb_bench::plot::{cdf_points, cdf_svg, Curve};
 use ebb_bench::report::{exit_code, median, minimum, output_dir, workspace_root, Report};
 use ebb_bench::vm::{load_average, report_with_load};
 use ebb_cli::native;
-use ebb_cluster::{NodeAllocator, NodeHandle, NodeSpec, QemuLauncher};
+use ebb_cluster::{
+    Announced, MessengerContract, NodeAllocator, NodeHandle, NodeSpec, QemuLauncher,
+};
 use ebb_core::{EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
@@ -185,23 +186,20 @@ fn run(plan: &Plan) -> Result<(), String> {
     let namespace = network.namespace().name().to_owned();
     let frontend = SocketAddrV4::new(network.frontend(), MESSENGER_PORT);
     let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-    let contract = Arc::new(MessengerContract {
-        registry: Arc::clone(&registry),
-        frontend,
-        messenger_port: MESSENGER_PORT,
-        ranges: Mutex::new(Default::default()),
-    });
+    let contract = Arc::new(MessengerContract::new(
+        Arc::clone(&registry),
+        IDS_PER_NODE,
+        MESSENGER_PORT,
+    ));
     let logs = root.join("target/bench/messenger-logs");
     let allocator = NodeAllocator::new(
         network,
         QemuLauncher::new(command_line),
-        Announced {
-            registry: Arc::clone(&registry),
-        },
+        Announced::new(Arc::clone(&registry)),
         &logs,
     )
     .map_err(|e| e.to_string())?
-    .with_boot_contract(SharedContract(Arc::clone(&contract)));
+    .with_boot_contract(Arc::clone(&contract));
     let (jobs, queue) = mpsc::channel();
     let frontend_thread = start_frontend(
         namespace,
@@ -509,19 +507,6 @@ fn add_linux_ratio(report: &mut Report) {
             "",
             "rtt_us_native_median / rtt_us_raw_linux_median (target <= 0.5)",
         );
-    }
-}
-
-/// The contract, shared with `run` (which reads the ranges back).
-struct SharedContract(Arc<MessengerContract>);
-
-impl ebb_cluster::BootContract for SharedContract {
-    fn boot_args(
-        &self,
-        id: NodeId,
-        link: &ebb_testbed::cluster_net::NodeLink,
-    ) -> Result<Vec<String>, String> {
-        self.0.boot_args(id, link)
     }
 }
 
