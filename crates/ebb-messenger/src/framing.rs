@@ -139,10 +139,40 @@ pub fn encode_message(
     payload: IoChain,
     limits: &Limits,
 ) -> Result<IoChain, WireError> {
-    let control_len = u32::try_from(control.len()).unwrap_or(u32::MAX);
-    if control_len > limits.max_control_len {
+    encode_with(header, control.len(), payload, limits, |out| {
+        out.copy_from_slice(control);
+    })
+}
+
+/// As [`encode_message`], with the control part still a chain (a
+/// [`crate::Message`]'s): it is copied once, straight into the header's
+/// buffer, and an empty one costs nothing.
+pub(crate) fn encode_chain(
+    header: Header,
+    control: &IoChain,
+    payload: IoChain,
+    limits: &Limits,
+) -> Result<IoChain, WireError> {
+    encode_with(header, control.len(), payload, limits, |out| {
+        // Cannot fail: `out` is exactly `control.len()` bytes.
+        let _ = control.copy_to_slice(out);
+    })
+}
+
+/// Checks the lengths, then builds one buffer of the header and
+/// `control_len` bytes that `write_control` fills, put in front of the
+/// payload's own chain (no new chain, no move of its segments).
+fn encode_with(
+    header: Header,
+    control_len: usize,
+    mut payload: IoChain,
+    limits: &Limits,
+    write_control: impl FnOnce(&mut [u8]),
+) -> Result<IoChain, WireError> {
+    let wire_control_len = u32::try_from(control_len).unwrap_or(u32::MAX);
+    if wire_control_len > limits.max_control_len {
         return Err(WireError::ControlTooLong {
-            len: control_len,
+            len: wire_control_len,
             limit: limits.max_control_len,
         });
     }
@@ -154,17 +184,17 @@ pub fn encode_message(
         });
     }
     let header = Header {
-        control_len,
+        control_len: wire_control_len,
         payload_len,
         ..header
     };
-    let mut head = IoBufMut::with_capacity(HEADER_LEN + control.len());
+    let mut head = IoBufMut::with_capacity(HEADER_LEN + control_len);
     head.extend_from_slice(&header.encode());
-    head.extend_from_slice(control);
-    let mut message = IoChain::from(head);
-    let mut payload = payload;
-    message.append(&mut payload);
-    Ok(message)
+    if control_len > 0 {
+        write_control(head.extend_zeroed(control_len));
+    }
+    payload.push_front(head.freeze());
+    Ok(payload)
 }
 
 /// The hello a node sends first: its id as the source, its limits, and

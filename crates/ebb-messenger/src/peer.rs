@@ -37,6 +37,7 @@ use ebb_event::{oneshot, JoinHandle, Receiver, Sender};
 use ebb_iobuf::IoChain;
 use ebb_net::{NetError, SendError, TcpConnection, TcpHandler};
 
+use crate::framing::encode_chain;
 use crate::node::{error_reply, serve_shared, Answer, CoreResult, Deferred, Route};
 use crate::{
     encode_message, hello_message, Deframer, ErrorReply, Frame, Header, Hello, Kind, Limits,
@@ -302,8 +303,8 @@ impl Peer {
                 limit,
             });
         }
-        let message = encode_message(header, &body.control.to_vec(), body.payload, &inner.limits)
-            .map_err(too_large)?;
+        let message =
+            encode_chain(header, &body.control, body.payload, &inner.limits).map_err(too_large)?;
         inner.queued += message.len();
         inner.outbox.push_back(message);
         Ok(())
@@ -582,9 +583,9 @@ impl Peer {
                         header.message,
                         header.correlation,
                     );
-                    encode_message(reply, &body.control.to_vec(), body.payload, &limits).map_err(
-                        |_| ErrorReply::ReplyTooLarge(u32::try_from(len).unwrap_or(u32::MAX)),
-                    )
+                    encode_chain(reply, &body.control, body.payload, &limits).map_err(|_| {
+                        ErrorReply::ReplyTooLarge(u32::try_from(len).unwrap_or(u32::MAX))
+                    })
                 }
                 Err(error) => Err(error),
             };
