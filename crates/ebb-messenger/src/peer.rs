@@ -227,18 +227,20 @@ impl Peer {
         body: Message,
     ) -> Call {
         let (sender, receiver) = oneshot();
-        {
+        let message = {
             let mut inner = self.inner.borrow_mut();
             let correlation = inner.next_correlation;
             let mut header = self.header(Kind::Call, ebb.raw(), message, correlation);
             header.core = core;
-            if let Err(error) = self.enqueue(&mut inner, header, body) {
-                return Call::failed(error);
-            }
+            let message = match self.admit(&inner, header, body) {
+                Ok(message) => message,
+                Err(error) => return Call::failed(error),
+            };
             inner.next_correlation += 1;
             inner.pending.insert(correlation, sender);
-        }
-        self.flush();
+            message
+        };
+        self.transmit(message, false);
         Call {
             state: CallState::Waiting(receiver),
         }
@@ -257,12 +259,12 @@ impl Peer {
         message: MessageNumber,
         body: Message,
     ) -> Result<(), MessengerError> {
-        {
-            let mut inner = self.inner.borrow_mut();
+        let message = {
+            let inner = self.inner.borrow();
             let header = self.header(Kind::OneWay, ebb.raw(), message, 0);
-            self.enqueue(&mut inner, header, body)?;
-        }
-        self.flush();
+            self.admit(&inner, header, body)?
+        };
+        self.transmit(message, false);
         Ok(())
     }
 
@@ -285,14 +287,14 @@ impl Peer {
         }
     }
 
-    /// Queues a new message, if the connection is open, it fits the
+    /// A new message, encoded, if the connection is open, it fits the
     /// limits and the queue has room.
-    fn enqueue(
+    fn admit(
         &self,
-        inner: &mut Inner,
+        inner: &Inner,
         header: Header,
         body: Message,
-    ) -> Result<(), MessengerError> {
+    ) -> Result<IoChain, MessengerError> {
         if let PeerState::Closed(error) = &inner.state {
             return Err(error.clone());
         }
@@ -303,11 +305,53 @@ impl Peer {
                 limit,
             });
         }
-        let message =
-            encode_chain(header, &body.control, body.payload, &inner.limits).map_err(too_large)?;
-        inner.queued += message.len();
-        inner.outbox.push_back(message);
-        Ok(())
+        encode_chain(header, &body.control, body.payload, &inner.limits).map_err(too_large)
+    }
+
+    /// Sends `message` at once if nothing waits before it, the handshake
+    /// is done and the credit takes it whole (the common case: one call or
+    /// reply at a time); queues it behind the others otherwise, so the
+    /// order and the credit rule stay those of [`Peer::send_queued`]. A
+    /// reply queued past [`Config::max_queued_bytes`] pauses our receive
+    /// side (a reply is never dropped: its call would hang).
+    fn transmit(&self, message: IoChain, reply: bool) {
+        let direct = {
+            let inner = self.inner.borrow();
+            let idle = inner.outbox.is_empty() && !inner.paused;
+            match (&inner.conn, &inner.state) {
+                (Some(conn), PeerState::Ready { .. }) if idle => Some(conn.clone()),
+                _ => None,
+            }
+        };
+        let message = match direct {
+            Some(conn) if conn.send_credit() >= message.len() => match conn.send(message) {
+                Ok(()) => return,
+                Err(SendError {
+                    error: NetError::NoCredit { .. },
+                    data,
+                }) => data,
+                Err(_) => {
+                    self.end(MessengerError::ConnectionLost);
+                    return;
+                }
+            },
+            _ => message,
+        };
+        {
+            let mut inner = self.inner.borrow_mut();
+            if matches!(inner.state, PeerState::Closed(_)) {
+                return;
+            }
+            inner.queued += message.len();
+            inner.outbox.push_back(message);
+            if reply && !inner.paused && inner.queued > self.local.config().max_queued_bytes {
+                inner.paused = true;
+                if let Some(conn) = &inner.conn {
+                    conn.pause_receive();
+                }
+            }
+        }
+        self.flush();
     }
 
     /// Hands the connection as much of the queue as its credit takes, and
@@ -571,9 +615,8 @@ impl Peer {
         if matches!(self.state(), PeerState::Closed(_)) {
             return;
         }
-        {
-            let mut inner = self.inner.borrow_mut();
-            let limits = inner.limits;
+        let message = {
+            let limits = self.inner.borrow().limits;
             let reply = match result {
                 Ok(body) => {
                     let len = body.payload.len();
@@ -601,19 +644,11 @@ impl Peer {
                     Err(_) => unreachable!("an error reply is within the default limits"),
                 }
             });
-            // A reply is always queued (dropping it would leave the call
-            // hanging); a peer that calls faster than it reads is held
-            // back by pausing our receive side instead.
-            inner.queued += message.len();
-            inner.outbox.push_back(message);
-            if !inner.paused && inner.queued > self.local.config().max_queued_bytes {
-                inner.paused = true;
-                if let Some(conn) = &inner.conn {
-                    conn.pause_receive();
-                }
-            }
-        }
-        self.flush();
+            message
+        };
+        // A peer that calls faster than it reads is held back by pausing
+        // our receive side (`transmit`).
+        self.transmit(message, true);
     }
 
     /// Completes the call `correlation`, if it is still pending.
