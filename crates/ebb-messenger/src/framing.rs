@@ -76,6 +76,8 @@ impl Deframer {
         }
         let header = match self.pending.take() {
             Some(header) => header,
+            // The call after the last whole frame: nothing to look at.
+            None if self.buffered.len() < HEADER_LEN => return Ok(None),
             None => {
                 let Ok(raw) = self.buffered.cursor().peek_header::<RawHeader>() else {
                     return Ok(None);
@@ -88,20 +90,24 @@ impl Deframer {
             }
         };
         let control_len = widen(header.control_len);
-        let payload_len = widen(header.payload_len);
-        if self.buffered.len() < control_len + payload_len {
+        let body_len = control_len + widen(header.payload_len);
+        if self.buffered.len() < body_len {
             self.pending = Some(header);
             return Ok(None);
         }
-        let mut cursor = self.buffered.cursor();
-        // Cannot fail: the lengths were checked against what is buffered.
-        let truncated = |_| WireError::Truncated {
-            needed: control_len + payload_len,
-            available: self.buffered.len(),
+        // The body's segments move out of the buffer as they are (the
+        // whole buffer when it ends with this message, the usual case);
+        // only a segment straddling a boundary becomes two views.
+        let mut payload = if self.buffered.len() == body_len {
+            core::mem::take(&mut self.buffered)
+        } else {
+            split_chain(&mut self.buffered, body_len)?
         };
-        let control = cursor.read_chain(control_len).map_err(truncated)?;
-        let payload = cursor.read_chain(payload_len).map_err(truncated)?;
-        self.trim(control_len + payload_len)?;
+        let control = if control_len == 0 {
+            IoChain::new()
+        } else {
+            split_chain(&mut payload, control_len)?
+        };
         Ok(Some(Frame {
             header,
             control,
@@ -117,6 +123,16 @@ impl Deframer {
                 available: self.buffered.len(),
             })
     }
+}
+
+/// The first `n` bytes of `chain`, taken out of it (cannot fail: callers
+/// checked the length).
+fn split_chain(chain: &mut IoChain, n: usize) -> Result<IoChain, WireError> {
+    let available = chain.len();
+    chain.split_to(n).map_err(|_| WireError::Truncated {
+        needed: n,
+        available,
+    })
 }
 
 /// A wire length as a `usize` (lossless where `usize` has 32 bits or more,
