@@ -854,9 +854,13 @@ impl Future for Call {
             CallState::Failed(error) => {
                 Poll::Ready(Err(error.take().unwrap_or(MessengerError::ConnectionLost)))
             }
-            CallState::Waiting(receiver) => Pin::new(receiver)
-                .poll(cx)
-                .map(|result| result.unwrap_or(Err(MessengerError::ConnectionLost))),
+            // Matched rather than mapped: each adapter would move the
+            // reply (two chains) once more.
+            CallState::Waiting(receiver) => match Pin::new(receiver).poll(cx) {
+                Poll::Ready(Ok(result)) => Poll::Ready(result),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(MessengerError::ConnectionLost)),
+                Poll::Pending => Poll::Pending,
+            },
             // The other core stopped before answering (its node shuts down).
             CallState::Forwarded(handle) => Pin::new(handle)
                 .poll(cx)
