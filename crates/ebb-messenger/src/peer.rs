@@ -612,43 +612,43 @@ impl Peer {
         if header.kind != Kind::Call {
             return;
         }
-        if matches!(self.state(), PeerState::Closed(_)) {
-            return;
-        }
-        let message = {
-            let limits = self.inner.borrow().limits;
-            let reply = match result {
-                Ok(body) => {
-                    let len = body.payload.len();
-                    let reply = self.header(
-                        Kind::Reply,
-                        header.destination,
-                        header.message,
-                        header.correlation,
-                    );
-                    encode_chain(reply, &body.control, body.payload, &limits).map_err(|_| {
-                        ErrorReply::ReplyTooLarge(u32::try_from(len).unwrap_or(u32::MAX))
-                    })
-                }
-                Err(error) => Err(error),
-            };
-            let message = reply.unwrap_or_else(|error| {
-                let header = self.header(
-                    Kind::ErrorReply,
+        let limits = {
+            let inner = self.inner.borrow();
+            if matches!(inner.state, PeerState::Closed(_)) {
+                return;
+            }
+            inner.limits
+        };
+        // The reply goes straight from its encoding to `transmit` (each
+        // `Result` adapter on the way would move its two chains again).
+        let error = match result {
+            Ok(body) => {
+                let len = body.payload.len();
+                let reply = self.header(
+                    Kind::Reply,
                     header.destination,
                     header.message,
                     header.correlation,
                 );
-                match encode_message(header, &error.encode(), IoChain::new(), &Limits::DEFAULT) {
-                    Ok(message) => message,
-                    Err(_) => unreachable!("an error reply is within the default limits"),
+                match encode_chain(reply, &body.control, body.payload, &limits) {
+                    // A peer that calls faster than it reads is held back
+                    // by pausing our receive side (`transmit`).
+                    Ok(message) => return self.transmit(message, true),
+                    Err(_) => ErrorReply::ReplyTooLarge(u32::try_from(len).unwrap_or(u32::MAX)),
                 }
-            });
-            message
+            }
+            Err(error) => error,
         };
-        // A peer that calls faster than it reads is held back by pausing
-        // our receive side (`transmit`).
-        self.transmit(message, true);
+        let header = self.header(
+            Kind::ErrorReply,
+            header.destination,
+            header.message,
+            header.correlation,
+        );
+        match encode_message(header, &error.encode(), IoChain::new(), &Limits::DEFAULT) {
+            Ok(message) => self.transmit(message, true),
+            Err(_) => unreachable!("an error reply is within the default limits"),
+        }
     }
 
     /// Completes the call `correlation`, if it is still pending.
