@@ -309,8 +309,9 @@ impl Peer {
     }
 
     /// Sends `message` at once if nothing waits before it, the handshake
-    /// is done and the credit takes it whole (the common case: one call or
-    /// reply at a time); queues it behind the others otherwise, so the
+    /// is done and the connection's credit takes it whole (the common
+    /// case: one call or reply at a time); queues it behind the others
+    /// otherwise, so the
     /// order and the credit rule stay those of [`Peer::send_queued`]. A
     /// reply queued past [`Config::max_queued_bytes`] pauses our receive
     /// side (a reply is never dropped: its call would hang).
@@ -324,7 +325,9 @@ impl Peer {
             }
         };
         let message = match direct {
-            Some(conn) if conn.send_credit() >= message.len() => match conn.send(message) {
+            // `send` takes all or nothing: a message over the credit comes
+            // back, and `send_queued` splits it to the credit.
+            Some(conn) => match conn.send(message) {
                 Ok(()) => return,
                 Err(SendError {
                     error: NetError::NoCredit { .. },
@@ -335,7 +338,7 @@ impl Peer {
                     return;
                 }
             },
-            _ => message,
+            None => message,
         };
         {
             let mut inner = self.inner.borrow_mut();
