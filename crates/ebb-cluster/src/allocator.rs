@@ -46,6 +46,10 @@ const TAIL_LINES: usize = 20;
 pub struct NodeAllocator {
     // Nodes first: they are stopped before the network goes (drop order).
     nodes: Mutex<Vec<NodeHandle>>,
+    /// Set by [`NodeAllocator::shutdown`] while it holds `nodes`: a launch
+    /// that sees it starts no VM, or kills the one it just started instead
+    /// of adding it, and a node still awaited stops waiting.
+    closed: AtomicBool,
     launcher: Box<dyn Launcher>,
     contract: Box<dyn BootContract>,
     readiness: Box<dyn Readiness>,
@@ -79,6 +83,7 @@ impl NodeAllocator {
             .map_err(|e| ClusterError::Files(format!("{}: {e}", log_dir.display())))?;
         Ok(NodeAllocator {
             nodes: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
             launcher: Box::new(launcher),
             contract: Box::new(NoContract),
             readiness: Box::new(readiness),
@@ -177,8 +182,21 @@ impl NodeAllocator {
     /// deadline, then what is left is killed (SIGKILL through a pidfd), and
     /// a watcher is joined only once its node has ended. The namespace
     /// goes when the allocator is dropped.
+    ///
+    /// From then on the allocator is closed: an `allocate` under way on
+    /// another thread boots no more nodes, a node it launches meanwhile is
+    /// killed, and those it awaits fail with [`ClusterError::ShuttingDown`]
+    /// (or `Stopped`) at once. Every node ended here counts as stopped,
+    /// never lost: it is marked as being stopped before it is asked to end.
     pub fn shutdown(&self) {
-        let nodes = std::mem::take(&mut *self.nodes_locked());
+        let nodes = {
+            let mut nodes = self.nodes_locked();
+            self.closed.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *nodes)
+        };
+        for node in &nodes {
+            node.0.stopping.store(true, Ordering::SeqCst);
+        }
         std::thread::scope(|scope| {
             for node in nodes.iter().filter(|node| !node.state().is_over()) {
                 scope.spawn(move || {
@@ -226,6 +244,9 @@ impl NodeAllocator {
 
     /// Puts a node on the network and starts its VM and its watcher.
     fn launch(&self, spec: NodeSpec) -> Result<NodeHandle, ClusterError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ClusterError::ShuttingDown);
+        }
         let id = NodeId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let link = self.network.add_node(id.0).map_err(ClusterError::Network)?;
         let boot_args = self.contract.boot_args(id, &link).map_err(|reason| {
@@ -289,13 +310,22 @@ impl NodeAllocator {
             .watcher
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(watcher);
-        self.nodes_locked().push(node.clone());
+        let mut nodes = self.nodes_locked();
+        if self.closed.load(Ordering::SeqCst) {
+            // Shutdown has taken the list: this node is ended here.
+            drop(nodes);
+            let _ = node.kill();
+            let _ = node.wait_for_end(KILL_GRACE);
+            return Err(ClusterError::ShuttingDown);
+        }
+        nodes.push(node.clone());
         Ok(node)
     }
 
     /// Waits for `node` to be ready ([`Readiness`]); kills it if it is not.
     fn await_ready(&self, node: &NodeHandle) -> Result<(), ClusterError> {
-        let ended = || node.state().is_over();
+        // A closed allocator ends its nodes: waiting is over too.
+        let ended = || node.state().is_over() || self.closed.load(Ordering::SeqCst);
         let probe = ReadyProbe {
             id: node.id(),
             address: node.address(),
@@ -306,6 +336,10 @@ impl NodeAllocator {
             .readiness
             .wait_ready(&probe, Instant::now() + self.ready_timeout);
         let tail = || console_tail(node.console_log(), TAIL_LINES);
+        if outcome.is_err() && self.closed.load(Ordering::SeqCst) {
+            // Shutdown stops the node (it may not have yet).
+            return Err(ClusterError::ShuttingDown);
+        }
         match outcome {
             Ok(()) => {
                 let became_ready = {

@@ -285,3 +285,76 @@ fn nodes_that_ignore_their_stop_share_one_grace_then_are_killed() {
     drop(allocator);
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+/// [`ShellLauncher`], but each launch takes `delay` (a QEMU that starts
+/// slowly on a loaded machine).
+struct SlowLauncher {
+    delay: Duration,
+}
+
+impl Launcher for SlowLauncher {
+    fn launch(&self, spec: &LaunchSpec) -> Result<Box<dyn LaunchedNode>, String> {
+        std::thread::sleep(self.delay);
+        ShellLauncher.launch(spec)
+    }
+}
+
+#[test]
+fn shutdown_while_nodes_are_launched_ends_them_promptly_and_none_is_lost() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let logs = std::env::temp_dir().join(format!("ebb-cluster-allocslow-{}", std::process::id()));
+    let network =
+        ClusterNetwork::create("allocslow", AddressPlan::default_plan()).expect("network");
+    let changes = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&changes);
+    let allocator = NodeAllocator::new(
+        network,
+        SlowLauncher {
+            delay: Duration::from_millis(300),
+        },
+        ConsoleLine::app_ready("fake"),
+        &logs,
+    )
+    .expect("allocator")
+    // Never reached: the nodes never print their line.
+    .with_ready_timeout(Duration::from_secs(60))
+    .on_state_change(move |node, state| seen.lock().unwrap().push((node.id().0, state)));
+    let namespace = allocator.network().namespace().name().to_owned();
+    let silent = "echo booting; exec sleep 600";
+    let started = std::time::Instant::now();
+    let results = std::thread::scope(|scope| {
+        let allocating = scope.spawn(|| allocator.allocate_all(vec![node(silent); 6]));
+        // Mid-launch: one or two nodes run, the others are not started yet.
+        std::thread::sleep(Duration::from_millis(500));
+        allocator.shutdown();
+        allocating.join().expect("allocate_all")
+    });
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "allocate_all took {took:?}");
+    for result in &results {
+        match result {
+            Err(ClusterError::ShuttingDown | ClusterError::Stopped { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(ClusterError::ShuttingDown))),
+        "{results:?}"
+    );
+    let pids: Vec<u32> = allocator.nodes().iter().map(|n| n.pid()).collect();
+    drop(allocator);
+    let changes = changes.lock().unwrap().clone();
+    assert!(
+        changes
+            .iter()
+            .all(|(_, state)| *state == NodeState::Stopped),
+        "{changes:?}"
+    );
+    assert!(!netns::exists(&namespace), "{namespace} is gone");
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} is gone");
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+}
