@@ -64,6 +64,15 @@ fn send_signal(signal: &str, pid: u32) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
+/// One cluster at a time (2 host cores, TCG): the QEMU tests take turns.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Options for echo nodes, their Messenger on `port`, logs in a directory
 /// of this test (`tag`).
 fn echo_nodes(tag: &str, port: u16) -> (FrontendOptions, PathBuf) {
@@ -80,6 +89,7 @@ fn echo_nodes(tag: &str, port: u16) -> (FrontendOptions, PathBuf) {
 #[test]
 fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _turn = one_cluster();
     let (options, log_dir) = echo_nodes("test", 7200);
 
     let (seen_tx, seen_rx) = mpsc::channel::<Seen>();
@@ -230,6 +240,7 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
 #[test]
 fn a_frontend_whose_main_panics_still_stops_its_nodes() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    let _turn = one_cluster();
     let (options, log_dir) = echo_nodes("panic", 7201);
     let (pid_tx, pid_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel();
@@ -261,4 +272,62 @@ fn a_frontend_whose_main_panics_still_stops_its_nodes() {
         "{namespace} is left"
     );
     let _ = std::fs::remove_dir_all(&log_dir);
+}
+
+/// Set in the child process of the test below.
+const FAILING_CHILD: &str = "EBB_FRONTEND_FAILING_CHILD";
+
+#[test]
+fn after_a_frontend_fails_early_sigterm_still_ends_the_process() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    if std::env::var_os(FAILING_CHILD).is_some() {
+        // The child: a frontend that fails after it caught the signals (its
+        // log directory cannot be made), then waits to be ended.
+        let mut options = FrontendOptions::new(std::env::current_exe().expect("this test"));
+        options.log_dir = PathBuf::from("/proc/version/logs");
+        options.network_tag = "sigfail".to_owned();
+        let outcome = run_frontend(options, |_| async { 0 });
+        println!("frontend failed: {outcome:?}");
+        std::thread::sleep(Duration::from_secs(30));
+        println!("still running after 30 s");
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(std::env::current_exe().expect("this test"))
+        .args([
+            "--exact",
+            "after_a_frontend_fails_early_sigterm_still_ends_the_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(FAILING_CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test re-executed");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let failed = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|line| line.contains("frontend failed"))
+        .expect("the child's frontend ends");
+    assert!(failed.contains("/proc/version/logs"), "{failed}");
+    send_signal("-TERM", child.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        status.and_then(|status| status.signal()),
+        Some(15),
+        "SIGTERM ends the process"
+    );
 }

@@ -38,7 +38,9 @@
 //! `signal_hook` (a handler
 //! that sets a flag, process-wide, so it does not matter which thread the
 //! kernel picks) while `run_frontend` runs; a watcher turns the flag into
-//! `EventRoot::shutdown`. The hosted runtime's own signal handling
+//! `EventRoot::shutdown`; a second signal during the teardown ends the
+//! process at once (signal's default action), and once `run_frontend`
+//! returns (early errors included) the default actions are back. The hosted runtime's own signal handling
 //! (`Config::handle_signals`) is off: it blocks the signals only on the
 //! threads it starts, and the spawner and allocator threads are not among
 //! them.
@@ -307,7 +309,7 @@ where
         namespace: namespace.clone(),
     };
 
-    let watcher = signals.watch(Arc::clone(&wiring));
+    let mut watcher = signals.watch(Arc::clone(&wiring));
     let config = ebb_hosted::Config {
         cores: Some(options.frontend_cores),
         pin: false,
@@ -354,6 +356,8 @@ where
     if netns::exists(&namespace) {
         eprintln!("ebb: could not delete namespace {namespace}: run `ip netns del {namespace}`");
     }
+    // The signals take their default action again.
+    drop(watcher);
     match outcome {
         Err(error) => Err(format!("the frontend's loop: {error}")),
         Ok(Err(error)) => Err(format!("the frontend's hosted node: {error}")),
