@@ -2,20 +2,25 @@
 //! a slice of data to every node still in the ring (all calls in flight
 //! at once), then the token around the ring, then the check: the ring's
 //! total against the sum of the nodes' replies and of the frontend's own
-//! digests. A node whose call fails is reported lost, with the error, and
-//! left out from then on; a ring broken at a node is tried again over the
-//! others.
+//! digests. A node whose call fails, or does not answer within its bound
+//! ([`crate::work_bound`], [`crate::token_bound`]: a frozen node is a
+//! failure, not a hang), is reported lost, with the reason, and left out
+//! from then on; the frontend's Messenger loses it too (`lose_node`: its
+//! loss notice fails what other nodes still wait for from it). A ring
+//! broken at a node is tried again over the others.
 
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+use core::time::Duration;
 
 use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Call, Message, MessageNumber, MessengerError, MessengerRef};
 
+use crate::bound::{silence, token_bound, within, work_bound};
 use crate::wire::{Token, TokenReply, WorkDone, WorkOrder, WorkerNode, TOKEN, WORK};
 use crate::work::{digest_bytes, slice_data, WorkPlan};
 
@@ -178,6 +183,7 @@ async fn run_round(messenger: MessengerRef, report: &mut Report, round: u32) -> 
     // Every call is sent before any reply is awaited: the nodes work at
     // once. The frontend digests each slice before it goes.
     let mut calls = Vec::new();
+    let limit = work_bound(plan.call_timeout, plan.bytes);
     for (index, outcome) in report.nodes.iter().enumerate() {
         if outcome.lost.is_some() {
             continue;
@@ -187,31 +193,34 @@ async fn run_round(messenger: MessengerRef, report: &mut Report, round: u32) -> 
         let expected = digest_bytes(&data);
         let order = WorkOrder { round, slice }.message(IoChain::from(IoBuf::from_vec(data)));
         let call = call(messenger, outcome.node, WORK, order);
-        calls.push((index, expected, call));
+        calls.push((index, expected, outcome.node.node, call));
     }
     // Node index → (its reply's digest, the frontend's).
     let mut worked = BTreeMap::new();
-    for (index, expected, call) in calls {
-        let result = reply(call)
-            .await
-            .map_err(|error| format!("{error}"))
-            .and_then(|reply| {
-                WorkDone::decode(&reply.control)
-                    .map_err(|error| format!("{error}"))
-                    .and_then(|done| {
-                        if done.round == round {
-                            Ok(done.digest)
-                        } else {
-                            Err(format!("replied for round {} to round {round}", done.round))
-                        }
-                    })
-            });
+    for (index, expected, node, call) in calls {
+        let result = reply(call, node, limit).await.and_then(|reply| {
+            WorkDone::decode(&reply.control)
+                .map_err(|error| format!("{error}"))
+                .and_then(|done| {
+                    if done.round == round {
+                        Ok(done.digest)
+                    } else {
+                        Err(format!("replied for round {} to round {round}", done.round))
+                    }
+                })
+        });
         match result {
             Ok(digest) => {
                 report.nodes[index].digests.push((round, digest));
                 worked.insert(index, (digest, expected));
             }
-            Err(why) => lose(report, index, round, format!("work failed: {why}")),
+            Err(why) => lose(
+                messenger,
+                report,
+                index,
+                round,
+                format!("work failed: {why}"),
+            ),
         }
     }
     let total = pass_token(messenger, report, round, &mut worked).await;
@@ -240,18 +249,22 @@ async fn pass_token(
 ) -> Option<u64> {
     // Each failed try leaves a node out, so this ends.
     while let Some(&first) = worked.keys().next() {
-        let hops = worked
+        let hops: Vec<_> = worked
             .keys()
             .skip(1)
             .map(|&index| report.nodes[index].node)
             .collect();
+        let unit = report.plan.call_timeout;
+        let limit = token_bound(unit, hops.len());
         let token = Token {
             round,
             total: 0,
             hops,
+            hop_timeout_ms: u32::try_from(unit.as_millis()).unwrap_or(u32::MAX),
         };
         let first_node = report.nodes[first].node;
-        let (at, why) = match reply(call(messenger, first_node, TOKEN, token.message())).await {
+        let sent = call(messenger, first_node, TOKEN, token.message());
+        let (at, why) = match reply(sent, first_node.node, limit).await {
             Err(error) => (first_node.node, format!("token failed: {error}")),
             Ok(reply) => match TokenReply::decode(&reply) {
                 Ok(TokenReply::Done { total }) => return Some(total),
@@ -263,6 +276,7 @@ async fn pass_token(
         let Some(index) = index_of(report, at).filter(|index| worked.contains_key(index)) else {
             // A node that is not in the ring: the first one misbehaved.
             lose(
+                messenger,
                 report,
                 first,
                 round,
@@ -271,7 +285,7 @@ async fn pass_token(
             worked.remove(&first);
             continue;
         };
-        lose(report, index, round, why);
+        lose(messenger, report, index, round, why);
         worked.remove(&index);
     }
     None
@@ -291,8 +305,18 @@ fn call(
     Ok(rep.call_with(to.node, None, to.worker, number, body))
 }
 
-async fn reply(call: Result<Call, MessengerError>) -> Result<Message, MessengerError> {
-    call?.await
+/// The reply to `call` (to node `to`), or why there is none: its error,
+/// or that none came within `limit`.
+async fn reply(
+    call: Result<Call, MessengerError>,
+    to: NodeId,
+    limit: Duration,
+) -> Result<Message, String> {
+    let call = call.map_err(|error| format!("{error}"))?;
+    within(limit, call)
+        .await
+        .ok_or_else(|| silence(to, limit))?
+        .map_err(|error| format!("{error}"))
 }
 
 fn index_of(report: &Report, node: NodeId) -> Option<usize> {
@@ -302,8 +326,14 @@ fn index_of(report: &Report, node: NodeId) -> Option<usize> {
         .position(|outcome| outcome.node.node == node)
 }
 
-fn lose(report: &mut Report, index: usize, round: u32, why: String) {
+/// Leaves node `index` out of the ring from `round` on, and loses it on
+/// the frontend's Messenger: calls to it still pending, here and (by the
+/// loss notice) on the other nodes, fail at once.
+fn lose(messenger: MessengerRef, report: &mut Report, index: usize, round: u32, why: String) {
     let outcome = &mut report.nodes[index];
+    if let Ok(rep) = messenger.get() {
+        rep.lose_node(outcome.node.node);
+    }
     ebb_app::eprintln!(
         "ring: round {round}: node {} lost: {why}",
         outcome.node.node
@@ -346,6 +376,7 @@ mod tests {
                 bytes: 10,
                 rounds: 1,
                 seed: 1,
+                ..WorkPlan::default()
             },
             nodes,
             rounds,

@@ -15,12 +15,14 @@
 
 extern crate alloc;
 
+mod bound;
 mod frontend;
 pub mod node;
 mod wire;
 mod work;
 mod worker;
 
+pub use bound::{token_bound, work_bound, DEFAULT_CALL_TIMEOUT};
 pub use frontend::{
     run_frontend, NodeOutcome, Report, RoundOutcome, EXIT_MISMATCH, EXIT_NO_NODES, EXIT_OK,
 };

@@ -5,7 +5,7 @@
 //! | message | control | payload | reply control |
 //! | --- | --- | --- | --- |
 //! | [`WORK`] | [`WorkOrder`]: round u32, slice u32 | the slice | [`WorkDone`]: round u32, digest u64 |
-//! | [`TOKEN`] | [`Token`]: round u32, total u64, hops u16, then node u32 + worker u32 per hop | none | [`TokenReply`]: status u32, node u32, total u64 (a broken ring's reason as UTF-8 in the payload) |
+//! | [`TOKEN`] | [`Token`]: round u32, total u64, hops u16, hop timeout u32 (ms), then node u32 + worker u32 per hop | none | [`TokenReply`]: status u32, node u32, total u64 (a broken ring's reason as UTF-8 in the payload) |
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -82,6 +82,10 @@ pub struct Token {
     pub total: u64,
     /// The nodes still to visit after the receiving one, in order.
     pub hops: Vec<WorkerNode>,
+    /// The unit of the calls' bounds, in milliseconds: the receiving node
+    /// gives its call to the next hop [`crate::token_bound`] of it (the
+    /// frontend's `--call-timeout`).
+    pub hop_timeout_ms: u32,
 }
 
 /// [`TOKEN`]'s reply: how the ring ended.
@@ -156,7 +160,7 @@ impl WorkDone {
 
 impl Token {
     /// Bytes before the hops.
-    const FIXED_LEN: usize = 14;
+    const FIXED_LEN: usize = 18;
     /// Bytes per hop.
     const HOP_LEN: usize = 8;
 
@@ -168,6 +172,7 @@ impl Token {
         bytes.extend_from_slice(&self.round.to_le_bytes());
         bytes.extend_from_slice(&self.total.to_le_bytes());
         bytes.extend_from_slice(&hops.to_le_bytes());
+        bytes.extend_from_slice(&self.hop_timeout_ms.to_le_bytes());
         for hop in self.hops.iter().take(usize::from(hops)) {
             bytes.extend_from_slice(&hop.node.0.to_le_bytes());
             bytes.extend_from_slice(&hop.worker.raw().to_le_bytes());
@@ -182,7 +187,7 @@ impl Token {
     ///
     /// # Errors
     ///
-    /// A length that is not 14 + 8 × hops, or a hop naming no valid Ebb id.
+    /// A length that is not 18 + 8 × hops, or a hop naming no valid Ebb id.
     pub fn decode(control: &IoChain) -> Result<Token, BadControl> {
         let bad = BadControl {
             what: "token",
@@ -209,6 +214,7 @@ impl Token {
             round: u32_at(&bytes, 0),
             total: u64_at(&bytes, 4),
             hops,
+            hop_timeout_ms: u32_at(&bytes, 14),
         })
     }
 }
@@ -318,10 +324,11 @@ mod tests {
             round: 1,
             total: 9,
             hops: vec![worker(2), worker(3)],
+            hop_timeout_ms: 1500,
         };
         let bytes = token.message().control.to_vec();
-        assert_eq!(bytes.len(), 14 + 16);
-        assert_eq!(bytes[12..18], [2, 0, 2, 0, 0, 0]);
+        assert_eq!(bytes.len(), 18 + 16);
+        assert_eq!(bytes[12..20], [2, 0, 0xdc, 5, 0, 0, 2, 0]);
         assert_eq!(Token::decode(&token.message().control), Ok(token));
         for reply in [
             TokenReply::Done { total: 77 },
@@ -350,11 +357,11 @@ mod tests {
             "work reply"
         );
         // Says one hop, carries none.
-        let mut token = [0u8; 14];
+        let mut token = [0u8; 18];
         token[12] = 1;
-        assert_eq!(Token::decode(&chain(&token)).unwrap_err().len, 14);
+        assert_eq!(Token::decode(&chain(&token)).unwrap_err().len, 18);
         // A hop naming Ebb id 0 (no valid id).
-        let mut zero_id = vec![0u8; 22];
+        let mut zero_id = vec![0u8; 26];
         zero_id[12] = 1;
         assert_eq!(Token::decode(&chain(&zero_id)).unwrap_err().what, "token");
         let mut unknown = TokenReply::Done { total: 1 }.message();

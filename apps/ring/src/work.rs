@@ -7,8 +7,11 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
+use core::time::Duration;
 
 use ebb_iobuf::IoChain;
+
+use crate::bound::DEFAULT_CALL_TIMEOUT;
 
 /// FNV-1a's 64-bit offset basis and prime.
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -62,6 +65,10 @@ pub struct WorkPlan {
     pub rounds: u32,
     /// Seed of the data.
     pub seed: u64,
+    /// The unit of the calls' bounds ([`crate::work_bound`],
+    /// [`crate::token_bound`]): a node that answers none of its calls
+    /// within its bound is reported lost.
+    pub call_timeout: Duration,
 }
 
 impl Default for WorkPlan {
@@ -70,6 +77,7 @@ impl Default for WorkPlan {
             bytes: 64 << 10,
             rounds: 3,
             seed: 1,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
 }
@@ -92,12 +100,19 @@ impl WorkPlan {
     pub const MAX_BYTES: usize = 16 << 20;
     /// The most rounds.
     pub const MAX_ROUNDS: u32 = 1_000_000;
+    /// The longest call timeout (one hour; the token carries it in
+    /// milliseconds, as a u32).
+    pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(3600);
 
     /// The arguments [`WorkPlan::from_args`] takes.
     pub const USAGE: &'static str = "ring's arguments (after `--`):
   --bytes N    bytes of data per node per round; K and M suffixes (default 64K, at most 16M)
   --rounds N   rounds of work and token (default 3)
-  --seed N     seed of the data (default 1)";
+  --seed N     seed of the data (default 1)
+  --call-timeout T
+               a node that does not answer a call within T per MiB of work
+               (plus one T), or T per node left in the ring for the token, is
+               reported lost; seconds, or milliseconds with ms (default 10)";
 
     /// The plan the application's arguments ask for (`--bytes 1M --rounds
     /// 5 --seed 7`, or `--bytes=1M`); the defaults for what is not given.
@@ -114,7 +129,7 @@ impl WorkPlan {
                 Some((name, value)) => (name, Some(value.to_string())),
                 None => (arg.as_str(), None),
             };
-            if !matches!(name, "--bytes" | "--rounds" | "--seed") {
+            if !matches!(name, "--bytes" | "--rounds" | "--seed" | "--call-timeout") {
                 return Err(PlanError(format!("unknown argument '{arg}'")));
             }
             let value = match inline.or_else(|| args.next().cloned()) {
@@ -135,6 +150,11 @@ impl WorkPlan {
                         .filter(|rounds| (1..=Self::MAX_ROUNDS).contains(rounds))
                         .ok_or_else(|| invalid("expected 1 to 1000000 rounds"))?;
                 }
+                "--call-timeout" => {
+                    plan.call_timeout = parse_duration(&value)
+                        .filter(|t| !t.is_zero() && *t <= Self::MAX_CALL_TIMEOUT)
+                        .ok_or_else(|| invalid("expected 1ms to 3600 seconds (10, 500ms)"))?;
+                }
                 _ => {
                     plan.seed = value
                         .parse()
@@ -143,6 +163,14 @@ impl WorkPlan {
             }
         }
         Ok(plan)
+    }
+}
+
+/// `N` seconds or `Nms` milliseconds.
+fn parse_duration(text: &str) -> Option<Duration> {
+    match text.strip_suffix("ms") {
+        Some(millis) => millis.parse().ok().map(Duration::from_millis),
+        None => text.parse().ok().map(Duration::from_secs),
     }
 }
 
@@ -202,9 +230,26 @@ mod tests {
             Ok(WorkPlan {
                 bytes: 1 << 20,
                 rounds: 5,
-                seed: 7
+                seed: 7,
+                call_timeout: DEFAULT_CALL_TIMEOUT,
             })
         );
+        assert_eq!(
+            WorkPlan::from_args(&args(&["--call-timeout", "500ms"])).map(|p| p.call_timeout),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            WorkPlan::from_args(&args(&["--call-timeout=30"])).map(|p| p.call_timeout),
+            Ok(Duration::from_secs(30))
+        );
+        for wrong in ["0", "3601", "ten", "5s"] {
+            assert_eq!(
+                WorkPlan::from_args(&args(&["--call-timeout", wrong])),
+                Err(PlanError(format!(
+                    "--call-timeout {wrong}: expected 1ms to 3600 seconds (10, 500ms)"
+                )))
+            );
+        }
         assert_eq!(
             WorkPlan::from_args(&args(&["--bytes=300"])).map(|p| p.bytes),
             Ok(300)

@@ -11,11 +11,13 @@
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
+use core::time::Duration;
 
 use ebb_core::{Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
 use ebb_messenger::{Answer, Message, MessengerRef, Request, Service, ServiceError};
 use spin::Mutex;
 
+use crate::bound::{silence, token_bound, within};
 use crate::wire::{Token, TokenReply, WorkDone, WorkOrder, BAD_CONTROL, TOKEN, WORK};
 use crate::work::digest;
 
@@ -123,14 +125,22 @@ async fn pass_on(root: &'static WorkerRoot, token: Token) -> Result<Message, Ser
         round: token.round,
         total,
         hops: rest.to_vec(),
+        hop_timeout_ms: token.hop_timeout_ms,
     };
     let call = root
         .messenger
         .get()
         .map_err(|_| ServiceError::NoRepresentative)?
         .call_with(next.node, None, next.worker, TOKEN, passed.message());
+    // One unit under the caller's bound: this call gives up first when the
+    // next node is frozen, and the ring is reported broken there.
+    let unit = Duration::from_millis(u64::from(token.hop_timeout_ms.max(1)));
+    let limit = token_bound(unit, rest.len());
     let broken = |why| TokenReply::Broken { at: next.node, why }.message();
-    Ok(match call.await {
+    let Some(answer) = within(limit, call).await else {
+        return Ok(broken(silence(next.node, limit)));
+    };
+    Ok(match answer {
         Ok(reply) if TokenReply::decode(&reply).is_ok() => reply,
         Ok(reply) => broken(format!(
             "node {} sent a token reply that does not decode ({} bytes)",

@@ -165,6 +165,7 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
         bytes: 100_000,
         rounds: 3,
         seed: 16,
+        ..WorkPlan::default()
     };
     let frontend = start_frontend(3, plan);
     let stops = start_nodes(&frontend, None);
@@ -202,6 +203,7 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
         bytes: 10_000,
         rounds: 3,
         seed: 5,
+        ..WorkPlan::default()
     };
     let frontend = start_frontend(3, plan);
     let (frozen_tx, frozen_rx) = mpsc::channel();
@@ -263,4 +265,65 @@ fn the_frontend_future_can_move_to_another_core() {
         ebb_core::EbbRef::<ebb_messenger::Messenger>::bind(EbbId::new(MAX_EBB_IDS - 1).unwrap())
             .unwrap();
     is_send(&run_frontend(messenger, Vec::new(), WorkPlan::default()));
+}
+
+/// A node that freezes and is never declared lost (a stopped VM, a
+/// livelocked guest): node 1's token call to it gives up after its bound,
+/// the ring is reported broken at node 2, the frontend reports node 2
+/// lost (and loses it on its Messenger), and the others finish.
+#[test]
+fn a_frozen_node_never_declared_lost_is_lost_by_timeout_and_the_others_finish() {
+    let unit = Duration::from_millis(500);
+    let plan = WorkPlan {
+        bytes: 10_000,
+        rounds: 3,
+        seed: 6,
+        call_timeout: unit,
+    };
+    let frontend = start_frontend(3, plan);
+    let (frozen_tx, frozen_rx) = mpsc::channel();
+    let (thaw_tx, thaw_rx) = mpsc::channel();
+    let freeze = Freeze {
+        frozen: frozen_tx,
+        thaw: thaw_rx,
+    };
+    let stops = start_nodes(&frontend, Some((2, freeze)));
+    frozen_rx
+        .recv_timeout(REPORT_WITHIN)
+        .expect("the token reaches node 2 within 60 s");
+    // Nobody declares node 2 lost: only the bounds can end the wait.
+    let report = frontend.report.recv_timeout(REPORT_WITHIN);
+    let _ = thaw_tx.send(());
+    drop(frontend.lose);
+    for stop in stops {
+        stop.send(());
+    }
+    let report = report.expect("the frontend reports within 60 s of the freeze");
+    println!("{report}");
+    assert_eq!(report.exit_code(), EXIT_OK, "{report}");
+    let lost: Vec<_> = report.lost().collect();
+    assert_eq!(lost.len(), 1, "{report}");
+    assert_eq!(lost[0].node.node, NodeId(2));
+    // Node 1's call to node 2 carried the token with one hop after node 2.
+    let limit = ring::token_bound(unit, 1);
+    assert_eq!(
+        lost[0].lost,
+        Some((
+            1,
+            format!(
+                "token failed: node 2 did not answer within {} ms",
+                limit.as_millis()
+            )
+        )),
+        "{report}"
+    );
+    assert_eq!(report.rounds.len(), 3);
+    for outcome in &report.rounds {
+        assert_eq!(outcome.nodes, 2, "{report}");
+        assert!(outcome.matched, "{report}");
+        assert_eq!(
+            outcome.total,
+            Some(expected_total(plan, outcome.round, &[0, 2]))
+        );
+    }
 }

@@ -28,6 +28,7 @@ fn ring_processes_complete_and_a_killed_one_is_reported_lost() {
         bytes: 200_000,
         rounds: 2,
         seed: 3,
+        ..WorkPlan::default()
     };
     let (setup_tx, setup_rx) = mpsc::channel();
     let (first_tx, first_rx) = mpsc::channel();
