@@ -12,3 +12,76 @@ impl Drop for KilledOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Ends its child in order when dropped: SIGTERM, up to `grace` for it to
+/// end (a cluster frontend stops its nodes and deletes its namespace
+/// then), and only then SIGKILL; reaped either way. For a test whose
+/// child owns things a SIGKILL would leave behind.
+pub struct TerminatedOnDrop {
+    /// The child.
+    pub child: Child,
+    /// How long it has after SIGTERM.
+    pub grace: std::time::Duration,
+}
+
+impl Drop for TerminatedOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let pid = libc::pid_t::try_from(self.child.id()).unwrap_or(libc::pid_t::MAX);
+            // SAFETY: kill(2) with the pid of our own unreaped child (it
+            // cannot be reused before we wait) touches no memory.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = std::time::Instant::now() + self.grace;
+            while std::time::Instant::now() < deadline {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    fn gone(pid: u32) -> bool {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn a_child_is_asked_to_end_first_and_killed_only_when_it_does_not() {
+        // Ends on SIGTERM: long before the grace is over.
+        let polite = Command::new("sleep").arg("60").spawn().expect("sleep");
+        let pid = polite.id();
+        let started = Instant::now();
+        drop(TerminatedOnDrop {
+            child: polite,
+            grace: Duration::from_secs(20),
+        });
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(gone(pid));
+        // Ignores SIGTERM (an ignored signal stays ignored across exec):
+        // killed once the grace is over.
+        let stubborn = Command::new("sh")
+            .args(["-c", "trap '' TERM; exec sleep 60"])
+            .spawn()
+            .expect("sh");
+        let pid = stubborn.id();
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        drop(TerminatedOnDrop {
+            child: stubborn,
+            grace: Duration::from_millis(500),
+        });
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert!(gone(pid));
+    }
+}

@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::state_file::ClusterState;
-use ebb_testbed::child::KilledOnDrop;
+use ebb_testbed::child::TerminatedOnDrop;
 use ebb_testbed::{skip_unless, Need};
 
 /// One run's bound: three TCG boots side by side, the rounds, the
@@ -41,10 +41,16 @@ fn workspace_root() -> PathBuf {
         .expect("the workspace root")
 }
 
-/// A running `ring-frontend` (killed if the test fails first): its
-/// stderr lines as they come.
+/// How long a frontend left running by a failed assertion has after
+/// SIGTERM (it stops its nodes, killing those not ended within 10 s, and
+/// deletes its namespace) before it is killed.
+const TEARDOWN_LIMIT: Duration = Duration::from_secs(60);
+
+/// A running `ring-frontend` (if the test fails first: SIGTERM, so that
+/// it tears its cluster down, then SIGKILL): its stderr lines as they
+/// come.
 struct Frontend {
-    child: KilledOnDrop,
+    child: TerminatedOnDrop,
     stderr: mpsc::Receiver<String>,
     stdout: std::thread::JoinHandle<String>,
 }
@@ -80,7 +86,10 @@ fn start(image: &Path, log_dir: &Path, port: u16, plan: &[&str]) -> Frontend {
         text
     });
     Frontend {
-        child: KilledOnDrop(child),
+        child: TerminatedOnDrop {
+            child,
+            grace: TEARDOWN_LIMIT,
+        },
         stderr,
         stdout,
     }
@@ -117,12 +126,12 @@ impl Frontend {
     fn finish(mut self, mut seen: Vec<String>) -> (Option<i32>, String, String) {
         let deadline = Instant::now() + RUN_LIMIT;
         let status = loop {
-            if let Some(status) = self.child.0.try_wait().expect("wait") {
+            if let Some(status) = self.child.child.try_wait().expect("wait") {
                 break status;
             }
             if Instant::now() >= deadline {
-                let _ = self.child.0.kill();
-                break self.child.0.wait().expect("wait");
+                let _ = self.child.child.kill();
+                break self.child.child.wait().expect("wait");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -183,7 +192,7 @@ fn the_ring_completes_on_three_native_nodes_and_survives_losing_one() {
 
     // 1. The whole plan on three nodes.
     let frontend = start(&image, &log_dir, 7400, &["--bytes", "64K", "--rounds", "3"]);
-    let pid = frontend.child.0.id();
+    let pid = frontend.child.child.id();
     let (code, report, stderr) = frontend.finish(Vec::new());
     assert_eq!(code, Some(ring::EXIT_OK), "{report}\n{stderr}");
     assert!(report.contains("ring: 3 nodes, 3 rounds"), "{report}");
@@ -204,7 +213,7 @@ fn the_ring_completes_on_three_native_nodes_and_survives_losing_one() {
         7401,
         &["--bytes", "256K", "--rounds", "150"],
     );
-    let pid = frontend.child.0.id();
+    let pid = frontend.child.child.id();
     let (seen, qemus) = frontend.first_round();
     let &(_, victim) = qemus
         .iter()
@@ -253,7 +262,7 @@ fn a_sigterm_to_the_frontend_stops_its_nodes_in_order() {
         7402,
         &["--bytes", "4K", "--rounds", "1000000"],
     );
-    let pid = frontend.child.0.id();
+    let pid = frontend.child.child.id();
     let (seen, qemus) = frontend.first_round();
     // The state file `./ebb cluster ps` reads names this frontend and its
     // three ready nodes while it runs.
