@@ -197,7 +197,7 @@ pub fn boot_native(
         ebb_testbed::qemu::host_unix_seconds(),
         launcher::kernel_cmdline(&settings, ebb_testbed::qemu::measure_tsc_khz(), args)?
     );
-    let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm");
+    let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm")?;
     let cpu = QEMU_CPU.to_string();
     let mut prefix = vec!["ip", "netns", "exec", bench.namespace().name()];
     prefix.extend(["taskset", "-c", &cpu]);

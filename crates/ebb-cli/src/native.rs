@@ -132,7 +132,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // The host's wall-clock time, taken after the build (which may be
     // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
     let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
-    let mut qemu = qemu_command(settings, &image, &cmdline, kvm);
+    let mut qemu = qemu_command(settings, &image, &cmdline, kvm)?;
     let qmp_dir = SocketDir::create(&format!("ebb-qmp-{}", std::process::id()))?;
     let socket = qmp_dir.path().join("qmp.sock");
     qemu.args(qmp_args(&socket));

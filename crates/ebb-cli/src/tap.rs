@@ -140,12 +140,15 @@ mod tests {
             ..Settings::default()
         };
         let settings = tap_settings(&base, "ebb-memcached-42", 4);
-        let words = native::shell_words(&native::qemu_command(
-            &settings,
-            Path::new("/img"),
-            &native::kernel_cmdline(&settings, None, &[]).expect("cmdline"),
-            false,
-        ));
+        let words = native::shell_words(
+            &native::qemu_command(
+                &settings,
+                Path::new("/img"),
+                &native::kernel_cmdline(&settings, None, &[]).expect("cmdline"),
+                false,
+            )
+            .expect("command"),
+        );
         assert!(
             words.starts_with(
                 "ip netns exec ebb-memcached-42 timeout --foreground 60 qemu-system-x86_64 "

@@ -55,15 +55,9 @@ impl NativeCommandLine {
 impl QemuCommandLine for NativeCommandLine {
     fn command(&self, spec: &LaunchSpec) -> Result<Command, String> {
         let settings = self.node_settings(spec);
-        native::network_args(&settings)?;
         let cmdline = native::kernel_cmdline(&settings, self.tsc_khz, &spec.node.args)?;
         let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
-        Ok(native::qemu_command(
-            &settings,
-            &spec.node.image,
-            &cmdline,
-            self.kvm,
-        ))
+        native::qemu_command(&settings, &spec.node.image, &cmdline, self.kvm)
     }
 }
 

@@ -260,7 +260,19 @@ pub fn kernel_cmdline(
 
 /// `[ip netns exec NS] timeout --foreground SECS qemu-system-x86_64 ...`
 /// booting `image`.
-pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool) -> Command {
+///
+/// # Errors
+///
+/// Network settings that do not go together ([`network_args`]'s
+/// sentence): a command without the NIC asked for would boot a guest
+/// that cannot be reached.
+pub fn qemu_command(
+    settings: &Settings,
+    image: &Path,
+    cmdline: &str,
+    kvm: bool,
+) -> Result<Command, String> {
+    let network = network_args(settings)?;
     let mut prefix: Vec<String> = Vec::new();
     if let Some(namespace) = &settings.namespace {
         // `ip netns exec` execs its command: signals to this process
@@ -310,11 +322,10 @@ pub fn qemu_command(settings: &Settings, image: &Path, cmdline: &str, kvm: bool)
         // SeaBIOS's serial console would print its banner before the guest.
         c.args(["-fw_cfg", "name=etc/sercon-port,string=0"]);
     }
-    // Checked by `run` before QEMU starts.
-    c.args(network_args(settings).unwrap_or_default());
+    c.args(network);
     c.args(&settings.qemu_args);
     c.arg("-kernel").arg(image).args(["-append", cmdline]);
-    c
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -351,7 +362,7 @@ mod tests {
             timeout: 60,
             ..Settings::default()
         };
-        let c = qemu_command(&settings, Path::new("/img"), "x -- y", false);
+        let c = qemu_command(&settings, Path::new("/img"), "x -- y", false).expect("command");
         let words = shell_words(&c);
         assert!(
             words.starts_with(
@@ -375,7 +386,8 @@ mod tests {
             timeout: 0,
             ..Settings::default()
         };
-        let words = shell_words(&qemu_command(&microvm, Path::new("/img"), "", true));
+        let words =
+            shell_words(&qemu_command(&microvm, Path::new("/img"), "", true).expect("command"));
         assert!(
             words.starts_with("qemu-system-x86_64 -machine microvm -accel kvm -cpu host"),
             "{words}"
@@ -409,7 +421,8 @@ mod tests {
             forwards: vec!["17007:7007".to_owned(), "11211".to_owned()],
             ..Settings::default()
         };
-        let words = shell_words(&qemu_command(&q35, Path::new("/img"), "", false));
+        let words =
+            shell_words(&qemu_command(&q35, Path::new("/img"), "", false).expect("command"));
         assert!(
             words.contains(
                 "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:17007-:7007,hostfwd=tcp:127.0.0.1:11211-:11211 \
@@ -428,6 +441,11 @@ mod tests {
         };
         assert!(
             matches!(network_args(&forwarded), Err(e) if e.contains("--forward needs --machine q35"))
+        );
+        // The command is refused too, rather than built without the NIC.
+        assert_eq!(
+            qemu_command(&forwarded, Path::new("/img"), "", false).err(),
+            network_args(&forwarded).err()
         );
         let own = Settings {
             qemu_args: vec!["-netdev".to_owned(), "tap,id=n".to_owned()],
