@@ -263,7 +263,15 @@ async fn pass_token(
             hop_timeout_ms: u32::try_from(unit.as_millis()).unwrap_or(u32::MAX),
         };
         let first_node = report.nodes[first].node;
-        let sent = call(messenger, first_node, TOKEN, token.message());
+        let message = match token.message() {
+            Ok(message) => message,
+            Err(too_many) => {
+                // No ring this round (it does not match); nobody is lost.
+                ebb_app::eprintln!("ring: round {round}: {too_many}");
+                return None;
+            }
+        };
+        let sent = call(messenger, first_node, TOKEN, message);
         let (at, why) = match reply(sent, first_node.node, limit).await {
             Err(error) => (first_node.node, format!("token failed: {error}")),
             Ok(reply) => match TokenReply::decode(&reply) {

@@ -27,7 +27,8 @@ pub use frontend::{
     run_frontend, NodeOutcome, Report, RoundOutcome, EXIT_MISMATCH, EXIT_NO_NODES, EXIT_OK,
 };
 pub use wire::{
-    BadControl, Token, TokenReply, WorkDone, WorkOrder, WorkerNode, BAD_CONTROL, TOKEN, WORK,
+    BadControl, Token, TokenReply, TooManyHops, WorkDone, WorkOrder, WorkerNode, BAD_CONTROL,
+    TOKEN, WORK,
 };
 pub use work::{digest, digest_bytes, slice_data, PlanError, WorkPlan};
 pub use worker::{Worker, WorkerRep, WorkerRoot};

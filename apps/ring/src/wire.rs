@@ -88,6 +88,24 @@ pub struct Token {
     pub hop_timeout_ms: u32,
 }
 
+/// A token with more hops than its layout holds ([`Token::MAX_HOPS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooManyHops {
+    /// The hops it was to list.
+    pub hops: usize,
+}
+
+impl fmt::Display for TooManyHops {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a token cannot list {} hops (at most {})",
+            self.hops,
+            Token::MAX_HOPS
+        )
+    }
+}
+
 /// [`TOKEN`]'s reply: how the ring ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TokenReply {
@@ -164,23 +182,33 @@ impl Token {
     /// Bytes per hop.
     const HOP_LEN: usize = 8;
 
+    /// The most hops a token lists (its count is a u16): a ring of at most
+    /// 65,536 nodes.
+    pub const MAX_HOPS: usize = u16::MAX as usize;
+
     /// As a message.
-    #[must_use]
-    pub fn message(&self) -> Message {
-        let hops = u16::try_from(self.hops.len()).unwrap_or(u16::MAX);
+    ///
+    /// # Errors
+    ///
+    /// More than [`Token::MAX_HOPS`] hops (never cut short: a token that
+    /// skipped nodes would come back with a wrong total).
+    pub fn message(&self) -> Result<Message, TooManyHops> {
+        let hops = u16::try_from(self.hops.len()).map_err(|_| TooManyHops {
+            hops: self.hops.len(),
+        })?;
         let mut bytes = Vec::with_capacity(Self::FIXED_LEN + Self::HOP_LEN * self.hops.len());
         bytes.extend_from_slice(&self.round.to_le_bytes());
         bytes.extend_from_slice(&self.total.to_le_bytes());
         bytes.extend_from_slice(&hops.to_le_bytes());
         bytes.extend_from_slice(&self.hop_timeout_ms.to_le_bytes());
-        for hop in self.hops.iter().take(usize::from(hops)) {
+        for hop in &self.hops {
             bytes.extend_from_slice(&hop.node.0.to_le_bytes());
             bytes.extend_from_slice(&hop.worker.raw().to_le_bytes());
         }
-        Message {
+        Ok(Message {
             control: IoChain::from(IoBuf::from_vec(bytes)),
             payload: IoChain::new(),
-        }
+        })
     }
 
     /// Decodes the control.
@@ -296,6 +324,7 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use alloc::vec;
 
     fn worker(node: u32) -> WorkerNode {
@@ -326,10 +355,30 @@ mod tests {
             hops: vec![worker(2), worker(3)],
             hop_timeout_ms: 1500,
         };
-        let bytes = token.message().control.to_vec();
+        let bytes = token.message().unwrap().control.to_vec();
         assert_eq!(bytes.len(), 18 + 16);
         assert_eq!(bytes[12..20], [2, 0, 0xdc, 5, 0, 0, 2, 0]);
-        assert_eq!(Token::decode(&token.message().control), Ok(token));
+        assert_eq!(Token::decode(&token.message().unwrap().control), Ok(token));
+        let huge = Token {
+            round: 1,
+            total: 0,
+            hops: vec![worker(2); Token::MAX_HOPS + 1],
+            hop_timeout_ms: 1,
+        };
+        assert_eq!(
+            huge.message().map(|_| ()),
+            Err(TooManyHops { hops: 65_536 })
+        );
+        assert_eq!(
+            TooManyHops { hops: 65_536 }.to_string(),
+            "a token cannot list 65536 hops (at most 65535)"
+        );
+        let most = Token {
+            hops: vec![worker(2); Token::MAX_HOPS],
+            ..huge
+        };
+        let control = most.message().unwrap().control;
+        assert_eq!(Token::decode(&control), Ok(most));
         for reply in [
             TokenReply::Done { total: 77 },
             TokenReply::Broken {

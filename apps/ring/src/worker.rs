@@ -127,11 +127,15 @@ async fn pass_on(root: &'static WorkerRoot, token: Token) -> Result<Message, Ser
         hops: rest.to_vec(),
         hop_timeout_ms: token.hop_timeout_ms,
     };
+    // Fewer hops than the token it came in: it fits.
+    let Ok(message) = passed.message() else {
+        return Err(ServiceError::Refused(BAD_CONTROL));
+    };
     let call = root
         .messenger
         .get()
         .map_err(|_| ServiceError::NoRepresentative)?
-        .call_with(next.node, None, next.worker, TOKEN, passed.message());
+        .call_with(next.node, None, next.worker, TOKEN, message);
     // One unit under the caller's bound: this call gives up first when the
     // next node is frozen, and the ring is reported broken there.
     let unit = Duration::from_millis(u64::from(token.hop_timeout_ms.max(1)));
