@@ -140,7 +140,17 @@ async fn pass_on(root: &'static WorkerRoot, token: Token) -> Result<Message, Ser
     // next node is frozen, and the ring is reported broken there.
     let unit = Duration::from_millis(u64::from(token.hop_timeout_ms.max(1)));
     let limit = token_bound(unit, rest.len());
-    let broken = |why| TokenReply::Broken { at: next.node, why }.message();
+    // Said on this node's console too: where a native-to-native call
+    // failed, and how (a loss notice from the frontend: `NodeLost`).
+    let broken = |why: alloc::string::String| {
+        ebb_app::info!(
+            "node {}: round {}: token to node {} failed: {why}",
+            root.node,
+            token.round,
+            next.node
+        );
+        TokenReply::Broken { at: next.node, why }.message()
+    };
     let Some(answer) = within(limit, call).await else {
         return Ok(broken(silence(next.node, limit)));
     };
