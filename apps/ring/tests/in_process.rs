@@ -197,14 +197,10 @@ fn three_nodes_work_pass_the_token_and_the_totals_match() {
     assert!(report.to_string().ends_with("ring: OK (0 nodes lost)"));
 }
 
-#[test]
-fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
-    let plan = WorkPlan {
-        bytes: 10_000,
-        rounds: 3,
-        seed: 5,
-        ..WorkPlan::default()
-    };
+/// Runs `plan` with node 2 frozen when the token reaches it; `declare`
+/// then declares it lost on the frontend, as its launcher would. The
+/// report.
+fn run_with_node_2_frozen(plan: WorkPlan, declare: bool) -> Report {
     let frontend = start_frontend(3, plan);
     let (frozen_tx, frozen_rx) = mpsc::channel();
     let (thaw_tx, thaw_rx) = mpsc::channel();
@@ -216,28 +212,28 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
     frozen_rx
         .recv_timeout(REPORT_WITHIN)
         .expect("the token reaches node 2 within 60 s");
-    frontend.lose.send(NodeId(2));
+    if declare {
+        frontend.lose.send(NodeId(2));
+    }
     let report = frontend.report.recv_timeout(REPORT_WITHIN);
     let _ = thaw_tx.send(());
     for stop in stops {
         stop.send(());
     }
-    let report = report.expect("the frontend reports within 60 s of the loss");
+    let report = report.expect("the frontend reports within 60 s of the freeze");
     println!("{report}");
+    report
+}
+
+/// Node 2, and only it, was lost in round 1 for `why`; nodes 1 and 3
+/// finished every round with the right totals.
+fn assert_node_2_lost_and_the_others_finished(report: &Report, why: &str) {
+    let plan = report.plan;
     assert_eq!(report.exit_code(), EXIT_OK, "{report}");
     let lost: Vec<_> = report.lost().collect();
     assert_eq!(lost.len(), 1, "{report}");
     assert_eq!(lost[0].node.node, NodeId(2));
-    let (round, why) = lost[0].lost.clone().unwrap();
-    assert_eq!(round, 1);
-    assert_eq!(
-        why,
-        format!(
-            "token failed: {}",
-            MessengerError::NodeLost { node: NodeId(2) }
-        ),
-        "node 1's call to node 2 failed with the loss notice"
-    );
+    assert_eq!(lost[0].lost, Some((1, why.to_owned())), "{report}");
     assert_eq!(report.rounds.len(), 3);
     for outcome in &report.rounds {
         assert_eq!(outcome.nodes, 2, "{report}");
@@ -253,6 +249,23 @@ fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
     assert!(report
         .to_string()
         .contains("node 2: LOST in round 1: token failed"));
+}
+
+#[test]
+fn a_node_lost_mid_ring_is_reported_and_the_others_finish() {
+    let plan = WorkPlan {
+        bytes: 10_000,
+        rounds: 3,
+        seed: 5,
+        ..WorkPlan::default()
+    };
+    let report = run_with_node_2_frozen(plan, true);
+    // Node 1's call to node 2 failed with the loss notice.
+    let why = format!(
+        "token failed: {}",
+        MessengerError::NodeLost { node: NodeId(2) }
+    );
+    assert_node_2_lost_and_the_others_finished(&report, &why);
 }
 
 /// The frontend program may run the frontend as a task on any of its
@@ -280,50 +293,13 @@ fn a_frozen_node_never_declared_lost_is_lost_by_timeout_and_the_others_finish() 
         seed: 6,
         call_timeout: unit,
     };
-    let frontend = start_frontend(3, plan);
-    let (frozen_tx, frozen_rx) = mpsc::channel();
-    let (thaw_tx, thaw_rx) = mpsc::channel();
-    let freeze = Freeze {
-        frozen: frozen_tx,
-        thaw: thaw_rx,
-    };
-    let stops = start_nodes(&frontend, Some((2, freeze)));
-    frozen_rx
-        .recv_timeout(REPORT_WITHIN)
-        .expect("the token reaches node 2 within 60 s");
     // Nobody declares node 2 lost: only the bounds can end the wait.
-    let report = frontend.report.recv_timeout(REPORT_WITHIN);
-    let _ = thaw_tx.send(());
-    drop(frontend.lose);
-    for stop in stops {
-        stop.send(());
-    }
-    let report = report.expect("the frontend reports within 60 s of the freeze");
-    println!("{report}");
-    assert_eq!(report.exit_code(), EXIT_OK, "{report}");
-    let lost: Vec<_> = report.lost().collect();
-    assert_eq!(lost.len(), 1, "{report}");
-    assert_eq!(lost[0].node.node, NodeId(2));
+    let report = run_with_node_2_frozen(plan, false);
     // Node 1's call to node 2 carried the token with one hop after node 2.
     let limit = ring::token_bound(unit, 1);
-    assert_eq!(
-        lost[0].lost,
-        Some((
-            1,
-            format!(
-                "token failed: node 2 did not answer within {} ms",
-                limit.as_millis()
-            )
-        )),
-        "{report}"
+    let why = format!(
+        "token failed: node 2 did not answer within {} ms",
+        limit.as_millis()
     );
-    assert_eq!(report.rounds.len(), 3);
-    for outcome in &report.rounds {
-        assert_eq!(outcome.nodes, 2, "{report}");
-        assert!(outcome.matched, "{report}");
-        assert_eq!(
-            outcome.total,
-            Some(expected_total(plan, outcome.round, &[0, 2]))
-        );
-    }
+    assert_node_2_lost_and_the_others_finished(&report, &why);
 }
