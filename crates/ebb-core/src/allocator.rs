@@ -5,7 +5,9 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use spin::Mutex;
 
-use crate::{EbbError, EbbId, GlobalIdMap, NodeId, FIRST_GLOBAL_ID, FIRST_LOCAL_ID};
+use alloc::format;
+
+use crate::{EbbError, EbbId, GlobalIdMap, MapError, NodeId, FIRST_GLOBAL_ID, FIRST_LOCAL_ID};
 
 /// How many global ids a node reserves from the [`GlobalIdMap`] at a time.
 pub const GLOBAL_RANGE_SIZE: u32 = 64;
@@ -41,14 +43,36 @@ impl EbbAllocator {
     }
 
     /// A fresh global id, from this node's current range; reserves a new
-    /// range from `global_ids` when it runs out.
-    pub fn allocate_global(&self, global_ids: &dyn GlobalIdMap) -> Result<EbbId, EbbError> {
-        let mut range = self.global.lock();
-        if range.is_empty() {
-            *range = global_ids.reserve_range(self.node, GLOBAL_RANGE_SIZE)?;
+    /// range from `global_ids` when it runs out (which, for a map across a
+    /// network, is the only time this waits).
+    ///
+    /// # Errors
+    ///
+    /// The map's: unreachable, or the global id space is used up.
+    pub async fn allocate_global(&self, global_ids: &dyn GlobalIdMap) -> Result<EbbId, MapError> {
+        loop {
+            if let Some(raw) = self.take_global() {
+                return EbbId::new(raw).map_err(|_| {
+                    MapError::Refused(format!("the map handed out id {raw}, outside the id space"))
+                });
+            }
+            // Not under the lock: the reservation may cross a network. Two
+            // cores that both ran out reserve a range each; the second one
+            // replaces nothing and its range is left unused.
+            let fresh = global_ids
+                .reserve_range(self.node, GLOBAL_RANGE_SIZE)
+                .await?;
+            let mut range = self.global.lock();
+            if range.is_empty() {
+                *range = fresh;
+            }
         }
-        let raw = range.start;
-        range.start += 1;
-        EbbId::new(raw)
+    }
+
+    /// The next id of the current range, if it has one.
+    fn take_global(&self) -> Option<u32> {
+        let mut range = self.global.lock();
+        let raw = range.next()?;
+        Some(raw)
     }
 }

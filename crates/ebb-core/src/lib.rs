@@ -16,7 +16,8 @@
 //! a root that links them).
 //!
 //! Node-level stores: [`LocalIdMap`] (id → root data, usable from every core),
-//! the [`GlobalIdMap`] trait with [`InProcessGlobalIdMap`], and
+//! the [`GlobalIdMap`] trait (asynchronous and fallible: a cluster's map is
+//! across a network) with [`InProcessGlobalIdMap`], and
 //! [`EbbAllocator`] which hands out local ids and per-node ranges of global
 //! ids.
 #![no_std]
@@ -40,7 +41,10 @@ pub use allocator::{EbbAllocator, GLOBAL_RANGE_SIZE};
 pub use context::{current_core, current_node, enter_core, CoreGuard};
 pub use ebb_ref::{Ebb, EbbRef, FaultContext};
 pub use error::EbbError;
-pub use global_id_map::{GlobalIdMap, InProcessGlobalIdMap};
+pub use global_id_map::{
+    check_key, ebb_key, node_key, Change, GlobalIdMap, InProcessGlobalIdMap, Lease, MapError,
+    MapFuture, NextChange, Swap, Watch, WatchStream, MAX_KEY_LEN, NEXT_GLOBAL_ID, NODES,
+};
 pub use id::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, FIRST_LOCAL_ID, MAX_EBB_IDS};
 pub use local_id_map::LocalIdMap;
 pub use multicore::{Multicore, MulticoreEbb, MulticoreRoot};
