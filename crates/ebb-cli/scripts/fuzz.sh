@@ -11,7 +11,7 @@
 #
 # The seed corpora (fuzz/corpus/TARGET, replayed as ordinary tests by
 # apps/memcached/tests/fuzz_corpus.rs, crates/ebb-netstack/tests/
-# *_fuzz_corpus.rs and crates/ebb-messenger/tests/wire_fuzz_corpus.rs)
+# *_fuzz_corpus.rs and crates/ebb-messenger/tests/{wire,map}_fuzz_corpus.rs)
 # are read, never written: what libFuzzer finds goes to a
 # scratch corpus under target/fuzz. A crash fails the step and leaves its
 # input under target/fuzz/artifacts; once fixed, copy it into the seed
@@ -28,6 +28,7 @@ TARGETS=(
     "crates/ebb-netstack frame"
     "crates/ebb-netstack segment"
     "crates/ebb-messenger wire"
+    "crates/ebb-messenger map"
 )
 
 if [ "${CI:-}" = true ]; then

@@ -30,6 +30,11 @@
 //!   delivery on the connection's core or a named one
 //!   ([`MessengerRep::call_on`]).
 //!
+//! * [`map`]: the application's `GlobalIdMap` for native nodes, served
+//!   by the hosted node ([`map::MapService`], reserved Ebb 20) and reached
+//!   with [`map::RemoteGlobalIdMap`], and [`map::global_map`], the map of
+//!   this address space.
+//!
 //! The wire layout and the reasons for each field are in
 //! `docs/messenger.md`. Nothing here panics on bytes from the network.
 
@@ -46,6 +51,7 @@ mod framing;
 mod frontend;
 mod header;
 mod loss;
+pub mod map;
 mod messenger;
 mod node;
 mod peer;

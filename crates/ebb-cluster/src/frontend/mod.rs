@@ -22,7 +22,11 @@
 //!    on stderr (`ebb: node 2 lost (its VM was killed by signal 9)`);
 //! 3. runs a hosted node (`ebb_hosted`) on a thread inside the cluster's
 //!    namespace: its Messenger listens on `10.96.0.1:PORT` and serves the
-//!    frontend's registry (`ebb_messenger::Frontend`), then `main(handle)`
+//!    frontend's registry (`ebb_messenger::Frontend`) and the
+//!    application's global id map to the nodes
+//!    (`ebb_messenger::map::MapService`, from the map
+//!    [`run_frontend_with_map`] is given: an in-process one by
+//!    [`run_frontend`]; a lost node's watches end), then `main(handle)`
 //!    runs as a task; its output is the exit code;
 //! 4. when `main` returns, on SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + the
 //!    signal) and when a
@@ -63,8 +67,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use ebb_core::{CoreId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_core::{CoreId, GlobalIdMap, InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::EventRoot;
+use ebb_messenger::map::MapService;
 use ebb_messenger::{
     acceptor, create_messenger, Frontend, MessengerRef, MessengerSettings, NodeEntry, FRONTEND_NODE,
 };
@@ -112,6 +117,7 @@ pub struct FrontendHandle(Arc<HandleInner>);
 struct HandleInner {
     messenger: MessengerRef,
     registry: Arc<Frontend>,
+    map: Arc<dyn GlobalIdMap>,
     contract: Arc<MessengerContract>,
     /// Weak: the runtime owns the allocator and drops it at the end (a
     /// handle kept somewhere must not keep the namespace alive).
@@ -163,6 +169,12 @@ impl FrontendHandle {
     /// The frontend's registry of nodes (announcements, id ranges).
     pub fn registry(&self) -> &Arc<Frontend> {
         &self.0.registry
+    }
+
+    /// The application's global id map, the one the nodes reach through
+    /// this frontend (`ebb_messenger::map::RemoteGlobalIdMap`).
+    pub fn global_map(&self) -> &Arc<dyn GlobalIdMap> {
+        &self.0.map
     }
 
     /// Every node allocated so far (failed and lost ones included).
@@ -217,14 +229,18 @@ pub fn lost_line(id: NodeId, exit: Exit) -> String {
 struct Wiring {
     events: OnceLock<&'static EventRoot>,
     messenger: OnceLock<MessengerRef>,
+    map_service: OnceLock<Arc<MapService>>,
 }
 
 impl Wiring {
-    /// Node `id` ended: the registry forgets it and the Messenger fails
-    /// the calls pending to it (`lose_node`, on core 0: from a foreign
-    /// thread, through the event root).
+    /// Node `id` ended: the registry forgets it, its watches of the map
+    /// end and the Messenger fails the calls pending to it (`lose_node`,
+    /// on core 0: from a foreign thread, through the event root).
     fn node_ended(&self, registry: &Frontend, id: NodeId) {
         registry.forget(id);
+        if let Some(service) = self.map_service.get() {
+            service.forget_node(id);
+        }
         if let (Some(events), Some(&messenger)) = (self.events.get(), self.messenger.get()) {
             // Fails only when the loop is stopping: nothing calls then.
             let _ = events.spawn_on(CoreId(0), move || {
@@ -239,8 +255,24 @@ impl Wiring {
 /// Runs a frontend program (see the module documentation): returns
 /// `main`'s exit code (128 + the signal after SIGINT/SIGTERM), or an
 /// error when the cluster could not be set up or a core panicked. Every
-/// node is stopped and the namespace deleted before it returns.
+/// node is stopped and the namespace deleted before it returns. The
+/// application's global id map is an in-process one.
 pub fn run_frontend<F, Fut>(options: FrontendOptions, main: F) -> Result<i32, String>
+where
+    F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
+    Fut: Future<Output = i32> + 'static,
+{
+    run_frontend_with_map(options, Arc::new(InProcessGlobalIdMap::new()), main)
+}
+
+/// [`run_frontend`], with `map` as the application's global id map: the
+/// frontend serves it to the nodes and hands it to `main`
+/// ([`FrontendHandle::global_map`]).
+pub fn run_frontend_with_map<F, Fut>(
+    options: FrontendOptions,
+    map: Arc<dyn GlobalIdMap>,
+    main: F,
+) -> Result<i32, String>
 where
     F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
     Fut: Future<Output = i32> + 'static,
@@ -302,6 +334,7 @@ where
     let (requests, spawner) = start_spawner(&allocator, &stopping, &nodes_stopped, keeper)?;
     let handle_parts = HandleParts {
         registry: Arc::clone(&registry),
+        map,
         contract,
         allocator: Arc::downgrade(&allocator),
         requests,
@@ -373,6 +406,7 @@ where
 /// What a [`FrontendHandle`] is made of, before the Messenger exists.
 struct HandleParts {
     registry: Arc<Frontend>,
+    map: Arc<dyn GlobalIdMap>,
     contract: Arc<MessengerContract>,
     allocator: Weak<NodeAllocator>,
     requests: mpsc::Sender<AllocateRequest>,
@@ -380,8 +414,8 @@ struct HandleParts {
     namespace: String,
 }
 
-/// Creates the frontend's Messenger (node 0), serves the registry and
-/// listens on every core; the handle for `main`.
+/// Creates the frontend's Messenger (node 0), serves the registry and the
+/// map and listens on every core; the handle for `main`.
 async fn start_messenger(
     wiring: &Wiring,
     parts: HandleParts,
@@ -393,6 +427,11 @@ async fn start_messenger(
         .registry
         .serve(messenger)
         .map_err(|e| format!("cannot serve the frontend's registry: {e}"))?;
+    let map_service = MapService::new(Arc::clone(&parts.map));
+    map_service
+        .serve(messenger)
+        .map_err(|e| format!("cannot serve the global id map: {e}"))?;
+    let _ = wiring.map_service.set(map_service);
     ebb_net::listen_on_all_cores(listen, acceptor(messenger))
         .await
         .map_err(|e| format!("cannot listen for the Messenger on {listen}: {e}"))?;
@@ -400,6 +439,7 @@ async fn start_messenger(
     Ok(FrontendHandle(Arc::new(HandleInner {
         messenger,
         registry: parts.registry,
+        map: parts.map,
         contract: parts.contract,
         allocator: parts.allocator,
         requests: Mutex::new(parts.requests),

@@ -1,0 +1,233 @@
+//! The hosted node's side: [`MapService`] answers the map protocol's
+//! calls from the hosted node's own [`GlobalIdMap`] (in-process or etcd),
+//! each as a deferred answer (the map is asynchronous), and keeps the
+//! watches the nodes asked for until they poll them.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::future::Future;
+use core::task::{Context, Poll, Waker};
+use core::time::Duration;
+
+use ebb_core::{Change, EbbError, GlobalIdMap, MapError, NodeId, Watch};
+use ebb_iobuf::{IoBuf, IoChain};
+use spin::Mutex;
+
+use super::bound::within;
+use super::messages::{encode_reply, MapReply, MapRequest};
+use super::{MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT};
+use crate::{Answer, Message, MessengerRef, Request, ServiceError};
+
+/// Serves the map protocol ([`MAP_EBB`]) on a hosted node from `map`.
+pub struct MapService {
+    map: Arc<dyn GlobalIdMap>,
+    watches: Mutex<Watches>,
+}
+
+/// The watches nodes opened, by number.
+#[derive(Default)]
+struct Watches {
+    next: u64,
+    slots: BTreeMap<u64, Slot>,
+}
+
+struct Slot {
+    /// The node that opened it (only it may poll or end it).
+    node: NodeId,
+    /// `None` while a poll holds it.
+    watch: Option<Watch>,
+    /// The error that ended it, found after changes that went out first.
+    ended: Option<MapError>,
+}
+
+impl MapService {
+    /// A service answering from `map`.
+    #[must_use]
+    pub fn new(map: Arc<dyn GlobalIdMap>) -> Arc<MapService> {
+        Arc::new(MapService {
+            map,
+            watches: Mutex::new(Watches::default()),
+        })
+    }
+
+    /// The map it serves.
+    #[must_use]
+    pub fn map(&self) -> &Arc<dyn GlobalIdMap> {
+        &self.map
+    }
+
+    /// Makes every core of `messenger`'s node answer [`MAP_EBB`].
+    ///
+    /// # Errors
+    ///
+    /// The calling thread is not a core of that node.
+    pub fn serve(self: &Arc<Self>, messenger: MessengerRef) -> Result<(), EbbError> {
+        let service = Arc::clone(self);
+        messenger.get()?.local().shared().register(
+            MAP_EBB,
+            Arc::new(move |request: Request| Arc::clone(&service).answer(request)),
+        );
+        Ok(())
+    }
+
+    /// Node `node` is gone: its watches end (nobody will poll them).
+    pub fn forget_node(&self, node: NodeId) {
+        self.watches
+            .lock()
+            .slots
+            .retain(|_, slot| slot.node != node);
+    }
+
+    /// How many watches are open (for tests).
+    #[must_use]
+    pub fn open_watches(&self) -> usize {
+        self.watches.lock().slots.len()
+    }
+
+    /// Answers one call: at once when the map's future is ready at once
+    /// (the in-process map), else when it ends.
+    fn answer(self: Arc<Self>, request: Request) -> Answer {
+        let Ok(operation) = MapRequest::decode(request.message, &request.body.payload.to_vec())
+        else {
+            return Answer::Now(Err(ServiceError::Refused(MAP_MALFORMED)));
+        };
+        let from = request.from;
+        let mut reply = Box::pin(async move {
+            let result = self.run(from, operation).await;
+            Ok(Message::payload(IoChain::from(IoBuf::from_vec(
+                encode_reply(&result),
+            ))))
+        });
+        match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(result) => Answer::Now(result),
+            Poll::Pending => Answer::Later(reply),
+        }
+    }
+
+    async fn run(&self, from: NodeId, operation: MapRequest) -> Result<MapReply, MapError> {
+        let map = &self.map;
+        match operation {
+            MapRequest::Get { key } => map.get(&key).await.map(MapReply::Value),
+            MapRequest::Set { key, value, lease } => {
+                map.set(&key, value, lease).await.map(|()| MapReply::Done)
+            }
+            MapRequest::Delete { key } => map.delete(&key).await.map(MapReply::Deleted),
+            MapRequest::CompareAndSwap { key, expected, new } => map
+                .compare_and_swap(&key, expected, new)
+                .await
+                .map(MapReply::Swap),
+            MapRequest::List { prefix } => map.list(&prefix).await.map(MapReply::Entries),
+            MapRequest::ReserveRange { node, len } => {
+                map.reserve_range(node, len).await.map(MapReply::Range)
+            }
+            MapRequest::GrantLease { ttl_ms } => map
+                .grant_lease(Duration::from_millis(ttl_ms))
+                .await
+                .map(MapReply::Lease),
+            MapRequest::KeepAlive(lease) => map.keep_alive(lease).await.map(|()| MapReply::Done),
+            MapRequest::Revoke(lease) => map.revoke(lease).await.map(|()| MapReply::Done),
+            MapRequest::Watch { prefix } => {
+                let watch = map.watch(&prefix).await?;
+                let mut watches = self.watches.lock();
+                watches.next += 1;
+                let number = watches.next;
+                watches.slots.insert(
+                    number,
+                    Slot {
+                        node: from,
+                        watch: Some(watch),
+                        ended: None,
+                    },
+                );
+                Ok(MapReply::Watching(number))
+            }
+            MapRequest::NextChanges { watch, wait_ms } => {
+                let wait = Duration::from_millis(u64::from(wait_ms)).min(MAX_POLL_WAIT);
+                self.poll(from, watch, wait).await.map(MapReply::Changes)
+            }
+            MapRequest::Unwatch { watch } => {
+                let mut watches = self.watches.lock();
+                if watches
+                    .slots
+                    .get(&watch)
+                    .is_some_and(|slot| slot.node == from)
+                {
+                    watches.slots.remove(&watch);
+                }
+                Ok(MapReply::Done)
+            }
+        }
+    }
+
+    /// The changes of watch `number` since its last poll: waits up to
+    /// `wait` for the first, then takes those already there.
+    async fn poll(
+        &self,
+        from: NodeId,
+        number: u64,
+        wait: Duration,
+    ) -> Result<Vec<Change>, MapError> {
+        let mut watch = {
+            let mut watches = self.watches.lock();
+            let Some(slot) = watches
+                .slots
+                .get_mut(&number)
+                .filter(|slot| slot.node == from)
+            else {
+                return Err(MapError::WatchEnded(format!(
+                    "node {from} has no watch {number} on the hosted node (ended, or the hosted \
+                     node started again): watch again and list to catch up"
+                )));
+            };
+            if let Some(error) = slot.ended.take() {
+                watches.slots.remove(&number);
+                return Err(error);
+            }
+            slot.watch.take().ok_or_else(|| {
+                MapError::Refused(format!("watch {number} is being polled already"))
+            })?
+        };
+        let mut changes = Vec::new();
+        let mut ended = None;
+        {
+            let first = within(wait, watch.changed()).await;
+            match first {
+                None => {}
+                Some(Err(error)) => ended = Some(error),
+                Some(Ok(change)) => {
+                    changes.push(change);
+                    let mut cx = Context::from_waker(Waker::noop());
+                    while changes.len() < MAX_CHANGES_PER_POLL {
+                        match watch.poll_change(&mut cx) {
+                            Poll::Ready(Ok(change)) => changes.push(change),
+                            Poll::Ready(Err(error)) => {
+                                ended = Some(error);
+                                break;
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                }
+            }
+        }
+        let mut watches = self.watches.lock();
+        // Gone: the node ended it (or was lost) while this poll waited.
+        let Some(slot) = watches.slots.get_mut(&number) else {
+            return Ok(changes);
+        };
+        match ended {
+            Some(error) if changes.is_empty() => {
+                watches.slots.remove(&number);
+                Err(error)
+            }
+            ended => {
+                slot.watch = Some(watch);
+                slot.ended = ended;
+                Ok(changes)
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The global id map over the Messenger, on the simulated link: node 1's
+//! `RemoteGlobalIdMap` against node 0's `MapService` (the hosted node's
+//! side) serving an in-process map. Every operation gives through the
+//! remote map what it gives on an in-process map (the same results, the
+//! same errors); a watch delivers the changes in order across polls that
+//! find nothing; a dropped watch ends on the hosted node; and a hosted
+//! node that is not known, vanishes or is lost is `Unreachable`, naming
+//! it.
+
+mod map_support;
+mod sim_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_core::{Change, GlobalIdMap, InProcessGlobalIdMap, MapError, NodeId, Swap};
+use ebb_event::sleep;
+use ebb_messenger::map::{MapService, RemoteGlobalIdMap};
+use map_support::{assert_unreachable, same_as_in_process};
+use sim_support::nodes::{learn, sim_node, simulate, SimNode};
+
+/// Node 0 serving `backing` and node 1 knowing where it is.
+fn hosted_and_node(
+    sim: &std::cell::RefCell<ebb_netstack::sim::Sim>,
+    backing: Arc<dyn GlobalIdMap>,
+) -> (SimNode, SimNode, Arc<MapService>) {
+    let hosted = sim_node(sim, 0);
+    let node = sim_node(sim, 1);
+    let service = MapService::new(backing);
+    service.serve(hosted.messenger).unwrap();
+    learn(&node, &hosted);
+    (hosted, node, service)
+}
+
+#[test]
+fn every_operation_gives_through_the_hosted_node_what_it_gives_in_process() {
+    simulate(|sim| async move {
+        let (_hosted, node, _service) =
+            hosted_and_node(&sim, Arc::new(InProcessGlobalIdMap::new()));
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        same_as_in_process(&remote).await;
+        // And a swap through the remote map is seen by the hosted one.
+        assert_eq!(
+            remote.compare_and_swap("k", None, b"x".to_vec()).await,
+            Ok(Swap::Conflict(Some(vec![0, 255])))
+        );
+    });
+}
+
+#[test]
+fn a_watch_delivers_every_change_in_order_and_ends_on_the_hosted_node_when_dropped() {
+    simulate(|sim| async move {
+        let backing = Arc::new(InProcessGlobalIdMap::new());
+        let (_hosted, node, service) = hosted_and_node(&sim, backing.clone());
+        let remote =
+            RemoteGlobalIdMap::new(node.messenger).with_poll_wait(Duration::from_millis(300));
+        let mut watch = remote.watch("nodes/").await.unwrap();
+        assert_eq!(service.open_watches(), 1);
+        // Polls that find nothing come back empty and are made again.
+        sleep(Duration::from_secs(1)).await;
+        let lease = backing.grant_lease(Duration::from_secs(5)).await.unwrap();
+        backing
+            .set("nodes/1", b"up".to_vec(), Some(lease))
+            .await
+            .unwrap();
+        backing.set("other", b"x".to_vec(), None).await.unwrap();
+        // Through the remote map as well as on the hosted node.
+        remote.set("nodes/2", b"up".to_vec(), None).await.unwrap();
+        backing.expire(lease).unwrap();
+        let change = |key: &str, value: Option<&[u8]>| Change {
+            key: key.into(),
+            value: value.map(<[u8]>::to_vec),
+        };
+        assert_eq!(watch.changed().await, Ok(change("nodes/1", Some(b"up"))));
+        assert_eq!(watch.changed().await, Ok(change("nodes/2", Some(b"up"))));
+        assert_eq!(watch.changed().await, Ok(change("nodes/1", None)));
+        // Many changes at once come in several polls, all of them.
+        for n in 0..600 {
+            backing
+                .set(&format!("nodes/many/{n}"), vec![1], None)
+                .await
+                .unwrap();
+        }
+        for n in 0..600 {
+            assert_eq!(
+                watch.changed().await.unwrap().key,
+                format!("nodes/many/{n}")
+            );
+        }
+        drop(watch);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(service.open_watches(), 0);
+        // A node that is lost takes its watches with it.
+        let _again = remote.watch("ebb/").await.unwrap();
+        assert_eq!(service.open_watches(), 1);
+        service.forget_node(NodeId(1));
+        assert_eq!(service.open_watches(), 0);
+    });
+}
+
+#[test]
+fn a_hosted_node_unknown_vanished_or_lost_is_unreachable_and_named() {
+    simulate(|sim| async move {
+        let lonely = sim_node(&sim, 2);
+        let remote = RemoteGlobalIdMap::new(lonely.messenger);
+        assert_unreachable(
+            remote.get("k").await,
+            "address unknown",
+            "no address is known",
+        );
+
+        let (hosted, node, _service) = hosted_and_node(&sim, Arc::new(InProcessGlobalIdMap::new()));
+        let remote = RemoteGlobalIdMap::new(node.messenger)
+            .with_call_timeout(Duration::from_secs(2))
+            .with_poll_wait(Duration::from_secs(1));
+        let mut watch = remote.watch("nodes/").await.unwrap();
+        hosted.side.vanished.set(true);
+        let started = ebb_event::now();
+        assert_unreachable(
+            remote.get("k").await,
+            "10.0.0.10:7100",
+            "no reply within 2000 ms",
+        );
+        assert!(ebb_event::now().saturating_since(started) < Duration::from_secs(3));
+        // The watch's poll fails the same way, and the watch stays ended.
+        assert_unreachable(watch.changed().await, "10.0.0.10:7100", "");
+        assert_unreachable(watch.changed().await, "10.0.0.10:7100", "");
+        // The frontend's launcher says the hosted node... is lost: at once.
+        let pending = ebb_event::spawn_task({
+            let remote = remote.clone();
+            async move { remote.list("").await }
+        });
+        sleep(Duration::from_millis(100)).await;
+        node.rep.lose_node(NodeId(0));
+        assert_unreachable(pending.await.unwrap(), "address unknown", "node 0 is lost");
+    });
+}
+
+#[test]
+fn a_node_without_the_service_refuses_and_says_so() {
+    simulate(|sim| async move {
+        let hosted = sim_node(&sim, 0);
+        let node = sim_node(&sim, 1);
+        learn(&node, &hosted);
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        match remote.get("k").await {
+            Err(MapError::Refused(why)) => {
+                assert!(why.contains("does not serve the global id map"), "{why}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    });
+}
