@@ -44,12 +44,15 @@
 extern crate alloc;
 
 mod announce;
+mod bound;
+pub mod command_line;
 mod control;
 mod directory;
 mod error;
 mod framing;
 mod frontend;
 mod header;
+mod layout;
 mod loss;
 pub mod map;
 mod messenger;
@@ -71,6 +74,7 @@ pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,
     HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,
 };
+pub use layout::LayoutError;
 pub use loss::{LostNotice, NODE_EBB, NODE_LOST, NOTICE_MALFORMED, NOTICE_NOT_FROM_FRONTEND};
 pub use messenger::{
     acceptor, create_messenger, Dialer, Messenger, MessengerRef, MessengerRep, MessengerRoot,

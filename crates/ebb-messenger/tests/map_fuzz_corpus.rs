@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ebb_core::{Change, Lease, MapError, NodeId, Swap};
-use ebb_messenger::map::{encode_reply, MapReply, MapRequest, MapWireError};
+use ebb_messenger::map::{encode_reply, LayoutError, MapReply, MapRequest};
 use map_wire_support::{run, Outcome};
 
 fn corpus_dir() -> PathBuf {
@@ -244,18 +244,18 @@ fn the_seeds_do_what_they_are_named_for() {
     assert_eq!(outcome("empty"), Outcome::TooShort);
     assert_eq!(
         outcome("set_bad_lease_tag"),
-        Outcome::Request(Err(MapWireError::BadTag {
+        Outcome::Request(Err(LayoutError::BadTag {
             field: "lease",
             tag: 2
         }))
     );
     assert_eq!(
         outcome("set_trailing"),
-        Outcome::Request(Err(MapWireError::Trailing { extra: 1 }))
+        Outcome::Request(Err(LayoutError::Trailing { extra: 1 }))
     );
     assert_eq!(
         outcome("set_truncated"),
-        Outcome::Request(Err(MapWireError::Truncated {
+        Outcome::Request(Err(LayoutError::Truncated {
             field: "lease",
             needed: 8,
             available: 5
@@ -263,26 +263,26 @@ fn the_seeds_do_what_they_are_named_for() {
     );
     assert_eq!(
         outcome("key_not_utf8"),
-        Outcome::Request(Err(MapWireError::NotUtf8 { field: "key" }))
+        Outcome::Request(Err(LayoutError::NotUtf8 { field: "key" }))
     );
     assert_eq!(
         outcome("unknown_operation"),
-        Outcome::Request(Err(MapWireError::UnknownOperation(13)))
+        Outcome::Request(Err(LayoutError::UnknownOperation(13)))
     );
     assert_eq!(
         outcome("reply_empty_range"),
-        Outcome::Reply(Err(MapWireError::EmptyRange { start: 9, end: 9 }))
+        Outcome::Reply(Err(LayoutError::EmptyRange { start: 9, end: 9 }))
     );
     assert!(matches!(
         outcome("reply_huge_count"),
-        Outcome::Reply(Err(MapWireError::Truncated {
+        Outcome::Reply(Err(LayoutError::Truncated {
             field: "entries",
             ..
         }))
     ));
     assert_eq!(
         outcome("reply_unknown_error"),
-        Outcome::Reply(Err(MapWireError::BadTag {
+        Outcome::Reply(Err(LayoutError::BadTag {
             field: "error",
             tag: 9
         }))

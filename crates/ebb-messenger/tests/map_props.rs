@@ -8,7 +8,7 @@
 mod map_wire_support;
 
 use ebb_core::{Change, Lease, MapError, NodeId, Swap};
-use ebb_messenger::map::{decode_reply, encode_reply, MapReply, MapRequest, MapWireError};
+use ebb_messenger::map::{decode_reply, encode_reply, LayoutError, MapReply, MapRequest};
 use proptest::prelude::*;
 
 fn text() -> impl Strategy<Value = String> {
@@ -113,7 +113,7 @@ proptest! {
         if !bytes.is_empty() {
             let cut = MapRequest::decode(request.number(), &bytes[..bytes.len() - 1]);
             prop_assert!(
-                matches!(cut, Err(MapWireError::Truncated { .. })),
+                matches!(cut, Err(LayoutError::Truncated { .. })),
                 "{:?}", cut
             );
         }
@@ -121,7 +121,7 @@ proptest! {
         longer.push(0);
         prop_assert_eq!(
             MapRequest::decode(request.number(), &longer),
-            Err(MapWireError::Trailing { extra: 1 })
+            Err(LayoutError::Trailing { extra: 1 })
         );
     }
 
@@ -130,7 +130,7 @@ proptest! {
         let bytes = encode_reply(&reply);
         prop_assert_eq!(decode_reply(request.number(), &bytes), Ok(reply));
         let cut = decode_reply(request.number(), &bytes[..bytes.len() - 1]);
-        prop_assert!(matches!(cut, Err(MapWireError::Truncated { .. })), "{:?}", cut);
+        prop_assert!(matches!(cut, Err(LayoutError::Truncated { .. })), "{:?}", cut);
     }
 
     #[test]

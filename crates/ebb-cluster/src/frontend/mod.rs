@@ -26,8 +26,10 @@
 //!    application's global id map to the nodes
 //!    (`ebb_messenger::map::MapService`, from the map
 //!    [`run_frontend_with_map`] is given: an in-process one by
-//!    [`run_frontend`]; a lost node's watches end), then `main(handle)`
-//!    runs as a task; its output is the exit code;
+//!    [`run_frontend`]; a lost node's watches end) and the application's
+//!    command line (`ebb_messenger::command_line`: the arguments after
+//!    `--`, the `EBB_APP_*` variables of this process), then
+//!    `main(handle)` runs as a task; its output is the exit code;
 //! 4. when `main` returns, on SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + the
 //!    signal) and when a
 //!    core panics, stops every node and deletes the namespace.
@@ -69,6 +71,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use ebb_core::{CoreId, GlobalIdMap, InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::EventRoot;
+use ebb_messenger::command_line::CommandLine;
 use ebb_messenger::map::MapService;
 use ebb_messenger::{
     acceptor, create_messenger, Frontend, MessengerRef, MessengerSettings, NodeEntry, FRONTEND_NODE,
@@ -335,6 +338,7 @@ where
     let handle_parts = HandleParts {
         registry: Arc::clone(&registry),
         map,
+        command_line: Arc::new(CommandLine::new(options.args.clone(), std::env::vars())),
         contract,
         allocator: Arc::downgrade(&allocator),
         requests,
@@ -407,6 +411,7 @@ where
 struct HandleParts {
     registry: Arc<Frontend>,
     map: Arc<dyn GlobalIdMap>,
+    command_line: Arc<CommandLine>,
     contract: Arc<MessengerContract>,
     allocator: Weak<NodeAllocator>,
     requests: mpsc::Sender<AllocateRequest>,
@@ -414,8 +419,9 @@ struct HandleParts {
     namespace: String,
 }
 
-/// Creates the frontend's Messenger (node 0), serves the registry and the
-/// map and listens on every core; the handle for `main`.
+/// Creates the frontend's Messenger (node 0), serves the registry, the
+/// map and the command line and listens on every core; the handle for
+/// `main`.
 async fn start_messenger(
     wiring: &Wiring,
     parts: HandleParts,
@@ -432,6 +438,10 @@ async fn start_messenger(
         .serve(messenger)
         .map_err(|e| format!("cannot serve the global id map: {e}"))?;
     let _ = wiring.map_service.set(map_service);
+    parts
+        .command_line
+        .serve(messenger)
+        .map_err(|e| format!("cannot serve the command line: {e}"))?;
     ebb_net::listen_on_all_cores(listen, acceptor(messenger))
         .await
         .map_err(|e| format!("cannot listen for the Messenger on {listen}: {e}"))?;

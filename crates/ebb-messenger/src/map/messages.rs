@@ -12,7 +12,7 @@ use core::time::Duration;
 
 use ebb_core::{Change, Lease, MapError, NodeId, Swap};
 
-use super::codec::{MapWireError, Reader, Writer};
+use crate::layout::{LayoutError, Reader, Writer};
 use crate::MessageNumber;
 
 /// `get(key)`.
@@ -185,9 +185,9 @@ impl MapRequest {
     ///
     /// # Errors
     ///
-    /// [`MapWireError`]: an unknown number, or a payload that is not that
+    /// [`LayoutError`]: an unknown number, or a payload that is not that
     /// request's layout exactly.
-    pub fn decode(number: MessageNumber, payload: &[u8]) -> Result<MapRequest, MapWireError> {
+    pub fn decode(number: MessageNumber, payload: &[u8]) -> Result<MapRequest, LayoutError> {
         let mut r = Reader::new(payload);
         let request = match number {
             GET => MapRequest::Get {
@@ -232,7 +232,7 @@ impl MapRequest {
             UNWATCH => MapRequest::Unwatch {
                 watch: r.u64("watch")?,
             },
-            MessageNumber(other) => return Err(MapWireError::UnknownOperation(other)),
+            MessageNumber(other) => return Err(LayoutError::UnknownOperation(other)),
         };
         r.end()?;
         Ok(request)
@@ -329,12 +329,12 @@ fn encode_value(out: &mut Writer, reply: &MapReply) {
 ///
 /// # Errors
 ///
-/// [`MapWireError`]: an unknown number, or a payload that is not the
+/// [`LayoutError`]: an unknown number, or a payload that is not the
 /// layout of that operation's reply exactly.
 pub fn decode_reply(
     number: MessageNumber,
     payload: &[u8],
-) -> Result<Result<MapReply, MapError>, MapWireError> {
+) -> Result<Result<MapReply, MapError>, LayoutError> {
     let mut r = Reader::new(payload);
     let reply = if r.bool("status")? {
         Err(decode_error(&mut r)?)
@@ -345,7 +345,7 @@ pub fn decode_reply(
     Ok(reply)
 }
 
-fn decode_value(number: MessageNumber, r: &mut Reader<'_>) -> Result<MapReply, MapWireError> {
+fn decode_value(number: MessageNumber, r: &mut Reader<'_>) -> Result<MapReply, LayoutError> {
     Ok(match number {
         SET | KEEP_ALIVE | REVOKE | UNWATCH => MapReply::Done,
         GET => MapReply::Value(r.option_bytes("value")?),
@@ -368,7 +368,7 @@ fn decode_value(number: MessageNumber, r: &mut Reader<'_>) -> Result<MapReply, M
             let start = r.u32("range start")?;
             let end = r.u32("range end")?;
             if start >= end {
-                return Err(MapWireError::EmptyRange { start, end });
+                return Err(LayoutError::EmptyRange { start, end });
             }
             MapReply::Range(start..end)
         }
@@ -386,7 +386,7 @@ fn decode_value(number: MessageNumber, r: &mut Reader<'_>) -> Result<MapReply, M
             }
             MapReply::Changes(changes)
         }
-        MessageNumber(other) => return Err(MapWireError::UnknownOperation(other)),
+        MessageNumber(other) => return Err(LayoutError::UnknownOperation(other)),
     })
 }
 
@@ -417,7 +417,7 @@ fn encode_error(out: &mut Writer, error: &MapError) {
     }
 }
 
-fn decode_error(r: &mut Reader<'_>) -> Result<MapError, MapWireError> {
+fn decode_error(r: &mut Reader<'_>) -> Result<MapError, LayoutError> {
     Ok(match r.tag("error", 8)? {
         1 => MapError::Unreachable {
             endpoint: r.string("endpoint")?,
@@ -439,7 +439,7 @@ fn decode_error(r: &mut Reader<'_>) -> Result<MapError, MapWireError> {
         6 => MapError::Refused(r.string("why")?),
         7 => MapError::WatchEnded(r.string("why")?),
         tag => {
-            return Err(MapWireError::BadTag {
+            return Err(LayoutError::BadTag {
                 field: "error",
                 tag,
             })
@@ -494,14 +494,14 @@ mod tests {
         }
         assert_eq!(
             decode_reply(GET, &[1, 8]),
-            Err(MapWireError::BadTag {
+            Err(LayoutError::BadTag {
                 field: "error",
                 tag: 8
             })
         );
         assert_eq!(
             decode_reply(GET, &[1, 0]),
-            Err(MapWireError::BadTag {
+            Err(LayoutError::BadTag {
                 field: "error",
                 tag: 0
             })
@@ -512,19 +512,19 @@ mod tests {
     fn replies_are_strict() {
         assert_eq!(
             decode_reply(RESERVE_RANGE, &encode_reply(&Ok(MapReply::Range(5..5)))),
-            Err(MapWireError::EmptyRange { start: 5, end: 5 })
+            Err(LayoutError::EmptyRange { start: 5, end: 5 })
         );
         assert_eq!(
             decode_reply(SET, &[0, 0]),
-            Err(MapWireError::Trailing { extra: 1 })
+            Err(LayoutError::Trailing { extra: 1 })
         );
         assert_eq!(
             decode_reply(MessageNumber(13), &[0]),
-            Err(MapWireError::UnknownOperation(13))
+            Err(LayoutError::UnknownOperation(13))
         );
         assert_eq!(
             MapRequest::decode(MessageNumber(0), &[]),
-            Err(MapWireError::UnknownOperation(0))
+            Err(LayoutError::UnknownOperation(0))
         );
     }
 }

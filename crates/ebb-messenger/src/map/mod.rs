@@ -6,7 +6,7 @@
 //! * `messages`: the protocol, one message number per operation
 //!   ([`MapRequest`]; the reply is a [`MapReply`] or the hosted node's
 //!   [`MapError`], every variant as it is), hand-written little-endian
-//!   layouts decoded strictly ([`MapWireError`]); `docs/messenger.md`
+//!   layouts decoded strictly ([`LayoutError`], `crate::layout`); `docs/messenger.md`
 //!   has the tables.
 //! * [`MapService`]: the hosted node serves the reserved Ebb [`MAP_EBB`]
 //!   from its own `Arc<dyn GlobalIdMap>`, each call a deferred answer
@@ -25,8 +25,6 @@
 //!   (a node role installs its remote map with [`install_global_map`];
 //!   without one, an in-process map, the single-node default).
 
-mod bound;
-mod codec;
 mod messages;
 mod remote;
 mod service;
@@ -37,7 +35,7 @@ use core::time::Duration;
 use ebb_core::{EbbId, GlobalIdMap, InProcessGlobalIdMap};
 use spin::Once;
 
-pub use codec::MapWireError;
+pub use crate::layout::LayoutError;
 pub use messages::{
     decode_reply, encode_reply, MapReply, MapRequest, COMPARE_AND_SWAP, DELETE, GET, GRANT_LEASE,
     KEEP_ALIVE, LIST, NEXT_CHANGES, RESERVE_RANGE, REVOKE, SET, UNWATCH, WATCH,

@@ -15,9 +15,9 @@ use core::time::Duration;
 use ebb_core::{Change, GlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch, WatchStream};
 use ebb_iobuf::{IoBuf, IoChain};
 
-use super::bound::within;
 use super::messages::{decode_reply, MapReply, MapRequest};
 use super::{MAP_EBB, MAP_MALFORMED};
+use crate::bound::within;
 use crate::{Message, MessengerError, MessengerRef, FRONTEND_NODE};
 
 /// How long a call may wait for its reply by default.

@@ -16,9 +16,9 @@ use ebb_core::{Change, EbbError, GlobalIdMap, MapError, NodeId, Watch};
 use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
-use super::bound::within;
 use super::messages::{encode_reply, MapReply, MapRequest};
 use super::{MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT};
+use crate::bound::within;
 use crate::{Answer, Message, MessengerRef, Request, ServiceError};
 
 /// Serves the map protocol ([`MAP_EBB`]) on a hosted node from `map`.

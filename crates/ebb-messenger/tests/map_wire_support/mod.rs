@@ -8,7 +8,7 @@
 //! has one encoding per value, so a decoder that accepts more than it
 //! should shows up as a difference).
 
-use ebb_messenger::map::{decode_reply, encode_reply, MapReply, MapRequest, MapWireError};
+use ebb_messenger::map::{decode_reply, encode_reply, LayoutError, MapReply, MapRequest};
 use ebb_messenger::MessageNumber;
 
 /// What one input decoded to.
@@ -17,9 +17,9 @@ pub enum Outcome {
     /// Under two bytes: nothing was decoded.
     TooShort,
     /// Read as a request.
-    Request(Result<MapRequest, MapWireError>),
+    Request(Result<MapRequest, LayoutError>),
     /// Read as a reply.
-    Reply(Result<Result<MapReply, ebb_core::MapError>, MapWireError>),
+    Reply(Result<Result<MapReply, ebb_core::MapError>, LayoutError>),
 }
 
 /// Runs the checks on one input.

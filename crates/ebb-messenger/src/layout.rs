@@ -1,5 +1,5 @@
-//! The byte-level pieces of the map protocol's layout (`docs/messenger.md`,
-//! "The global id map over the Messenger"): little-endian integers, a
+//! The byte-level pieces of the layouts of the Messenger's services (the
+//! global id map's, the command line's; `docs/messenger.md`): little-endian integers, a
 //! `u32` length before every string and byte string, a one-byte tag
 //! before every option, boolean and variant. Decoding is strict: every
 //! length is checked against what is left, every tag against the values
@@ -10,11 +10,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-/// Why the bytes of a map request or reply are not valid. The caller
-/// answers a bad request with a refusal and turns a bad reply into
-/// [`ebb_core::MapError::Refused`]; nothing here panics.
+/// Why the bytes of a service's request or reply are not valid. The
+/// caller answers a bad request with a refusal and turns a bad reply into
+/// its own error (the map's [`ebb_core::MapError::Refused`]); nothing
+/// here panics.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MapWireError {
+pub enum LayoutError {
     /// The body ends inside a field.
     Truncated {
         /// The field being read.
@@ -41,7 +42,7 @@ pub enum MapWireError {
         /// The field.
         field: &'static str,
     },
-    /// The message number names no map operation.
+    /// The message number names no operation of the service.
     UnknownOperation(u32),
     /// A reserved range is empty or inverted.
     EmptyRange {
@@ -52,10 +53,10 @@ pub enum MapWireError {
     },
 }
 
-impl fmt::Display for MapWireError {
+impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MapWireError::Truncated {
+            LayoutError::Truncated {
                 field,
                 needed,
                 available,
@@ -63,24 +64,24 @@ impl fmt::Display for MapWireError {
                 f,
                 "truncated: {field} needs {needed} bytes but only {available} are left"
             ),
-            MapWireError::Trailing { extra } => {
+            LayoutError::Trailing { extra } => {
                 write!(f, "{extra} bytes are left after the last field")
             }
-            MapWireError::BadTag { field, tag } => {
+            LayoutError::BadTag { field, tag } => {
                 write!(f, "{field} has tag {tag}, which it may not take")
             }
-            MapWireError::NotUtf8 { field } => write!(f, "{field} is not UTF-8"),
-            MapWireError::UnknownOperation(number) => {
-                write!(f, "message number {number} names no map operation")
+            LayoutError::NotUtf8 { field } => write!(f, "{field} is not UTF-8"),
+            LayoutError::UnknownOperation(number) => {
+                write!(f, "message number {number} names no operation here")
             }
-            MapWireError::EmptyRange { start, end } => {
+            LayoutError::EmptyRange { start, end } => {
                 write!(f, "the id range {start}..{end} is empty")
             }
         }
     }
 }
 
-impl core::error::Error for MapWireError {}
+impl core::error::Error for LayoutError {}
 
 /// Appends fields to a body.
 #[derive(Default)]
@@ -148,19 +149,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Checks that nothing is left.
-    pub(crate) fn end(&self) -> Result<(), MapWireError> {
+    pub(crate) fn end(&self) -> Result<(), LayoutError> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
-            Err(MapWireError::Trailing {
+            Err(LayoutError::Trailing {
                 extra: self.bytes.len(),
             })
         }
     }
 
-    fn take(&mut self, field: &'static str, len: usize) -> Result<&'a [u8], MapWireError> {
+    fn take(&mut self, field: &'static str, len: usize) -> Result<&'a [u8], LayoutError> {
         if self.bytes.len() < len {
-            return Err(MapWireError::Truncated {
+            return Err(LayoutError::Truncated {
                 field,
                 needed: len,
                 available: self.bytes.len(),
@@ -171,55 +172,55 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], MapWireError> {
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], LayoutError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(field, N)?);
         Ok(out)
     }
 
-    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, MapWireError> {
+    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, LayoutError> {
         Ok(self.array::<1>(field)?[0])
     }
 
-    pub(crate) fn u32(&mut self, field: &'static str) -> Result<u32, MapWireError> {
+    pub(crate) fn u32(&mut self, field: &'static str) -> Result<u32, LayoutError> {
         Ok(u32::from_le_bytes(self.array(field)?))
     }
 
-    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, MapWireError> {
+    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, LayoutError> {
         Ok(u64::from_le_bytes(self.array(field)?))
     }
 
-    pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64, MapWireError> {
+    pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64, LayoutError> {
         Ok(i64::from_le_bytes(self.array(field)?))
     }
 
     /// A tag that must be below `limit`.
-    pub(crate) fn tag(&mut self, field: &'static str, limit: u8) -> Result<u8, MapWireError> {
+    pub(crate) fn tag(&mut self, field: &'static str, limit: u8) -> Result<u8, LayoutError> {
         let tag = self.u8(field)?;
         if tag >= limit {
-            return Err(MapWireError::BadTag { field, tag });
+            return Err(LayoutError::BadTag { field, tag });
         }
         Ok(tag)
     }
 
-    pub(crate) fn bool(&mut self, field: &'static str) -> Result<bool, MapWireError> {
+    pub(crate) fn bool(&mut self, field: &'static str) -> Result<bool, LayoutError> {
         Ok(self.tag(field, 2)? == 1)
     }
 
-    pub(crate) fn bytes(&mut self, field: &'static str) -> Result<Vec<u8>, MapWireError> {
+    pub(crate) fn bytes(&mut self, field: &'static str) -> Result<Vec<u8>, LayoutError> {
         let len = self.u32(field)?;
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         Ok(self.take(field, len)?.to_vec())
     }
 
-    pub(crate) fn string(&mut self, field: &'static str) -> Result<String, MapWireError> {
-        String::from_utf8(self.bytes(field)?).map_err(|_| MapWireError::NotUtf8 { field })
+    pub(crate) fn string(&mut self, field: &'static str) -> Result<String, LayoutError> {
+        String::from_utf8(self.bytes(field)?).map_err(|_| LayoutError::NotUtf8 { field })
     }
 
     pub(crate) fn option_bytes(
         &mut self,
         field: &'static str,
-    ) -> Result<Option<Vec<u8>>, MapWireError> {
+    ) -> Result<Option<Vec<u8>>, LayoutError> {
         if self.bool(field)? {
             Ok(Some(self.bytes(field)?))
         } else {
@@ -234,11 +235,11 @@ impl<'a> Reader<'a> {
         &mut self,
         field: &'static str,
         min_len: usize,
-    ) -> Result<usize, MapWireError> {
+    ) -> Result<usize, LayoutError> {
         let count = usize::try_from(self.u32(field)?).unwrap_or(usize::MAX);
         let needed = count.saturating_mul(min_len);
         if needed > self.bytes.len() {
-            return Err(MapWireError::Truncated {
+            return Err(LayoutError::Truncated {
                 field,
                 needed,
                 available: self.bytes.len(),
@@ -276,18 +277,18 @@ mod tests {
         assert_eq!(reader.end(), Ok(()));
         assert_eq!(
             Reader::new(&[2]).bool("flag"),
-            Err(MapWireError::BadTag {
+            Err(LayoutError::BadTag {
                 field: "flag",
                 tag: 2
             })
         );
         assert_eq!(
             Reader::new(&[1, 0, 0, 0, 0xff]).string("key"),
-            Err(MapWireError::NotUtf8 { field: "key" })
+            Err(LayoutError::NotUtf8 { field: "key" })
         );
         assert_eq!(
             Reader::new(&[5, 0, 0, 0, b'a']).bytes("value"),
-            Err(MapWireError::Truncated {
+            Err(LayoutError::Truncated {
                 field: "value",
                 needed: 5,
                 available: 1
@@ -295,7 +296,7 @@ mod tests {
         );
         assert_eq!(
             Reader::new(&[0xff, 0xff, 0xff, 0xff]).count("entries", 8),
-            Err(MapWireError::Truncated {
+            Err(LayoutError::Truncated {
                 field: "entries",
                 needed: 0xffff_ffff * 8,
                 available: 0
@@ -303,7 +304,7 @@ mod tests {
         );
         assert_eq!(
             Reader::new(&[1]).end(),
-            Err(MapWireError::Trailing { extra: 1 })
+            Err(LayoutError::Trailing { extra: 1 })
         );
     }
 }

@@ -1,5 +1,6 @@
-//! A future bounded in time: the map's calls and watch polls never wait
-//! for ever.
+//! A future bounded in time: the calls of the Messenger's services (the
+//! map's, the command line's) and the map's watch polls never wait for
+//! ever.
 
 use core::future::{poll_fn, Future};
 use core::pin::pin;
