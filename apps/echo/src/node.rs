@@ -7,26 +7,58 @@
 //! serves the Messenger echo Ebb under the first id of its global range
 //! (the frontend, which handed out the range, knows it) with a
 //! representative per core, and announces itself to the frontend, retrying
-//! while the frontend is not reachable yet. Given a [`PingOrder`] (echo's
+//! while the frontend is not reachable yet. Its map is the hosted node's
+//! (`ebb_messenger::map::RemoteGlobalIdMap`, installed as the address
+//! space's `global_map()`), and its echo Ebb shows both offloads at work:
+//! [`MAP_COPY`] reads and writes that map, [`COMMAND_LINE`] answers the
+//! arguments fetched from the frontend. Given a [`PingOrder`] (echo's
 //! `--ping-node`), it then times round trips to another node
 //! ([`crate::ping::run`]) and prints them.
 
 use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use core::time::Duration;
 
 use ebb_app::{exit, NodeContract};
 use ebb_core::{CoreId, Ebb, EbbError, EbbId, EbbRef, FaultContext, NodeId};
-use ebb_messenger::{
-    acceptor, announce, create_messenger, AnnounceError, Message, MessageNumber, MessengerError,
-    MessengerSettings, NodeEntry, Request, Service, ServiceError,
+use ebb_messenger::map::{
+    encode_reply, global_map, install_global_map, MapReply, RemoteGlobalIdMap,
 };
+use ebb_messenger::{
+    acceptor, announce, command_line, create_messenger, AnnounceError, Answer, Message,
+    MessageNumber, MessengerError, MessengerRef, MessengerSettings, NodeEntry, Request, Service,
+    ServiceError,
+};
+use spin::Once;
 
 /// The Messenger echo Ebb's message: the reply is the request.
 pub const ECHO: MessageNumber = MessageNumber(1);
 /// Its other message: the reply is the number of the core that ran it, 4
 /// bytes little-endian.
 pub const WHICH_CORE: MessageNumber = MessageNumber(2);
+/// Its message: the payload is a key; the node reads it from the
+/// application's global id map (the hosted node's, over the Messenger)
+/// and, if it is there, writes its value under `KEY/copied`. The reply
+/// is the read's result, or the write's error, in the map protocol's
+/// layout (`ebb_messenger::map::encode_reply` of a `get`).
+pub const MAP_COPY: MessageNumber = MessageNumber(3);
+/// Its message: the reply is the application's arguments as the node
+/// fetched them from the frontend (`CommandLine::encode_args`).
+pub const COMMAND_LINE: MessageNumber = MessageNumber(4);
+
+/// Refusal codes of [`MAP_COPY`] and [`COMMAND_LINE`].
+pub const KEY_NOT_UTF8: u32 = 1;
+/// The node has no Messenger yet.
+pub const NOT_JOINED: u32 = 2;
+/// The command line could not be fetched (the node's console says why).
+pub const NO_COMMAND_LINE: u32 = 3;
+
+/// This node's Messenger, for the deferred answers.
+static MESSENGER: Once<MessengerRef> = Once::new();
 
 /// How often, and how long apart, the node tries to reach the frontend.
 const ANNOUNCE_TRIES: u32 = 120;
@@ -53,6 +85,46 @@ impl Service for MessengerEchoRep {
             _ => Err(ServiceError::UnknownMessage),
         }
     }
+
+    fn answer(&self, request: Request) -> Answer {
+        match request.message {
+            MAP_COPY => Answer::Later(Box::pin(map_copy(request.body.payload.to_vec()))),
+            COMMAND_LINE => Answer::Later(Box::pin(command_line_reply())),
+            _ => Answer::Now(self.handle(request)),
+        }
+    }
+}
+
+/// [`MAP_COPY`]'s work.
+async fn map_copy(key: Vec<u8>) -> Result<Message, ServiceError> {
+    let key = String::from_utf8(key).map_err(|_| ServiceError::Refused(KEY_NOT_UTF8))?;
+    let map = global_map();
+    let result = match map.get(&key).await {
+        Ok(Some(value)) => map
+            .set(&format!("{key}/copied"), value.clone(), None)
+            .await
+            .map(|()| Some(value)),
+        other => other,
+    };
+    Ok(payload(encode_reply(&result.map(MapReply::Value))))
+}
+
+/// [`COMMAND_LINE`]'s work.
+async fn command_line_reply() -> Result<Message, ServiceError> {
+    let messenger = *MESSENGER.get().ok_or(ServiceError::Refused(NOT_JOINED))?;
+    match command_line::load(messenger).await {
+        Ok(line) => Ok(payload(line.encode_args())),
+        Err(error) => {
+            ebb_app::error!("{error}");
+            Err(ServiceError::Refused(NO_COMMAND_LINE))
+        }
+    }
+}
+
+fn payload(bytes: Vec<u8>) -> Message {
+    Message::payload(ebb_app::net::api::IoChain::from(
+        ebb_app::net::api::IoBuf::from_vec(bytes),
+    ))
 }
 
 impl Ebb for MessengerEcho {
@@ -92,10 +164,12 @@ async fn try_join(
     listen: IpAddr,
     ping: Option<PingOrder>,
 ) -> Result<(), alloc::string::String> {
-    use alloc::format;
     let node = NodeId(contract.node);
     let messenger = create_messenger(MessengerSettings::new(node))
         .map_err(|error| format!("cannot create the Messenger: {error}"))?;
+    MESSENGER.call_once(|| messenger);
+    // Several nodes in one process (tests) keep the first one's map.
+    let _ = install_global_map(Arc::new(RemoteGlobalIdMap::new(messenger)));
     let rep = messenger
         .get()
         .map_err(|error| format!("cannot reach the Messenger: {error}"))?;

@@ -6,7 +6,12 @@
 //! inside the launcher's namespace. The native node announces itself over
 //! our TCP/IP stack, the frontend's hook resolves, and the frontend calls
 //! its echo Ebb on the connection's core and on core 1 (kernel TCP on the
-//! hosted side, our stack on the native side). SIGTERM then stops QEMU
+//! hosted side, our stack on the native side). The frontend also serves
+//! its global id map and the command line, as the frontend runtime does:
+//! the native node reads a key of that map and writes a copy through it
+//! (`RemoteGlobalIdMap`, no etcd client in the guest), and answers the
+//! arguments it fetched, exactly as given (spaces and an empty word,
+//! which its kernel command line could not carry). SIGTERM then stops QEMU
 //! and the namespace goes away. And a native node given only some of the
 //! node words does not boot, naming the missing one (QEMU only).
 
@@ -18,8 +23,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use std::sync::Arc;
+
+use ebb_core::{
+    CoreId, EbbId, GlobalIdMap, InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS,
+};
 use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::command_line::CommandLine;
+use ebb_messenger::map::{decode_reply, MapReply, MapService, GET};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings, FRONTEND_NODE};
 use ebb_testbed::{skip_unless, Need};
 use launcher_support::launch;
@@ -30,6 +41,22 @@ const MESSENGER_PORT: u16 = 7100;
 /// Echo's Messenger messages (apps/echo/src/node.rs).
 const ECHO: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(1);
 const WHICH_CORE: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(2);
+const MAP_COPY: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(3);
+const COMMAND_LINE: ebb_messenger::MessageNumber = ebb_messenger::MessageNumber(4);
+
+/// The arguments the frontend serves.
+fn arguments() -> Vec<String> {
+    vec!["two words".to_owned(), String::new(), "--last".to_owned()]
+}
+
+/// What the map and the command line did: the native node's read of
+/// `app/greeting` (a `get`'s reply), the copy it wrote, the arguments it
+/// fetched.
+type Offloaded = (
+    Result<Result<MapReply, ebb_core::MapError>, String>,
+    Option<Vec<u8>>,
+    Result<Vec<String>, String>,
+);
 
 /// What the frontend saw: the range it handed out, the node's recorded
 /// address, and the replies of its two calls.
@@ -38,6 +65,7 @@ type Seen = (
     SocketAddr,
     Result<Vec<u8>, String>,
     Result<Vec<u8>, String>,
+    Offloaded,
 );
 
 /// The frontend, a hosted node of one core: expects node 1, waits for its
@@ -54,6 +82,14 @@ fn frontend() -> Seen {
             let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
             let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
             registry.serve(messenger).unwrap();
+            let map: Arc<dyn GlobalIdMap> = Arc::new(InProcessGlobalIdMap::new());
+            map.set("app/greeting", b"from the hosted map".to_vec(), None)
+                .await
+                .unwrap();
+            MapService::new(Arc::clone(&map)).serve(messenger).unwrap();
+            Arc::new(CommandLine::new(arguments(), []))
+                .serve(messenger)
+                .unwrap();
             let ids = registry.expect(NodeId(1), 64).unwrap();
             ebb_net::listen(FRONTEND.parse().unwrap(), acceptor(messenger))
                 .expect("listen on the namespace's host side");
@@ -78,7 +114,23 @@ fn frontend() -> Seen {
                 .await
                 .map(|reply| reply.payload.to_vec())
                 .map_err(|error| error.to_string());
-            (ids, entry.socket_addr(), echoed, core)
+            let read = rep
+                .call(
+                    NodeId(1),
+                    echo,
+                    MAP_COPY,
+                    IoChain::from(IoBuf::from_static(b"app/greeting")),
+                )
+                .await
+                .map_err(|error| error.to_string())
+                .map(|reply| decode_reply(GET, &reply.payload.to_vec()).unwrap());
+            let copied = map.get("app/greeting/copied").await.unwrap();
+            let args = rep
+                .call(NodeId(1), echo, COMMAND_LINE, IoChain::new())
+                .await
+                .map_err(|error| error.to_string())
+                .map(|reply| CommandLine::decode_args(&reply.payload.to_vec()).unwrap());
+            (ids, entry.socket_addr(), echoed, core, (read, copied, args))
         },
     )
     .expect("the frontend node runs")
@@ -144,11 +196,16 @@ fn a_hosted_frontend_calls_a_native_node_that_announced_itself() {
             rest.join("\n")
         );
     };
-    let (ids, addr, echoed, core) = outcome.expect("the frontend ran inside the namespace");
+    let (ids, addr, echoed, core, (read, copied, args)) =
+        outcome.expect("the frontend ran inside the namespace");
     assert_eq!(ids, FIRST_GLOBAL_ID..FIRST_GLOBAL_ID + 64);
     assert_eq!(addr, SocketAddr::from(([10, 98, 0, 2], MESSENGER_PORT)));
     assert_eq!(echoed.as_deref(), Ok(&b"hosted to native"[..]));
     assert_eq!(core.as_deref(), Ok(&1u32.to_le_bytes()[..]));
+    let greeting = b"from the hosted map".to_vec();
+    assert_eq!(read, Ok(Ok(MapReply::Value(Some(greeting.clone())))));
+    assert_eq!(copied, Some(greeting));
+    assert_eq!(args, Ok(arguments()));
 
     // SIGTERM to the launcher: QEMU stops, the namespace is deleted.
     let status = Command::new("kill")

@@ -1,7 +1,9 @@
 //! The frontend runtime with real nodes (needs root, /dev/net/tun, `ip`
 //! and QEMU; skipped otherwise): `run_frontend` allocates two native echo
 //! nodes (apps/echo as a node: its Messenger echo Ebb is the first id of
-//! its range), calls each; one QEMU is frozen (SIGSTOP) with a call to it
+//! its range), calls each; each node answers exactly the arguments given
+//! after `--` (fetched from the frontend over the Messenger) and copies a
+//! key of the frontend's global id map through it; one QEMU is frozen (SIGSTOP) with a call to it
 //! pending and then killed with `kill -9`: the node is reported lost, the
 //! pending call fails with `NodeLost` and a later one with `Unreachable`,
 //! while the other node still answers; afterwards no namespace, TAP
@@ -16,12 +18,21 @@ use ebb_cluster::frontend::{run_frontend, FrontendOptions};
 use ebb_cluster::{ClusterError, Exit, NodeState};
 use ebb_core::{EbbId, NodeId};
 use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::command_line::CommandLine;
+use ebb_messenger::map::{decode_reply, MapReply, GET};
 use ebb_messenger::{MessageNumber, MessengerError};
 use ebb_testbed::{skip_unless, Need};
 
 /// Echo's Messenger message whose reply is the request
 /// (apps/echo/src/node.rs).
 const ECHO: MessageNumber = MessageNumber(1);
+/// Echo's messages that copy a key of the global id map and answer the
+/// fetched arguments.
+const MAP_COPY: MessageNumber = MessageNumber(3);
+const COMMAND_LINE: MessageNumber = MessageNumber(4);
+/// The arguments after `--`: echo's own options, as its `main` takes them
+/// from its kernel command line too.
+const ARGS: [&str; 2] = ["--tcp-port", "7007"];
 /// The whole test's bound: two TCG boots side by side on a loaded
 /// machine, and the teardown.
 const TEST_LIMIT: Duration = Duration::from_secs(600);
@@ -46,6 +57,11 @@ type Killed = (
 struct Seen {
     allocated: Vec<Result<(NodeId, u32, u32), String>>,
     first_replies: Vec<Result<Vec<u8>, MessengerError>>,
+    /// Each node's fetched arguments.
+    arguments: Vec<Result<Vec<String>, MessengerError>>,
+    /// Each node's read of `app/greeting`, and the copies in the map.
+    map_reads: Vec<Result<MapReply, String>>,
+    copies: Vec<Option<Vec<u8>>>,
     pending_on_lost: Option<Result<Vec<u8>, MessengerError>>,
     after_loss: Option<Result<Vec<u8>, MessengerError>>,
     survivor: Option<Result<Vec<u8>, MessengerError>>,
@@ -90,7 +106,8 @@ fn echo_nodes(tag: &str, port: u16) -> (FrontendOptions, PathBuf) {
 fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
     let _turn = one_cluster();
-    let (options, log_dir) = echo_nodes("test", 7200);
+    let (mut options, log_dir) = echo_nodes("test", 7200);
+    options.args = ARGS.map(str::to_owned).to_vec();
 
     let (seen_tx, seen_rx) = mpsc::channel::<Seen>();
     let (done_tx, done_rx) = mpsc::channel();
@@ -131,6 +148,31 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
             for node in &nodes {
                 let reply = call(node, b"to every node").await;
                 seen.first_replies.push(reply.map(|r| r.payload.to_vec()));
+            }
+            let map = frontend.global_map();
+            map.set("app/greeting", b"hello".to_vec(), None)
+                .await
+                .expect("the frontend's map");
+            for node in &nodes {
+                let args = rep
+                    .call(node.id, echo_of(node), COMMAND_LINE, IoChain::new())
+                    .await
+                    .map(|r| CommandLine::decode_args(&r.payload.to_vec()).expect("decodes"));
+                seen.arguments.push(args);
+                let key = IoChain::from(IoBuf::from_static(b"app/greeting"));
+                let read = rep
+                    .call(node.id, echo_of(node), MAP_COPY, key)
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        decode_reply(GET, &r.payload.to_vec())
+                            .expect("decodes")
+                            .map_err(|e| e.to_string())
+                    });
+                seen.map_reads.push(read);
+                seen.copies
+                    .push(map.get("app/greeting/copied").await.expect("the map"));
+                map.delete("app/greeting/copied").await.expect("the map");
             }
             // Node 1 frozen, a call to it pending, then killed outright.
             let (lost, survivor) = (&nodes[0], &nodes[1]);
@@ -190,6 +232,21 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
     for reply in &seen.first_replies {
         assert_eq!(reply.as_deref(), Ok(&b"to every node"[..]));
     }
+    assert_eq!(seen.arguments.len(), 2);
+    for args in &seen.arguments {
+        assert_eq!(args.as_deref(), Ok(&ARGS.map(str::to_owned)[..]));
+    }
+    assert_eq!(
+        seen.map_reads,
+        [
+            Ok(MapReply::Value(Some(b"hello".to_vec()))),
+            Ok(MapReply::Value(Some(b"hello".to_vec())))
+        ]
+    );
+    assert_eq!(
+        seen.copies,
+        [Some(b"hello".to_vec()), Some(b"hello".to_vec())]
+    );
     assert_eq!(seen.lost_state, Some(NodeState::Lost(Exit::Signal(9))));
     assert_eq!(
         seen.pending_on_lost,

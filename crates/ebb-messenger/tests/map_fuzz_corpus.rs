@@ -4,18 +4,12 @@
 //! `EBB_WRITE_MAP_CORPUS=1 cargo test -p ebb-messenger --test
 //! map_fuzz_corpus` rewrites the corpus from [`seeds`].
 
+mod corpus_support;
 mod map_wire_support;
-
-use std::fs;
-use std::path::{Path, PathBuf};
 
 use ebb_core::{Change, Lease, MapError, NodeId, Swap};
 use ebb_messenger::map::{encode_reply, LayoutError, MapReply, MapRequest};
 use map_wire_support::{run, Outcome};
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/map")
-}
 
 /// A request input.
 fn request(request: &MapRequest) -> Vec<u8> {
@@ -197,27 +191,9 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn the_corpus_replays_without_a_failed_check() {
-    let dir = corpus_dir();
-    if std::env::var_os("EBB_WRITE_MAP_CORPUS").is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds() {
-            fs::write(dir.join(name), data).unwrap();
-        }
-    }
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= seeds().len(),
-        "only {} corpus files in {}",
-        files.len(),
-        dir.display()
-    );
-    for path in &files {
-        run(&fs::read(path).unwrap());
-    }
+    corpus_support::replay("map", "EBB_WRITE_MAP_CORPUS", &seeds(), |data| {
+        run(data);
+    });
 }
 
 #[test]

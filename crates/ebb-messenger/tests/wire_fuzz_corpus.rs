@@ -4,11 +4,10 @@
 //! `EBB_WRITE_WIRE_CORPUS=1 cargo test -p ebb-messenger --test
 //! wire_fuzz_corpus` rewrites the corpus from [`seeds`].
 
+mod corpus_support;
 mod wire_support;
 
-use std::fs;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
 
 use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
@@ -18,10 +17,6 @@ use ebb_messenger::{
     MessageNumber, NodeEntry, Refusal, WireError,
 };
 use wire_support::{run, LIMITS};
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire")
-}
 
 fn header(kind: Kind, correlation: u64) -> Header {
     Header {
@@ -144,27 +139,9 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn the_wire_fuzz_corpus_replays_cleanly() {
-    let dir = corpus_dir();
-    if std::env::var_os("EBB_WRITE_WIRE_CORPUS").is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds() {
-            fs::write(dir.join(name), data).unwrap();
-        }
-    }
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= seeds().len(),
-        "only {} corpus files in {}",
-        files.len(),
-        dir.display()
-    );
-    for path in &files {
-        run(&fs::read(path).unwrap());
-    }
+    corpus_support::replay("wire", "EBB_WRITE_WIRE_CORPUS", &seeds(), |data| {
+        run(data);
+    });
 }
 
 #[test]

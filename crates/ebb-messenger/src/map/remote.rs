@@ -157,13 +157,13 @@ fn unexpected(reply: &MapReply) -> MapError {
 
 impl GlobalIdMap for RemoteGlobalIdMap {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        let reply = self.call(MapRequest::Get { key: key.into() });
-        Box::pin(async move {
-            match reply.await? {
+        expect(
+            self.call(MapRequest::Get { key: key.into() }),
+            |reply| match reply {
                 MapReply::Value(value) => Ok(value),
-                other => Err(unexpected(&other)),
-            }
-        })
+                other => Err(other),
+            },
+        )
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
@@ -175,13 +175,13 @@ impl GlobalIdMap for RemoteGlobalIdMap {
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        let reply = self.call(MapRequest::Delete { key: key.into() });
-        Box::pin(async move {
-            match reply.await? {
-                MapReply::Deleted(was) => Ok(was),
-                other => Err(unexpected(&other)),
-            }
-        })
+        expect(
+            self.call(MapRequest::Delete { key: key.into() }),
+            |reply| match reply {
+                MapReply::Deleted(value) => Ok(value),
+                other => Err(other),
+            },
+        )
     }
 
     fn compare_and_swap<'a>(
@@ -190,49 +190,49 @@ impl GlobalIdMap for RemoteGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        let reply = self.call(MapRequest::CompareAndSwap {
-            key: key.into(),
-            expected,
-            new,
-        });
-        Box::pin(async move {
-            match reply.await? {
-                MapReply::Swap(swap) => Ok(swap),
-                other => Err(unexpected(&other)),
-            }
-        })
+        expect(
+            self.call(MapRequest::CompareAndSwap {
+                key: key.into(),
+                expected,
+                new,
+            }),
+            |reply| match reply {
+                MapReply::Swap(value) => Ok(value),
+                other => Err(other),
+            },
+        )
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
-        let reply = self.call(MapRequest::List {
-            prefix: prefix.into(),
-        });
-        Box::pin(async move {
-            match reply.await? {
-                MapReply::Entries(entries) => Ok(entries),
-                other => Err(unexpected(&other)),
-            }
-        })
+        expect(
+            self.call(MapRequest::List {
+                prefix: prefix.into(),
+            }),
+            |reply| match reply {
+                MapReply::Entries(value) => Ok(value),
+                other => Err(other),
+            },
+        )
     }
 
     fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
-        let reply = self.call(MapRequest::ReserveRange { node, len });
-        Box::pin(async move {
-            match reply.await? {
-                MapReply::Range(range) => Ok(range),
-                other => Err(unexpected(&other)),
-            }
-        })
+        expect(
+            self.call(MapRequest::ReserveRange { node, len }),
+            |reply| match reply {
+                MapReply::Range(value) => Ok(value),
+                other => Err(other),
+            },
+        )
     }
 
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
-        let reply = self.call(MapRequest::grant_lease(ttl));
-        Box::pin(async move {
-            match reply.await? {
-                MapReply::Lease(lease) => Ok(lease),
-                other => Err(unexpected(&other)),
-            }
-        })
+        expect(
+            self.call(MapRequest::grant_lease(ttl)),
+            |reply| match reply {
+                MapReply::Lease(value) => Ok(value),
+                other => Err(other),
+            },
+        )
     }
 
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
@@ -263,13 +263,20 @@ impl GlobalIdMap for RemoteGlobalIdMap {
     }
 }
 
+/// The value `pick` takes from the reply, which must be the operation's
+/// (else the service broke the protocol).
+fn expect<'a, T: Send + 'a>(
+    reply: MapFuture<'static, MapReply>,
+    pick: fn(MapReply) -> Result<T, MapReply>,
+) -> MapFuture<'a, T> {
+    Box::pin(async move { pick(reply.await?).map_err(|other| unexpected(&other)) })
+}
+
 /// An operation whose success carries nothing.
 fn done<'a>(reply: MapFuture<'static, MapReply>) -> MapFuture<'a, ()> {
-    Box::pin(async move {
-        match reply.await? {
-            MapReply::Done => Ok(()),
-            other => Err(unexpected(&other)),
-        }
+    expect(reply, |reply| match reply {
+        MapReply::Done => Ok(()),
+        other => Err(other),
     })
 }
 
