@@ -5,7 +5,7 @@
 //!
 //! * `messages`: the protocol, one message number per operation
 //!   ([`MapRequest`]; the reply is a [`MapReply`] or the hosted node's
-//!   [`MapError`], every variant as it is), hand-written little-endian
+//!   [`MapError`](ebb_core::MapError), every variant as it is), hand-written little-endian
 //!   layouts decoded strictly ([`LayoutError`], `crate::layout`); `docs/messenger.md`
 //!   has the tables.
 //! * [`MapService`]: the hosted node serves the reserved Ebb [`MAP_EBB`]
@@ -14,7 +14,7 @@
 //! * [`RemoteGlobalIdMap`]: a node's map, each operation a Messenger call
 //!   to the hosted node bounded in time; a hosted node that cannot be
 //!   reached, is lost or does not answer in time is
-//!   [`MapError::Unreachable`] naming it (`the hosted node 0
+//!   [`MapError::Unreachable`](ebb_core::MapError::Unreachable) naming it (`the hosted node 0
 //!   (10.96.0.1:7000)`).
 //! * Watches are long polls ([`RemoteWatch`]): the hosted node keeps the
 //!   node's watch and its undelivered changes; the node asks for the next
