@@ -149,7 +149,7 @@ fn a_frontend_allocates_echo_nodes_calls_them_and_survives_losing_one() {
                 let reply = call(node, b"to every node").await;
                 seen.first_replies.push(reply.map(|r| r.payload.to_vec()));
             }
-            let map = frontend.global_map();
+            let map = frontend.map();
             map.set("app/greeting", b"hello".to_vec(), None)
                 .await
                 .expect("the frontend's map");

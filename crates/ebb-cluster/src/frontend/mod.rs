@@ -176,7 +176,7 @@ impl FrontendHandle {
 
     /// The application's global id map, the one the nodes reach through
     /// this frontend (`ebb_messenger::map::RemoteGlobalIdMap`).
-    pub fn global_map(&self) -> &Arc<dyn GlobalIdMap> {
+    pub fn map(&self) -> &Arc<dyn GlobalIdMap> {
         &self.0.map
     }
 
@@ -270,7 +270,7 @@ where
 
 /// [`run_frontend`], with `map` as the application's global id map: the
 /// frontend serves it to the nodes and hands it to `main`
-/// ([`FrontendHandle::global_map`]).
+/// ([`FrontendHandle::map`]).
 pub fn run_frontend_with_map<F, Fut>(
     options: FrontendOptions,
     map: Arc<dyn GlobalIdMap>,
