@@ -5,7 +5,8 @@
 //! same errors); a watch delivers the changes in order across polls that
 //! find nothing; a dropped watch ends on the hosted node; and a hosted
 //! node that is not known, vanishes or is lost is `Unreachable`, naming
-//! it.
+//! it. The service refuses a request that does not decode, another
+//! node's watch, and a second poll of a watch while one waits.
 
 mod map_support;
 mod sim_support;
@@ -15,7 +16,11 @@ use std::time::Duration;
 
 use ebb_core::{Change, GlobalIdMap, InProcessGlobalIdMap, MapError, NodeId, Swap};
 use ebb_event::sleep;
-use ebb_messenger::map::{MapService, RemoteGlobalIdMap};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::map::{
+    decode_reply, MapReply, MapRequest, MapService, RemoteGlobalIdMap, GET, MAP_EBB, MAP_MALFORMED,
+};
+use ebb_messenger::MessengerError;
 use map_support::{assert_unreachable, same_as_in_process};
 use sim_support::nodes::{learn, sim_node, simulate, SimNode};
 
@@ -149,5 +154,85 @@ fn a_node_without_the_service_refuses_and_says_so() {
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
+    });
+}
+
+#[test]
+fn the_service_refuses_a_malformed_request_another_node_s_watch_and_a_second_poll() {
+    simulate(|sim| async move {
+        let (hosted, node, service) = hosted_and_node(&sim, Arc::new(InProcessGlobalIdMap::new()));
+        let other = sim_node(&sim, 2);
+        learn(&other, &hosted);
+        let raw = |from: &SimNode, request: MapRequest| {
+            let number = request.number();
+            let call = from.rep.call(
+                NodeId(0),
+                MAP_EBB,
+                number,
+                IoChain::from(IoBuf::from_vec(request.encode())),
+            );
+            async move {
+                call.await
+                    .map(|reply| decode_reply(number, &reply.payload.to_vec()).unwrap())
+            }
+        };
+        // A request that does not decode: refused with MAP_MALFORMED.
+        assert_eq!(
+            node.rep
+                .call(
+                    NodeId(0),
+                    MAP_EBB,
+                    GET,
+                    IoChain::from(IoBuf::from_static(b"\x05"))
+                )
+                .await
+                .unwrap_err(),
+            MessengerError::Refused {
+                node: NodeId(0),
+                code: MAP_MALFORMED
+            }
+        );
+        let Ok(Ok(MapReply::Watching(watch))) = raw(
+            &node,
+            MapRequest::Watch {
+                prefix: "nodes/".into(),
+            },
+        )
+        .await
+        else {
+            panic!("node 1 watches");
+        };
+        // Node 2 cannot poll or end node 1's watch.
+        let poll = || MapRequest::NextChanges {
+            watch,
+            wait_ms: 1000,
+        };
+        assert!(matches!(
+            raw(&other, poll()).await,
+            Ok(Err(MapError::WatchEnded(why))) if why.contains("node 2 has no watch")
+        ));
+        // A second poll while the first waits is refused; the first
+        // still gets its (empty) answer.
+        let first = ebb_event::spawn_task(raw(&node, poll()));
+        sleep(Duration::from_millis(100)).await;
+        assert!(matches!(
+            raw(&node, poll()).await,
+            Ok(Err(MapError::Refused(why))) if why.contains("being polled already")
+        ));
+        assert_eq!(first.await.unwrap(), Ok(Ok(MapReply::Changes(vec![]))));
+        assert_eq!(
+            raw(&other, MapRequest::Unwatch { watch }).await,
+            Ok(Ok(MapReply::Done))
+        );
+        assert_eq!(service.open_watches(), 1, "only node 1 ends its watch");
+        assert_eq!(
+            raw(&node, MapRequest::Unwatch { watch }).await,
+            Ok(Ok(MapReply::Done))
+        );
+        assert_eq!(service.open_watches(), 0);
+        assert!(matches!(
+            raw(&node, poll()).await,
+            Ok(Err(MapError::WatchEnded(_)))
+        ));
     });
 }
