@@ -198,10 +198,7 @@ fn the_corpus_replays_without_a_failed_check() {
 
 #[test]
 fn the_seeds_do_what_they_are_named_for() {
-    let outcome = |name: &str| {
-        let (_, data) = seeds().into_iter().find(|(n, _)| *n == name).unwrap();
-        run(&data)
-    };
+    let outcome = |name: &str| run(&corpus_support::seed(&seeds(), name));
     for (name, _) in seeds() {
         let good = !name.contains("bad")
             && !name.contains("trailing")

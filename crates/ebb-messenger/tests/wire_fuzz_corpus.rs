@@ -146,10 +146,7 @@ fn the_wire_fuzz_corpus_replays_cleanly() {
 
 #[test]
 fn the_seeds_do_what_they_are_named_for() {
-    let outcome = |name: &str| {
-        let (_, data) = seeds().into_iter().find(|(n, _)| *n == name).unwrap();
-        run(&data)
-    };
+    let outcome = |name: &str| run(&corpus_support::seed(&seeds(), name));
     assert_eq!(outcome("hello").frames, 1);
     assert_eq!(outcome("call_in_pieces").frames, 1);
     let conversation = outcome("conversation");

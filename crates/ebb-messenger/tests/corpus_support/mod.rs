@@ -38,3 +38,13 @@ pub fn replay(
         run(&fs::read(path).unwrap());
     }
 }
+
+/// The seed named `name`.
+pub fn seed(seeds: &[(&'static str, Vec<u8>)], name: &str) -> Vec<u8> {
+    seeds
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no seed named {name}"))
+        .1
+        .clone()
+}
