@@ -41,7 +41,7 @@ use crate::{
 
 /// The hosted node's command line service (a reserved id, the same in
 /// every build).
-pub const COMMAND_LINE_EBB: EbbId = EbbId::reserved(21);
+pub const COMMAND_LINE_EBB: EbbId = EbbId::reserved(25);
 /// Its message: the application's arguments.
 pub const ARGS: MessageNumber = MessageNumber(1);
 /// Its message: the application's environment.

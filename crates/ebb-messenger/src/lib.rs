@@ -31,11 +31,11 @@
 //!   ([`MessengerRep::call_on`]).
 //!
 //! * [`map`]: the application's `GlobalIdMap` for native nodes, served
-//!   by the hosted node ([`map::MapService`], reserved Ebb 20) and reached
+//!   by the hosted node ([`map::MapService`], reserved Ebb 24) and reached
 //!   with [`map::RemoteGlobalIdMap`], and [`map::global_map`], the map of
 //!   this address space.
 //! * [`command_line`]: the application's arguments and `EBB_APP_*`
-//!   variables, served by the hosted node (reserved Ebb 21) and fetched
+//!   variables, served by the hosted node (reserved Ebb 25) and fetched
 //!   once by each node.
 //!
 //! The wire layout and the reasons for each field are in

@@ -45,7 +45,7 @@ pub use service::MapService;
 
 /// The hosted node's map service (a reserved id, the same in every
 /// build).
-pub const MAP_EBB: EbbId = EbbId::reserved(20);
+pub const MAP_EBB: EbbId = EbbId::reserved(24);
 
 /// The refusal code of a request that does not decode.
 pub const MAP_MALFORMED: u32 = 1;
