@@ -11,7 +11,8 @@
 #
 # The seed corpora (fuzz/corpus/TARGET, replayed as ordinary tests by
 # apps/memcached/tests/fuzz_corpus.rs, crates/ebb-netstack/tests/
-# *_fuzz_corpus.rs and crates/ebb-messenger/tests/{wire,map}_fuzz_corpus.rs)
+# *_fuzz_corpus.rs, crates/ebb-messenger/tests/{wire,map}_fuzz_corpus.rs
+# and crates/ebb-offload/tests/wire_fuzz_corpus.rs)
 # are read, never written: what libFuzzer finds goes to a
 # scratch corpus under target/fuzz. A crash fails the step and leaves its
 # input under target/fuzz/artifacts; once fixed, copy it into the seed
@@ -29,6 +30,7 @@ TARGETS=(
     "crates/ebb-netstack segment"
     "crates/ebb-messenger wire"
     "crates/ebb-messenger map"
+    "crates/ebb-offload request"
 )
 
 if [ "${CI:-}" = true ]; then
@@ -46,7 +48,7 @@ scratch=$PWD/target/fuzz
 
 # Builds every target first (one cargo build per fuzz package), so that
 # the runs below start at once.
-for dir in apps/memcached crates/ebb-netstack crates/ebb-messenger; do
+for dir in apps/memcached crates/ebb-netstack crates/ebb-messenger crates/ebb-offload; do
     echo "fuzz: building the targets of $dir"
     (cd "$dir" && cargo +nightly fuzz build --sanitizer none --target-dir "$scratch/build")
 done

@@ -31,7 +31,8 @@ use crate::errno::resolve_error;
 /// The resolution flags of every path.
 const BENEATH: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
-/// Opens `path` beneath `root` with `flags` (and O_CLOEXEC, O_NOCTTY).
+/// Opens `path` beneath `root` with `flags` (and O_CLOEXEC, and O_NOCTTY
+/// unless O_PATH).
 pub(crate) fn open_beneath(
     root: impl AsFd,
     path: &str,
@@ -39,14 +40,20 @@ pub(crate) fn open_beneath(
     mode: Mode,
 ) -> Result<OwnedFd, FsError> {
     check_path(path)?;
-    openat2(
-        root,
-        path,
-        flags | OFlags::CLOEXEC | OFlags::NOCTTY,
-        mode,
-        BENEATH,
-    )
-    .map_err(resolve_error)
+    // openat2(2) is strict where openat is lenient: with O_PATH only
+    // O_CLOEXEC, O_DIRECTORY and O_NOFOLLOW may be set, and a mode without
+    // O_CREAT is EINVAL.
+    let flags = if flags.contains(OFlags::PATH) {
+        flags | OFlags::CLOEXEC
+    } else {
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY
+    };
+    let mode = if flags.contains(OFlags::CREATE) {
+        mode
+    } else {
+        Mode::empty()
+    };
+    openat2(root, path, flags, mode, BENEATH).map_err(resolve_error)
 }
 
 /// `path`'s parent directory, opened beneath `root` (O_PATH), and its last
