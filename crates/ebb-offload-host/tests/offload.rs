@@ -25,16 +25,18 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// `data` as a chain of buffers of 1 MiB and a bit (chunk boundaries fall
 /// inside them).
 fn chain(data: &[u8]) -> IoChain {
-    data.chunks((1 << 20) + 7)
-        .map(IoBuf::copy_from_slice)
-        .collect()
+    let mut chain = IoChain::new();
+    for piece in data.chunks((1 << 20) + 7) {
+        chain.push_back(IoBuf::from_vec(piece.to_vec()));
+    }
+    chain
 }
 
 #[test]
 fn every_operation_works_through_the_hosted_node() {
     let root = Scratch::new("ops");
     let node = ServerNode::start(Some(&root.0));
-    let big = pattern(2 * CHUNK + 12_345, 7);
+    let big = pattern(20 * CHUNK + 12_345, 7);
     let expected = big.clone();
     let (read_back, sequential, stat, listing, after_close) =
         on_client(node.addr, move |fs| async move {

@@ -3,9 +3,9 @@
 //! **FileSystem Ebb**.
 //!
 //! * [`Request`], [`Reply`]: the protocol, fixed little-endian control
-//!   layouts written by hand (the table is in this crate's README and in
-//!   `docs/offload.md`); bulk data is the Messenger message's payload, an
-//!   IoBuf chain, never part of the control.
+//!   layouts written by hand (the tables are in this crate's README);
+//!   bulk data is the Messenger message's payload, an IoBuf chain, never
+//!   part of the control.
 //! * [`FsError`]: typed errors with the Linux errno kinds, each a
 //!   sentence; [`DecodeError`]: why bytes are not a valid message.
 //! * [`FileSystem`]: the client representative any node (native or

@@ -62,9 +62,16 @@ pub const RENAME: MessageNumber = MessageNumber(11);
 pub const MAX_CHUNK: u32 = 16 << 20;
 
 /// What [`crate::FileSystem`] puts in one request: large reads and writes
-/// go as several, each a few MiB, so that no single message holds a
-/// node's receive buffers for long.
-pub const CHUNK: usize = 4 << 20;
+/// go as several of at most this. The bound is the native node's: a
+/// reply arrives as views of its virtio-net receive buffers (2 KiB each,
+/// at most 1024 alive: `ebb-native`'s `MAX_RX_BUFFERS`), and the
+/// Messenger holds a message's frames until it is whole, so a message
+/// must fit in well under 1024 frames (512 KiB is about 360 of 1460
+/// bytes) or the node stops receiving. For the same reason a native
+/// application reading much more than this should use each piece and let
+/// it go (as `apps/filecheck` does) rather than hold a whole large file
+/// as views.
+pub const CHUNK: usize = 512 << 10;
 
 /// An open file on the hosted node, valid for the node that opened it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -30,7 +30,10 @@
 //!    command line (`ebb_messenger::command_line`: the arguments after
 //!    `--`, the `EBB_APP_*` variables of this process), then
 //!    `main(handle)` runs as a task; its output is the exit code;
-//! 4. when `main` returns, on SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + the
+//! 4. given a directory to share (`FrontendOptions::share`, `--share
+//!    DIR`), serves the FileSystem Ebb from it on that node
+//!    (`ebb_offload_host::FileServer`; a lost node's files are closed);
+//! 5. when `main` returns, on SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + the
 //!    signal) and when a
 //!    core panics, stops every node and deletes the namespace.
 //!
@@ -76,6 +79,7 @@ use ebb_messenger::map::MapService;
 use ebb_messenger::{
     acceptor, create_messenger, Frontend, MessengerRef, MessengerSettings, NodeEntry, FRONTEND_NODE,
 };
+use ebb_offload_host::FileServer;
 use ebb_testbed::cluster_net::{AddressPlan, ClusterNetwork};
 use ebb_testbed::qemu::command::Settings;
 use ebb_testbed::{netns, Need};
@@ -233,16 +237,21 @@ struct Wiring {
     events: OnceLock<&'static EventRoot>,
     messenger: OnceLock<MessengerRef>,
     map_service: OnceLock<Arc<MapService>>,
+    /// The FileSystem Ebb's server, when a directory is shared.
+    files: Option<Arc<FileServer>>,
 }
 
 impl Wiring {
     /// Node `id` ended: the registry forgets it, its watches of the map
-    /// end and the Messenger fails the calls pending to it (`lose_node`,
+    /// end, its shared files are closed and the Messenger fails the calls pending to it (`lose_node`,
     /// on core 0: from a foreign thread, through the event root).
     fn node_ended(&self, registry: &Frontend, id: NodeId) {
         registry.forget(id);
         if let Some(service) = self.map_service.get() {
             service.forget_node(id);
+        }
+        if let Some(files) = &self.files {
+            files.forget_node(id);
         }
         if let (Some(events), Some(&messenger)) = (self.events.get(), self.messenger.get()) {
             // Fails only when the loop is stopping: nothing calls then.
@@ -286,6 +295,12 @@ where
             "the cluster's frontend cannot run here ({why}): {WHY_ROOT}"
         ));
     }
+    // Opened before anything starts: a directory that cannot be shared
+    // stops the frontend with its reason.
+    let files = match &options.share {
+        Some(dir) => Some(Arc::new(FileServer::new(dir).map_err(|e| e.to_string())?)),
+        None => None,
+    };
     let signals = Signals::catch();
     let network = ClusterNetwork::create(&options.network_tag, AddressPlan::default_plan())
         .map_err(|e| format!("cannot set up the cluster's network: {e}"))?;
@@ -300,7 +315,10 @@ where
         options.ids_per_node,
         options.messenger_port,
     ));
-    let wiring = Arc::new(Wiring::default());
+    let wiring = Arc::new(Wiring {
+        files,
+        ..Wiring::default()
+    });
     let command_line = NativeCommandLine::for_this_host(Settings {
         verbose: options.verbose,
         ..Settings::default()
@@ -442,6 +460,10 @@ async fn start_messenger(
         .command_line
         .serve(messenger)
         .map_err(|e| format!("cannot serve the command line: {e}"))?;
+    if let Some(files) = &wiring.files {
+        FileServer::serve(files, messenger)
+            .map_err(|e| format!("cannot serve {} to the nodes: {e}", files.root().display()))?;
+    }
     ebb_net::listen_on_all_cores(listen, acceptor(messenger))
         .await
         .map_err(|e| format!("cannot listen for the Messenger on {listen}: {e}"))?;

@@ -47,6 +47,10 @@ pub struct FrontendOptions {
     pub state_dir: Option<PathBuf>,
     /// The application's name in the state file (the image's file name).
     pub app: String,
+    /// The directory the FileSystem Ebb shares with the nodes
+    /// (`--share DIR`; `ebb_offload_host::FileServer`), if any: without
+    /// one, a node's file operations fail with "no directory is shared".
+    pub share: Option<PathBuf>,
 }
 
 impl FrontendOptions {
@@ -71,6 +75,7 @@ impl FrontendOptions {
             frontend_cores: 1,
             network_tag: "frontend".to_owned(),
             state_dir: None,
+            share: None,
         }
     }
 
@@ -99,6 +104,15 @@ impl FrontendOptions {
         }
         if self.messenger_port == 0 || self.ids_per_node == 0 {
             return Err("the Messenger port and the ids per node cannot be 0".to_owned());
+        }
+        if let Some(share) = &self.share {
+            if !share.is_dir() {
+                return Err(format!(
+                    "--share {}: not a directory (the FileSystem Ebb shares a directory with the \
+                     nodes)",
+                    share.display()
+                ));
+            }
         }
         Ok(())
     }
@@ -135,8 +149,8 @@ pub struct FrontendArgs {
 impl FrontendArgs {
     /// The usage line.
     pub const USAGE: &'static str = "--image PATH [--nodes N] [--cores C] [--memory M] \
-         [--port P] [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir DIR] [-v] \
-         [-- ARGS]";
+         [--port P] [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir DIR] \
+         [--share DIR] [-v] [-- ARGS]";
 
     /// Parses `args` (without the program's name).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<FrontendArgs, String> {
@@ -174,6 +188,7 @@ impl FrontendArgs {
                 }
                 "--log-dir" => options.log_dir = PathBuf::from(value("--log-dir")?),
                 "--state-dir" => options.state_dir = Some(PathBuf::from(value("--state-dir")?)),
+                "--share" => options.share = Some(PathBuf::from(value("--share")?)),
                 "-v" | "--verbose" => options.verbose = true,
                 "--" => {
                     rest.extend(args.by_ref());
@@ -218,7 +233,7 @@ mod tests {
     fn the_frontend_command_line_parses_and_refuses_bad_values() {
         let args = parse(&[
             "--image", "/img", "--nodes", "2", "--cores", "2", "--memory", "512M", "--port",
-            "7100", "-v", "--", "--rounds", "3",
+            "7100", "--share", "/srv", "-v", "--", "--rounds", "3",
         ])
         .expect("parses");
         assert_eq!(args.nodes, 2);
@@ -228,10 +243,12 @@ mod tests {
         assert_eq!(args.options.messenger_port, 7100);
         assert!(args.options.verbose);
         assert_eq!(args.rest, ["--rounds", "3"]);
+        assert_eq!(args.options.share, Some(PathBuf::from("/srv")));
         assert_eq!(args.options.ids_per_node, DEFAULT_IDS_PER_NODE);
 
         let defaults = parse(&["--image", "/img"]).expect("parses");
         assert_eq!(defaults.nodes, 3);
+        assert_eq!(defaults.options.share, None);
         assert_eq!(defaults.options.messenger_port, DEFAULT_MESSENGER_PORT);
 
         assert_eq!(
