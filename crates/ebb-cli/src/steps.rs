@@ -43,7 +43,7 @@ pub const STEPS: &[Step] = &[
     },
     Step {
         name: "native",
-        command: "cargo clippy --release -p ebb-native -p hello -p echo -p memcached -p netpipe -p native-tests -p ring -p ebb-messenger -p ebb-offload --target x86_64-unknown-none -- -D warnings",
+        command: "cargo clippy --release -p ebb-native -p hello -p echo -p memcached -p netpipe -p native-tests -p ring -p filecheck -p ebb-messenger -p ebb-offload --target x86_64-unknown-none -- -D warnings",
         quick: false,
         note: "the native platform and the native apps, linted for the bare-metal target",
     },

@@ -1,0 +1,87 @@
+//! The copy: one piece of at most [`ebb_offload::CHUNK`] at a time, read
+//! with `pread` (views of the receive buffers), digested, and written
+//! back with `pwrite` as the same chain; then the piece is dropped, so a
+//! native node holds one piece's receive buffers at a time whatever the
+//! file's size (see `CHUNK`).
+
+use ebb_iobuf::IoChain;
+use ebb_offload::{FileSystem, FsError, OpenFlags, CHUNK};
+
+/// FNV-1a 64's offset basis: the digest of nothing.
+pub const DIGEST_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a 64 (Fowler, Noll, Vo) of `bytes`, continuing from `hash`: cheap,
+/// and enough to tell a changed or misplaced byte (not a cryptographic
+/// hash: nobody forges these files).
+#[must_use]
+pub fn digest(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// What a copy did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Copied {
+    /// Bytes read (and written).
+    pub bytes: u64,
+    /// Their digest.
+    pub digest: u64,
+}
+
+/// Copies `from` to `to` (created or truncated) in the shared directory.
+///
+/// # Errors
+///
+/// The first file operation that failed; a write that took fewer bytes
+/// than given is `FsError::Io(ENOSPC)`.
+pub async fn copy_file(fs: &FileSystem, from: &str, to: &str) -> Result<Copied, FsError> {
+    let source = fs.open(from, OpenFlags::READ, 0).await?;
+    let target = fs
+        .open(
+            to,
+            OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE,
+            0o644,
+        )
+        .await?;
+    let mut copied = Copied {
+        bytes: 0,
+        digest: DIGEST_START,
+    };
+    loop {
+        let piece: IoChain = fs.pread(source, CHUNK, copied.bytes).await?;
+        if piece.is_empty() {
+            break;
+        }
+        for segment in piece.segments() {
+            copied.digest = digest(copied.digest, segment);
+        }
+        let len = u64::try_from(piece.len()).unwrap_or(u64::MAX);
+        let written = fs.pwrite(target, piece, copied.bytes).await?;
+        if written != len {
+            // ENOSPC, errno 28: the only reason a regular file takes less.
+            return Err(FsError::Io(28));
+        }
+        copied.bytes += len;
+    }
+    fs.close(source).await?;
+    fs.close(target).await?;
+    Ok(copied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_is_fnv_1a_64_and_continues_across_pieces() {
+        // FNV-1a 64 of "a" (the reference value from Fowler/Noll/Vo).
+        assert_eq!(digest(DIGEST_START, b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(
+            digest(digest(DIGEST_START, b"foo"), b"bar"),
+            digest(DIGEST_START, b"foobar")
+        );
+    }
+}
