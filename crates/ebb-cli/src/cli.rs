@@ -437,6 +437,7 @@ mod tests {
                     memory: "512M".into(),
                     ready_timeout: 120,
                     verbose: false,
+                    share: None,
                     args: strings(&["--port", "7"]),
                 })
             }))

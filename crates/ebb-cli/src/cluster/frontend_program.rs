@@ -52,6 +52,9 @@ pub fn command(binary: &Path, options: &UpOptions, image: &Path, log_dir: &Path)
         .arg(log_dir)
         .arg("--state-dir")
         .arg(log_dir);
+    if let Some(share) = &options.share {
+        command.arg("--share").arg(share);
+    }
     if options.verbose {
         command.arg("-v");
     }
@@ -112,6 +115,7 @@ mod tests {
             memory: "512M".to_owned(),
             ready_timeout: 60,
             verbose: true,
+            share: None,
             args: vec!["--rounds".to_owned(), "2".to_owned()],
         };
         let words = crate::native::shell_words(&command(

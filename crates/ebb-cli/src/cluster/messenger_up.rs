@@ -66,6 +66,7 @@ pub fn up(root: &Path, options: &UpOptions, dir: &Path) -> Result<u8, String> {
     frontend.args.clone_from(&options.args);
     frontend.ready_timeout = Duration::from_secs(options.ready_timeout);
     frontend.verbose = options.verbose;
+    frontend.share.clone_from(&options.share);
     frontend.log_dir = dir.to_owned();
     frontend.network_tag = "cluster".to_owned();
     // The runtime keeps the state file (and says which node changed).

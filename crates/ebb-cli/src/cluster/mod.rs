@@ -57,6 +57,10 @@ pub struct UpOptions {
     /// Print the build and QEMU commands.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Share this directory with the nodes through the FileSystem Ebb (served by the frontend,
+    /// confined to it); without it, nodes' file operations fail with "no directory is shared".
+    #[arg(long, value_name = "DIR")]
+    pub share: Option<std::path::PathBuf>,
     /// Arguments for the application on every node (put them after `--`).
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -80,6 +84,14 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
         return Err(format!(
             "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"
         ));
+    }
+    if let Some(share) = &options.share {
+        if !share.is_dir() {
+            return Err(format!(
+                "--share {}: not a directory (the FileSystem Ebb shares a directory with the nodes)",
+                share.display()
+            ));
+        }
     }
     if !native::has_native_entry(root, app) {
         return Err(format!(
@@ -131,6 +143,12 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     }
     if messenger_up::takes_boot_contract(root, app) {
         return messenger_up::up(root, options, &dir);
+    }
+    if options.share.is_some() {
+        return Err(format!(
+            "--share: '{app}' has no Messenger nodes to serve files to (its nodes take no boot \
+             contract: `node = true` under [package.metadata.ebb], or a frontend program)"
+        ));
     }
 
     let network = ClusterNetwork::create("cluster", AddressPlan::default_plan())
