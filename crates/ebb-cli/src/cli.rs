@@ -448,7 +448,22 @@ mod tests {
         else {
             panic!("defaults");
         };
-        assert_eq!((up.cores, up.memory.as_str()), (1, "256M"));
+        assert_eq!((up.cores, up.memory.as_str(), up.share), (1, "256M", None));
+        let Ok(Some(Command::Cluster {
+            action: ClusterCommand::Up(up),
+        })) = parse(&[
+            "cluster",
+            "up",
+            "filecheck",
+            "--nodes",
+            "1",
+            "--share",
+            "/srv/data",
+        ])
+        else {
+            panic!("--share");
+        };
+        assert_eq!(up.share, Some("/srv/data".into()));
         assert_eq!(
             parse(&["cluster", "up", "echo"]),
             Err(ErrorKind::MissingRequiredArgument)

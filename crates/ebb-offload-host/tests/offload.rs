@@ -293,3 +293,47 @@ fn an_unreachable_hosted_node_is_an_error_not_a_hang() {
         "{error:?}"
     );
 }
+
+#[test]
+fn a_hosted_node_that_never_answers_is_a_timeout_not_a_hang() {
+    // Node 0 takes the FileSystem's messages and never answers them (a
+    // frozen server: the connection stays open).
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
+    let server = std::thread::spawn(move || {
+        ebb_hosted::run_task(support::node_config(), move || async move {
+            let messenger = ebb_messenger::create_messenger(ebb_messenger::MessengerSettings::new(
+                ebb_messenger::FRONTEND_NODE,
+            ))
+            .unwrap();
+            messenger.get().unwrap().local().shared().register(
+                ebb_offload::FILE_SYSTEM_EBB,
+                std::sync::Arc::new(|_request| {
+                    ebb_messenger::Answer::Later(Box::pin(std::future::pending()))
+                }),
+            );
+            let addr = ebb_net::listen(
+                "127.0.0.1:0".parse().unwrap(),
+                ebb_messenger::acceptor(messenger),
+            )
+            .unwrap();
+            addr_tx.send(addr).unwrap();
+            let _ = stop_rx.await;
+        })
+        .unwrap();
+    });
+    let addr = addr_rx.recv_timeout(support::WITHIN).unwrap();
+    let error = on_client(addr, |fs| async move {
+        let fs = fs.with_call_bound(std::time::Duration::from_millis(500));
+        fs.stat("anything").await.err()
+    });
+    assert_eq!(
+        error,
+        Some(FsError::TimedOut {
+            node: ebb_messenger::FRONTEND_NODE,
+            waited_ms: 500
+        })
+    );
+    stop_tx.send(());
+    server.join().unwrap();
+}

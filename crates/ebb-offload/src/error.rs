@@ -309,3 +309,46 @@ impl fmt::Display for DecodeError {
 }
 
 impl core::error::Error for DecodeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use ebb_messenger::Unreachable;
+
+    #[test]
+    fn codes_round_trip_and_messenger_failures_are_typed() {
+        for status in 1..=14 {
+            let error = FsError::from_code(status, 0).unwrap();
+            assert_eq!(error.code(), Some((status, 0)));
+        }
+        assert_eq!(FsError::from_code(15, 5), Some(FsError::Io(5)));
+        assert_eq!(FsError::from_code(15, 0), None);
+        assert_eq!(FsError::from_code(1, 2), None);
+        assert_eq!(FsError::from_code(16, 0), None);
+        assert_eq!(FsError::NotShared.code(), None);
+        assert_eq!(
+            FsError::from_messenger(MessengerError::UnknownEbb {
+                node: NodeId(0),
+                ebb: 20
+            }),
+            FsError::NotShared
+        );
+        assert_eq!(
+            FsError::from_messenger(MessengerError::NodeLost { node: NodeId(0) }),
+            FsError::NodeLost { node: NodeId(0) }
+        );
+        let unreachable = MessengerError::Unreachable {
+            node: NodeId(0),
+            reason: Unreachable::NotInDirectory,
+        };
+        assert_eq!(
+            FsError::from_messenger(unreachable.clone()),
+            FsError::Unreachable(unreachable)
+        );
+        assert_eq!(
+            FsError::NodeLost { node: NodeId(0) }.to_string(),
+            "node 0, serving the files, is lost"
+        );
+    }
+}

@@ -115,7 +115,7 @@ mod tests {
             memory: "512M".to_owned(),
             ready_timeout: 60,
             verbose: true,
-            share: None,
+            share: Some("/srv/data".into()),
             args: vec!["--rounds".to_owned(), "2".to_owned()],
         };
         let words = crate::native::shell_words(&command(
@@ -127,7 +127,8 @@ mod tests {
         assert_eq!(
             words,
             "/t/release/demo-frontend --image /img --nodes 3 --cores 2 --memory 512M \
-             --ready-timeout 60 --log-dir /logs --state-dir /logs -v -- --rounds 2"
+             --ready-timeout 60 --log-dir /logs --state-dir /logs --share /srv/data -v -- \
+             --rounds 2"
         );
     }
 }

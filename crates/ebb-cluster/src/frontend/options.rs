@@ -287,6 +287,23 @@ mod tests {
     }
 
     #[test]
+    fn a_share_that_is_not_a_directory_is_refused_before_anything_starts() {
+        let mut options = FrontendOptions::new(std::env::current_exe().unwrap());
+        assert_eq!(options.check(), Ok(()));
+        options.share = Some(PathBuf::from("/nonexistent/share"));
+        assert_eq!(
+            options.check(),
+            Err(
+                "--share /nonexistent/share: not a directory (the FileSystem Ebb shares a \
+                 directory with the nodes)"
+                    .to_owned()
+            )
+        );
+        options.share = Some(std::env::temp_dir());
+        assert_eq!(options.check(), Ok(()));
+    }
+
+    #[test]
     fn a_missing_image_is_refused_before_anything_starts() {
         let options = FrontendOptions::new("/nonexistent/echo");
         assert_eq!(
