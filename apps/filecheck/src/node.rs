@@ -15,8 +15,8 @@ use core::time::Duration;
 use ebb_app::{exit, NodeContract};
 use ebb_core::{EbbId, NodeId};
 use ebb_messenger::{
-    acceptor, announce, create_messenger, AnnounceError, Answer, MessengerError, MessengerSettings,
-    NodeEntry, Request, ServiceError,
+    acceptor, announce_retrying, create_messenger, Answer, MessengerSettings, NodeEntry, Request,
+    ServiceError,
 };
 use ebb_offload::FileSystem;
 
@@ -66,15 +66,9 @@ async fn try_join(contract: NodeContract) -> Result<(), String> {
         cores: u16::try_from(ebb_event::core_count()).unwrap_or(u16::MAX),
     };
     let frontend = SocketAddr::V4(contract.frontend);
-    for tries in 1.. {
-        match announce(rep, frontend, me).await {
-            Ok(_) => break,
-            Err(AnnounceError::Messenger(
-                MessengerError::Unreachable { .. } | MessengerError::ConnectionLost,
-            )) if tries < ANNOUNCE_TRIES => ebb_event::sleep(ANNOUNCE_PAUSE).await,
-            Err(error) => return Err(format!("node {node}: {error}")),
-        }
-    }
+    announce_retrying(rep, frontend, me, ANNOUNCE_TRIES, ANNOUNCE_PAUSE)
+        .await
+        .map_err(|error| format!("node {node}: {error}"))?;
     ebb_app::info!("node {node}: copies files on request as Ebb {id}, Messenger on port {port}");
     Ok(())
 }

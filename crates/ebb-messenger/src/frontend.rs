@@ -487,6 +487,33 @@ pub async fn announce(
     }
 }
 
+/// [`announce`], tried again every `pause` while the frontend cannot be
+/// reached yet (it may start after the node) or the connection dropped
+/// before the reply (the frontend accepts the same announcement again),
+/// `tries` times at most in all; any other outcome at once.
+///
+/// # Errors
+///
+/// The last try's.
+pub async fn announce_retrying(
+    rep: &'static MessengerRep,
+    frontend: SocketAddr,
+    me: NodeEntry,
+    tries: u32,
+    pause: core::time::Duration,
+) -> Result<Welcome, AnnounceError> {
+    let mut tried = 0;
+    loop {
+        tried += 1;
+        match announce(rep, frontend, me).await {
+            Err(AnnounceError::Messenger(
+                MessengerError::Unreachable { .. } | MessengerError::ConnectionLost,
+            )) if tried < tries => ebb_event::sleep(pause).await,
+            outcome => return outcome,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

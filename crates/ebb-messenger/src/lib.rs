@@ -71,7 +71,8 @@ pub use directory::NodeDirectory;
 pub use error::{MessengerError, Unreachable, WireError};
 pub use framing::{encode_message, hello_message, Deframer, Frame};
 pub use frontend::{
-    announce, AnnounceError, Forgotten, Frontend, FrontendError, Welcome, WhenAnnounced,
+    announce, announce_retrying, AnnounceError, Forgotten, Frontend, FrontendError, Welcome,
+    WhenAnnounced,
 };
 pub use header::{
     Header, Kind, Limits, MessageNumber, RawHeader, FLAG_CALL, FLAG_ERROR, FLAG_HELLO, FLAG_REPLY,

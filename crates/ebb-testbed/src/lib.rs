@@ -12,6 +12,7 @@
 //! - [`cluster_net`]: a cluster's network in one namespace: a bridge, one
 //!   TAP device per node, the frontend on a veth pair, addresses handed out
 //!   from a /24.
+//! - [`fuzz_corpus`]: a fuzz target's seed corpus replayed on stable.
 //! - [`pin`]: CPU pinning of the calling thread.
 //! - [`qemu`]: what every QEMU launch needs (accelerator, the host's TSC
 //!   rate, shell-quoted command lines for `-v`), a QMP client, and the
@@ -22,6 +23,7 @@
 
 pub mod child;
 pub mod cluster_net;
+pub mod fuzz_corpus;
 pub mod lines;
 pub mod link;
 pub mod linux_guest;
