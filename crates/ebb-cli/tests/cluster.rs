@@ -1,5 +1,6 @@
-//! `./ebb cluster` as a user runs it. Without root: a wrong application
-//! and a missing prerequisite give clear errors. With root, /dev/net/tun,
+//! `./ebb cluster` as a user runs it. Without root: a wrong application,
+//! a `--share` that is not a directory and a missing prerequisite give
+//! clear errors. With root, /dev/net/tun,
 //! `ip` and QEMU (skipped otherwise): three native echo nodes in one
 //! namespace all become ready and answer over TCP from the frontend's
 //! address; `kill -9` of one QEMU makes that node lost while the others
@@ -60,6 +61,25 @@ fn a_wrong_application_and_a_missing_prerequisite_are_clear_errors() {
         text(&wrong).contains("error: no application 'nope'; available: "),
         "{}",
         text(&wrong)
+    );
+    // Refused before anything else is checked or built.
+    let share = ebb(&[
+        "cluster",
+        "up",
+        "echo",
+        "--nodes",
+        "1",
+        "--share",
+        "/nonexistent/dir",
+    ]);
+    assert_eq!(share.status.code(), Some(1), "{}", text(&share));
+    assert!(
+        text(&share).contains(
+            "--share /nonexistent/dir: not a directory (the FileSystem Ebb shares a directory \
+             with the nodes)"
+        ),
+        "{}",
+        text(&share)
     );
     let not_root = Command::new(EBB)
         .args(["cluster", "up", "echo", "--nodes", "1"])

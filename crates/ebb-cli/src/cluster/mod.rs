@@ -80,11 +80,6 @@ const DOWN_WAIT: Duration = Duration::from_secs(60);
 pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
     let app = options.app.as_str();
     ebb_cluster::frontend::check_memory(&options.memory)?;
-    if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
-        return Err(format!(
-            "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"
-        ));
-    }
     if let Some(share) = &options.share {
         if !share.is_dir() {
             return Err(format!(
@@ -92,6 +87,11 @@ pub fn up(root: &Path, options: &UpOptions) -> Result<u8, String> {
                 share.display()
             ));
         }
+    }
+    if let Err(why) = ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu]) {
+        return Err(format!(
+            "./ebb cluster up cannot run here ({why}): {WHY_ROOT}"
+        ));
     }
     if !native::has_native_entry(root, app) {
         return Err(format!(
