@@ -114,7 +114,8 @@ impl FileSystem {
 
     /// Writes `data` at the handle's position (the end, opened with
     /// [`OpenFlags::APPEND`]); returns the bytes written (fewer than
-    /// `data` only when the hosted node wrote fewer: a full disk).
+    /// `data` only when the hosted node wrote fewer: a full disk). An
+    /// empty `data` makes no call.
     ///
     /// # Errors
     ///

@@ -15,11 +15,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ebb_cluster::frontend::{run_frontend, FrontendOptions};
-use ebb_core::EbbId;
-use ebb_messenger::MessengerError;
 use ebb_offload::FsError;
 use ebb_testbed::{skip_unless, Need};
-use filecheck::{decode_copied, digest, refused, Copied, CopyOrder, COPY, DIGEST_START};
+use filecheck::{digest, Copied, DIGEST_START};
+use filecheck_frontend::{copy_on, host_digest};
 
 /// The file's size: the 64 MiB.
 const FILE_LEN: usize = 64 << 20;
@@ -29,7 +28,7 @@ const TEST_LIMIT: Duration = Duration::from_secs(900);
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("../../..")
         .canonicalize()
         .expect("the workspace root")
 }
@@ -49,8 +48,8 @@ struct Seen {
     namespace: String,
     qemu: Option<u32>,
     copy: Result<Copied, String>,
-    missing: Option<Result<Copied, MessengerError>>,
-    escape: Option<Result<Copied, MessengerError>>,
+    missing: Option<Result<Copied, String>>,
+    escape: Option<Result<Copied, String>>,
 }
 
 #[test]
@@ -67,7 +66,7 @@ fn a_native_node_copies_64_mib_through_the_hosted_node_byte_exact() {
         .map(|i| u8::try_from((i ^ (i >> 9) ^ (i >> 17)) & 0xff).unwrap())
         .collect();
     std::fs::write(share.join("in.bin"), &original).unwrap();
-    let host_digest = digest(DIGEST_START, &original);
+    let original_digest = digest(DIGEST_START, &original);
 
     let mut options = FrontendOptions::new(image);
     options.ready_timeout = Duration::from_secs(300);
@@ -95,25 +94,10 @@ fn a_native_node_copies_64_mib_through_the_hosted_node_byte_exact() {
                 }
             };
             seen.qemu = Some(node.pid);
-            let rep = frontend
-                .messenger()
-                .get()
-                .expect("the frontend's Messenger");
-            let checker = EbbId::new(node.ebb_ids.start).expect("an Ebb id");
-            let copy = |from: &str, to: &str| {
-                let order = CopyOrder {
-                    from: from.into(),
-                    to: to.into(),
-                };
-                let call = rep.call_with(node.id, None, checker, COPY, order.message());
-                async move {
-                    call.await
-                        .map(|reply| decode_copied(&reply.control.to_vec()).expect("a copy report"))
-                }
-            };
-            seen.copy = copy("in.bin", "out.bin").await.map_err(|e| e.to_string());
-            seen.missing = Some(copy("missing.bin", "x.bin").await);
-            seen.escape = Some(copy("../in.bin", "x.bin").await);
+            let messenger = frontend.messenger();
+            seen.copy = copy_on(messenger, &node, "in.bin", "out.bin").await;
+            seen.missing = Some(copy_on(messenger, &node, "missing.bin", "x.bin").await);
+            seen.escape = Some(copy_on(messenger, &node, "../in.bin", "x.bin").await);
             let _ = seen_tx.send(seen);
             0
         })
@@ -137,32 +121,33 @@ fn a_native_node_copies_64_mib_through_the_hosted_node_byte_exact() {
     let copied = seen.copy.expect("the node copies the file");
     assert_eq!(copied.bytes, FILE_LEN as u64, "the node read every byte");
     assert_eq!(
-        copied.digest, host_digest,
+        copied.digest, original_digest,
         "the node read the bytes the host has"
     );
-    let copy = std::fs::read(share.join("out.bin")).expect("the copy exists");
     assert_eq!(
-        digest(DIGEST_START, &copy),
-        host_digest,
-        "the copy's digest on the host"
+        host_digest(&share.join("in.bin")).unwrap(),
+        copied,
+        "the host digests as the node does"
     );
-    assert!(copy == original, "the copy is the original, byte for byte");
+    assert_eq!(
+        host_digest(&share.join("out.bin")).expect("the copy exists"),
+        copied,
+        "the copy's length and digest on the host"
+    );
+    assert!(
+        std::fs::read(share.join("out.bin")).unwrap() == original,
+        "the copy is the original, byte for byte"
+    );
 
-    let refused_with = |result: &Option<Result<Copied, MessengerError>>| match result {
-        Some(Err(MessengerError::Refused { code, .. })) => refused(*code),
-        _ => None,
-    };
     assert_eq!(
-        refused_with(&seen.missing),
-        Some(FsError::NotFound),
-        "{:?}",
-        seen.missing
+        seen.missing,
+        Some(Err(format!("node 1: {}", FsError::NotFound))),
+        "a missing file"
     );
     assert_eq!(
-        refused_with(&seen.escape),
-        Some(FsError::Escape),
-        "{:?}",
-        seen.escape
+        seen.escape,
+        Some(Err(format!("node 1: {}", FsError::Escape))),
+        "a path through `..`"
     );
     assert!(!share.join("x.bin").exists());
     assert_eq!(code, Ok(0));
