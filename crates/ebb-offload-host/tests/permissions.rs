@@ -48,6 +48,14 @@ fn serve_as_child() {
 #[test]
 fn permission_denied_comes_back_as_eacces() {
     skip_unless!(Need::Root);
+    // util-linux's setpriv drops the child's user, group and groups.
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        ebb_testbed::skip(
+            ebb_testbed::function_name!(),
+            "setpriv (util-linux) is not installed",
+        );
+        return;
+    }
     let root = Scratch::new("eacces");
     let mode = |path: &str, mode: u32| {
         std::fs::set_permissions(root.join(path), std::fs::Permissions::from_mode(mode)).unwrap();
