@@ -1,13 +1,13 @@
 //! Replaying a fuzz target's seed corpus on stable, shared by the corpus
 //! tests of the `wire` and `map` targets.
 
-use std::fs;
 use std::path::Path;
 
 /// Replays `fuzz/corpus/TARGET` with the target's checks (`run`): first
 /// writes `seeds` there when the variable `write_var` is set (to rewrite
 /// the corpus after a change), then checks the corpus holds at least as
-/// many files as there are seeds and runs each file.
+/// many files as there are seeds and runs each file
+/// (`ebb_testbed::fuzz_corpus::replay`).
 pub fn replay(
     target: &str,
     write_var: &str,
@@ -17,26 +17,7 @@ pub fn replay(
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fuzz/corpus")
         .join(target);
-    if std::env::var_os(write_var).is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds {
-            fs::write(dir.join(name), data).unwrap();
-        }
-    }
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= seeds.len(),
-        "only {} corpus files in {}",
-        files.len(),
-        dir.display()
-    );
-    for path in &files {
-        run(&fs::read(path).unwrap());
-    }
+    ebb_testbed::fuzz_corpus::replay(&dir, seeds, write_var, run);
 }
 
 /// The seed named `name`.
