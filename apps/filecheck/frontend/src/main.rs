@@ -12,22 +12,27 @@
 
 use std::process::ExitCode;
 
-use ebb_cluster::frontend::{run_frontend, FrontendArgs};
+use ebb_cluster::frontend::{exit_code, run_frontend, usage_error, FrontendArgs};
 use filecheck_frontend::{copy_on, host_digest};
 
+const PROGRAM: &str = "filecheck-frontend";
 const USAGE: &str = "-- FROM TO (paths in the --share directory)";
 
 fn main() -> ExitCode {
     let args = match FrontendArgs::parse(std::env::args().skip(1)) {
         Ok(args) => args,
-        Err(error) => return usage_error(&error),
+        Err(error) => return usage_error(PROGRAM, &error, USAGE),
     };
     let Some(share) = args.options.share.clone() else {
-        return usage_error("filecheck needs a directory to share: --share DIR");
+        return usage_error(
+            PROGRAM,
+            "filecheck needs a directory to share: --share DIR",
+            USAGE,
+        );
     };
     let [from, to] = <[String; 2]>::try_from(args.rest.clone()).unwrap_or_default();
     if from.is_empty() || to.is_empty() {
-        return usage_error(&format!("filecheck copies one file: {USAGE}"));
+        return usage_error(PROGRAM, "filecheck copies one file", USAGE);
     }
     let nodes = args.nodes;
     let ran = run_frontend(args.options, move |frontend| async move {
@@ -68,17 +73,5 @@ fn main() -> ExitCode {
         }
         i32::from(failed)
     });
-    match ran {
-        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn usage_error(error: &str) -> ExitCode {
-    eprintln!("error: {error}");
-    eprintln!("usage: filecheck-frontend {} {USAGE}", FrontendArgs::USAGE);
-    ExitCode::from(2)
+    exit_code(ran)
 }

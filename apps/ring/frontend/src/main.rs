@@ -13,18 +13,18 @@
 
 use std::process::ExitCode;
 
-use ebb_cluster::frontend::{run_frontend, FrontendArgs};
+use ebb_cluster::frontend::{exit_code, run_frontend, usage_error, FrontendArgs};
 use ebb_core::EbbId;
 use ring::{WorkPlan, WorkerNode, EXIT_NO_NODES};
 
 fn main() -> ExitCode {
     let args = match FrontendArgs::parse(std::env::args().skip(1)) {
         Ok(args) => args,
-        Err(error) => return usage_error(&error),
+        Err(error) => return usage_error("ring-frontend", &error, ""),
     };
     let plan = match WorkPlan::from_args(&args.rest) {
         Ok(plan) => plan,
-        Err(error) => return usage_error(&error.to_string()),
+        Err(error) => return usage_error("ring-frontend", &error.to_string(), ""),
     };
     let nodes = args.nodes;
     let ran = run_frontend(args.options, move |frontend| async move {
@@ -51,17 +51,5 @@ fn main() -> ExitCode {
         println!("{report}");
         report.exit_code()
     });
-    match ran {
-        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn usage_error(error: &str) -> ExitCode {
-    eprintln!("error: {error}");
-    eprintln!("usage: ring-frontend {}", FrontendArgs::USAGE);
-    ExitCode::from(2)
+    exit_code(ran)
 }

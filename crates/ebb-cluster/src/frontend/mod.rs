@@ -224,6 +224,28 @@ impl FrontendHandle {
     }
 }
 
+/// A frontend program's exit code from [`run_frontend`]'s result: `main`'s
+/// code, or 1 with the error on stderr when the cluster could not run.
+pub fn exit_code(ran: Result<i32, String>) -> std::process::ExitCode {
+    match ran {
+        Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// A frontend program's answer to a wrong command line: the error and
+/// its usage (the runtime's options, then `own`, the program's) on
+/// stderr, exit code 2.
+pub fn usage_error(program: &str, error: &str, own: &str) -> std::process::ExitCode {
+    eprintln!("error: {error}");
+    let usage = format!("usage: {program} {} {own}", FrontendArgs::USAGE);
+    eprintln!("{}", usage.trim_end());
+    std::process::ExitCode::from(2)
+}
+
 /// The line a frontend prints when node `id` is lost:
 /// `ebb: node 2 lost (its VM was killed by signal 9)`.
 pub fn lost_line(id: NodeId, exit: Exit) -> String {
