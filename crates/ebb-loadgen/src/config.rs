@@ -1,6 +1,7 @@
 //! What a run does, and what can go wrong.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::protocol::ProtocolKind;
@@ -45,6 +46,13 @@ pub struct Config {
     pub update: f64,
     /// Size of the key space; keys are chosen uniformly.
     pub keys: u64,
+    /// Only these keys (indexes into the `keys` of the key space, so a
+    /// key's bytes are the same whatever the subset): gets, sets and the
+    /// preload use them alone. `None` uses every key. Several runs at once,
+    /// each with the keys one server holds and its share of the rate, load
+    /// a set of servers as one client routing keys would (see
+    /// `ketama`).
+    pub only_keys: Option<Arc<[u64]>>,
     /// Set every key once before the run, so that gets hit.
     pub preload: bool,
     /// Measured time, after the warm-up.
@@ -80,6 +88,7 @@ impl Config {
             value_size: SizeDist::Fixed(200),
             update: 0.0,
             keys: 10_000,
+            only_keys: None,
             preload: false,
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(1),
@@ -97,6 +106,22 @@ impl Config {
         self.value_size = SizeDist::Etc;
         self.update = 0.033;
         self
+    }
+
+    /// How many keys the run uses (the subset's, or every key).
+    pub fn key_count(&self) -> u64 {
+        self.only_keys
+            .as_ref()
+            .map_or(self.keys, |only| crate::u64_of(only.len()))
+    }
+
+    /// The `i`th key the run uses (`i < key_count()`), as an index into the
+    /// key space.
+    pub fn key_at(&self, i: usize) -> usize {
+        match &self.only_keys {
+            Some(only) => usize::try_from(only[i]).unwrap_or(0),
+            None => i,
+        }
     }
 
     /// Whether this is an open-loop run.
@@ -134,7 +159,15 @@ impl Config {
                 self.keys
             ));
         }
-        if self.preload && self.keys < crate::u64_of(self.threads) {
+        if let Some(only) = &self.only_keys {
+            if only.is_empty() || only.iter().any(|&k| k >= self.keys) {
+                return bad(format!(
+                    "the key subset must be non-empty and within the {} keys",
+                    self.keys
+                ));
+            }
+        }
+        if self.preload && self.key_count() < crate::u64_of(self.threads) {
             return bad("--preload needs at least one key per thread".into());
         }
         Ok(())
@@ -189,3 +222,24 @@ impl fmt::Display for LoadgenError {
 }
 
 impl std::error::Error for LoadgenError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_subset_must_be_inside_the_key_space_and_not_empty() {
+        let mut cfg = Config::new("127.0.0.1:11211");
+        cfg.keys = 100;
+        cfg.only_keys = Some(vec![0, 99].into());
+        assert!(cfg.validate().is_ok());
+        assert_eq!((cfg.key_count(), cfg.key_at(1)), (2, 99));
+        for bad in [vec![], vec![5, 100]] {
+            cfg.only_keys = Some(bad.into());
+            match cfg.validate() {
+                Err(LoadgenError::Config(m)) => assert!(m.contains("key subset"), "{m}"),
+                other => panic!("expected a config error, got {other:?}"),
+            }
+        }
+    }
+}

@@ -332,7 +332,7 @@ fn prepare<'s>(
         events: vec![sys::empty_event(); cfg.connections.min(1024)],
         conns,
         proto: cfg.protocol.create(),
-        ops: OpGen::new(seed, cfg.keys, cfg.update, cfg.value_size),
+        ops: OpGen::new(seed, cfg.keys, cfg.update, cfg.value_size).only(cfg.only_keys.clone()),
         dirty: Vec::with_capacity(cfg.connections),
         done: Vec::with_capacity(1024),
         base: Instant::now(),
@@ -544,7 +544,7 @@ impl Worker<'_> {
     /// connection; fails on timeout.
     fn preload(&mut self, index: usize) -> Result<(), LoadgenError> {
         let threads = u64_of(self.cfg.threads);
-        let keys = self.cfg.keys;
+        let keys = self.cfg.key_count();
         let lo = usize::try_from(keys * u64_of(index) / threads).unwrap_or(0);
         let hi = usize::try_from(keys * (u64_of(index) + 1) / threads).unwrap_or(0);
         let started = Instant::now();
@@ -555,7 +555,8 @@ impl Worker<'_> {
             for c in 0..self.conns.len() {
                 while next < hi && self.conns[c].inflight.len() < self.cfg.depth {
                     let len = self.ops.value_size();
-                    self.issue(c, Op::Set, next, len, 0);
+                    let key = self.cfg.key_at(next);
+                    self.issue(c, Op::Set, key, len, 0);
                     next += 1;
                 }
             }

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod histogram;
+pub mod ketama;
 pub mod netpipe;
 pub mod protocol;
 pub mod report;

@@ -294,6 +294,7 @@ pub fn value_bytes(max: usize) -> Vec<u8> {
 pub struct OpGen {
     rng: Rng,
     keys: u64,
+    only: Option<std::sync::Arc<[u64]>>,
     update: f64,
     values: SizeDist,
 }
@@ -305,14 +306,29 @@ impl OpGen {
         OpGen {
             rng: Rng::new(seed),
             keys: keys.max(1),
+            only: None,
             update,
             values,
         }
     }
 
+    /// Keys uniform among `only` instead (a non-empty subset of the key
+    /// space), when given.
+    pub fn only(mut self, only: Option<std::sync::Arc<[u64]>>) -> Self {
+        self.only = only.filter(|o| !o.is_empty());
+        self
+    }
+
     /// The next request: (operation, key index, value size; 0 for gets).
     pub fn next_op(&mut self) -> (Op, usize, usize) {
-        let key = usize::try_from(self.rng.below(self.keys)).unwrap_or(0);
+        let key = match &self.only {
+            Some(only) => {
+                let at = self.rng.below(crate::u64_of(only.len()));
+                only[usize::try_from(at).unwrap_or(0)]
+            }
+            None => self.rng.below(self.keys),
+        };
+        let key = usize::try_from(key).unwrap_or(0);
         if self.update > 0.0 && self.rng.unit() < self.update {
             (Op::Set, key, self.values.value_size(&mut self.rng))
         } else {
@@ -384,6 +400,17 @@ mod tests {
             .collect();
         let big = paper.iter().filter(|&&s| s > 1024).count() as f64 / n as f64;
         assert!(big > 0.01 && big < 0.06, "{big}");
+    }
+
+    #[test]
+    fn a_key_subset_is_all_the_generator_picks() {
+        let only: std::sync::Arc<[u64]> = vec![3, 17, 99].into();
+        let mut g = OpGen::new(5, 100, 0.1, SizeDist::Fixed(10)).only(Some(only));
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..10_000 {
+            seen.insert(g.next_op().1);
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [3, 17, 99]);
     }
 
     #[test]
