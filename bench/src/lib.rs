@@ -14,9 +14,13 @@
 //! [`plot`] draws throughput–p99 curves and latency CDFs.
 //! [`cluster`] is what the cluster benchmarks share; [`messenger`] ties
 //! the NodeAllocator to a Messenger frontend and reads
-//! the native nodes' round trips (`./ebb bench messenger`).
+//! the native nodes' round trips (`./ebb bench messenger`);
+//! [`cluster_memcached`] routes keys across a cluster's servers (ketama or
+//! by owner) and searches for the throughput at the SLA (`./ebb bench
+//! cluster-memcached`).
 
 pub mod cluster;
+pub mod cluster_memcached;
 pub mod evict;
 pub mod memcached;
 pub mod messenger;
