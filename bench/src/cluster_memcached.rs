@@ -15,6 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ebb_loadgen::ketama::Ketama;
 use ebb_loadgen::workload::KeySpace;
@@ -204,8 +205,8 @@ pub fn drive(
                 if preload {
                     cfg.preload = true;
                     cfg.depth = cfg.depth.min(4);
-                    cfg.duration = std::time::Duration::from_millis(100);
-                    cfg.warmup = std::time::Duration::ZERO;
+                    cfg.duration = Duration::from_millis(100);
+                    cfg.warmup = Duration::ZERO;
                 }
                 scope.spawn(move || {
                     ebb_loadgen::run(&cfg).map_err(|e| format!("{}: {e}", target.server))
@@ -219,6 +220,17 @@ pub fn drive(
             })
             .collect()
     })
+}
+
+/// Requests a measured window should hold at low rates.
+pub const MIN_SAMPLES: f64 = 1000.0;
+
+/// The measured window at `rate`: long enough for [`MIN_SAMPLES`]
+/// requests (a p99 of fewer is only the largest few), at least `window`,
+/// at most 4 × `window`.
+pub fn window_for(window: Duration, rate: f64) -> Duration {
+    let needed = Duration::from_secs_f64(MIN_SAMPLES / rate.max(1.0));
+    needed.clamp(window, window * 4)
 }
 
 /// The bounded search for the highest throughput within the SLA: offered
@@ -378,6 +390,15 @@ mod tests {
         );
         let broken = SEARCH.run(SLA_P99_US, |_| Err("guest died".to_owned()));
         assert_eq!(broken.expect_err("error").as_str(), "guest died");
+    }
+
+    #[test]
+    fn low_rates_get_longer_windows_within_four_times() {
+        let second = Duration::from_secs(1);
+        assert_eq!(window_for(second, 100.0), 4 * second);
+        assert_eq!(window_for(second, 500.0), 2 * second);
+        assert_eq!(window_for(second, 50_000.0), second);
+        assert_eq!(window_for(second, 0.0), 4 * second);
     }
 
     fn servers() -> Vec<SocketAddr> {
