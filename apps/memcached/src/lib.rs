@@ -11,6 +11,7 @@
 extern crate alloc;
 
 pub mod app;
+pub mod cluster;
 pub mod connection;
 pub mod memory;
 pub mod protocol;

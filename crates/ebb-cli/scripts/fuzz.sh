@@ -10,11 +10,12 @@
 #   developer's `./ebb test` does not compile cargo-fuzz (minutes) unasked.
 #
 # The seed corpora (fuzz/corpus/TARGET, replayed as ordinary tests by
-# apps/memcached/tests/fuzz_corpus.rs, crates/ebb-netstack/tests/
-# *_fuzz_corpus.rs, crates/ebb-messenger/tests/{wire,map}_fuzz_corpus.rs
-# and crates/ebb-offload/tests/wire_fuzz_corpus.rs)
-# are read, never written: what libFuzzer finds goes to a
-# scratch corpus under target/fuzz. A crash fails the step and leaves its
+# apps/memcached/tests/fuzz_corpus.rs and forward_fuzz_corpus.rs,
+# crates/ebb-netstack/tests/*_fuzz_corpus.rs,
+# crates/ebb-messenger/tests/{wire,map}_fuzz_corpus.rs and
+# crates/ebb-offload/tests/wire_fuzz_corpus.rs) are read, never written:
+# what libFuzzer finds goes to a scratch corpus under target/fuzz. A
+# crash fails the step and leaves its
 # input under target/fuzz/artifacts; once fixed, copy it into the seed
 # corpus so that the stable tests replay it from then on.
 set -euo pipefail
@@ -26,6 +27,7 @@ cd "${EBB_ROOT:-$(dirname "$0")/../../..}"
 TARGETS=(
     "apps/memcached text_request"
     "apps/memcached binary_request"
+    "apps/memcached forward"
     "crates/ebb-netstack frame"
     "crates/ebb-netstack segment"
     "crates/ebb-messenger wire"

@@ -1,0 +1,18 @@
+//! memcached as one cache across nodes (`docs/distributed-memcached.md`):
+//! who owns a key, the shard map every node keeps, and the protocol a
+//! node forwards requests for other nodes' keys with.
+//!
+//! Pure logic, no platform and no Messenger: ownership (`hrw.rs`), the
+//! shard map (`shard_map.rs`) and the forwarding controls (`forward.rs`).
+//! The node role that carries them over the Messenger is built on top.
+
+pub mod forward;
+pub mod hrw;
+pub mod shard_map;
+
+pub use forward::{
+    get_batches, Command, Entry, ForwardError, ForwardReply, ForwardRequest, StoreMode,
+    MAX_CONTROL_LEN, MAX_GET_KEYS,
+};
+pub use hrw::{owner, score};
+pub use shard_map::{Member, ShardMap, ShardMapError, MEMBERS_PREFIX, SHARD_MAP_KEY};

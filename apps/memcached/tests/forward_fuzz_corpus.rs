@@ -1,0 +1,231 @@
+//! Replays the seed corpus of the `forward` fuzz target
+//! (`fuzz/corpus/forward/`) on stable, with the fuzz target's checks (see
+//! `forward_support`), and checks the seeds do what they are named for.
+//! `EBB_WRITE_FORWARD_CORPUS=1 cargo test -p memcached --test
+//! forward_fuzz_corpus` rewrites the corpus from [`seeds`].
+
+mod forward_support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ebb_core::NodeId;
+use forward_support::{run, Outcome};
+use memcached::cluster::{
+    Command, Entry, ForwardError, ForwardReply, ForwardRequest, Member, ShardMap, ShardMapError,
+    StoreMode,
+};
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/forward")
+}
+
+/// An input: the payload length byte, then the control.
+fn input(payload: u8, control: &[u8]) -> Vec<u8> {
+    let mut out = vec![payload];
+    out.extend_from_slice(control);
+    out
+}
+
+fn request(command: Command<'_>) -> Vec<u8> {
+    ForwardRequest { epoch: 4, command }.encode().unwrap()
+}
+
+fn entry(len: u32) -> Option<Entry> {
+    Some(Entry {
+        flags: 5,
+        cas: 9,
+        len,
+    })
+}
+
+/// The seeds: named inputs covering each op and status, good and bad.
+fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let get = request(Command::Get {
+        cas: true,
+        touch: None,
+        keys: vec![b"a", b"bb", b"ccc"],
+    });
+    let store = request(Command::Store {
+        mode: StoreMode::Append,
+        flags: 3,
+        exptime: 100,
+        cas: 0,
+        key: b"key",
+    });
+    let mut bad_version = get.clone();
+    bad_version[0] = 2;
+    let mut bad_flag = get.clone();
+    bad_flag[10] = 2;
+    let mut no_keys = get.clone();
+    no_keys.truncate(22);
+    no_keys[20..22].copy_from_slice(&0u16.to_le_bytes());
+    let mut stray_expiry = get.clone();
+    stray_expiry[12] = 1;
+    let mut bad_mode = store.clone();
+    bad_mode[10] = 7;
+    let map = ShardMap::new(
+        3,
+        (1..=3)
+            .map(|n| Member {
+                node: NodeId(n),
+                shard_ebb: 32_768 + 64 * n,
+            })
+            .collect(),
+    )
+    .unwrap()
+    .encode();
+    let values = ForwardReply::Values(vec![entry(3), None, entry(0)])
+        .encode()
+        .unwrap();
+    vec![
+        ("get", input(0, &get)),
+        (
+            "gat",
+            input(
+                0,
+                &request(Command::Get {
+                    cas: false,
+                    touch: Some(-1),
+                    keys: vec![b"k"],
+                }),
+            ),
+        ),
+        ("store", input(10, &store)),
+        ("delete", input(0, &request(Command::Delete { key: b"d" }))),
+        (
+            "arith",
+            input(
+                0,
+                &request(Command::Arith {
+                    incr: false,
+                    delta: u64::MAX,
+                    key: b"n",
+                }),
+            ),
+        ),
+        (
+            "touch",
+            input(
+                0,
+                &request(Command::Touch {
+                    exptime: 30,
+                    key: b"t",
+                }),
+            ),
+        ),
+        ("bad_version", input(0, &bad_version)),
+        ("bad_flag", input(0, &bad_flag)),
+        ("no_keys", input(0, &no_keys)),
+        ("stray_expiry", input(0, &stray_expiry)),
+        ("bad_mode", input(0, &bad_mode)),
+        ("truncated", input(0, &get[..15])),
+        ("payload_on_get", input(1, &get)),
+        ("values", input(3, &values)),
+        ("values_short_payload", input(2, &values)),
+        (
+            "wrong_epoch",
+            input(0, &ForwardReply::WrongEpoch(8).encode().unwrap()),
+        ),
+        (
+            "number",
+            input(0, &ForwardReply::Number(42).encode().unwrap()),
+        ),
+        ("unknown_status", input(0, &[1, 99])),
+        ("shard_map", map.clone()),
+        ("shard_map_truncated", map[..map.len() - 3].to_vec()),
+        ("empty", vec![]),
+    ]
+}
+
+#[test]
+fn the_forward_fuzz_corpus_replays_cleanly() {
+    let dir = corpus_dir();
+    if std::env::var_os("EBB_WRITE_FORWARD_CORPUS").is_some() {
+        fs::create_dir_all(&dir).unwrap();
+        for (name, data) in seeds() {
+            fs::write(dir.join(name), data).unwrap();
+        }
+    }
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= seeds().len(),
+        "only {} corpus files in {}",
+        files.len(),
+        dir.display()
+    );
+    for path in &files {
+        let _ = run(&fs::read(path).unwrap());
+    }
+}
+
+#[test]
+fn the_seeds_do_what_they_are_named_for() {
+    let outcome = |name: &str| {
+        let (_, data) = seeds().into_iter().find(|(n, _)| *n == name).unwrap();
+        run(&data)
+    };
+    let request = |name: &str| outcome(name).request.unwrap();
+    let reply = |name: &str| outcome(name).reply.unwrap();
+    for good in ["get", "gat", "store", "delete", "arith", "touch"] {
+        assert_eq!(request(good), Ok(()), "{good}");
+    }
+    assert_eq!(
+        request("bad_version"),
+        Err(ForwardError::Version { found: 2 })
+    );
+    assert_eq!(
+        request("bad_flag"),
+        Err(ForwardError::BadFlag {
+            field: "cas",
+            value: 2
+        })
+    );
+    assert_eq!(request("no_keys"), Err(ForwardError::KeyCount { count: 0 }));
+    assert_eq!(
+        request("stray_expiry"),
+        Err(ForwardError::ExpiryWithoutTouch)
+    );
+    assert_eq!(
+        request("bad_mode"),
+        Err(ForwardError::UnknownMode { mode: 7 })
+    );
+    assert_eq!(
+        request("truncated"),
+        Err(ForwardError::Truncated {
+            needed: 20,
+            available: 15
+        })
+    );
+    assert_eq!(
+        request("payload_on_get"),
+        Err(ForwardError::UnexpectedPayload { len: 1 })
+    );
+    assert_eq!(reply("values"), Ok(()));
+    assert_eq!(
+        reply("values_short_payload"),
+        Err(ForwardError::PayloadMismatch {
+            said: 3,
+            payload: 2
+        })
+    );
+    assert_eq!(reply("wrong_epoch"), Ok(()));
+    assert_eq!(reply("number"), Ok(()));
+    assert_eq!(
+        reply("unknown_status"),
+        Err(ForwardError::UnknownStatus { status: 99 })
+    );
+    assert_eq!(outcome("shard_map").shard_map, Some(Ok(())));
+    assert_eq!(
+        outcome("shard_map_truncated").shard_map,
+        Some(Err(ShardMapError::Truncated {
+            needed: 39,
+            available: 36
+        }))
+    );
+    assert_eq!(outcome("empty"), Outcome::default());
+}
