@@ -1,0 +1,146 @@
+//! The owner's side of forwarding: a forwarded request served from this
+//! node's store, as the same command from a client connected here would
+//! be (`docs/distributed-memcached.md`, "The forwarding protocol" and
+//! "Epochs: never a wrong value").
+//!
+//! Invariant: the store is touched only when the request's epoch is this
+//! node's and this node's map of that epoch names it the owner of every
+//! key the request names; otherwise the answer is `WrongEpoch` or
+//! `NotOwner` and nothing changes. This check and the store operation run
+//! in one event, which the map's adoption waits out before it sweeps
+//! (`sweep.rs`).
+
+use ebb_core::NodeId;
+use ebb_iobuf::IoChain;
+
+use super::forward::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
+use super::shard_map::ShardMap;
+use crate::store::{expiry, ArithError, DeleteResult, NewItem, Refused, SetMode, SetResult};
+use crate::Store;
+
+/// Serves the forwarded request of `control` and `payload` from `store`,
+/// as node `me` with shard map `map`, at Unix time `now`: the reply and
+/// its payload (a `Get`'s found values, shared with the store, not
+/// copied).
+pub fn serve(
+    store: &Store,
+    map: &ShardMap,
+    me: NodeId,
+    now: u32,
+    control: &[u8],
+    payload: &IoChain,
+) -> (ForwardReply, IoChain) {
+    let mut values = IoChain::new();
+    let Ok(request) = ForwardRequest::decode(control, payload.len()) else {
+        return (ForwardReply::BadRequest, values);
+    };
+    if request.epoch != map.epoch() {
+        return (ForwardReply::WrongEpoch(map.epoch()), values);
+    }
+    let owned = request
+        .keys()
+        .iter()
+        .all(|key| map.owner(key).is_some_and(|owner| owner.node == me));
+    if !owned {
+        return (ForwardReply::NotOwner(map.epoch()), values);
+    }
+    let reply = match request.command {
+        Command::Get { cas, touch, keys } => {
+            let entries = keys
+                .iter()
+                .map(|key| {
+                    let item = match touch {
+                        Some(exptime) => store.touch(key, expiry(exptime, now), now),
+                        None => store.get(key, now),
+                    }?;
+                    let entry = Entry {
+                        flags: item.flags,
+                        cas: if cas { store.shown_cas(item.cas) } else { 0 },
+                        // A value is at most -I (at most 1 GiB), so it fits.
+                        len: u32::try_from(item.value.len()).unwrap_or(u32::MAX),
+                    };
+                    values.push_back(item.value);
+                    Some(entry)
+                })
+                .collect();
+            ForwardReply::Values(entries)
+        }
+        Command::Store {
+            mode,
+            flags,
+            exptime,
+            cas,
+            key,
+        } => store_value(store, now, payload, mode, flags, exptime, cas, key),
+        Command::Delete { key } => match store.delete(key, None, now) {
+            DeleteResult::Deleted => ForwardReply::Deleted,
+            DeleteResult::NotFound => ForwardReply::NotFound,
+            DeleteResult::Exists => ForwardReply::Exists,
+        },
+        Command::Arith { incr, delta, key } => match store.add_delta(key, incr, delta, 0, now) {
+            Ok(delta) => ForwardReply::Number(delta.value),
+            Err(ArithError::NotFound) => ForwardReply::NotFound,
+            Err(ArithError::NonNumeric) => ForwardReply::NonNumeric,
+            Err(ArithError::Exists) => ForwardReply::Exists,
+        },
+        Command::Touch { exptime, key } => match store.touch(key, expiry(exptime, now), now) {
+            Some(_) => ForwardReply::Touched,
+            None => ForwardReply::NotFound,
+        },
+    };
+    (reply, values)
+}
+
+/// A forwarded store: admitted by the size rule first, then the value
+/// copied out of the Messenger's receive buffers (as a connection copies
+/// a client's), then decided by `Store::set`.
+#[allow(clippy::too_many_arguments)]
+fn store_value(
+    store: &Store,
+    now: u32,
+    payload: &IoChain,
+    mode: StoreMode,
+    flags: u32,
+    exptime: i64,
+    cas: u64,
+    key: &[u8],
+) -> ForwardReply {
+    match store.admit(key.len(), flags, payload.len()) {
+        Err(Refused::TooLarge) => return ForwardReply::TooLarge,
+        Err(Refused::NoMemory) => return ForwardReply::OutOfMemory,
+        Ok(()) => {}
+    }
+    let value = match payload.try_to_iobuf() {
+        Ok(value) => value,
+        Err(_) => {
+            store.evict_for_allocation(now);
+            match payload.try_to_iobuf() {
+                Ok(value) => value,
+                Err(_) => return ForwardReply::OutOfMemory,
+            }
+        }
+    };
+    let mode = match mode {
+        StoreMode::Set => SetMode::Set,
+        StoreMode::Add => SetMode::Add,
+        StoreMode::Replace => SetMode::Replace,
+        StoreMode::Append => SetMode::Append,
+        StoreMode::Prepend => SetMode::Prepend,
+        StoreMode::Cas => SetMode::Cas,
+    };
+    let new = NewItem {
+        flags,
+        expires: expiry(exptime, now),
+        value,
+        cas,
+        allow_stale: false,
+    };
+    match store.set(mode, key, new, now) {
+        SetResult::Stored(_) => ForwardReply::Stored,
+        SetResult::NotStored => ForwardReply::NotStored,
+        SetResult::Exists => ForwardReply::Exists,
+        SetResult::NotFound => ForwardReply::NotFound,
+        SetResult::TooLarge => ForwardReply::TooLarge,
+        SetResult::OutOfMemory => ForwardReply::OutOfMemory,
+    }
+}

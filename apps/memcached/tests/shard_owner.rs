@@ -1,0 +1,317 @@
+//! The owner's side of forwarding (`src/cluster/serve.rs`) and the sweep
+//! after a map change (`src/cluster/sweep.rs`), on a store, without the
+//! network: every command does what the same command from a client does;
+//! a request stamped with another epoch, or for a key the map gives to
+//! another node, changes nothing; a value comes back as the stored
+//! buffer itself; after a node joins, the old owners drop exactly the
+//! keys it took, and a key that comes back to its old owner after the new
+//! node is lost is a miss there, never its value from before.
+
+use ebb_core::NodeId;
+use ebb_event::manual_clock::ManualClock;
+use ebb_event::shutdown;
+use ebb_iobuf::{IoBuf, IoChain};
+use memcached::cluster::serve::serve;
+use memcached::cluster::sweep::drop_unowned;
+use memcached::cluster::{
+    Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
+};
+use memcached::Store;
+
+const NOW: u32 = 1_700_000_000;
+
+/// Runs `body` as the first event of a one-core event loop (the store's
+/// walk reads in an RCU read section, which needs a core).
+fn on_a_core(body: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
+        let code = clock
+            .run(move || {
+                body();
+                shutdown(0).expect("first shutdown");
+            })
+            .expect("the core runs");
+        assert_eq!(code, 0);
+    })
+    .join()
+    .expect("the test body passed");
+}
+
+fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
+    let members = nodes
+        .iter()
+        .map(|&node| Member {
+            node: NodeId(node),
+            shard_ebb: 32_768 + node,
+        })
+        .collect();
+    ShardMap::new(epoch, members).unwrap()
+}
+
+/// A key `map` gives to `node`.
+fn key_of(map: &ShardMap, node: u32, nth: usize) -> Vec<u8> {
+    (0..)
+        .map(|i| format!("key:{i}").into_bytes())
+        .filter(|key| map.owner(key).unwrap().node == NodeId(node))
+        .nth(nth)
+        .unwrap()
+}
+
+/// Sends `command` stamped `epoch` with `payload` to node `me` of `map`.
+fn call(
+    store: &Store,
+    map: &ShardMap,
+    me: u32,
+    epoch: u64,
+    command: Command<'_>,
+    payload: &[u8],
+) -> (ForwardReply, Vec<u8>) {
+    let control = ForwardRequest { epoch, command }.encode().unwrap();
+    let payload = if payload.is_empty() {
+        IoChain::new()
+    } else {
+        IoChain::from(IoBuf::copy_from_slice(payload))
+    };
+    let (reply, values) = serve(store, map, NodeId(me), NOW, &control, &payload);
+    // What goes back over the Messenger decodes to the same reply.
+    let encoded = reply.encode().unwrap();
+    assert_eq!(
+        ForwardReply::decode(&encoded, values.len()),
+        Ok(reply.clone())
+    );
+    (reply, values.to_vec())
+}
+
+fn set<'a>(key: &'a [u8]) -> Command<'a> {
+    Command::Store {
+        mode: StoreMode::Set,
+        flags: 7,
+        exptime: 0,
+        cas: 0,
+        key,
+    }
+}
+
+fn get(keys: Vec<&[u8]>) -> Command<'_> {
+    Command::Get {
+        cas: false,
+        touch: None,
+        keys,
+    }
+}
+
+#[test]
+fn every_command_does_what_a_clients_does() {
+    on_a_core(|| {
+        let store = Store::new(1 << 20, 1 << 10);
+        let map = map(5, &[1, 2]);
+        let (a, b) = (key_of(&map, 1, 0), key_of(&map, 1, 1));
+        let call = |command, payload: &[u8]| call(&store, &map, 1, 5, command, payload);
+        assert_eq!(call(set(&a), b"10"), (ForwardReply::Stored, vec![]));
+        let add = Command::Store {
+            mode: StoreMode::Add,
+            flags: 0,
+            exptime: 0,
+            cas: 0,
+            key: &a,
+        };
+        assert_eq!(call(add, b"x").0, ForwardReply::NotStored);
+        let append = Command::Store {
+            mode: StoreMode::Append,
+            flags: 0,
+            exptime: 0,
+            cas: 0,
+            key: &a,
+        };
+        assert_eq!(call(append, b"5").0, ForwardReply::Stored);
+        let incr = Command::Arith {
+            incr: true,
+            delta: 5,
+            key: &a,
+        };
+        assert_eq!(call(incr, b"").0, ForwardReply::Number(110));
+        let (reply, values) = call(get(vec![&b, &a]), b"");
+        assert_eq!(
+            reply,
+            ForwardReply::Values(vec![
+                None,
+                Some(Entry {
+                    flags: 7,
+                    cas: 0,
+                    len: 3
+                })
+            ])
+        );
+        assert_eq!(values, b"110");
+        let gets = Command::Get {
+            cas: true,
+            touch: None,
+            keys: vec![&a],
+        };
+        let ForwardReply::Values(entries) = call(gets, b"").0 else {
+            panic!("gets gave no values");
+        };
+        let cas = entries[0].unwrap().cas;
+        assert_ne!(cas, 0);
+        let stale_cas = Command::Store {
+            mode: StoreMode::Cas,
+            flags: 0,
+            exptime: 0,
+            cas: cas + 100,
+            key: &a,
+        };
+        assert_eq!(call(stale_cas, b"y").0, ForwardReply::Exists);
+        let good_cas = Command::Store {
+            mode: StoreMode::Cas,
+            flags: 0,
+            exptime: 0,
+            cas,
+            key: &a,
+        };
+        assert_eq!(call(good_cas, b"word").0, ForwardReply::Stored);
+        let decr = Command::Arith {
+            incr: false,
+            delta: 1,
+            key: &a,
+        };
+        assert_eq!(call(decr, b"").0, ForwardReply::NonNumeric);
+        let touch = Command::Touch {
+            exptime: 100,
+            key: &a,
+        };
+        assert_eq!(call(touch, b"").0, ForwardReply::Touched);
+        let touch_b = Command::Touch {
+            exptime: 100,
+            key: &b,
+        };
+        assert_eq!(call(touch_b, b"").0, ForwardReply::NotFound);
+        assert_eq!(
+            call(Command::Delete { key: &a }, b"").0,
+            ForwardReply::Deleted
+        );
+        assert_eq!(
+            call(Command::Delete { key: &a }, b"").0,
+            ForwardReply::NotFound
+        );
+        // Over -I (1 KiB here).
+        assert_eq!(call(set(&a), &[0; 2048]).0, ForwardReply::TooLarge);
+        // Garbage.
+        let (reply, _) = serve(&store, &map, NodeId(1), NOW, b"\x01\x09", &IoChain::new());
+        assert_eq!(reply, ForwardReply::BadRequest);
+    });
+}
+
+#[test]
+fn a_found_value_is_the_stored_buffer_not_a_copy() {
+    on_a_core(|| {
+        let store = Store::new(1 << 20, 1 << 10);
+        let map = map(1, &[1]);
+        call(&store, &map, 1, 1, set(b"k"), b"value");
+        let stored = store.get(b"k", NOW).unwrap().value;
+        let control = ForwardRequest {
+            epoch: 1,
+            command: get(vec![b"k"]),
+        }
+        .encode()
+        .unwrap();
+        let (_, values) = serve(&store, &map, NodeId(1), NOW, &control, &IoChain::new());
+        let sent = values.segments().next().unwrap();
+        assert_eq!(sent.as_ref().as_ptr(), stored.as_ref().as_ptr());
+    });
+}
+
+#[test]
+fn another_epoch_or_another_owner_changes_nothing() {
+    on_a_core(|| {
+        let store = Store::new(1 << 20, 1 << 10);
+        let map = map(5, &[1, 2]);
+        let mine = key_of(&map, 1, 0);
+        let theirs = key_of(&map, 2, 0);
+        assert_eq!(
+            call(&store, &map, 1, 4, set(&mine), b"v").0,
+            ForwardReply::WrongEpoch(5)
+        );
+        assert_eq!(
+            call(&store, &map, 1, 6, set(&mine), b"v").0,
+            ForwardReply::WrongEpoch(5)
+        );
+        assert_eq!(
+            call(&store, &map, 1, 5, set(&theirs), b"v").0,
+            ForwardReply::NotOwner(5)
+        );
+        // A multiget naming one foreign key is refused whole.
+        assert_eq!(
+            call(&store, &map, 1, 5, get(vec![&mine, &theirs]), b"").0,
+            ForwardReply::NotOwner(5)
+        );
+        assert_eq!(store.get(&mine, NOW), None);
+        assert_eq!(store.get(&theirs, NOW), None);
+    });
+}
+
+/// Node 3 joins nodes 1 and 2: each old owner drops exactly the keys node
+/// 3 won. Node 3 is then lost: its keys fall back to their old owners,
+/// which answer misses, never the values from before node 3 took them.
+#[test]
+fn a_join_drops_the_keys_the_new_node_took_and_its_loss_gives_misses() {
+    on_a_core(|| {
+        let before = map(1, &[1, 2]);
+        let joined = map(2, &[1, 2, 3]);
+        let stores = [Store::new(4 << 20, 1 << 10), Store::new(4 << 20, 1 << 10)];
+        let keys: Vec<Vec<u8>> = (0..3000).map(|i| format!("k{i}").into_bytes()).collect();
+        for key in &keys {
+            let owner = before.owner(key).unwrap().node.0;
+            let reply = call(
+                &stores[owner as usize - 1],
+                &before,
+                owner,
+                1,
+                set(key),
+                b"old",
+            );
+            assert_eq!(reply.0, ForwardReply::Stored);
+        }
+        let taken = keys
+            .iter()
+            .filter(|key| joined.owner(key).unwrap().node == NodeId(3))
+            .count();
+        assert!((700..1300).contains(&taken), "node 3 took {taken} of 3000");
+        let dropped: usize = [1, 2]
+            .iter()
+            .map(|&node| drop_unowned(&stores[node as usize - 1], &joined, NodeId(node), NOW, 64))
+            .sum();
+        assert_eq!(dropped, taken);
+        for key in &keys {
+            let owner = before.owner(key).unwrap().node.0;
+            let kept = store_has(&stores[owner as usize - 1], key);
+            assert_eq!(kept, joined.owner(key).unwrap().node.0 == owner);
+        }
+        // Node 3 is lost; back to two members at epoch 3.
+        let after = map(3, &[1, 2]);
+        for key in &keys {
+            let owner = after.owner(key).unwrap().node.0;
+            let (reply, _) = call(
+                &stores[owner as usize - 1],
+                &after,
+                owner,
+                3,
+                get(vec![key]),
+                b"",
+            );
+            let expected = if joined.owner(key).unwrap().node == NodeId(3) {
+                None
+            } else {
+                Some(Entry {
+                    flags: 7,
+                    cas: 0,
+                    len: 3,
+                })
+            };
+            assert_eq!(reply, ForwardReply::Values(vec![expected]));
+        }
+    });
+}
+
+fn store_has(store: &Store, key: &[u8]) -> bool {
+    store.get(key, NOW).is_some()
+}
