@@ -10,6 +10,7 @@
 
 pub mod forward;
 pub mod hrw;
+pub mod membership;
 pub mod serve;
 pub mod shard_map;
 pub mod sweep;

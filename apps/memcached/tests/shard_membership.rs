@@ -1,0 +1,229 @@
+//! Membership over a `GlobalIdMap` (`src/cluster/membership.rs`), against
+//! the in-process map: the first registration makes epoch 1, a join the
+//! next epoch, a node whose lease expires leaves the map at the epoch
+//! after, a node that loses the compare-and-swap race to another writes
+//! nothing (the epoch grows once per change), and what cannot be read is
+//! reported and left as it is.
+
+use std::future::Future;
+use std::ops::Range;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use ebb_core::{
+    GlobalIdMap, InProcessGlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
+};
+use memcached::cluster::membership::{reconcile, register, MembershipError};
+use memcached::cluster::{Member, ShardMap, ShardMapError, SHARD_MAP_KEY};
+
+/// The in-process map's futures are ready at once: polls one once.
+fn ready<F: Future>(future: F) -> F::Output {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the in-process map's future was not ready"),
+    }
+}
+
+fn member(node: u32) -> Member {
+    Member {
+        node: NodeId(node),
+        shard_ebb: 32_768 + 64 * node,
+    }
+}
+
+fn join(map: &dyn GlobalIdMap, node: u32) -> Lease {
+    let lease = ready(map.grant_lease(Duration::from_secs(10))).unwrap();
+    ready(register(map, member(node), lease)).unwrap();
+    lease
+}
+
+fn stored(map: &dyn GlobalIdMap) -> ShardMap {
+    ShardMap::decode(&ready(map.get(SHARD_MAP_KEY)).unwrap().unwrap()).unwrap()
+}
+
+#[test]
+fn joins_and_an_expired_lease_each_make_one_new_epoch() {
+    let map = InProcessGlobalIdMap::new();
+    join(&map, 1);
+    let first = ready(reconcile(&map)).unwrap();
+    assert_eq!((first.epoch(), first.members()), (1, &[member(1)][..]));
+    // Nothing changed: nothing written.
+    assert_eq!(ready(reconcile(&map)).unwrap(), first);
+    let lease_2 = join(&map, 2);
+    join(&map, 3);
+    let grown = ready(reconcile(&map)).unwrap();
+    assert_eq!(grown.epoch(), 2);
+    assert_eq!(grown.members(), &[member(1), member(2), member(3)]);
+    assert_eq!(stored(&map), grown);
+    // Node 2 is lost: nobody keeps its lease alive.
+    map.expire(lease_2).unwrap();
+    let shrunk = ready(reconcile(&map)).unwrap();
+    assert_eq!(
+        (shrunk.epoch(), shrunk.members()),
+        (3, &[member(1), member(3)][..])
+    );
+}
+
+/// A map whose first compare-and-swap finds that another node has just
+/// written the map it was about to write (that node won the race).
+struct Racing {
+    inner: InProcessGlobalIdMap,
+    raced: AtomicBool,
+}
+
+impl GlobalIdMap for Racing {
+    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
+        self.inner.set(key, value, lease)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
+        self.inner.delete(key)
+    }
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Vec<u8>,
+    ) -> MapFuture<'a, Swap> {
+        if !self.raced.swap(true, Ordering::SeqCst) {
+            // The other node computed the same successor and won.
+            ready(
+                self.inner
+                    .compare_and_swap(key, expected.clone(), new.clone()),
+            )
+            .unwrap();
+        }
+        self.inner.compare_and_swap(key, expected, new)
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+        self.inner.list(prefix)
+    }
+    fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
+        self.inner.reserve_range(node, len)
+    }
+    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
+        self.inner.grant_lease(ttl)
+    }
+    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.inner.keep_alive(lease)
+    }
+    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.inner.revoke(lease)
+    }
+    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
+        self.inner.watch(prefix)
+    }
+}
+
+#[test]
+fn a_node_that_loses_the_race_writes_nothing() {
+    let map = Racing {
+        inner: InProcessGlobalIdMap::new(),
+        raced: AtomicBool::new(false),
+    };
+    join(&map, 1);
+    join(&map, 2);
+    let mut watch = ready(map.watch(SHARD_MAP_KEY)).unwrap();
+    let in_force = ready(reconcile(&map)).unwrap();
+    assert!(map.raced.load(Ordering::SeqCst));
+    assert_eq!(
+        (in_force.epoch(), in_force.members()),
+        (1, &[member(1), member(2)][..])
+    );
+    // One write of the map: the winner's.
+    let change = ready(watch.changed()).unwrap();
+    assert_eq!(change.value, Some(in_force.encode()));
+    assert!(watch
+        .poll_change(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+}
+
+#[test]
+fn what_cannot_be_read_is_reported_and_left_alone() {
+    let map = InProcessGlobalIdMap::new();
+    join(&map, 1);
+    ready(map.set(SHARD_MAP_KEY, b"garbage, not a shard map".to_vec(), None)).unwrap();
+    assert_eq!(
+        ready(reconcile(&map)),
+        Err(MembershipError::BadShardMap(ShardMapError::BadMagic))
+    );
+    assert_eq!(
+        ready(map.get(SHARD_MAP_KEY)).unwrap(),
+        Some(b"garbage, not a shard map".to_vec())
+    );
+    ready(map.delete(SHARD_MAP_KEY)).unwrap();
+    ready(map.set("memcached/members/2", b"two".to_vec(), None)).unwrap();
+    assert_eq!(
+        ready(reconcile(&map)),
+        Err(MembershipError::BadRegistration {
+            key: "memcached/members/2".into()
+        })
+    );
+    ready(map.delete("memcached/members/2")).unwrap();
+    ready(map.set("memcached/members/0", b"1".to_vec(), None)).unwrap();
+    assert_eq!(
+        ready(reconcile(&map)),
+        Err(MembershipError::BadMembers(ShardMapError::FrontendAsMember))
+    );
+    assert_eq!(ready(map.get(SHARD_MAP_KEY)).unwrap(), None);
+}
+
+#[test]
+fn an_unreachable_map_is_the_maps_error() {
+    struct Down;
+    fn down<'a, T: 'a>() -> MapFuture<'a, T> {
+        Box::pin(async {
+            Err(MapError::Unreachable {
+                endpoint: "etcd at 127.0.0.1:1".into(),
+                reason: "connection refused".into(),
+            })
+        })
+    }
+    impl GlobalIdMap for Down {
+        fn get<'a>(&'a self, _: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+            down()
+        }
+        fn set<'a>(&'a self, _: &'a str, _: Vec<u8>, _: Option<Lease>) -> MapFuture<'a, ()> {
+            down()
+        }
+        fn delete<'a>(&'a self, _: &'a str) -> MapFuture<'a, bool> {
+            down()
+        }
+        fn compare_and_swap<'a>(
+            &'a self,
+            _: &'a str,
+            _: Option<Vec<u8>>,
+            _: Vec<u8>,
+        ) -> MapFuture<'a, Swap> {
+            down()
+        }
+        fn list<'a>(&'a self, _: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+            down()
+        }
+        fn reserve_range(&self, _: NodeId, _: u32) -> MapFuture<'_, Range<u32>> {
+            down()
+        }
+        fn grant_lease(&self, _: Duration) -> MapFuture<'_, Lease> {
+            down()
+        }
+        fn keep_alive(&self, _: Lease) -> MapFuture<'_, ()> {
+            down()
+        }
+        fn revoke(&self, _: Lease) -> MapFuture<'_, ()> {
+            down()
+        }
+        fn watch<'a>(&'a self, _: &'a str) -> MapFuture<'a, Watch> {
+            down()
+        }
+    }
+    let error = ready(reconcile(&Down)).unwrap_err();
+    assert!(matches!(
+        &error,
+        MembershipError::Map(MapError::Unreachable { endpoint, .. }) if endpoint == "etcd at 127.0.0.1:1"
+    ));
+    assert!(error.to_string().contains("etcd at 127.0.0.1:1"), "{error}");
+}
