@@ -148,7 +148,7 @@ fn canonical_u32(text: &str) -> Option<u32> {
 async fn stored_map(map: &dyn GlobalIdMap) -> Result<(Option<Vec<u8>>, ShardMap), MembershipError> {
     let bytes = map.get(SHARD_MAP_KEY).await?;
     let current = match &bytes {
-        None => ShardMap::new(0, Vec::new()).map_err(MembershipError::BadMembers)?,
+        None => ShardMap::empty(),
         Some(bytes) => ShardMap::decode(bytes).map_err(MembershipError::BadShardMap)?,
     };
     Ok((bytes, current))

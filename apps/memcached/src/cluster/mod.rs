@@ -2,16 +2,21 @@
 //! who owns a key, the shard map every node keeps, and the protocol a
 //! node forwards requests for other nodes' keys with.
 //!
-//! No platform and no Messenger here: ownership (`hrw.rs`), the shard
-//! map (`shard_map.rs`) and the forwarding controls (`forward.rs`) are
-//! pure logic; `serve.rs` answers a forwarded request from the store and
-//! `sweep.rs` drops the keys a new map gave away. The node role that
-//! carries them over the Messenger is built on top.
+//! Pure logic: ownership (`hrw.rs`), the shard map (`shard_map.rs`)
+//! and the forwarding controls (`forward.rs`). On a node: `serve.rs`
+//! answers a forwarded request from the store, `sweep.rs` drops the keys
+//! a new map gave away, `current.rs` holds the map in force and adopts
+//! the next, `membership.rs` registers the node and writes new maps in
+//! the `GlobalIdMap`, and `shard_ebb.rs` is the Ebb the Messenger hands
+//! forwarded requests to. The connection's forwarding path and the node
+//! role are built on top.
 
+pub mod current;
 pub mod forward;
 pub mod hrw;
 pub mod membership;
 pub mod serve;
+pub mod shard_ebb;
 pub mod shard_map;
 pub mod sweep;
 

@@ -123,6 +123,15 @@ impl ShardMap {
         Ok(ShardMap { epoch, members })
     }
 
+    /// The map before any: epoch 0, no members.
+    #[must_use]
+    pub fn empty() -> ShardMap {
+        ShardMap {
+            epoch: 0,
+            members: Vec::new(),
+        }
+    }
+
     /// The epoch: one more with every change of the member set.
     #[must_use]
     pub fn epoch(&self) -> u64 {

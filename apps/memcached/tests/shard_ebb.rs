@@ -1,0 +1,182 @@
+//! The shard Ebb's answers (`src/cluster/shard_ebb.rs`) and the adoption
+//! of shard maps (`src/cluster/current.rs`) on a one-core event loop,
+//! without a connection: a forwarded request is answered by the map in
+//! force; a newer map is published, a grace period passes, and the keys
+//! it gives away are swept; an older or equal map changes nothing.
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+
+use ebb_core::{Multicore, NodeId};
+use ebb_event::manual_clock::ManualClock;
+use ebb_event::{now, shutdown, spawn_task};
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{Message, MessageNumber, Request, ServiceError};
+use memcached::cluster::current::{Adopted, CurrentMap};
+use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
+use memcached::cluster::{
+    Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
+};
+use memcached::stats::{Baseline, Counters};
+use memcached::{Server, Settings, Store};
+
+/// Runs `body` as a task on a one-core event loop of its own.
+fn on_a_core<F, Fut>(body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    std::thread::spawn(move || {
+        let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
+        let code = clock
+            .run(move || {
+                spawn_task(async move {
+                    body().await;
+                    shutdown(0).expect("first shutdown");
+                });
+            })
+            .expect("the core runs");
+        assert_eq!(code, 0);
+    })
+    .join()
+    .expect("the test body passed");
+}
+
+fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
+    let members = nodes
+        .iter()
+        .map(|&node| Member {
+            node: NodeId(node),
+            shard_ebb: 32_768 + node,
+        })
+        .collect();
+    ShardMap::new(epoch, members).unwrap()
+}
+
+fn server() -> &'static Server {
+    let settings = Settings::default();
+    Box::leak(Box::new(Server {
+        store: Store::from_settings(&settings),
+        settings,
+        stats: Multicore::<Counters>::create(Baseline::default()).unwrap(),
+        started: 1_700_000_000,
+        started_mono: now(),
+        connections: AtomicU64::new(0),
+    }))
+}
+
+fn call(
+    root: &ShardRoot,
+    epoch: u64,
+    command: Command<'_>,
+    payload: &[u8],
+) -> (ForwardReply, Vec<u8>) {
+    let control = ForwardRequest { epoch, command }.encode().unwrap();
+    let request = Request {
+        from: NodeId(2),
+        peer_addr: None,
+        message: FORWARD,
+        body: Message {
+            control: IoChain::from(IoBuf::from_vec(control)),
+            payload: IoChain::from(IoBuf::copy_from_slice(payload)),
+        },
+    };
+    let reply = answer(root, &request).expect("answered");
+    let payload = reply.payload.to_vec();
+    let reply = ForwardReply::decode(&reply.control.to_vec(), payload.len()).unwrap();
+    (reply, payload)
+}
+
+fn set(key: &[u8]) -> Command<'_> {
+    Command::Store {
+        mode: StoreMode::Set,
+        flags: 1,
+        exptime: 0,
+        cas: 0,
+        key,
+    }
+}
+
+#[test]
+fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
+    on_a_core(|| async {
+        let server = server();
+        let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(1))));
+        let root = ShardRoot { server, current };
+        let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("key{i}").into_bytes()).collect();
+        // No map yet: epoch 0 has no members, so nothing is served.
+        assert_eq!(
+            call(&root, 0, set(&keys[0]), b"v").0,
+            ForwardReply::NotOwner(0)
+        );
+
+        let first = map(1, &[1, 2]);
+        let unix_now = || server.unix_now();
+        assert_eq!(
+            current.adopt(&server.store, first.clone(), unix_now).await,
+            Ok(Adopted::Swept(0))
+        );
+        assert_eq!(current.epoch(), 1);
+        let mine: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|key| first.owner(key).unwrap().node == NodeId(1))
+            .collect();
+        for key in &mine {
+            assert_eq!(call(&root, 1, set(key), b"value").0, ForwardReply::Stored);
+        }
+        let get = Command::Get {
+            cas: false,
+            touch: None,
+            keys: vec![mine[0].as_slice()],
+        };
+        assert_eq!(
+            call(&root, 1, get, b""),
+            (
+                ForwardReply::Values(vec![Some(Entry {
+                    flags: 1,
+                    cas: 0,
+                    len: 5
+                })]),
+                b"value".to_vec()
+            )
+        );
+        assert_eq!(
+            call(&root, 0, set(mine[0]), b"v").0,
+            ForwardReply::WrongEpoch(1)
+        );
+
+        // Node 3 joins: node 1 keeps what it still owns, drops the rest.
+        let joined = map(2, &[1, 2, 3]);
+        let taken = mine
+            .iter()
+            .filter(|key| joined.owner(key).unwrap().node == NodeId(3))
+            .count();
+        assert!(taken > 0);
+        assert_eq!(
+            current.adopt(&server.store, joined.clone(), unix_now).await,
+            Ok(Adopted::Swept(taken))
+        );
+        for key in &mine {
+            let still = joined.owner(key).unwrap().node == NodeId(1);
+            assert_eq!(server.store.get(key, server.unix_now()).is_some(), still);
+        }
+        // Not newer: nothing happens.
+        assert_eq!(
+            current.adopt(&server.store, first, unix_now).await,
+            Ok(Adopted::NotNewer { in_force: 2 })
+        );
+        assert_eq!(current.read(|map| map.clone()), joined);
+
+        // Another message number is not the shard Ebb's.
+        let request = Request {
+            from: NodeId(2),
+            peer_addr: None,
+            message: MessageNumber(9),
+            body: Message::payload(IoChain::new()),
+        };
+        assert_eq!(
+            answer(&root, &request).err(),
+            Some(ServiceError::UnknownMessage)
+        );
+    });
+}
