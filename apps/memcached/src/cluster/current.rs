@@ -9,6 +9,12 @@
 //! other nodes are swept from the store. One writer: the node's adoption
 //! task calls [`CurrentMap::adopt`], one map at a time, so step 3 of one
 //! map ends before step 1 of the next.
+//!
+//! A node that skips epochs (its map was `E`, the next it sees is `E+2`
+//! or later: it read the stored map after several changes, or was cut
+//! off) does not know whom the maps in between gave its keys to, and so
+//! whether a key it still holds was written elsewhere meanwhile. It
+//! drops every key instead: misses, never a wrong value.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -78,8 +84,9 @@ impl CurrentMap {
     }
 
     /// Adopts `next` if it is newer: publishes it, waits for a grace
-    /// period, and sweeps from `store` the keys it gives to other nodes
-    /// (`now`: Unix time, for what is dead).
+    /// period, and sweeps from `store` the keys it gives to other nodes,
+    /// or every key when epochs were skipped (`now`: Unix time, for what
+    /// is dead).
     ///
     /// # Errors
     ///
@@ -94,8 +101,14 @@ impl CurrentMap {
         if next.epoch() <= in_force {
             return Ok(Adopted::NotNewer { in_force });
         }
-        let swept_with = next.clone();
         let epoch = next.epoch();
+        // After a gap, keep nothing (see the module's documentation): the
+        // empty map owns no key, so the sweep drops them all.
+        let swept_with = if in_force == 0 || epoch == in_force + 1 {
+            next.clone()
+        } else {
+            ShardMap::empty()
+        };
         self.map.replace(next)?;
         self.epoch.store(epoch, Ordering::Release);
         grace_period().await?;
