@@ -3,17 +3,13 @@
 //! server's start: the store, the counters, a listener on every core that
 //! has a network stack, the ready line.
 
-use alloc::boxed::Box;
 use core::net::SocketAddr;
-use core::sync::atomic::AtomicU64;
 
 use ebb_app::{exit, App, Args, Launch, Opt, UsageError};
-use ebb_core::Multicore;
-use ebb_event::{now, spawn_task};
+use ebb_event::spawn_task;
 
 use crate::memory::fit_memory_limit;
-use crate::stats::{Baseline, Counters};
-use crate::{accept_fn, Server, Settings, Store};
+use crate::{accept_fn, Server, Settings};
 
 /// memcached's port unless told otherwise.
 pub const DEFAULT_PORT: u16 = 11211;
@@ -164,28 +160,20 @@ fn serve(mut settings: Settings, addr: SocketAddr) {
         }
         settings.memory_limit = fitted;
     }
-    let stats = match Multicore::<Counters>::create(Baseline::default()) {
-        Ok(stats) => stats,
-        Err(error) => {
-            ebb_app::error!("{error}");
-            exit::stop(exit::FAILURE);
-            return;
-        }
-    };
     // memcached's `time` and absolute expiry times are Unix time: the
     // platform's wall clock at start, advanced by the monotonic clock. A
     // platform without one counts from the epoch.
     let started = ebb_app::unix_time().map_or(0, |since| {
         u32::try_from(since.as_secs()).unwrap_or(u32::MAX)
     });
-    let server: &'static Server = Box::leak(Box::new(Server {
-        store: Store::from_settings(&settings),
-        settings,
-        stats,
-        started,
-        started_mono: now(),
-        connections: AtomicU64::new(0),
-    }));
+    let server = match Server::start(settings, started) {
+        Ok(server) => server,
+        Err(error) => {
+            ebb_app::error!("{error}");
+            exit::stop(exit::FAILURE);
+            return;
+        }
+    };
     spawn_task(async move {
         match ebb_app::net::listen(addr, accept_fn(server)).await {
             Ok(listening) => ebb_app::ready(format_args!("listening on {}", listening.addr)),

@@ -4,12 +4,13 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use ebb_core::{EbbError, Multicore};
 use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
 
 use crate::protocol::{Context, Outcome, Protocol};
-use crate::stats::{Counters, Stats};
+use crate::stats::{Baseline, Counters, Stats};
 use crate::watch::{Site, Watcher, WATCHERS};
 use crate::{Settings, Store};
 
@@ -40,6 +41,24 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server with `settings` and a store of its own, started now, at
+    /// Unix time `started` (leaked: it serves as long as its node lives).
+    ///
+    /// # Errors
+    ///
+    /// Its counters could not be created (not on a core).
+    pub fn start(settings: Settings, started: u32) -> Result<&'static Server, EbbError> {
+        let stats = Multicore::<Counters>::create(Baseline::default())?;
+        Ok(Box::leak(Box::new(Server {
+            store: Store::from_settings(&settings),
+            settings,
+            stats,
+            started,
+            started_mono: ebb_event::now(),
+            connections: AtomicU64::new(0),
+        })))
+    }
+
     /// Unix time now.
     pub fn unix_now(&self) -> u32 {
         let elapsed = ebb_event::now() - self.started_mono;

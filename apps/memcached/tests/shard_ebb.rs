@@ -6,11 +6,10 @@
 //! that skips epochs drops every key.
 
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
 
-use ebb_core::{Multicore, NodeId};
+use ebb_core::NodeId;
 use ebb_event::manual_clock::ManualClock;
-use ebb_event::{now, shutdown, spawn_task};
+use ebb_event::{shutdown, spawn_task};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, MessageNumber, Request, ServiceError};
 use memcached::cluster::current::{Adopted, CurrentMap};
@@ -18,8 +17,7 @@ use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
 use memcached::cluster::{
     Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
 };
-use memcached::stats::{Baseline, Counters};
-use memcached::{Server, Settings, Store};
+use memcached::{Server, Settings};
 
 /// Runs `body` as a task on a one-core event loop of its own.
 fn on_a_core<F, Fut>(body: F)
@@ -55,15 +53,7 @@ fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
 }
 
 fn server() -> &'static Server {
-    let settings = Settings::default();
-    Box::leak(Box::new(Server {
-        store: Store::from_settings(&settings),
-        settings,
-        stats: Multicore::<Counters>::create(Baseline::default()).unwrap(),
-        started: 1_700_000_000,
-        started_mono: now(),
-        connections: AtomicU64::new(0),
-    }))
+    Server::start(Settings::default(), 1_700_000_000).unwrap()
 }
 
 fn call(

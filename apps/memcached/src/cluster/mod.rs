@@ -13,8 +13,10 @@
 
 pub mod current;
 pub mod forward;
+pub mod forwarder;
 pub mod hrw;
 pub mod membership;
+pub mod node;
 pub mod serve;
 pub mod shard_ebb;
 pub mod shard_map;

@@ -1,0 +1,210 @@
+//! memcached's node role (`docs/distributed-memcached.md`): given a boot
+//! contract and the application's `GlobalIdMap`, the node creates its
+//! Messenger, makes the first id of its global range its shard Ebb,
+//! listens for the Messenger on every core, announces itself to the
+//! frontend, registers as a member under a lease it keeps alive, and
+//! keeps its map in force: every change under `memcached/` makes it
+//! reconcile the members with the shard map and adopt the map in force.
+//!
+//! Where the map comes from is the caller's: the in-process map in
+//! tests, and for a native node the hosted node's map over the Messenger
+//! (not built yet: until it is, `app.rs` does not take a contract).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::time::Duration;
+
+use ebb_app::NodeContract;
+use ebb_core::{EbbId, EbbRef, GlobalIdMap, Lease, MapError, NodeId};
+use ebb_messenger::{
+    acceptor, announce, create_messenger, AnnounceError, MessengerError, MessengerRef,
+    MessengerSettings, NodeEntry,
+};
+
+use super::current::CurrentMap;
+use super::membership::{reconcile, register};
+use super::shard_ebb::ShardEbb;
+use super::shard_map::Member;
+use crate::Server;
+
+/// How often, and how long apart, the node tries to reach the frontend.
+const ANNOUNCE_TRIES: u32 = 120;
+const ANNOUNCE_PAUSE: Duration = Duration::from_secs(1);
+
+/// A member's lease: it ends this long after the node stopped keeping it
+/// alive, and the node's keys become misses.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// How often the lease is kept alive: three times per time to live, so
+/// one late renewal does not lose it.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(3_333);
+
+/// How long the node waits before watching again after its watch ended.
+const REWATCH_PAUSE: Duration = Duration::from_secs(1);
+
+/// The prefix the node watches: the members and the shard map.
+const WATCHED: &str = "memcached/";
+
+/// A node that joined.
+#[derive(Clone, Copy)]
+pub struct Joined {
+    /// Its Messenger.
+    pub messenger: MessengerRef,
+    /// Its shard Ebb.
+    pub shard: EbbRef<ShardEbb>,
+    /// The map in force.
+    pub current: &'static CurrentMap,
+    /// Its registration's lease.
+    pub lease: Lease,
+    /// Where its Messenger listens.
+    pub listening: SocketAddr,
+}
+
+/// Joins the cache as `contract` says, serving `server`'s store, with
+/// the application's `map` (a task on core 0); the node then keeps its
+/// lease alive and its map in force from tasks of its own.
+///
+/// # Errors
+///
+/// A sentence saying which step failed.
+pub async fn try_join(
+    contract: NodeContract,
+    server: &'static Server,
+    map: Arc<dyn GlobalIdMap>,
+) -> Result<Joined, String> {
+    let node = NodeId(contract.node);
+    let messenger = create_messenger(MessengerSettings::new(node))
+        .map_err(|error| format!("cannot create the Messenger: {error}"))?;
+    let shard_id = EbbId::new(contract.ebb_ids_start)
+        .map_err(|error| format!("ebb_ids={}: {error}", contract.ebb_ids_start))?;
+    let current: &'static CurrentMap =
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(CurrentMap::new(node)));
+    let shard = ShardEbb::register(shard_id, messenger, server, current)
+        .map_err(|error| format!("cannot make Ebb {shard_id} the shard Ebb: {error}"))?;
+    let listen = SocketAddr::new(ebb_app::net::default_listen_ip(), contract.messenger_port);
+    let listening = ebb_app::net::listen(listen, acceptor(messenger))
+        .await
+        .map_err(|error| format!("cannot listen for the Messenger on {listen}: {error}"))?
+        .addr;
+    announce_until_heard(messenger, node, contract.frontend, listening.port()).await?;
+    let member = Member {
+        node,
+        shard_ebb: shard_id.raw(),
+    };
+    let lease = map
+        .grant_lease(LEASE_TTL)
+        .await
+        .map_err(|error| format!("node {node}: no lease: {error}"))?;
+    register(&*map, member, lease)
+        .await
+        .map_err(|error| format!("node {node}: {error}"))?;
+    ebb_event::spawn_task(keep_alive(Arc::clone(&map), member, lease));
+    ebb_event::spawn_task(follow(map, server, current));
+    ebb_app::info!(
+        "node {node}: shard Ebb {shard_id}, Messenger on port {}, a member",
+        listening.port()
+    );
+    Ok(Joined {
+        messenger,
+        shard,
+        current,
+        lease,
+        listening,
+    })
+}
+
+/// Announces the node to the frontend, retrying while it is not up.
+async fn announce_until_heard(
+    messenger: MessengerRef,
+    node: NodeId,
+    frontend: SocketAddrV4,
+    port: u16,
+) -> Result<(), String> {
+    // 0.0.0.0: the frontend records the address it sees us at.
+    let me = NodeEntry {
+        node,
+        addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+        cores: u16::try_from(ebb_event::core_count()).unwrap_or(u16::MAX),
+    };
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let rep = messenger
+            .get()
+            .map_err(|error| format!("cannot reach the Messenger: {error}"))?;
+        match announce(rep, SocketAddr::V4(frontend), me).await {
+            Ok(_) => return Ok(()),
+            // Not up yet, or the connection dropped before the reply (the
+            // frontend accepts the same announcement again).
+            Err(AnnounceError::Messenger(
+                MessengerError::Unreachable { .. } | MessengerError::ConnectionLost,
+            )) if tries < ANNOUNCE_TRIES => ebb_event::sleep(ANNOUNCE_PAUSE).await,
+            Err(error) => return Err(format!("node {node}: {error}")),
+        }
+    }
+}
+
+/// Keeps the registration's lease alive while the node runs. A lease
+/// found expired (the node was cut off for longer than its time to live:
+/// the others dropped it from the map) is replaced by a new one and the
+/// node registers again; its store is dropped on the way, by the map
+/// changes it then adopts (`current.rs`).
+async fn keep_alive(map: Arc<dyn GlobalIdMap>, member: Member, mut lease: Lease) {
+    loop {
+        ebb_event::sleep(KEEP_ALIVE_EVERY).await;
+        match map.keep_alive(lease).await {
+            Ok(()) => {}
+            Err(MapError::LeaseExpired(_)) => {
+                ebb_app::warn!("node {}: its lease expired; registering again", member.node);
+                match map.grant_lease(LEASE_TTL).await {
+                    Ok(new) => {
+                        lease = new;
+                        if let Err(error) = register(&*map, member, lease).await {
+                            ebb_app::warn!("node {}: {error}", member.node);
+                        }
+                    }
+                    Err(error) => ebb_app::warn!("node {}: no lease: {error}", member.node),
+                }
+            }
+            // Unreachable for now: the next renewal tries again.
+            Err(error) => ebb_app::warn!("node {}: keeping its lease: {error}", member.node),
+        }
+    }
+}
+
+/// Keeps the node's map in force: at start and on every change under
+/// `memcached/`, reconciles and adopts what is in force.
+async fn follow(map: Arc<dyn GlobalIdMap>, server: &'static Server, current: &'static CurrentMap) {
+    loop {
+        let mut watch = match map.watch(WATCHED).await {
+            Ok(watch) => watch,
+            Err(error) => {
+                ebb_app::warn!("node {}: watching {WATCHED}: {error}", current.me());
+                ebb_event::sleep(REWATCH_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            // Watch first, then read: a change made in between is both
+            // read now and reported by the watch, never missed.
+            match reconcile(&*map).await {
+                Ok(in_force) => {
+                    if let Err(error) = current
+                        .adopt(&server.store, in_force, || server.unix_now())
+                        .await
+                    {
+                        ebb_app::warn!("node {}: adopting the shard map: {error}", current.me());
+                    }
+                }
+                Err(error) => ebb_app::warn!("node {}: {error}", current.me()),
+            }
+            if let Err(error) = watch.changed().await {
+                ebb_app::warn!("node {}: watch of {WATCHED} ended: {error}", current.me());
+                break;
+            }
+        }
+        ebb_event::sleep(REWATCH_PAUSE).await;
+    }
+}
