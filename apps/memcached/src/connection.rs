@@ -1,7 +1,9 @@
 //! One client connection: bytes in, requests handled in order, replies out.
 
 use alloc::boxed::Box;
+use alloc::rc::Rc;
 use alloc::sync::Arc;
+use core::cell::RefCell;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use ebb_core::{EbbError, Multicore};
@@ -9,6 +11,8 @@ use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
 
+use crate::cluster::route::{route_text, Forwarded, Route};
+use crate::cluster::text_forward::{execute, ClusterLink};
 use crate::protocol::{Context, Outcome, Protocol};
 use crate::stats::{Baseline, Counters, Stats};
 use crate::watch::{Site, Watcher, WATCHERS};
@@ -38,6 +42,10 @@ pub struct Server {
     pub started_mono: Instant,
     /// Connections now.
     pub connections: AtomicU64,
+    /// Set once the node joined a cache of several nodes (`cluster/`):
+    /// its connections then forward requests for other nodes' keys.
+    /// Never set on a single node, whose request path does not change.
+    pub cluster: spin::Once<ClusterLink>,
 }
 
 impl Server {
@@ -56,6 +64,7 @@ impl Server {
             started,
             started_mono: ebb_event::now(),
             connections: AtomicU64::new(0),
+            cluster: spin::Once::new(),
         })))
     }
 
@@ -91,6 +100,11 @@ pub struct Connection {
     /// Set once the connection watches (`watch`): it reads no more
     /// requests and receives log lines until it closes.
     watcher: Option<Arc<Watcher>>,
+    /// A request for another node's key, taken out of the input and not
+    /// yet handed to a task (`cluster::route`; never on a single node).
+    pending: Option<Forwarded>,
+    /// A forwarded request is on its way: the requests after it wait.
+    forwarding: bool,
 }
 
 impl Connection {
@@ -108,6 +122,8 @@ impl Connection {
             closing: false,
             paused: false,
             watcher: None,
+            pending: None,
+            forwarding: false,
         }
     }
 
@@ -145,12 +161,49 @@ impl Connection {
         loop {
             ctx.expected = 0;
             self.discard_arrived();
-            if self.input.is_empty() || self.closing || self.paused || self.watcher.is_some() {
+            if self.input.is_empty()
+                || self.closing
+                || self.paused
+                || self.watcher.is_some()
+                || self.forwarding
+                || self.pending.is_some()
+            {
                 break;
             }
             let protocol = *self.protocol.get_or_insert_with(|| {
                 Protocol::detect(self.input.cursor().peek_u8().unwrap_or(0))
             });
+            if let Some(link) = self.server.cluster.get() {
+                if protocol == Protocol::Binary {
+                    // Not forwarded yet, and answering it from this
+                    // node's store alone could be wrong (see
+                    // `cluster::route::META_REFUSED`): refused by closing.
+                    self.closing = true;
+                    break;
+                }
+                let route = link.current.read(|map| {
+                    let size_max = self.server.settings.item_size_max;
+                    route_text(&self.input, map, link.current.me(), size_max)
+                });
+                match route {
+                    Route::Local => {}
+                    Route::Incomplete => break,
+                    Route::Forward(forwarded) => {
+                        if self.input.trim_front(forwarded.consumed).is_err() {
+                            self.input.clear();
+                        }
+                        self.pending = Some(forwarded);
+                        break;
+                    }
+                    Route::Refuse { consumed, line } => {
+                        if self.input.trim_front(consumed).is_err() {
+                            self.input.clear();
+                        }
+                        out.push_back(IoBuf::from_static(line));
+                        continue;
+                    }
+                }
+            }
             let outcome = protocol.handle(&self.input, &mut ctx, &mut out);
             if outcome != Outcome::Incomplete {
                 // Whatever ended the request, its value no longer arrives.
@@ -282,6 +335,25 @@ impl Connection {
 }
 
 impl Connection {
+    /// Sends the reply of the forwarded request and goes on with the
+    /// requests that waited for it.
+    fn forward_done(&mut self, conn: &TcpConnection, reply: IoChain) {
+        self.forwarding = false;
+        if !reply.is_empty() {
+            if let Some(counters) = self.counters() {
+                Counters::add(&counters.bytes_written, reply.len() as u64);
+            }
+            if conn.send_or_buffer(reply).is_err() {
+                conn.abort();
+                return;
+            }
+        }
+        if !self.paused {
+            conn.resume_receive();
+        }
+        self.process(conn);
+    }
+
     /// Ends this connection's watching, if it watches.
     fn stop_watching(&mut self) {
         if let Some(watcher) = self.watcher.take() {
@@ -398,6 +470,72 @@ pub fn accept_fn(server: &'static Server) -> AcceptFn {
             Counters::add(&counters.curr_connections, 1);
             Counters::add(&counters.total_connections, 1);
         }
+        if server.cluster.get().is_some() {
+            let shared = Rc::new(RefCell::new(Connection::new(server)));
+            return Box::new(ClusterConnection(shared)) as Box<dyn TcpHandler>;
+        }
         Box::new(Connection::new(server)) as Box<dyn TcpHandler>
     })
+}
+
+/// A connection of a node in a cache of several nodes: the connection
+/// itself, shared with the task that carries out a forwarded request and
+/// then goes on with the requests that waited (events on one core never
+/// overlap, so the two never borrow it at once).
+struct ClusterConnection(Rc<RefCell<Connection>>);
+
+impl ClusterConnection {
+    /// Hands a forwarded request the connection took to a task.
+    fn start_forwarding(&self, conn: &TcpConnection) {
+        let Some(first) = ({
+            let mut connection = self.0.borrow_mut();
+            let pending = connection.pending.take();
+            if pending.is_some() {
+                connection.forwarding = true;
+                conn.pause_receive();
+            }
+            pending
+        }) else {
+            return;
+        };
+        let connection = Rc::clone(&self.0);
+        let conn = conn.clone();
+        ebb_event::spawn_task(async move {
+            let mut next = Some(first);
+            while let Some(request) = next {
+                let server = connection.borrow().server;
+                let reply = match server.cluster.get() {
+                    Some(link) => execute(link, server, request).await,
+                    None => IoChain::new(),
+                };
+                let mut connection = connection.borrow_mut();
+                connection.forward_done(&conn, reply);
+                next = connection.pending.take();
+                if next.is_some() {
+                    connection.forwarding = true;
+                    conn.pause_receive();
+                }
+            }
+        });
+    }
+}
+
+impl TcpHandler for ClusterConnection {
+    fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
+        self.0.borrow_mut().on_data(conn, data);
+        self.start_forwarding(conn);
+    }
+
+    fn on_send_credit(&mut self, conn: &TcpConnection) {
+        self.0.borrow_mut().on_send_credit(conn);
+        self.start_forwarding(conn);
+    }
+
+    fn on_closed(&mut self, conn: &TcpConnection) {
+        self.0.borrow_mut().on_closed(conn);
+    }
+
+    fn on_aborted(&mut self, conn: &TcpConnection, error: ebb_net::NetError) {
+        self.0.borrow_mut().on_aborted(conn, error);
+    }
 }

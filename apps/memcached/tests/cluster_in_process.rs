@@ -11,119 +11,38 @@
 //! 3's keys are misses at their new owners and every other key still
 //! reads back its value. No wrong value is read at any point.
 
+mod cluster_support;
+
 use std::net::SocketAddrV4;
 use std::ops::Range;
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use cluster_support::{agreement, key, node_config, start_node, value, JoinedNode, AGREE_WITHIN};
+use ebb_core::{InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::{sleep, Sender};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerRef, MessengerSettings};
-use memcached::cluster::current::CurrentMap;
 use memcached::cluster::forwarder::forward;
-use memcached::cluster::node::try_join;
-use memcached::cluster::{
-    Command, ForwardReply, ForwardRequest, ShardMap, StoreMode, SHARD_MAP_KEY,
-};
-use memcached::{Server, Settings};
+use memcached::cluster::{Command, ForwardReply, ForwardRequest, ShardMap, StoreMode};
 
 const NODES: u32 = 3;
 const KEYS: u32 = 3_000;
 /// How long the test waits for the frontend's verdict.
 const VERDICT_WITHIN: Duration = Duration::from_secs(120);
-/// How long the frontend waits for the nodes to agree on a map.
-const AGREE_WITHIN: Duration = Duration::from_secs(30);
-
-/// One core, unpinned, no signal handling: tests run side by side.
-fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
-}
-
-/// What a node tells the frontend once it joined.
-struct JoinedNode {
-    node: u32,
-    current: &'static CurrentMap,
-    lease: Lease,
-}
-
-/// Node `node`, on its own thread, joined as its contract says; it runs
-/// until `stop` is sent (or dropped).
-fn start_node(
-    node: u32,
-    frontend: SocketAddrV4,
-    ids: Range<u32>,
-    map: Arc<InProcessGlobalIdMap>,
-    joined: mpsc::Sender<JoinedNode>,
-) -> Sender<()> {
-    let contract = ebb_app::NodeContract {
-        node,
-        frontend,
-        ebb_ids_start: ids.start,
-        ebb_ids_end: ids.end,
-        messenger_port: 0,
-    };
-    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
-    thread::spawn(move || {
-        ebb_hosted::run_task(node_config(), move || async move {
-            let server = Server::start(Settings::default(), 1_700_000_000).unwrap();
-            let node_joined = try_join(contract, server, map)
-                .await
-                .expect("the node joins");
-            joined
-                .send(JoinedNode {
-                    node,
-                    current: node_joined.current,
-                    lease: node_joined.lease,
-                })
-                .unwrap();
-            let _ = stop_rx.await;
-        })
-        .unwrap();
-    });
-    stop_tx
-}
-
-/// The value stored under key `i`: it names its key, so a value read
-/// under another key, or a stale one, is told apart.
-fn value(i: u32, round: u32) -> Vec<u8> {
-    format!(
-        "value of key:{i} round {round} {}",
-        "x".repeat((i % 200) as usize)
-    )
-    .into_bytes()
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key:{i}").into_bytes()
-}
-
-/// The stored shard map.
-async fn stored(map: &InProcessGlobalIdMap) -> ShardMap {
-    ShardMap::decode(&map.get(SHARD_MAP_KEY).await.unwrap().unwrap()).unwrap()
-}
 
 /// Waits until every node of `nodes` goes by the stored map and it has
 /// `members` members.
 async fn agreed(map: &InProcessGlobalIdMap, nodes: &[&JoinedNode], members: usize) -> ShardMap {
     let deadline = std::time::Instant::now() + AGREE_WITHIN;
     loop {
-        let in_force = stored(map).await;
-        if in_force.members().len() == members
-            && nodes.iter().all(|n| n.current.epoch() == in_force.epoch())
-        {
+        if let Some(in_force) = agreement(map, nodes, members) {
             return in_force;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the nodes did not agree within {AGREE_WITHIN:?}: map {in_force:?}, nodes at {:?}",
-            nodes.iter().map(|n| n.current.epoch()).collect::<Vec<_>>()
+            "the nodes did not agree on {members} members within {AGREE_WITHIN:?}"
         );
         sleep(Duration::from_millis(20)).await;
     }

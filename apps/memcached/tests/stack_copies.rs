@@ -21,17 +21,15 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ebb_core::Multicore;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{NetError, NetStack, TcpConnection, TcpHandler};
 use ebb_netstack::sim::{LinkConfig, Sim};
 use ebb_netstack::{Config, Device, DeviceCapabilities, EthernetAddress, Instant, IpConfig, Stack};
-use memcached::stats::{Baseline, Counters};
-use memcached::{accept_fn, Server, Settings, Store};
+use memcached::{accept_fn, Server, Settings};
 
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -196,16 +194,7 @@ struct Seen {
 /// A SET of a `value_len`-byte value, then a GET of it, on the simulated
 /// link.
 fn scenario(value_len: usize) -> Seen {
-    let stats = Multicore::<Counters>::create(Baseline::default()).expect("counters");
-    let settings = Settings::default();
-    let server: &'static Server = Box::leak(Box::new(Server {
-        store: Store::from_settings(&settings),
-        settings,
-        stats,
-        started: 1_700_000_000,
-        started_mono: ebb_event::now(),
-        connections: AtomicU64::new(0),
-    }));
+    let server = Server::start(Settings::default(), 1_700_000_000).expect("counters");
     let mut sim = Sim::new(LinkConfig::default());
     let received = Rc::new(RefCell::new(Vec::new()));
     let sent = Rc::new(RefCell::new(Vec::new()));

@@ -17,10 +17,12 @@ pub mod forwarder;
 pub mod hrw;
 pub mod membership;
 pub mod node;
+pub mod route;
 pub mod serve;
 pub mod shard_ebb;
 pub mod shard_map;
 pub mod sweep;
+pub mod text_forward;
 
 pub use forward::{
     get_batches, Command, Entry, ForwardError, ForwardReply, ForwardRequest, StoreMode,

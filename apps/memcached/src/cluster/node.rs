@@ -5,6 +5,8 @@
 //! frontend, registers as a member under a lease it keeps alive, and
 //! keeps its map in force: every change under `memcached/` makes it
 //! reconcile the members with the shard map and adopt the map in force.
+//! From the moment it joins, the server's text connections forward
+//! requests for other nodes' keys (`route.rs`, `text_forward.rs`).
 //!
 //! Where the map comes from is the caller's: the in-process map in
 //! tests, and for a native node the hosted node's map over the Messenger
@@ -27,6 +29,7 @@ use super::current::CurrentMap;
 use super::membership::{reconcile, register};
 use super::shard_ebb::ShardEbb;
 use super::shard_map::Member;
+use super::text_forward::ClusterLink;
 use crate::Server;
 
 /// How often, and how long apart, the node tries to reach the frontend.
@@ -83,6 +86,10 @@ pub async fn try_join(
         alloc::boxed::Box::leak(alloc::boxed::Box::new(CurrentMap::new(node)));
     let shard = ShardEbb::register(shard_id, messenger, server, current)
         .map_err(|error| format!("cannot make Ebb {shard_id} the shard Ebb: {error}"))?;
+    // From now on the server's connections forward other nodes' keys.
+    server
+        .cluster
+        .call_once(|| ClusterLink { messenger, current });
     let listen = SocketAddr::new(ebb_app::net::default_listen_ip(), contract.messenger_port);
     let listening = ebb_app::net::listen(listen, acceptor(messenger))
         .await

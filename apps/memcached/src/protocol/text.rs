@@ -7,13 +7,13 @@
 //! connection, unless it is a `get`/`gets` (a large multiget).
 
 mod commands;
-mod line;
+pub(crate) mod line;
 mod lru;
 mod reply;
 mod retrieval;
 mod stats;
 mod storage;
-mod tokens;
+pub(crate) mod tokens;
 
 use ebb_iobuf::IoChain;
 

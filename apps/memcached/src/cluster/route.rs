@@ -1,0 +1,277 @@
+//! Which text requests a node forwards (`docs/distributed-memcached.md`,
+//! "The forwarding protocol"): a well-formed get, gets, gat, gats, set,
+//! add, replace, append, prepend, cas, delete, incr, decr or touch that
+//! names a key the map in force does not give to this node.
+//!
+//! Everything else is handled here as on a single node: other commands,
+//! requests for this node's own keys, and malformed ones (the local
+//! handler answers their error without touching the store, exactly as
+//! memcached would), and values over `-I` (refused and swallowed
+//! locally). A store whose value has not all arrived waits for it. Meta
+//! commands with a key are refused ([`META_REFUSED`]).
+
+use alloc::vec::Vec;
+
+use ebb_core::NodeId;
+use ebb_iobuf::{IoBuf, IoChain};
+
+use super::forward::StoreMode;
+use super::shard_map::ShardMap;
+use crate::protocol::common::{key_ok, parse_i32, parse_u32, parse_u64};
+use crate::protocol::text::line::{data_block, Block, Request};
+use crate::protocol::text::tokens::{all_tokens, tokenize};
+
+/// What to do with the first request of a connection's input.
+#[derive(Debug)]
+pub enum Route {
+    /// Handle it here, as a single node would.
+    Local,
+    /// A store for another node's key whose value is still arriving.
+    Incomplete,
+    /// Forward it.
+    Forward(Forwarded),
+    /// Refuse it: take `consumed` bytes and answer `line`.
+    Refuse {
+        /// Input bytes it took (line and data block).
+        consumed: usize,
+        /// The reply.
+        line: &'static [u8],
+    },
+}
+
+/// The reply to a meta command on a node of several: meta commands are
+/// not forwarded yet, and answering them from the node's own store could
+/// read a key the node no longer owns before the sweep drops it, or write
+/// one it does not own.
+pub const META_REFUSED: &[u8] =
+    b"SERVER_ERROR meta commands are not served by a node of several yet\r\n";
+
+/// A request to forward, taken out of the input.
+#[derive(Debug)]
+pub struct Forwarded {
+    /// Input bytes it took (line and data block).
+    pub consumed: usize,
+    /// memcached's `noreply`: the client gets no reply.
+    pub noreply: bool,
+    /// The command.
+    pub op: TextOp,
+}
+
+/// A forwarded text command, owning its keys and value (a copy out of
+/// the receive buffers, which a connection never keeps across events).
+#[derive(Debug)]
+pub enum TextOp {
+    /// get, gets, gat, gats.
+    Get {
+        /// gets, gats: CAS values shown.
+        with_cas: bool,
+        /// gat, gats: the new expiry time.
+        touch: Option<i64>,
+        /// In the client's order.
+        keys: Vec<Vec<u8>>,
+    },
+    /// set, add, replace, append, prepend, cas.
+    Store {
+        /// Which.
+        mode: StoreMode,
+        /// The client's flags.
+        flags: u32,
+        /// Its expiry time, as given.
+        exptime: i64,
+        /// Its CAS value (cas only).
+        cas: u64,
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: IoBuf,
+    },
+    /// delete.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// incr, decr.
+    Arith {
+        /// incr.
+        incr: bool,
+        /// By how much.
+        delta: u64,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// touch.
+    Touch {
+        /// The new expiry time.
+        exptime: i64,
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// Whether `map` gives `key` to `me`.
+fn mine(map: &ShardMap, me: NodeId, key: &[u8]) -> bool {
+    map.owner(key).is_some_and(|owner| owner.node == me)
+}
+
+/// Where the first request of `input` goes, for node `me` under `map`
+/// (`item_size_max`: `-I`).
+#[must_use]
+pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: usize) -> Route {
+    let Some(request) = Request::parse(input) else {
+        return Route::Local;
+    };
+    let tokens = tokenize(&request.line);
+    let list = tokens.list();
+    let forward = |op: TextOp, consumed: usize| {
+        Route::Forward(Forwarded {
+            consumed,
+            noreply: tokens.noreply(),
+            op,
+        })
+    };
+    let Some(&command) = list.first() else {
+        return Route::Local;
+    };
+    let key = tokens.get(1);
+    match command {
+        b"get" | b"gets" | b"gat" | b"gats" => {
+            let touch = command.starts_with(b"gat");
+            let first_key = if touch { 2 } else { 1 };
+            let exptime = if touch {
+                match parse_i32(key) {
+                    Some(exptime) => Some(i64::from(exptime)),
+                    None => return Route::Local,
+                }
+            } else {
+                None
+            };
+            let more = tokens.rest.into_iter().flat_map(all_tokens);
+            let keys: Vec<&[u8]> = list.iter().skip(first_key).copied().chain(more).collect();
+            let well_formed = !keys.is_empty() && keys.iter().all(|key| key_ok(key));
+            if !well_formed || keys.iter().all(|key| mine(map, me, key)) {
+                return Route::Local;
+            }
+            let op = TextOp::Get {
+                with_cas: command.ends_with(b"s"),
+                touch: exptime,
+                keys: keys.iter().map(|key| key.to_vec()).collect(),
+            };
+            Route::Forward(Forwarded {
+                consumed: request.line_end,
+                // A get has no noreply.
+                noreply: false,
+                op,
+            })
+        }
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
+            let mode = match command {
+                b"set" => StoreMode::Set,
+                b"add" => StoreMode::Add,
+                b"replace" => StoreMode::Replace,
+                b"append" => StoreMode::Append,
+                b"prepend" => StoreMode::Prepend,
+                _ => StoreMode::Cas,
+            };
+            let is_cas = mode == StoreMode::Cas;
+            let arguments = if is_cas { 6 } else { 5 };
+            if !(arguments..=arguments + 1).contains(&list.len())
+                || !key_ok(key)
+                || mine(map, me, key)
+            {
+                return Route::Local;
+            }
+            let cas = if is_cas {
+                parse_u64(tokens.get(5))
+            } else {
+                Some(0)
+            };
+            let numbers = (
+                parse_u32(tokens.get(2)),
+                parse_i32(tokens.get(3)),
+                parse_i32(tokens.get(4)).and_then(|len| usize::try_from(len).ok()),
+                cas,
+            );
+            let (Some(flags), Some(exptime), Some(len), Some(cas)) = numbers else {
+                return Route::Local;
+            };
+            if len > item_size_max {
+                return Route::Local;
+            }
+            let value = match data_block(input, request.line_end, len + 2) {
+                Block::Incomplete => return Route::Incomplete,
+                Block::Bad => return Route::Local,
+                Block::Good(value) => value,
+            };
+            let Ok(value) = value.try_to_iobuf() else {
+                // No memory for the copy: the local handler says so.
+                return Route::Local;
+            };
+            let op = TextOp::Store {
+                mode,
+                flags,
+                exptime: i64::from(exptime),
+                cas,
+                key: key.to_vec(),
+                value,
+            };
+            forward(op, request.line_end + len + 2)
+        }
+        b"delete" if (2..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) => {
+            // memcached accepts `delete <key> 0` and `noreply` only.
+            let extra = &list[2..];
+            let accepted = match extra {
+                [] => true,
+                [one] => *one == b"0" || *one == b"noreply",
+                [zero, noreply] => *zero == b"0" && *noreply == b"noreply",
+                _ => false,
+            };
+            if !accepted {
+                return Route::Local;
+            }
+            forward(TextOp::Delete { key: key.to_vec() }, request.line_end)
+        }
+        b"incr" | b"decr"
+            if (3..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) =>
+        {
+            let Some(delta) = parse_u64(tokens.get(2)) else {
+                return Route::Local;
+            };
+            let op = TextOp::Arith {
+                incr: command == b"incr",
+                delta,
+                key: key.to_vec(),
+            };
+            forward(op, request.line_end)
+        }
+        b"touch" if (3..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) => {
+            let Some(exptime) = parse_i32(tokens.get(2)) else {
+                return Route::Local;
+            };
+            let op = TextOp::Touch {
+                exptime: i64::from(exptime),
+                key: key.to_vec(),
+            };
+            forward(op, request.line_end)
+        }
+        [b'm', b'g' | b's' | b'd' | b'a' | b'e'] => {
+            let mut consumed = request.line_end;
+            if command == b"ms" {
+                // Its data block is taken too, once it has all arrived.
+                let Some(len) = parse_u32(tokens.get(2)).and_then(|len| usize::try_from(len).ok())
+                else {
+                    return Route::Local;
+                };
+                match data_block(input, request.line_end, len + 2) {
+                    Block::Incomplete => return Route::Incomplete,
+                    Block::Bad => return Route::Local,
+                    Block::Good(_) => consumed += len + 2,
+                }
+            }
+            Route::Refuse {
+                consumed,
+                line: META_REFUSED,
+            }
+        }
+        _ => Route::Local,
+    }
+}

@@ -1,0 +1,227 @@
+//! Carrying out a forwarded text request (`route.rs`) and writing its
+//! reply as memcached's text protocol does (`docs/distributed-memcached.md`,
+//! "The forwarding protocol").
+//!
+//! A multiget is split by owner: this node's keys are read from its
+//! store, the others are asked of their owners, one call per owner (or
+//! more, within the control limit), and the reply lists the values in
+//! the client's order of keys. A call that fails, or an owner that
+//! refuses (another epoch, not the owner), makes its keys misses: a miss
+//! is always a correct answer from a cache. A write that gets no answer
+//! from its owner is a `SERVER_ERROR`; it was not applied elsewhere.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use ebb_core::NodeId;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::MessengerRef;
+
+use super::current::CurrentMap;
+use super::forward::{get_batches, Command, ForwardReply, ForwardRequest};
+use super::forwarder::forward;
+use super::route::{Forwarded, TextOp};
+use super::shard_map::{Member, ShardMap};
+use crate::protocol::common::push_u64;
+use crate::store::expiry;
+use crate::Server;
+
+/// What a node's connections forward with.
+pub struct ClusterLink {
+    /// The node's Messenger.
+    pub messenger: MessengerRef,
+    /// The map in force.
+    pub current: &'static CurrentMap,
+}
+
+/// The reply to a write whose owner gave no usable answer.
+const NO_OWNER: &[u8] = b"SERVER_ERROR the key's owner node did not answer\r\n";
+/// The reply to a write the owner refused because the maps disagree.
+const MAP_CHANGING: &[u8] = b"SERVER_ERROR shard map changing, try again\r\n";
+
+/// One found value, for the reply.
+struct Found {
+    flags: u32,
+    cas: u64,
+    value: IoChain,
+}
+
+/// Carries out `request` for a client of `server`, through `link`; the
+/// bytes to send it (empty under noreply).
+pub async fn execute(link: &ClusterLink, server: &Server, request: Forwarded) -> IoChain {
+    let map = link.current.read(ShardMap::clone);
+    let me = link.current.me();
+    let reply = match request.op {
+        TextOp::Get {
+            with_cas,
+            touch,
+            keys,
+        } => get(link, server, &map, me, with_cas, touch, &keys).await,
+        op => IoChain::from(IoBuf::from_vec(single(link, &map, op).await)),
+    };
+    if request.noreply {
+        IoChain::new()
+    } else {
+        reply
+    }
+}
+
+/// A single-key command: its reply line.
+async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
+    let (key, command, payload) = match &op {
+        TextOp::Store {
+            mode,
+            flags,
+            exptime,
+            cas,
+            key,
+            value,
+        } => (
+            key,
+            Command::Store {
+                mode: *mode,
+                flags: *flags,
+                exptime: *exptime,
+                cas: *cas,
+                key,
+            },
+            IoChain::from(value.clone()),
+        ),
+        TextOp::Delete { key } => (key, Command::Delete { key }, IoChain::new()),
+        TextOp::Arith { incr, delta, key } => (
+            key,
+            Command::Arith {
+                incr: *incr,
+                delta: *delta,
+                key,
+            },
+            IoChain::new(),
+        ),
+        TextOp::Touch { exptime, key } => (
+            key,
+            Command::Touch {
+                exptime: *exptime,
+                key,
+            },
+            IoChain::new(),
+        ),
+        TextOp::Get { .. } => return NO_OWNER.to_vec(),
+    };
+    let Some(owner) = map.owner(key) else {
+        return NO_OWNER.to_vec();
+    };
+    let request = ForwardRequest {
+        epoch: map.epoch(),
+        command,
+    };
+    let line: &[u8] = match forward(link.messenger, owner, &request, payload).await {
+        Ok((ForwardReply::Number(value), _)) => {
+            let mut line = Vec::with_capacity(22);
+            push_u64(&mut line, value);
+            line.extend_from_slice(b"\r\n");
+            return line;
+        }
+        Ok((ForwardReply::Stored, _)) => b"STORED\r\n",
+        Ok((ForwardReply::NotStored, _)) => b"NOT_STORED\r\n",
+        Ok((ForwardReply::Exists, _)) => b"EXISTS\r\n",
+        Ok((ForwardReply::NotFound, _)) => b"NOT_FOUND\r\n",
+        Ok((ForwardReply::Deleted, _)) => b"DELETED\r\n",
+        Ok((ForwardReply::Touched, _)) => b"TOUCHED\r\n",
+        Ok((ForwardReply::TooLarge, _)) => b"SERVER_ERROR object too large for cache\r\n",
+        Ok((ForwardReply::OutOfMemory, _)) => b"SERVER_ERROR out of memory storing object\r\n",
+        Ok((ForwardReply::NonNumeric, _)) => {
+            b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+        }
+        Ok((ForwardReply::WrongEpoch(_) | ForwardReply::NotOwner(_), _)) => MAP_CHANGING,
+        Ok((ForwardReply::Values(_) | ForwardReply::BadRequest, _)) | Err(_) => NO_OWNER,
+    };
+    line.to_vec()
+}
+
+/// A multiget: local keys from the store, the others from their owners,
+/// the reply in the client's order.
+#[allow(clippy::too_many_arguments)]
+async fn get(
+    link: &ClusterLink,
+    server: &Server,
+    map: &ShardMap,
+    me: NodeId,
+    with_cas: bool,
+    touch: Option<i64>,
+    keys: &[Vec<u8>],
+) -> IoChain {
+    let mut found: Vec<Option<Found>> = keys.iter().map(|_| None).collect();
+    let mut remote: BTreeMap<Member, Vec<usize>> = BTreeMap::new();
+    let now = server.unix_now();
+    for (index, key) in keys.iter().enumerate() {
+        match map.owner(key) {
+            Some(owner) if owner.node == me => {
+                let item = match touch {
+                    Some(exptime) => server.store.touch(key, expiry(exptime, now), now),
+                    None => server.store.get(key, now),
+                };
+                found[index] = item.map(|item| Found {
+                    flags: item.flags,
+                    cas: server.store.shown_cas(item.cas),
+                    value: IoChain::from(item.value),
+                });
+            }
+            Some(owner) => remote.entry(owner).or_default().push(index),
+            // No map yet: nobody owns it, a miss.
+            None => {}
+        }
+    }
+    for (owner, indices) in remote {
+        let owner_keys: Vec<&[u8]> = indices.iter().map(|&i| keys[i].as_slice()).collect();
+        let Ok(batches) = get_batches(map.epoch(), with_cas, touch, &owner_keys) else {
+            continue;
+        };
+        let mut at = 0;
+        for batch in batches {
+            let asked = batch.keys().len();
+            let slots = &indices[at..at + asked];
+            at += asked;
+            let Ok((ForwardReply::Values(entries), mut values)) =
+                forward(link.messenger, owner, &batch, IoChain::new()).await
+            else {
+                continue;
+            };
+            if entries.len() != asked {
+                continue;
+            }
+            for (&slot, entry) in slots.iter().zip(entries) {
+                let Some(entry) = entry else { continue };
+                let Ok(value) = values.split_to(entry.len as usize) else {
+                    break;
+                };
+                found[slot] = Some(Found {
+                    flags: entry.flags,
+                    cas: entry.cas,
+                    value,
+                });
+            }
+        }
+    }
+    let mut out = IoChain::new();
+    for (key, found) in keys.iter().zip(found) {
+        let Some(found) = found else { continue };
+        let mut header = Vec::with_capacity(key.len() + 48);
+        header.extend_from_slice(b"VALUE ");
+        header.extend_from_slice(key);
+        header.push(b' ');
+        push_u64(&mut header, u64::from(found.flags));
+        header.push(b' ');
+        push_u64(&mut header, found.value.len() as u64);
+        if with_cas {
+            header.push(b' ');
+            push_u64(&mut header, found.cas);
+        }
+        header.extend_from_slice(b"\r\n");
+        out.push_back(IoBuf::from_vec(header));
+        let mut value = found.value;
+        out.append(&mut value);
+        out.push_back(IoBuf::from_static(b"\r\n"));
+    }
+    out.push_back(IoBuf::from_static(b"END\r\n"));
+    out
+}
