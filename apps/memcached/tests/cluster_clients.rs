@@ -12,89 +12,18 @@
 
 mod cluster_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, SocketAddrV4, TcpStream};
-use std::ops::Range;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::{mpsc, Arc};
-use std::thread;
 use std::time::Duration;
 
-use cluster_support::{key, node_config, start_node, value, wait_for_agreement, JoinedNode};
-use ebb_core::{InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
-use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings};
+use cluster_support::{
+    key, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode, REPLY_WITHIN,
+};
+use ebb_core::{InProcessGlobalIdMap, NodeId};
 
 const NODES: u32 = 3;
 const KEYS: u32 = 10_000;
-/// The longest a client waits for a reply.
-const REPLY_WITHIN: Duration = Duration::from_secs(20);
-
-/// A text-protocol client.
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect_timeout(&addr, REPLY_WITHIN).expect("connects");
-        stream.set_read_timeout(Some(REPLY_WITHIN)).unwrap();
-        stream.set_write_timeout(Some(REPLY_WITHIN)).unwrap();
-        Client {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-        }
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("a reply line");
-        line
-    }
-
-    /// Sends `request` and reads one line.
-    fn ask(&mut self, request: &[u8]) -> String {
-        self.writer.write_all(request).unwrap();
-        self.line()
-    }
-
-    fn store(&mut self, command: &str, key: &[u8], value: &[u8], extra: &str) -> String {
-        let mut request = format!("{command} ").into_bytes();
-        request.extend_from_slice(key);
-        request.extend_from_slice(format!(" 7 0 {}{extra}\r\n", value.len()).as_bytes());
-        request.extend_from_slice(value);
-        request.extend_from_slice(b"\r\n");
-        self.ask(&request)
-    }
-
-    /// `get`s `keys` (one line); the values found, by key, with their
-    /// CAS values when `gets`.
-    fn get(&mut self, command: &str, keys: &[Vec<u8>]) -> Vec<(Vec<u8>, Vec<u8>, Option<u64>)> {
-        let mut request = command.as_bytes().to_vec();
-        for key in keys {
-            request.push(b' ');
-            request.extend_from_slice(key);
-        }
-        request.extend_from_slice(b"\r\n");
-        self.writer.write_all(&request).unwrap();
-        let mut found = Vec::new();
-        loop {
-            let line = self.line();
-            if line == "END\r\n" {
-                return found;
-            }
-            let words: Vec<&str> = line.trim_end().split(' ').collect();
-            assert_eq!(words[0], "VALUE", "{line:?}");
-            assert_eq!(words[2], "7", "flags of {line:?}");
-            let len: usize = words[3].parse().unwrap();
-            let cas = words.get(4).map(|cas| cas.parse().unwrap());
-            let mut data = vec![0; len + 2];
-            self.reader.read_exact(&mut data).unwrap();
-            assert_eq!(&data[len..], b"\r\n");
-            data.truncate(len);
-            found.push((words[1].as_bytes().to_vec(), data, cas));
-        }
-    }
-}
 
 /// Reads every key through `client` in multigets of 100 and checks each
 /// against `expected` (`None`: must be a miss); returns hits and misses.
@@ -129,35 +58,8 @@ fn read_all(client: &mut Client, expected: impl Fn(u32) -> Option<Vec<u8>>) -> (
 #[test]
 fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     let map = Arc::new(InProcessGlobalIdMap::new());
-    let (setup_tx, setup_rx) = mpsc::channel();
-    let (lose_tx, lose_rx) = ebb_event::oneshot::<NodeId>();
-    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
-    thread::spawn(move || {
-        ebb_hosted::run_task(node_config(), move || async move {
-            let messenger = create_messenger(MessengerSettings::new(NodeId(0))).unwrap();
-            let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-            registry.serve(messenger).unwrap();
-            let ranges: Vec<Range<u32>> = (1..=NODES)
-                .map(|node| registry.expect(NodeId(node), 64).unwrap())
-                .collect();
-            let addr =
-                ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
-            let std::net::SocketAddr::V4(addr) = addr else {
-                unreachable!("listening on IPv4")
-            };
-            setup_tx.send((addr, ranges)).unwrap();
-            // The launcher's part when a node's VM dies.
-            if let Ok(node) = lose_rx.await {
-                registry.forget(node);
-                messenger.get().unwrap().lose_node(node);
-            }
-            let _ = stop_rx.await;
-        })
-        .unwrap();
-    });
-    let (addr, ranges): (SocketAddrV4, Vec<Range<u32>>) = setup_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the frontend listens");
+    let frontend = start_frontend(NODES);
+    let (addr, ranges) = (frontend.addr, frontend.ranges.clone());
     let (joined_tx, joined_rx) = mpsc::channel::<JoinedNode>();
     let mut stops: Vec<_> = (1..=NODES)
         .zip(ranges)
@@ -274,7 +176,7 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
 
     // Node 3 is lost: its VM is gone and its lease runs out.
     stops.pop().unwrap().send(());
-    lose_tx.send(NodeId(3));
+    frontend.lose.send(NodeId(3));
     map.expire(nodes[2].lease).unwrap();
     let two = wait_for_agreement(&map, &all[..2], 2);
     assert_eq!(two.epoch(), three.epoch() + 1);
@@ -298,5 +200,5 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     for stop in stops {
         stop.send(());
     }
-    stop_tx.send(());
+    frontend.stop.send(());
 }

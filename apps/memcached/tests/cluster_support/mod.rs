@@ -8,7 +8,8 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::ops::Range;
 use std::pin::pin;
 use std::sync::{mpsc, Arc};
@@ -16,12 +17,63 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease};
+use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::Sender;
+use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings};
 use memcached::cluster::current::CurrentMap;
 use memcached::cluster::node::try_join;
 use memcached::cluster::{ShardMap, SHARD_MAP_KEY};
 use memcached::{accept_fn, Server, Settings};
+
+/// The frontend of a test cluster, on its own thread.
+pub struct TestFrontend {
+    /// Where its Messenger listens.
+    pub addr: SocketAddrV4,
+    /// Node k's global ids are `ranges[k - 1]`.
+    pub ranges: Vec<Range<u32>>,
+    /// Declares a node lost, as its launcher would when its VM dies.
+    pub lose: Sender<NodeId>,
+    /// Stops the frontend.
+    pub stop: Sender<()>,
+}
+
+/// A frontend expecting nodes 1 to `count`, listening on 127.0.0.1.
+pub fn start_frontend(count: u32) -> TestFrontend {
+    let (setup_tx, setup_rx) = mpsc::channel();
+    let (lose, lose_rx) = ebb_event::oneshot::<NodeId>();
+    let (stop, stop_rx) = ebb_event::oneshot::<()>();
+    thread::spawn(move || {
+        ebb_hosted::run_task(node_config(), move || async move {
+            let messenger = create_messenger(MessengerSettings::new(NodeId(0))).unwrap();
+            let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+            registry.serve(messenger).unwrap();
+            let ranges: Vec<Range<u32>> = (1..=count)
+                .map(|node| registry.expect(NodeId(node), 64).unwrap())
+                .collect();
+            let addr =
+                ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
+            let SocketAddr::V4(addr) = addr else {
+                unreachable!("listening on IPv4")
+            };
+            setup_tx.send((addr, ranges)).unwrap();
+            if let Ok(node) = lose_rx.await {
+                registry.forget(node);
+                messenger.get().unwrap().lose_node(node);
+            }
+            let _ = stop_rx.await;
+        })
+        .unwrap();
+    });
+    let (addr, ranges) = setup_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the frontend listens");
+    TestFrontend {
+        addr,
+        ranges,
+        lose,
+        stop,
+    }
+}
 
 /// How long a test waits for the nodes to agree on a map.
 pub const AGREE_WITHIN: Duration = Duration::from_secs(30);
@@ -149,4 +201,75 @@ pub fn value(i: u32, round: u32) -> Vec<u8> {
 
 pub fn key(i: u32) -> Vec<u8> {
     format!("key:{i}").into_bytes()
+}
+
+/// The longest a client waits for a reply.
+pub const REPLY_WITHIN: Duration = Duration::from_secs(20);
+
+/// A text-protocol client.
+pub struct Client {
+    pub reader: BufReader<TcpStream>,
+    pub writer: TcpStream,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect_timeout(&addr, REPLY_WITHIN).expect("connects");
+        stream.set_read_timeout(Some(REPLY_WITHIN)).unwrap();
+        stream.set_write_timeout(Some(REPLY_WITHIN)).unwrap();
+        Client {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+        }
+    }
+
+    pub fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("a reply line");
+        line
+    }
+
+    /// Sends `request` and reads one line.
+    pub fn ask(&mut self, request: &[u8]) -> String {
+        self.writer.write_all(request).unwrap();
+        self.line()
+    }
+
+    pub fn store(&mut self, command: &str, key: &[u8], value: &[u8], extra: &str) -> String {
+        let mut request = format!("{command} ").into_bytes();
+        request.extend_from_slice(key);
+        request.extend_from_slice(format!(" 7 0 {}{extra}\r\n", value.len()).as_bytes());
+        request.extend_from_slice(value);
+        request.extend_from_slice(b"\r\n");
+        self.ask(&request)
+    }
+
+    /// `get`s `keys` (one line); the values found, by key, with their
+    /// CAS values when `gets`.
+    pub fn get(&mut self, command: &str, keys: &[Vec<u8>]) -> Vec<(Vec<u8>, Vec<u8>, Option<u64>)> {
+        let mut request = command.as_bytes().to_vec();
+        for key in keys {
+            request.push(b' ');
+            request.extend_from_slice(key);
+        }
+        request.extend_from_slice(b"\r\n");
+        self.writer.write_all(&request).unwrap();
+        let mut found = Vec::new();
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                return found;
+            }
+            let words: Vec<&str> = line.trim_end().split(' ').collect();
+            assert_eq!(words[0], "VALUE", "{line:?}");
+            assert_eq!(words[2], "7", "flags of {line:?}");
+            let len: usize = words[3].parse().unwrap();
+            let cas = words.get(4).map(|cas| cas.parse().unwrap());
+            let mut data = vec![0; len + 2];
+            self.reader.read_exact(&mut data).unwrap();
+            assert_eq!(&data[len..], b"\r\n");
+            data.truncate(len);
+            found.push((words[1].as_bytes().to_vec(), data, cas));
+        }
+    }
 }
