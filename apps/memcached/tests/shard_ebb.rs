@@ -5,52 +5,16 @@
 //! it gives away are swept; an older or equal map changes nothing; a map
 //! that skips epochs drops every key.
 
-use std::future::Future;
+mod shard_support;
 
 use ebb_core::NodeId;
-use ebb_event::manual_clock::ManualClock;
-use ebb_event::{shutdown, spawn_task};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, MessageNumber, Request, ServiceError};
 use memcached::cluster::current::{Adopted, CurrentMap};
 use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
-use memcached::cluster::{
-    Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
-};
+use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
 use memcached::{Server, Settings};
-
-/// Runs `body` as a task on a one-core event loop of its own.
-fn on_a_core<F, Fut>(body: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    std::thread::spawn(move || {
-        let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
-        let code = clock
-            .run(move || {
-                spawn_task(async move {
-                    body().await;
-                    shutdown(0).expect("first shutdown");
-                });
-            })
-            .expect("the core runs");
-        assert_eq!(code, 0);
-    })
-    .join()
-    .expect("the test body passed");
-}
-
-fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
-    let members = nodes
-        .iter()
-        .map(|&node| Member {
-            node: NodeId(node),
-            shard_ebb: 32_768 + node,
-        })
-        .collect();
-    ShardMap::new(epoch, members).unwrap()
-}
+use shard_support::{map, on_a_core};
 
 fn server() -> &'static Server {
     Server::start(Settings::default(), 1_700_000_000).unwrap()

@@ -7,46 +7,17 @@
 //! keys it took, and a key that comes back to its old owner after the new
 //! node is lost is a miss there, never its value from before.
 
+mod shard_support;
+
 use ebb_core::NodeId;
-use ebb_event::manual_clock::ManualClock;
-use ebb_event::shutdown;
 use ebb_iobuf::{IoBuf, IoChain};
 use memcached::cluster::serve::serve;
 use memcached::cluster::sweep::drop_unowned;
-use memcached::cluster::{
-    Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
-};
+use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, ShardMap, StoreMode};
 use memcached::Store;
+use shard_support::{map, on_a_core};
 
 const NOW: u32 = 1_700_000_000;
-
-/// Runs `body` as the first event of a one-core event loop (the store's
-/// walk reads in an RCU read section, which needs a core).
-fn on_a_core(body: impl FnOnce() + Send + 'static) {
-    std::thread::spawn(move || {
-        let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
-        let code = clock
-            .run(move || {
-                body();
-                shutdown(0).expect("first shutdown");
-            })
-            .expect("the core runs");
-        assert_eq!(code, 0);
-    })
-    .join()
-    .expect("the test body passed");
-}
-
-fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
-    let members = nodes
-        .iter()
-        .map(|&node| Member {
-            node: NodeId(node),
-            shard_ebb: 32_768 + node,
-        })
-        .collect();
-    ShardMap::new(epoch, members).unwrap()
-}
 
 /// A key `map` gives to `node`.
 fn key_of(map: &ShardMap, node: u32, nth: usize) -> Vec<u8> {
@@ -102,7 +73,7 @@ fn get(keys: Vec<&[u8]>) -> Command<'_> {
 
 #[test]
 fn every_command_does_what_a_clients_does() {
-    on_a_core(|| {
+    on_a_core(|| async {
         let store = Store::new(1 << 20, 1 << 10);
         let map = map(5, &[1, 2]);
         let (a, b) = (key_of(&map, 1, 0), key_of(&map, 1, 1));
@@ -203,7 +174,7 @@ fn every_command_does_what_a_clients_does() {
 
 #[test]
 fn a_found_value_is_the_stored_buffer_not_a_copy() {
-    on_a_core(|| {
+    on_a_core(|| async {
         let store = Store::new(1 << 20, 1 << 10);
         let map = map(1, &[1]);
         call(&store, &map, 1, 1, set(b"k"), b"value");
@@ -222,7 +193,7 @@ fn a_found_value_is_the_stored_buffer_not_a_copy() {
 
 #[test]
 fn another_epoch_or_another_owner_changes_nothing() {
-    on_a_core(|| {
+    on_a_core(|| async {
         let store = Store::new(1 << 20, 1 << 10);
         let map = map(5, &[1, 2]);
         let mine = key_of(&map, 1, 0);
@@ -254,7 +225,7 @@ fn another_epoch_or_another_owner_changes_nothing() {
 /// which answer misses, never the values from before node 3 took them.
 #[test]
 fn a_join_drops_the_keys_the_new_node_took_and_its_loss_gives_misses() {
-    on_a_core(|| {
+    on_a_core(|| async {
         let before = map(1, &[1, 2]);
         let joined = map(2, &[1, 2, 3]);
         let stores = [Store::new(4 << 20, 1 << 10), Store::new(4 << 20, 1 << 10)];

@@ -304,6 +304,23 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `control` past its version byte, which must be ours,
+    /// if the control is within [`MAX_CONTROL_LEN`].
+    fn open(control: &'a [u8]) -> Result<Self, ForwardError> {
+        if control.len() > MAX_CONTROL_LEN {
+            return Err(ForwardError::ControlTooLong { len: control.len() });
+        }
+        let mut reader = Reader {
+            bytes: control,
+            at: 0,
+        };
+        let version = reader.u8()?;
+        if version != VERSION {
+            return Err(ForwardError::Version { found: version });
+        }
+        Ok(reader)
+    }
+
     fn take(&mut self, len: usize) -> Result<&'a [u8], ForwardError> {
         let end = self.at.saturating_add(len);
         let taken = self
@@ -468,17 +485,7 @@ impl<'a> ForwardRequest<'a> {
     ///
     /// The first deviation from the layout.
     pub fn decode(control: &'a [u8], payload_len: usize) -> Result<Self, ForwardError> {
-        if control.len() > MAX_CONTROL_LEN {
-            return Err(ForwardError::ControlTooLong { len: control.len() });
-        }
-        let mut r = Reader {
-            bytes: control,
-            at: 0,
-        };
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(ForwardError::Version { found: version });
-        }
+        let mut r = Reader::open(control)?;
         let op = r.u8()?;
         let epoch = r.u64()?;
         let command = match op {
@@ -662,17 +669,7 @@ impl ForwardReply {
     /// The first deviation from the layout; `Values` whose lengths do not
     /// add up to the payload's.
     pub fn decode(control: &[u8], payload_len: usize) -> Result<ForwardReply, ForwardError> {
-        if control.len() > MAX_CONTROL_LEN {
-            return Err(ForwardError::ControlTooLong { len: control.len() });
-        }
-        let mut r = Reader {
-            bytes: control,
-            at: 0,
-        };
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(ForwardError::Version { found: version });
-        }
+        let mut r = Reader::open(control)?;
         let reply = match r.u8()? {
             ST_STORED => ForwardReply::Stored,
             ST_NOT_STORED => ForwardReply::NotStored,

@@ -1,0 +1,44 @@
+//! What the tests of a node's shard share: running a test body on a
+//! one-core event loop of its own (a `ManualClock` node: the store's walk
+//! and RCU need a core), and shard maps of given nodes.
+
+use std::future::Future;
+
+use ebb_core::NodeId;
+use ebb_event::manual_clock::ManualClock;
+use ebb_event::{shutdown, spawn_task};
+use memcached::cluster::{Member, ShardMap};
+
+/// Runs `body` as a task on a one-core event loop of its own.
+pub fn on_a_core<F, Fut>(body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    std::thread::spawn(move || {
+        let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
+        let code = clock
+            .run(move || {
+                spawn_task(async move {
+                    body().await;
+                    shutdown(0).expect("first shutdown");
+                });
+            })
+            .expect("the core runs");
+        assert_eq!(code, 0);
+    })
+    .join()
+    .expect("the test body passed");
+}
+
+/// The map of `nodes` at `epoch` (node k's shard Ebb is 32,768 + k).
+pub fn map(epoch: u64, nodes: &[u32]) -> ShardMap {
+    let members = nodes
+        .iter()
+        .map(|&node| Member {
+            node: NodeId(node),
+            shard_ebb: 32_768 + node,
+        })
+        .collect();
+    ShardMap::new(epoch, members).unwrap()
+}
