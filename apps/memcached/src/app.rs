@@ -5,7 +5,7 @@
 
 use core::net::SocketAddr;
 
-use ebb_app::{exit, App, Args, Launch, Opt, UsageError};
+use ebb_app::{exit, App, Args, Launch, NodeContract, Opt, UsageError};
 use ebb_event::spawn_task;
 
 use crate::memory::fit_memory_limit;
@@ -142,11 +142,17 @@ pub fn configure(args: &Args) -> Result<(Settings, SocketAddr, Option<usize>), U
 
 fn setup(args: &Args) -> Result<Launch, UsageError> {
     let (settings, addr, cores) = configure(args)?;
-    Ok(Launch::new(move || serve(settings, addr)).with_cores(cores))
+    // With a boot contract the server is also a node of a cache of
+    // several (`cluster/node.rs`); without one it is the program it
+    // always was.
+    let contract = ebb_app::node_contract()
+        .map_err(|error| UsageError(alloc::format!("a wrong boot contract: {error}")))?;
+    Ok(Launch::new(move || serve(settings, addr, contract)).with_cores(cores))
 }
 
-/// Core 0's first event: the server, its listeners, the ready line.
-fn serve(mut settings: Settings, addr: SocketAddr) {
+/// Core 0's first event: the server; given a boot contract, the node
+/// joins the cache; then its listeners and the ready line.
+fn serve(mut settings: Settings, addr: SocketAddr, contract: Option<NodeContract>) {
     settings.threads = ebb_event::core_count();
     if let Some(ram) = ebb_event::memory_bytes() {
         let fitted = fit_memory_limit(&settings, ram);
@@ -175,6 +181,13 @@ fn serve(mut settings: Settings, addr: SocketAddr) {
         }
     };
     spawn_task(async move {
+        // A node serves clients only once it is one: a connection
+        // accepted before would answer every key from this node's store.
+        if let Some(contract) = contract {
+            if !crate::cluster::node::join(contract, server).await {
+                return;
+            }
+        }
         match ebb_app::net::listen(addr, accept_fn(server)).await {
             Ok(listening) => ebb_app::ready(format_args!("listening on {}", listening.addr)),
             Err(error) => {

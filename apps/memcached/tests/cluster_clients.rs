@@ -18,47 +18,18 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use cluster_support::{
-    key, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode, REPLY_WITHIN,
+    key, read_all, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode,
+    REPLY_WITHIN,
 };
 use ebb_core::{InProcessGlobalIdMap, NodeId};
 
 const NODES: u32 = 3;
 const KEYS: u32 = 10_000;
 
-/// Reads every key through `client` in multigets of 100 and checks each
-/// against `expected` (`None`: must be a miss); returns hits and misses.
-fn read_all(client: &mut Client, expected: impl Fn(u32) -> Option<Vec<u8>>) -> (u32, u32) {
-    let (mut hits, mut misses) = (0, 0);
-    for batch in (0..KEYS).collect::<Vec<_>>().chunks(100) {
-        let keys: Vec<Vec<u8>> = batch.iter().map(|&i| key(i)).collect();
-        let found = client.get("get", &keys);
-        let mut at = 0;
-        for &i in batch {
-            let want = expected(i);
-            let got = found.get(at).filter(|(k, _, _)| *k == key(i));
-            match (got, want) {
-                (Some((_, data, _)), Some(want)) => {
-                    assert_eq!(*data, want, "key:{i} read a wrong value");
-                    at += 1;
-                    hits += 1;
-                }
-                (None, None) => misses += 1,
-                (Some((_, data, _)), None) => panic!(
-                    "key:{i} should miss, read {:?}",
-                    String::from_utf8_lossy(data)
-                ),
-                (None, Some(_)) => panic!("key:{i} missed"),
-            }
-        }
-        assert_eq!(at, found.len(), "values in another order than asked");
-    }
-    (hits, misses)
-}
-
 #[test]
 fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     let map = Arc::new(InProcessGlobalIdMap::new());
-    let frontend = start_frontend(NODES);
+    let frontend = start_frontend(NODES, Arc::clone(&map));
     let (addr, ranges) = (frontend.addr, frontend.ranges.clone());
     let (joined_tx, joined_rx) = mpsc::channel::<JoinedNode>();
     let mut stops: Vec<_> = (1..=NODES)
@@ -85,7 +56,7 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
         );
     }
     for client in &mut clients[1..] {
-        assert_eq!(read_all(client, |i| Some(value(i, 1))), (KEYS, 0));
+        assert_eq!(read_all(client, KEYS, |i| Some(value(i, 1))), (KEYS, 0));
     }
     for i in (0..KEYS).step_by(97) {
         let found = clients[2].get("get", &[key(i)]);
@@ -182,7 +153,7 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     assert_eq!(two.epoch(), three.epoch() + 1);
     let was_3s = |i: u32| three.owner(&key(i)).unwrap().node == NodeId(3);
     for client in &mut clients[..2] {
-        let (hits, misses) = read_all(client, |i| (!was_3s(i)).then(|| value(i, 1)));
+        let (hits, misses) = read_all(client, KEYS, |i| (!was_3s(i)).then(|| value(i, 1)));
         println!("after node 3's loss: {hits} hits, {misses} misses of {KEYS}");
         assert!(
             misses > KEYS / 5 && hits > KEYS / 3,
@@ -195,7 +166,7 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
         assert_eq!(client.store("set", &key(i), &value(i, 2), ""), "STORED\r\n");
     }
     for client in &mut clients[..2] {
-        assert_eq!(read_all(client, |i| Some(value(i, 2))), (KEYS, 0));
+        assert_eq!(read_all(client, KEYS, |i| Some(value(i, 2))), (KEYS, 0));
     }
     for stop in stops {
         stop.send(());

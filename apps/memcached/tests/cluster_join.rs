@@ -75,7 +75,7 @@ fn write_and_read(mut client: Client, stop: &AtomicBool, min_rounds: u32) -> See
 #[test]
 fn a_node_joining_while_a_client_writes_never_gives_a_wrong_value() {
     let map = Arc::new(InProcessGlobalIdMap::new());
-    let frontend = start_frontend(3);
+    let frontend = start_frontend(3, Arc::clone(&map));
     let (joined_tx, joined_rx) = mpsc::channel::<JoinedNode>();
     let join = |node: u32| {
         let ids = frontend.ranges[node as usize - 1].clone();

@@ -8,9 +8,10 @@
 //! From the moment it joins, the server's text connections forward
 //! requests for other nodes' keys (`route.rs`, `text_forward.rs`).
 //!
-//! Where the map comes from is the caller's: the in-process map in
-//! tests, and for a native node the hosted node's map over the Messenger
-//! (not built yet: until it is, `app.rs` does not take a contract).
+//! Where the map comes from is the caller's: [`join`] (memcached started
+//! with a boot contract, `app.rs`) uses the hosted node's map over the
+//! Messenger (`ebb_messenger::map::RemoteGlobalIdMap`); tests may pass
+//! an in-process map.
 
 use alloc::format;
 use alloc::string::String;
@@ -18,8 +19,9 @@ use alloc::sync::Arc;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use core::time::Duration;
 
-use ebb_app::NodeContract;
+use ebb_app::{exit, NodeContract};
 use ebb_core::{EbbId, EbbRef, GlobalIdMap, Lease, MapError, NodeId};
+use ebb_messenger::map::{install_global_map, RemoteGlobalIdMap};
 use ebb_messenger::{
     acceptor, announce, create_messenger, AnnounceError, MessengerError, MessengerRef,
     MessengerSettings, NodeEntry,
@@ -66,8 +68,29 @@ pub struct Joined {
 }
 
 /// Joins the cache as `contract` says, serving `server`'s store, with
-/// the application's `map` (a task on core 0); the node then keeps its
-/// lease alive and its map in force from tasks of its own.
+/// the hosted node's map over the Messenger (a task on core 0); whether
+/// it joined (a node that cannot join stops with exit code 1).
+pub async fn join(contract: NodeContract, server: &'static Server) -> bool {
+    let hosted_map = |messenger| {
+        let map: Arc<dyn GlobalIdMap> = Arc::new(RemoteGlobalIdMap::new(messenger));
+        // Several nodes in one process (tests) keep the first one's.
+        let _ = install_global_map(Arc::clone(&map));
+        map
+    };
+    match try_join(contract, server, hosted_map).await {
+        Ok(_) => true,
+        Err(error) => {
+            ebb_app::error!("{error}");
+            exit::stop(exit::FAILURE);
+            false
+        }
+    }
+}
+
+/// Joins the cache as `contract` says, serving `server`'s store, with
+/// the application's map, which `map` makes from the node's Messenger (a
+/// task on core 0); the node then keeps its lease alive and its map in
+/// force from tasks of its own.
 ///
 /// # Errors
 ///
@@ -75,11 +98,12 @@ pub struct Joined {
 pub async fn try_join(
     contract: NodeContract,
     server: &'static Server,
-    map: Arc<dyn GlobalIdMap>,
+    map: impl FnOnce(MessengerRef) -> Arc<dyn GlobalIdMap>,
 ) -> Result<Joined, String> {
     let node = NodeId(contract.node);
     let messenger = create_messenger(MessengerSettings::new(node))
         .map_err(|error| format!("cannot create the Messenger: {error}"))?;
+    let map = map(messenger);
     let shard_id = EbbId::new(contract.ebb_ids_start)
         .map_err(|error| format!("ebb_ids={}: {error}", contract.ebb_ids_start))?;
     let current: &'static CurrentMap =

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::Sender;
+use ebb_messenger::map::MapService;
 use ebb_messenger::{acceptor, create_messenger, Frontend, MessengerSettings};
 use memcached::cluster::current::CurrentMap;
 use memcached::cluster::node::try_join;
@@ -37,8 +38,9 @@ pub struct TestFrontend {
     pub stop: Sender<()>,
 }
 
-/// A frontend expecting nodes 1 to `count`, listening on 127.0.0.1.
-pub fn start_frontend(count: u32) -> TestFrontend {
+/// A frontend expecting nodes 1 to `count`, listening on 127.0.0.1 and
+/// serving `map` to its nodes over the Messenger (`MapService`).
+pub fn start_frontend(count: u32, map: Arc<InProcessGlobalIdMap>) -> TestFrontend {
     let (setup_tx, setup_rx) = mpsc::channel();
     let (lose, lose_rx) = ebb_event::oneshot::<NodeId>();
     let (stop, stop_rx) = ebb_event::oneshot::<()>();
@@ -47,6 +49,7 @@ pub fn start_frontend(count: u32) -> TestFrontend {
             let messenger = create_messenger(MessengerSettings::new(NodeId(0))).unwrap();
             let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
             registry.serve(messenger).unwrap();
+            MapService::new(map).serve(messenger).unwrap();
             let ranges: Vec<Range<u32>> = (1..=count)
                 .map(|node| registry.expect(NodeId(node), 64).unwrap())
                 .collect();
@@ -117,7 +120,7 @@ pub fn start_node(
     thread::spawn(move || {
         ebb_hosted::run_task(node_config(), move || async move {
             let server = Server::start(Settings::default(), 1_700_000_000).unwrap();
-            let node_joined = try_join(contract, server, map)
+            let node_joined = try_join(contract, server, |_| map as Arc<dyn GlobalIdMap>)
                 .await
                 .expect("the node joins");
             let clients = ebb_app::net::listen("127.0.0.1:0".parse().unwrap(), accept_fn(server))
@@ -272,4 +275,38 @@ impl Client {
             found.push((words[1].as_bytes().to_vec(), data, cas));
         }
     }
+}
+
+/// Reads every key through `client` in multigets of 100 and checks each
+/// against `expected` (`None`: must be a miss); returns hits and misses.
+pub fn read_all(
+    client: &mut Client,
+    keys: u32,
+    expected: impl Fn(u32) -> Option<Vec<u8>>,
+) -> (u32, u32) {
+    let (mut hits, mut misses) = (0, 0);
+    for batch in (0..keys).collect::<Vec<_>>().chunks(100) {
+        let keys: Vec<Vec<u8>> = batch.iter().map(|&i| key(i)).collect();
+        let found = client.get("get", &keys);
+        let mut at = 0;
+        for &i in batch {
+            let want = expected(i);
+            let got = found.get(at).filter(|(k, _, _)| *k == key(i));
+            match (got, want) {
+                (Some((_, data, _)), Some(want)) => {
+                    assert_eq!(*data, want, "key:{i} read a wrong value");
+                    at += 1;
+                    hits += 1;
+                }
+                (None, None) => misses += 1,
+                (Some((_, data, _)), None) => panic!(
+                    "key:{i} should miss, read {:?}",
+                    String::from_utf8_lossy(data)
+                ),
+                (None, Some(_)) => panic!("key:{i} missed"),
+            }
+        }
+        assert_eq!(at, found.len(), "values in another order than asked");
+    }
+    (hits, misses)
 }
