@@ -18,8 +18,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use cluster_support::{
-    key, read_all, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode,
-    REPLY_WITHIN,
+    key, read_all, start_frontend, start_node, value, wait_for_agreement,
+    write_through_first_read_through_others, Client, JoinedNode, REPLY_WITHIN,
 };
 use ebb_core::{InProcessGlobalIdMap, NodeId};
 
@@ -49,15 +49,7 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     let mut clients: Vec<Client> = nodes.iter().map(|n| Client::connect(n.clients)).collect();
 
     // 10,000 keys through node 1, read back through nodes 2 and 3.
-    for i in 0..KEYS {
-        assert_eq!(
-            clients[0].store("set", &key(i), &value(i, 1), ""),
-            "STORED\r\n"
-        );
-    }
-    for client in &mut clients[1..] {
-        assert_eq!(read_all(client, KEYS, |i| Some(value(i, 1))), (KEYS, 0));
-    }
+    write_through_first_read_through_others(&mut clients, KEYS);
     for i in (0..KEYS).step_by(97) {
         let found = clients[2].get("get", &[key(i)]);
         assert_eq!(found.len(), 1);

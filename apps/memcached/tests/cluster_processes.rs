@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cluster_support::{key, read_all, ready, start_frontend, stored, value, Client};
+use cluster_support::{
+    key, read_all, ready, start_frontend, stored, value, write_through_first_read_through_others,
+    Client,
+};
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, NodeId};
 use memcached::cluster::ShardMap;
 
@@ -150,15 +153,7 @@ fn three_node_processes_share_one_cache_and_a_killed_nodes_keys_only_miss() {
     let three = map_of(&map, 3);
     wait_until_served(&mut clients, &[1, 2, 3], &three, None);
 
-    for i in 0..KEYS {
-        assert_eq!(
-            clients[0].store("set", &key(i), &value(i, 1), ""),
-            "STORED\r\n"
-        );
-    }
-    for client in &mut clients[1..] {
-        assert_eq!(read_all(client, KEYS, |i| Some(value(i, 1))), (KEYS, 0));
-    }
+    write_through_first_read_through_others(&mut clients, KEYS);
 
     // kill -9 node 3; the frontend loses it; its registration goes.
     drop(processes.pop());

@@ -310,3 +310,15 @@ pub fn read_all(
     }
     (hits, misses)
 }
+
+/// Sets keys `0..keys` (round 1's values) through the first client and
+/// reads every one back through each of the others.
+pub fn write_through_first_read_through_others(clients: &mut [Client], keys: u32) {
+    for i in 0..keys {
+        let reply = clients[0].store("set", &key(i), &value(i, 1), "");
+        assert_eq!(reply, "STORED\r\n", "key:{i}");
+    }
+    for client in &mut clients[1..] {
+        assert_eq!(read_all(client, keys, |i| Some(value(i, 1))), (keys, 0));
+    }
+}
