@@ -19,6 +19,7 @@ use ebb_event::sleep;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::map::{
     decode_reply, MapReply, MapRequest, MapService, RemoteGlobalIdMap, GET, MAP_EBB, MAP_MALFORMED,
+    MAX_RESERVE_LEN,
 };
 use ebb_messenger::MessengerError;
 use map_support::{assert_unreachable, same_as_in_process};
@@ -234,5 +235,38 @@ fn the_service_refuses_a_malformed_request_another_node_s_watch_and_a_second_pol
             raw(&node, poll()).await,
             Ok(Err(MapError::WatchEnded(_)))
         ));
+    });
+}
+
+#[test]
+fn a_node_reserves_ids_only_for_itself_and_a_bounded_block_at_a_time() {
+    simulate(|sim| async move {
+        let (_hosted, node, _service) =
+            hosted_and_node(&sim, Arc::new(InProcessGlobalIdMap::new()));
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        match remote.reserve_range(NodeId(2), 10).await {
+            Err(MapError::Refused(why)) => {
+                assert!(
+                    why.contains("node 1 asked for global ids for node 2"),
+                    "{why}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        match remote.reserve_range(NodeId(1), MAX_RESERVE_LEN + 1).await {
+            Err(MapError::Refused(why)) => {
+                assert!(why.contains(&format!("at most {MAX_RESERVE_LEN}")), "{why}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // Nothing was taken by the refused calls.
+        let first = remote
+            .reserve_range(NodeId(1), MAX_RESERVE_LEN)
+            .await
+            .unwrap();
+        assert_eq!(
+            first,
+            ebb_core::FIRST_GLOBAL_ID..ebb_core::FIRST_GLOBAL_ID + MAX_RESERVE_LEN
+        );
     });
 }

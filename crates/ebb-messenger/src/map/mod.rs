@@ -58,6 +58,12 @@ pub const MAX_POLL_WAIT: Duration = Duration::from_secs(60);
 /// keys and values of the sizes a map holds).
 pub const MAX_CHANGES_PER_POLL: usize = 256;
 
+/// The most global ids one `reserve_range` through the service hands out
+/// (a node's allocator asks for
+/// [`GLOBAL_RANGE_SIZE`](ebb_core::GLOBAL_RANGE_SIZE) at a time), so one
+/// node cannot use up the id space in a single call.
+pub const MAX_RESERVE_LEN: u32 = 1024;
+
 /// This address space's map, once chosen.
 static GLOBAL_MAP: Once<Arc<dyn GlobalIdMap>> = Once::new();
 

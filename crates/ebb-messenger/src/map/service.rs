@@ -17,7 +17,7 @@ use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
 use super::messages::{encode_reply, MapReply, MapRequest};
-use super::{MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT};
+use super::{MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT, MAX_RESERVE_LEN};
 use crate::bound::within;
 use crate::{Answer, Message, MessengerRef, Request, ServiceError};
 
@@ -121,6 +121,20 @@ impl MapService {
                 .map(MapReply::Swap),
             MapRequest::List { prefix } => map.list(&prefix).await.map(MapReply::Entries),
             MapRequest::ReserveRange { node, len } => {
+                // A node reserves for itself only, and a bounded block at a
+                // time: otherwise one node could use up every global id.
+                if node != from {
+                    return Err(MapError::Refused(format!(
+                        "node {from} asked for global ids for node {node}: a node reserves \
+                         ids for itself only"
+                    )));
+                }
+                if len > MAX_RESERVE_LEN {
+                    return Err(MapError::Refused(format!(
+                        "node {from} asked for {len} global ids at once; at most \
+                         {MAX_RESERVE_LEN} are given per reservation"
+                    )));
+                }
                 map.reserve_range(node, len).await.map(MapReply::Range)
             }
             MapRequest::GrantLease { ttl_ms } => map
