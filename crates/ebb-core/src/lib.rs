@@ -44,6 +44,7 @@ pub use error::EbbError;
 pub use global_id_map::{
     check_key, ebb_key, node_key, Change, GlobalIdMap, InProcessGlobalIdMap, Lease, MapError,
     MapFuture, NextChange, Swap, Watch, WatchStream, MAX_KEY_LEN, NEXT_GLOBAL_ID, NODES,
+    WATCH_QUEUE_LIMIT,
 };
 pub use id::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, FIRST_LOCAL_ID, MAX_EBB_IDS};
 pub use local_id_map::LocalIdMap;

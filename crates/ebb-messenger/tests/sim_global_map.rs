@@ -14,12 +14,14 @@ mod sim_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ebb_core::{Change, GlobalIdMap, InProcessGlobalIdMap, MapError, NodeId, Swap};
+use ebb_core::{
+    Change, GlobalIdMap, InProcessGlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
+};
 use ebb_event::sleep;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::map::{
     decode_reply, MapReply, MapRequest, MapService, RemoteGlobalIdMap, GET, MAP_EBB, MAP_MALFORMED,
-    MAX_RESERVE_LEN,
+    MAX_RESERVE_LEN, MAX_WATCHES_PER_NODE,
 };
 use ebb_messenger::MessengerError;
 use map_support::{assert_unreachable, same_as_in_process};
@@ -268,5 +270,101 @@ fn a_node_reserves_ids_only_for_itself_and_a_bounded_block_at_a_time() {
             first,
             ebb_core::FIRST_GLOBAL_ID..ebb_core::FIRST_GLOBAL_ID + MAX_RESERVE_LEN
         );
+    });
+}
+
+/// An in-process map whose `watch` takes 300 ms (a store across a
+/// network), to lose the node while a watch is being opened.
+struct SlowWatches(InProcessGlobalIdMap);
+
+impl GlobalIdMap for SlowWatches {
+    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
+        self.0.set(key, value, lease)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
+        self.0.delete(key)
+    }
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Vec<u8>,
+    ) -> MapFuture<'a, Swap> {
+        self.0.compare_and_swap(key, expected, new)
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+        self.0.list(prefix)
+    }
+    fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, std::ops::Range<u32>> {
+        self.0.reserve_range(node, len)
+    }
+    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
+        self.0.grant_lease(ttl)
+    }
+    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.0.keep_alive(lease)
+    }
+    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.0.revoke(lease)
+    }
+    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
+        Box::pin(async move {
+            sleep(Duration::from_millis(300)).await;
+            self.0.watch(prefix).await
+        })
+    }
+}
+
+#[test]
+fn watches_are_bounded_per_node_and_none_is_left_behind() {
+    simulate(|sim| async move {
+        let (hosted, node, service) = hosted_and_node(&sim, Arc::new(InProcessGlobalIdMap::new()));
+        let remote = RemoteGlobalIdMap::new(node.messenger)
+            .with_call_timeout(Duration::from_millis(500))
+            .with_poll_wait(Duration::from_millis(200));
+        let mut open = Vec::new();
+        for _ in 0..MAX_WATCHES_PER_NODE {
+            open.push(remote.watch("").await.unwrap());
+        }
+        match remote.watch("").await {
+            Err(MapError::Refused(why)) => {
+                assert!(why.contains("watches open"), "{why}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(service.open_watches(), MAX_WATCHES_PER_NODE);
+        open.truncate(1);
+        sleep(Duration::from_millis(200)).await;
+        assert_eq!(service.open_watches(), 1);
+        // A poll that fails without the hosted node ending the watch
+        // (no reply in time): dropping the watch still ends it there.
+        let mut watch = open.pop().unwrap();
+        hosted.side.vanished.set(true);
+        assert_unreachable(watch.changed().await, "10.0.0.10:7100", "no reply within");
+        hosted.side.vanished.set(false);
+        drop(watch);
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(service.open_watches(), 0);
+    });
+}
+
+#[test]
+fn a_node_lost_while_its_watch_is_opened_keeps_no_watch() {
+    simulate(|sim| async move {
+        let (_hosted, node, service) =
+            hosted_and_node(&sim, Arc::new(SlowWatches(InProcessGlobalIdMap::new())));
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        let opening =
+            ebb_event::spawn_task(async move { remote.watch("nodes/").await.map(|_| ()) });
+        sleep(Duration::from_millis(100)).await;
+        service.forget_node(NodeId(1));
+        match opening.await.unwrap() {
+            Err(MapError::WatchEnded(why)) => assert!(why.contains("was lost"), "{why}"),
+            other => panic!("expected WatchEnded, got {other:?}"),
+        }
+        assert_eq!(service.open_watches(), 0);
     });
 }

@@ -3,6 +3,7 @@
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::format;
 use alloc::string::String;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
@@ -24,6 +25,11 @@ use crate::{NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 /// tests use to play a lease running out. One address space cannot lose
 /// one of its own nodes without losing all of them, so a single node never
 /// needs more.
+///
+/// A watch holds at most [`WATCH_QUEUE_LIMIT`] changes nobody has read:
+/// one more ends it with [`MapError::WatchEnded`] ("fell behind", after the
+/// ones it holds), so a watch nobody reads cannot grow without bound; its
+/// holder watches again and lists to catch up, as after etcd compacts.
 pub struct InProcessGlobalIdMap {
     state: Arc<Mutex<State>>,
 }
@@ -41,9 +47,14 @@ struct Entry {
     lease: Option<Lease>,
 }
 
+/// The most changes an in-process watch holds unread before it ends.
+pub const WATCH_QUEUE_LIMIT: usize = 4096;
+
 struct Watcher {
     prefix: String,
     changes: VecDeque<Change>,
+    /// Why it ended (it fell behind): said once its changes are read.
+    ended: Option<MapError>,
     waker: Option<Waker>,
 }
 
@@ -103,11 +114,19 @@ impl State {
         self.watchers.retain(|watcher| watcher.strong_count() > 0);
         for watcher in self.watchers.iter().filter_map(Weak::upgrade) {
             let mut watcher = watcher.lock();
-            if key.starts_with(watcher.prefix.as_str()) {
-                watcher.changes.push_back(Change {
-                    key: String::from(key),
-                    value: value.clone(),
-                });
+            if watcher.ended.is_none() && key.starts_with(watcher.prefix.as_str()) {
+                if watcher.changes.len() >= WATCH_QUEUE_LIMIT {
+                    watcher.ended = Some(MapError::WatchEnded(format!(
+                        "it fell behind: {WATCH_QUEUE_LIMIT} changes under {:?} were not read; \
+                         watch again and list to catch up",
+                        watcher.prefix
+                    )));
+                } else {
+                    watcher.changes.push_back(Change {
+                        key: String::from(key),
+                        value: value.clone(),
+                    });
+                }
                 if let Some(waker) = watcher.waker.take() {
                     waker.wake();
                 }
@@ -240,6 +259,7 @@ impl GlobalIdMap for InProcessGlobalIdMap {
             let watcher = Arc::new(Mutex::new(Watcher {
                 prefix: String::from(prefix),
                 changes: VecDeque::new(),
+                ended: None,
                 waker: None,
             }));
             self.state.lock().watchers.push(Arc::downgrade(&watcher));
@@ -259,6 +279,10 @@ impl WatchStream for InProcessWatch {
         let mut watcher = self.watcher.lock();
         match watcher.changes.pop_front() {
             Some(change) => Poll::Ready(Ok(change)),
+            None if watcher.ended.is_some() => Poll::Ready(Err(watcher
+                .ended
+                .clone()
+                .unwrap_or_else(|| MapError::WatchEnded(String::from("it fell behind"))))),
             None => {
                 watcher.waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -271,6 +295,7 @@ impl WatchStream for InProcessWatch {
 mod tests {
     use super::*;
     use core::future::Future;
+    use alloc::vec;
     use core::pin::pin;
     use core::task::Waker;
 
@@ -384,5 +409,25 @@ mod tests {
         );
         let mut cx = Context::from_waker(Waker::noop());
         assert!(watch.poll_change(&mut cx).is_pending());
+    }
+
+    #[test]
+    fn a_watch_nobody_reads_ends_when_its_queue_is_full() {
+        let map = InProcessGlobalIdMap::new();
+        let mut watch = now(map.watch("k/")).unwrap();
+        for n in 0..=WATCH_QUEUE_LIMIT {
+            now(map.set(&format!("k/{n}"), vec![1], None)).unwrap();
+        }
+        for n in 0..WATCH_QUEUE_LIMIT {
+            assert_eq!(now(watch.changed()).unwrap().key, format!("k/{n}"));
+        }
+        let fell_behind = now(watch.changed());
+        assert!(
+            matches!(&fell_behind, Err(MapError::WatchEnded(why)) if why.contains("fell behind")),
+            "{fell_behind:?}"
+        );
+        // Later changes do not revive it; it keeps saying why it ended.
+        now(map.set("k/later", vec![1], None)).unwrap();
+        assert_eq!(now(watch.changed()), fell_behind);
     }
 }

@@ -32,7 +32,7 @@ use core::pin::Pin;
 use core::time::Duration;
 
 pub use error::MapError;
-pub use in_process::InProcessGlobalIdMap;
+pub use in_process::{InProcessGlobalIdMap, WATCH_QUEUE_LIMIT};
 pub use watch::{Change, NextChange, Watch, WatchStream};
 
 use crate::{EbbId, NodeId};

@@ -20,7 +20,10 @@
 //!   node's watch and its undelivered changes; the node asks for the next
 //!   ones ([`NEXT_CHANGES`]), one poll at a time. Nothing is pushed to the
 //!   node, so no node-side Ebb is needed and changes arrive in the map's
-//!   order; a failed poll ends the watch with its error.
+//!   order; a failed poll ends the watch with its error. A node holds at
+//!   most [`MAX_WATCHES_PER_NODE`]; the hosted map's watch bounds the
+//!   unread changes (the in-process map: `ebb_core::WATCH_QUEUE_LIMIT`,
+//!   then `WatchEnded`).
 //! * [`global_map`]: the map of this address space, for applications
 //!   (a node role installs its remote map with [`install_global_map`];
 //!   without one, an in-process map, the single-node default).
@@ -63,6 +66,10 @@ pub const MAX_CHANGES_PER_POLL: usize = 256;
 /// [`GLOBAL_RANGE_SIZE`](ebb_core::GLOBAL_RANGE_SIZE) at a time), so one
 /// node cannot use up the id space in a single call.
 pub const MAX_RESERVE_LEN: u32 = 1024;
+
+/// The most watches one node may hold open on the hosted node at once
+/// (each holds a watch on the hosted node's map and its unread changes).
+pub const MAX_WATCHES_PER_NODE: usize = 32;
 
 /// This address space's map, once chosen.
 static GLOBAL_MAP: Once<Arc<dyn GlobalIdMap>> = Once::new();

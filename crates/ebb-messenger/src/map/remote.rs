@@ -286,7 +286,8 @@ fn done<'a>(reply: MapFuture<'static, MapReply>) -> MapFuture<'a, ()> {
 /// wait. The hosted node's watch holds the changes between polls, so none
 /// is lost; a poll that fails (the hosted node unreachable) ends the
 /// watch with that error, and the holder watches again and lists to catch
-/// up. Dropping it ends the hosted node's watch ([`super::UNWATCH`]).
+/// up. Dropping it ends the hosted node's watch ([`super::UNWATCH`]),
+/// unless the hosted node ended it already ([`MapError::WatchEnded`]).
 pub struct RemoteWatch {
     map: RemoteGlobalIdMap,
     number: u64,
@@ -328,7 +329,10 @@ impl WatchStream for RemoteWatch {
 
 impl Drop for RemoteWatch {
     fn drop(&mut self) {
-        if self.ended.is_some() {
+        // The hosted node removed a watch that ended there (`WatchEnded`);
+        // after any other error (a poll that timed out, a refusal) it may
+        // still hold it, so it is told.
+        if matches!(self.ended, Some(MapError::WatchEnded(_))) {
             return;
         }
         // The call goes out now; its reply is not awaited. Off a core (a

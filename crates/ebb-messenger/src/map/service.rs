@@ -17,7 +17,10 @@ use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
 use super::messages::{encode_reply, MapReply, MapRequest};
-use super::{MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT, MAX_RESERVE_LEN};
+use super::{
+    MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT, MAX_RESERVE_LEN,
+    MAX_WATCHES_PER_NODE,
+};
 use crate::bound::within;
 use crate::{Answer, Message, MessengerRef, Request, ServiceError};
 
@@ -32,6 +35,19 @@ pub struct MapService {
 struct Watches {
     next: u64,
     slots: BTreeMap<u64, Slot>,
+    /// How many times each node was forgotten: a call that began before
+    /// [`MapService::forget_node`] ran keeps nothing for the node.
+    losses: BTreeMap<NodeId, u64>,
+}
+
+impl Watches {
+    fn losses(&self, node: NodeId) -> u64 {
+        self.losses.get(&node).copied().unwrap_or(0)
+    }
+
+    fn count(&self, node: NodeId) -> usize {
+        self.slots.values().filter(|slot| slot.node == node).count()
+    }
 }
 
 struct Slot {
@@ -75,10 +91,9 @@ impl MapService {
 
     /// Node `node` is gone: its watches end (nobody will poll them).
     pub fn forget_node(&self, node: NodeId) {
-        self.watches
-            .lock()
-            .slots
-            .retain(|_, slot| slot.node != node);
+        let mut watches = self.watches.lock();
+        watches.slots.retain(|_, slot| slot.node != node);
+        *watches.losses.entry(node).or_insert(0) += 1;
     }
 
     /// How many watches are open (for tests).
@@ -144,8 +159,29 @@ impl MapService {
             MapRequest::KeepAlive(lease) => map.keep_alive(lease).await.map(|()| MapReply::Done),
             MapRequest::Revoke(lease) => map.revoke(lease).await.map(|()| MapReply::Done),
             MapRequest::Watch { prefix } => {
+                let too_many = || {
+                    MapError::Refused(format!(
+                        "node {from} has {MAX_WATCHES_PER_NODE} watches open on the hosted \
+                         node, the most it may: end one first"
+                    ))
+                };
+                let losses = {
+                    let watches = self.watches.lock();
+                    if watches.count(from) >= MAX_WATCHES_PER_NODE {
+                        return Err(too_many());
+                    }
+                    watches.losses(from)
+                };
                 let watch = map.watch(&prefix).await?;
                 let mut watches = self.watches.lock();
+                if watches.losses(from) != losses {
+                    return Err(MapError::WatchEnded(format!(
+                        "node {from} was lost while its watch was being opened"
+                    )));
+                }
+                if watches.count(from) >= MAX_WATCHES_PER_NODE {
+                    return Err(too_many());
+                }
                 watches.next += 1;
                 let number = watches.next;
                 watches.slots.insert(
