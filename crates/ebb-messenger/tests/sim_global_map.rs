@@ -273,11 +273,11 @@ fn a_node_reserves_ids_only_for_itself_and_a_bounded_block_at_a_time() {
     });
 }
 
-/// An in-process map whose `watch` takes 300 ms (a store across a
-/// network), to lose the node while a watch is being opened.
-struct SlowWatches(InProcessGlobalIdMap);
+/// An in-process map whose `watch` and `grant_lease` take 300 ms (a
+/// store across a network), to lose the node while one runs.
+struct Slow(InProcessGlobalIdMap);
 
-impl GlobalIdMap for SlowWatches {
+impl GlobalIdMap for Slow {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
         self.0.get(key)
     }
@@ -302,7 +302,10 @@ impl GlobalIdMap for SlowWatches {
         self.0.reserve_range(node, len)
     }
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
-        self.0.grant_lease(ttl)
+        Box::pin(async move {
+            sleep(Duration::from_millis(300)).await;
+            self.0.grant_lease(ttl).await
+        })
     }
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
         self.0.keep_alive(lease)
@@ -355,7 +358,7 @@ fn watches_are_bounded_per_node_and_none_is_left_behind() {
 fn a_node_lost_while_its_watch_is_opened_keeps_no_watch() {
     simulate(|sim| async move {
         let (_hosted, node, service) =
-            hosted_and_node(&sim, Arc::new(SlowWatches(InProcessGlobalIdMap::new())));
+            hosted_and_node(&sim, Arc::new(Slow(InProcessGlobalIdMap::new())));
         let remote = RemoteGlobalIdMap::new(node.messenger);
         let opening =
             ebb_event::spawn_task(async move { remote.watch("nodes/").await.map(|_| ()) });
@@ -366,5 +369,52 @@ fn a_node_lost_while_its_watch_is_opened_keeps_no_watch() {
             other => panic!("expected WatchEnded, got {other:?}"),
         }
         assert_eq!(service.open_watches(), 0);
+    });
+}
+
+#[test]
+fn a_forgotten_node_s_leases_are_revoked_and_their_entries_go() {
+    simulate(|sim| async move {
+        let backing = Arc::new(InProcessGlobalIdMap::new());
+        let (_hosted, node, service) = hosted_and_node(&sim, backing.clone());
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        let kept = remote.grant_lease(Duration::from_secs(5)).await.unwrap();
+        let revoked = remote.grant_lease(Duration::from_secs(5)).await.unwrap();
+        remote
+            .set("nodes/1", b"up".to_vec(), Some(kept))
+            .await
+            .unwrap();
+        remote.revoke(revoked).await.unwrap();
+        assert_eq!(service.leases_of(NodeId(1)), [kept]);
+        service.forget_node(NodeId(1));
+        assert_eq!(service.leases_of(NodeId(1)), []);
+        assert_eq!(backing.get("nodes/1").await, Ok(None));
+        assert_eq!(
+            backing.keep_alive(kept).await,
+            Err(MapError::LeaseExpired(kept))
+        );
+    });
+}
+
+#[test]
+fn a_lease_granted_while_its_node_is_forgotten_is_revoked() {
+    simulate(|sim| async move {
+        let backing = InProcessGlobalIdMap::new();
+        let (_hosted, node, service) = hosted_and_node(&sim, Arc::new(Slow(backing)));
+        let remote = RemoteGlobalIdMap::new(node.messenger);
+        let granting = ebb_event::spawn_task({
+            let remote = remote.clone();
+            async move { remote.grant_lease(Duration::from_secs(5)).await }
+        });
+        sleep(Duration::from_millis(100)).await;
+        service.forget_node(NodeId(1));
+        let Err(MapError::LeaseExpired(lease)) = granting.await.unwrap() else {
+            panic!("expected LeaseExpired");
+        };
+        assert_eq!(service.leases_of(NodeId(1)), []);
+        assert_eq!(
+            remote.keep_alive(lease).await,
+            Err(MapError::LeaseExpired(lease))
+        );
     });
 }

@@ -4,7 +4,7 @@
 //! watches the nodes asked for until they poll them.
 
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -12,7 +12,7 @@ use core::future::Future;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
-use ebb_core::{Change, EbbError, GlobalIdMap, MapError, NodeId, Watch};
+use ebb_core::{Change, EbbError, GlobalIdMap, Lease, MapError, NodeId, Watch};
 use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
@@ -30,11 +30,15 @@ pub struct MapService {
     watches: Mutex<Watches>,
 }
 
-/// The watches nodes opened, by number.
+/// What the service keeps for nodes: the watches they opened, by number,
+/// and the leases they were granted.
 #[derive(Default)]
 struct Watches {
     next: u64,
     slots: BTreeMap<u64, Slot>,
+    /// The leases granted to each node and not revoked through the
+    /// service: revoked when the node is forgotten.
+    leases: BTreeMap<NodeId, BTreeSet<Lease>>,
     /// How many times each node was forgotten: a call that began before
     /// [`MapService::forget_node`] ran keeps nothing for the node.
     losses: BTreeMap<NodeId, u64>,
@@ -89,11 +93,36 @@ impl MapService {
         Ok(())
     }
 
-    /// Node `node` is gone: its watches end (nobody will poll them).
+    /// Node `node` is gone: its watches end (nobody will poll them) and
+    /// the leases it was granted are revoked, so the entries it kept alive
+    /// go (the in-process map has no clock to expire them). Callable from
+    /// any thread: each revoke is asked for at once and not awaited (the
+    /// in-process map's is done then; the etcd map starts it when asked,
+    /// and etcd expires the lease by its time to live anyway).
     pub fn forget_node(&self, node: NodeId) {
-        let mut watches = self.watches.lock();
-        watches.slots.retain(|_, slot| slot.node != node);
-        *watches.losses.entry(node).or_insert(0) += 1;
+        let leases = {
+            let mut watches = self.watches.lock();
+            watches.slots.retain(|_, slot| slot.node != node);
+            *watches.losses.entry(node).or_insert(0) += 1;
+            watches.leases.remove(&node).unwrap_or_default()
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        for lease in leases {
+            // An already ended lease is what was wanted.
+            let _ = self.map.revoke(lease).as_mut().poll(&mut cx);
+        }
+    }
+
+    /// The leases granted to `node` through the service and not revoked
+    /// (for tests).
+    #[must_use]
+    pub fn leases_of(&self, node: NodeId) -> Vec<Lease> {
+        self.watches
+            .lock()
+            .leases
+            .get(&node)
+            .map(|leases| leases.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// How many watches are open (for tests).
@@ -152,12 +181,27 @@ impl MapService {
                 }
                 map.reserve_range(node, len).await.map(MapReply::Range)
             }
-            MapRequest::GrantLease { ttl_ms } => map
-                .grant_lease(Duration::from_millis(ttl_ms))
-                .await
-                .map(MapReply::Lease),
+            MapRequest::GrantLease { ttl_ms } => {
+                let losses = self.watches.lock().losses(from);
+                let lease = map.grant_lease(Duration::from_millis(ttl_ms)).await?;
+                let mut watches = self.watches.lock();
+                if watches.losses(from) != losses {
+                    drop(watches);
+                    // Forgotten meanwhile: nobody will keep it alive.
+                    let _ = map.revoke(lease).await;
+                    return Err(MapError::LeaseExpired(lease));
+                }
+                watches.leases.entry(from).or_default().insert(lease);
+                Ok(MapReply::Lease(lease))
+            }
             MapRequest::KeepAlive(lease) => map.keep_alive(lease).await.map(|()| MapReply::Done),
-            MapRequest::Revoke(lease) => map.revoke(lease).await.map(|()| MapReply::Done),
+            MapRequest::Revoke(lease) => {
+                let result = map.revoke(lease).await.map(|()| MapReply::Done);
+                if let Some(leases) = self.watches.lock().leases.get_mut(&from) {
+                    leases.remove(&lease);
+                }
+                result
+            }
             MapRequest::Watch { prefix } => {
                 let too_many = || {
                     MapError::Refused(format!(
