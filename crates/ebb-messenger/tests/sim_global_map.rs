@@ -21,7 +21,7 @@ use ebb_event::sleep;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::map::{
     decode_reply, MapReply, MapRequest, MapService, RemoteGlobalIdMap, GET, MAP_EBB, MAP_MALFORMED,
-    MAX_RESERVE_LEN, MAX_WATCHES_PER_NODE,
+    MAX_REPLY_BYTES, MAX_RESERVE_LEN, MAX_VALUE_BYTES, MAX_WATCHES_PER_NODE,
 };
 use ebb_messenger::MessengerError;
 use map_support::{assert_unreachable, same_as_in_process};
@@ -416,5 +416,60 @@ fn a_lease_granted_while_its_node_is_forgotten_is_revoked() {
             remote.keep_alive(lease).await,
             Err(MapError::LeaseExpired(lease))
         );
+    });
+}
+
+#[test]
+fn replies_are_bounded_in_bytes_and_a_poll_loses_no_change() {
+    simulate(|sim| async move {
+        let backing = Arc::new(InProcessGlobalIdMap::new());
+        let (_hosted, node, _service) = hosted_and_node(&sim, backing.clone());
+        let remote =
+            RemoteGlobalIdMap::new(node.messenger).with_poll_wait(Duration::from_millis(300));
+        let refused = |result: Result<String, MapError>, says: &str| match result {
+            Err(MapError::Refused(why)) => assert!(why.contains(says), "{why}"),
+            other => panic!("expected a refusal saying {says:?}, got {other:?}"),
+        };
+        refused(
+            remote
+                .set("v", vec![1; MAX_VALUE_BYTES + 1], None)
+                .await
+                .map(|()| String::new()),
+            &format!("more than the {MAX_VALUE_BYTES} a value may have"),
+        );
+        refused(
+            remote
+                .compare_and_swap("v", None, vec![1; MAX_VALUE_BYTES + 1])
+                .await
+                .map(|swap| format!("{swap:?}")),
+            "a value may have",
+        );
+        // The hosted node itself may write more than a reply carries.
+        let mut watch = remote.watch("w/").await.unwrap();
+        backing
+            .set("huge", vec![2; MAX_REPLY_BYTES], None)
+            .await
+            .unwrap();
+        refused(
+            remote.get("huge").await.map(|v| format!("{v:?}")),
+            &format!("more than the {MAX_REPLY_BYTES} a reply may carry"),
+        );
+        refused(
+            remote.list("").await.map(|v| format!("{}", v.len())),
+            "list narrower prefixes",
+        );
+        assert_eq!(remote.list("w/").await, Ok(vec![]));
+        // Five values of 400 KiB: a poll carries two, all five arrive in order.
+        for n in 0..5u8 {
+            remote
+                .set(&format!("w/{n}"), vec![n; 400 << 10], None)
+                .await
+                .unwrap();
+        }
+        for n in 0..5u8 {
+            let change = watch.changed().await.unwrap();
+            assert_eq!(change.key, format!("w/{n}"));
+            assert_eq!(change.value, Some(vec![n; 400 << 10]));
+        }
     });
 }

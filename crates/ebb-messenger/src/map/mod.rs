@@ -57,9 +57,19 @@ pub const MAP_MALFORMED: u32 = 1;
 pub const MAX_POLL_WAIT: Duration = Duration::from_secs(60);
 
 /// The most changes one poll's reply carries (the rest wait for the next
-/// poll, so a reply stays far below the Messenger's payload limit for
-/// keys and values of the sizes a map holds).
+/// poll).
 pub const MAX_CHANGES_PER_POLL: usize = 256;
+
+/// The most bytes a reply of the service carries: a native node receives
+/// a message whole into its receive buffers, and one of a few MiB stalls
+/// it (docs/messenger.md). A poll takes the changes that fit (the rest
+/// wait for the next poll); any other reply larger than this (a list of
+/// many entries, a large value the hosted node wrote itself) is refused.
+pub const MAX_REPLY_BYTES: usize = 1 << 20;
+
+/// The largest value `set` and `compare_and_swap` through the service
+/// store, so that any one change fits in a poll's reply.
+pub const MAX_VALUE_BYTES: usize = 512 << 10;
 
 /// The most global ids one `reserve_range` through the service hands out
 /// (a node's allocator asks for

@@ -18,8 +18,8 @@ use spin::Mutex;
 
 use super::messages::{encode_reply, MapReply, MapRequest};
 use super::{
-    MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT, MAX_RESERVE_LEN,
-    MAX_WATCHES_PER_NODE,
+    MAP_EBB, MAP_MALFORMED, MAX_CHANGES_PER_POLL, MAX_POLL_WAIT, MAX_REPLY_BYTES, MAX_RESERVE_LEN,
+    MAX_VALUE_BYTES, MAX_WATCHES_PER_NODE,
 };
 use crate::bound::within;
 use crate::{Answer, Message, MessengerRef, Request, ServiceError};
@@ -61,6 +61,26 @@ struct Slot {
     watch: Option<Watch>,
     /// The error that ended it, found after changes that went out first.
     ended: Option<MapError>,
+    /// A change taken from the watch that did not fit in the last poll's
+    /// reply ([`MAX_REPLY_BYTES`]): the next poll's first.
+    held: Option<Change>,
+}
+
+/// The bytes `change` takes in a [`super::NEXT_CHANGES`] reply: its key's
+/// length and bytes, the option tag and the value's length and bytes.
+fn change_bytes(change: &Change) -> usize {
+    4 + change.key.len() + 1 + change.value.as_ref().map_or(0, |value| 4 + value.len())
+}
+
+/// `Refused` for a value larger than [`MAX_VALUE_BYTES`].
+fn check_value(value: &[u8]) -> Result<(), MapError> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(MapError::Refused(format!(
+            "a value of {} bytes is more than the {MAX_VALUE_BYTES} a value may have",
+            value.len()
+        )));
+    }
+    Ok(())
 }
 
 impl MapService {
@@ -139,11 +159,21 @@ impl MapService {
             return Answer::Now(Err(ServiceError::Refused(MAP_MALFORMED)));
         };
         let from = request.from;
+        let number = request.message;
         let mut reply = Box::pin(async move {
             let result = self.run(from, operation).await;
-            Ok(Message::payload(IoChain::from(IoBuf::from_vec(
-                encode_reply(&result),
-            ))))
+            let mut reply = encode_reply(&result);
+            // A node receives a reply whole: one it cannot hold (a list of
+            // many entries, a large value the hosted node wrote) is refused.
+            if reply.len() > MAX_REPLY_BYTES {
+                reply = encode_reply(&Err(MapError::Refused(format!(
+                    "the reply to map operation {} is {} bytes, more than the {MAX_REPLY_BYTES} \
+                     a reply may carry (a list: list narrower prefixes)",
+                    number.0,
+                    reply.len()
+                ))));
+            }
+            Ok(Message::payload(IoChain::from(IoBuf::from_vec(reply))))
         });
         match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(result) => Answer::Now(result),
@@ -156,13 +186,16 @@ impl MapService {
         match operation {
             MapRequest::Get { key } => map.get(&key).await.map(MapReply::Value),
             MapRequest::Set { key, value, lease } => {
+                check_value(&value)?;
                 map.set(&key, value, lease).await.map(|()| MapReply::Done)
             }
             MapRequest::Delete { key } => map.delete(&key).await.map(MapReply::Deleted),
-            MapRequest::CompareAndSwap { key, expected, new } => map
-                .compare_and_swap(&key, expected, new)
-                .await
-                .map(MapReply::Swap),
+            MapRequest::CompareAndSwap { key, expected, new } => {
+                check_value(&new)?;
+                map.compare_and_swap(&key, expected, new)
+                    .await
+                    .map(MapReply::Swap)
+            }
             MapRequest::List { prefix } => map.list(&prefix).await.map(MapReply::Entries),
             MapRequest::ReserveRange { node, len } => {
                 // A node reserves for itself only, and a bounded block at a
@@ -234,6 +267,7 @@ impl MapService {
                         node: from,
                         watch: Some(watch),
                         ended: None,
+                        held: None,
                     },
                 );
                 Ok(MapReply::Watching(number))
@@ -257,14 +291,16 @@ impl MapService {
     }
 
     /// The changes of watch `number` since its last poll: waits up to
-    /// `wait` for the first, then takes those already there.
+    /// `wait` for the first, then takes those already there, as many as
+    /// fit in [`MAX_REPLY_BYTES`] (the one that does not fit is held for
+    /// the next poll).
     async fn poll(
         &self,
         from: NodeId,
         number: u64,
         wait: Duration,
     ) -> Result<Vec<Change>, MapError> {
-        let mut watch = {
+        let (mut watch, held) = {
             let mut watches = self.watches.lock();
             let Some(slot) = watches
                 .slots
@@ -280,23 +316,37 @@ impl MapService {
                 watches.slots.remove(&number);
                 return Err(error);
             }
-            slot.watch.take().ok_or_else(|| {
+            let watch = slot.watch.take().ok_or_else(|| {
                 MapError::Refused(format!("watch {number} is being polled already"))
-            })?
+            })?;
+            (watch, slot.held.take())
         };
         let mut changes = Vec::new();
         let mut ended = None;
+        let mut held_back = None;
         {
-            let first = within(wait, watch.changed()).await;
+            let first = match held {
+                Some(change) => Some(Ok(change)),
+                None => within(wait, watch.changed()).await,
+            };
             match first {
                 None => {}
                 Some(Err(error)) => ended = Some(error),
                 Some(Ok(change)) => {
+                    // The count, then each change.
+                    let mut bytes = 4 + change_bytes(&change);
                     changes.push(change);
                     let mut cx = Context::from_waker(Waker::noop());
                     while changes.len() < MAX_CHANGES_PER_POLL {
                         match watch.poll_change(&mut cx) {
-                            Poll::Ready(Ok(change)) => changes.push(change),
+                            Poll::Ready(Ok(change)) => {
+                                bytes += change_bytes(&change);
+                                if bytes > MAX_REPLY_BYTES {
+                                    held_back = Some(change);
+                                    break;
+                                }
+                                changes.push(change);
+                            }
                             Poll::Ready(Err(error)) => {
                                 ended = Some(error);
                                 break;
@@ -320,6 +370,7 @@ impl MapService {
             ended => {
                 slot.watch = Some(watch);
                 slot.ended = ended;
+                slot.held = held_back;
                 Ok(changes)
             }
         }
