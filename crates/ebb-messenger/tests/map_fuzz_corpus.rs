@@ -144,6 +144,16 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         (
+            "reply_may_have_been_applied",
+            reply(
+                2,
+                &Err(MapError::OutcomeUnknown {
+                    endpoint: "the hosted node 0 (10.96.0.1:7000)".into(),
+                    reason: "no reply within 10000 ms".into(),
+                }),
+            ),
+        ),
+        (
             "reply_invalid_key",
             reply(
                 2,

@@ -57,6 +57,8 @@ fn error() -> impl Strategy<Value = MapError> {
         (text(), text()).prop_map(|(key, why)| MapError::Corrupt { key, why }),
         text().prop_map(MapError::Refused),
         text().prop_map(MapError::WatchEnded),
+        (text(), text())
+            .prop_map(|(endpoint, reason)| MapError::OutcomeUnknown { endpoint, reason }),
     ]
 }
 

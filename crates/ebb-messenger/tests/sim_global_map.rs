@@ -473,3 +473,54 @@ fn replies_are_bounded_in_bytes_and_a_poll_loses_no_change() {
         }
     });
 }
+
+#[test]
+fn a_write_sent_but_not_answered_may_have_been_applied() {
+    simulate(|sim| async move {
+        // Not sent (no address): nothing was written.
+        let lonely = sim_node(&sim, 2);
+        let remote = RemoteGlobalIdMap::new(lonely.messenger);
+        assert_unreachable(
+            remote.set("k", b"v".to_vec(), None).await,
+            "address unknown",
+            "no address is known",
+        );
+
+        let backing = Arc::new(InProcessGlobalIdMap::new());
+        let (hosted, node, _service) = hosted_and_node(&sim, backing.clone());
+        let remote =
+            RemoteGlobalIdMap::new(node.messenger).with_call_timeout(Duration::from_secs(2));
+        remote.set("k", b"1".to_vec(), None).await.unwrap();
+        hosted.side.vanished.set(true);
+        // Sent, never answered: a write's outcome is unknown ...
+        match remote
+            .compare_and_swap("k", Some(b"1".to_vec()), b"2".to_vec())
+            .await
+        {
+            Err(error @ MapError::OutcomeUnknown { .. }) => {
+                let MapError::OutcomeUnknown { endpoint, reason } = &error else {
+                    unreachable!()
+                };
+                assert_eq!(endpoint, "the hosted node 0 (10.0.0.10:7100)");
+                assert!(reason.contains("no reply within 2000 ms"), "{reason}");
+                assert!(
+                    error
+                        .to_string()
+                        .contains("may or may not have been applied"),
+                    "{error}"
+                );
+            }
+            other => panic!("expected OutcomeUnknown, got {other:?}"),
+        }
+        // ... (it may well have been: the request reached the hosted node
+        // before its replies were lost or not) ...
+        let now = backing.get("k").await.unwrap();
+        assert!(now == Some(b"1".to_vec()) || now == Some(b"2".to_vec()));
+        // ... while a read wrote nothing.
+        assert_unreachable(
+            remote.get("k").await,
+            "10.0.0.10:7100",
+            "no reply within 2000 ms",
+        );
+    });
+}

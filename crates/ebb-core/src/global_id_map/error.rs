@@ -9,8 +9,9 @@ use super::Lease;
 /// the user; callers match on the variant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapError {
-    /// The store could not be reached (etcd down, the hosted node lost):
-    /// nothing was written. Retrying later may succeed.
+    /// The store could not be reached (etcd down, the hosted node lost)
+    /// before the operation was sent, or the operation only reads: nothing
+    /// was written. Retrying later may succeed.
     Unreachable {
         /// Where the store was looked for (`etcd at 127.0.0.1:2379`,
         /// `the hosted node 0`).
@@ -49,6 +50,16 @@ pub enum MapError {
     /// The watch ended: the store compacted past it or shut down; watch
     /// again and list to catch up.
     WatchEnded(String),
+    /// An operation that writes was sent, but its answer never came (no
+    /// reply in time, the connection or the store's node lost meanwhile):
+    /// it may or may not have been applied. Read the value (or compare
+    /// and swap) before doing it again.
+    OutcomeUnknown {
+        /// Where the store was (as for [`MapError::Unreachable`]).
+        endpoint: String,
+        /// What went wrong, as the transport said it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for MapError {
@@ -72,6 +83,11 @@ impl fmt::Display for MapError {
             }
             MapError::Refused(why) => write!(f, "the global id map refused: {why}"),
             MapError::WatchEnded(why) => write!(f, "the watch ended: {why}"),
+            MapError::OutcomeUnknown { endpoint, reason } => write!(
+                f,
+                "the global id map ({endpoint}) did not answer: {reason}; the operation may or \
+                 may not have been applied"
+            ),
         }
     }
 }

@@ -294,8 +294,8 @@ impl WatchStream for InProcessWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::future::Future;
     use alloc::vec;
+    use core::future::Future;
     use core::pin::pin;
     use core::task::Waker;
 

@@ -414,11 +414,14 @@ fn encode_error(out: &mut Writer, error: &MapError) {
         MapError::WatchEnded(why) => {
             out.u8(7).str(why);
         }
+        MapError::OutcomeUnknown { endpoint, reason } => {
+            out.u8(8).str(endpoint).str(reason);
+        }
     }
 }
 
 fn decode_error(r: &mut Reader<'_>) -> Result<MapError, LayoutError> {
-    Ok(match r.tag("error", 8)? {
+    Ok(match r.tag("error", 9)? {
         1 => MapError::Unreachable {
             endpoint: r.string("endpoint")?,
             reason: r.string("reason")?,
@@ -438,6 +441,10 @@ fn decode_error(r: &mut Reader<'_>) -> Result<MapError, LayoutError> {
         },
         6 => MapError::Refused(r.string("why")?),
         7 => MapError::WatchEnded(r.string("why")?),
+        8 => MapError::OutcomeUnknown {
+            endpoint: r.string("endpoint")?,
+            reason: r.string("reason")?,
+        },
         tag => {
             return Err(LayoutError::BadTag {
                 field: "error",
@@ -488,15 +495,19 @@ mod tests {
             },
             MapError::Refused("no".into()),
             MapError::WatchEnded("compacted".into()),
+            MapError::OutcomeUnknown {
+                endpoint: "the hosted node 0".into(),
+                reason: "no reply within 10000 ms".into(),
+            },
         ] {
             let bytes = encode_reply(&Err(error.clone()));
             assert_eq!(decode_reply(GET, &bytes), Ok(Err(error)));
         }
         assert_eq!(
-            decode_reply(GET, &[1, 8]),
+            decode_reply(GET, &[1, 9]),
             Err(LayoutError::BadTag {
                 field: "error",
-                tag: 8
+                tag: 9
             })
         );
         assert_eq!(

@@ -89,6 +89,7 @@ fn call(
 ) -> MapFuture<'static, MapReply> {
     Box::pin(async move {
         let number = request.number();
+        let writes = writes(&request);
         let body = Message::payload(IoChain::from(IoBuf::from_vec(request.encode())));
         let sent = match messenger.get() {
             Ok(rep) => Ok(rep.call_with(hosted, None, MAP_EBB, number, body)),
@@ -96,13 +97,14 @@ fn call(
         };
         let call = sent.map_err(|why| unreachable(messenger, hosted, why))?;
         let reply = within(limit, call).await.ok_or_else(|| {
-            unreachable(
+            unanswered(
                 messenger,
                 hosted,
+                writes,
                 format!("no reply within {} ms", limit.as_millis()),
             )
         })?;
-        let reply = reply.map_err(|error| from_messenger(messenger, hosted, &error))?;
+        let reply = reply.map_err(|error| from_messenger(messenger, hosted, writes, &error))?;
         decode_reply(number, &reply.payload.to_vec()).map_err(|error| {
             MapError::Refused(format!(
                 "the reply of the hosted node {hosted} to map operation {} does not decode: \
@@ -132,14 +134,45 @@ fn unreachable(messenger: MessengerRef, hosted: NodeId, reason: String) -> MapEr
     }
 }
 
+/// Whether `request` may change the hosted node's map (or what the
+/// service keeps for this node): only `get`, `list` and a watch's poll do
+/// not.
+fn writes(request: &MapRequest) -> bool {
+    !matches!(
+        request,
+        MapRequest::Get { .. } | MapRequest::List { .. } | MapRequest::NextChanges { .. }
+    )
+}
+
+/// A call that was sent but not answered: an operation that writes may
+/// have been applied ([`MapError::OutcomeUnknown`]); one that only reads
+/// wrote nothing ([`MapError::Unreachable`]).
+fn unanswered(messenger: MessengerRef, hosted: NodeId, writes: bool, reason: String) -> MapError {
+    if writes {
+        MapError::OutcomeUnknown {
+            endpoint: endpoint(messenger, hosted),
+            reason,
+        }
+    } else {
+        unreachable(messenger, hosted, reason)
+    }
+}
+
 /// A failed call as the map's error: the hosted node could not be asked
-/// (or its answer did not come back) is `Unreachable`; anything else is
+/// is `Unreachable`; its answer did not come back (the connection or the
+/// node lost after the call went out) is [`unanswered`]; anything else is
 /// a refusal.
-fn from_messenger(messenger: MessengerRef, hosted: NodeId, error: &MessengerError) -> MapError {
+fn from_messenger(
+    messenger: MessengerRef,
+    hosted: NodeId,
+    writes: bool,
+    error: &MessengerError,
+) -> MapError {
     match error {
-        MessengerError::Unreachable { .. }
-        | MessengerError::ConnectionLost
-        | MessengerError::NodeLost { .. } => unreachable(messenger, hosted, error.to_string()),
+        MessengerError::Unreachable { .. } => unreachable(messenger, hosted, error.to_string()),
+        MessengerError::ConnectionLost | MessengerError::NodeLost { .. } => {
+            unanswered(messenger, hosted, writes, error.to_string())
+        }
         MessengerError::UnknownEbb { .. } => MapError::Refused(format!(
             "the hosted node {hosted} does not serve the global id map ({error})"
         )),
