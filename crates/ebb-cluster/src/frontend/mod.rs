@@ -54,6 +54,7 @@
 //! threads it starts, and the spawner and allocator threads are not among
 //! them.
 
+mod environment;
 mod options;
 mod signals;
 mod spawner;
@@ -378,7 +379,10 @@ where
     let handle_parts = HandleParts {
         registry: Arc::clone(&registry),
         map,
-        command_line: Arc::new(CommandLine::new(options.args.clone(), std::env::vars())),
+        command_line: Arc::new(CommandLine::new(
+            options.args.clone(),
+            environment::utf8_only(std::env::vars_os()),
+        )),
         contract,
         allocator: Arc::downgrade(&allocator),
         requests,
