@@ -173,6 +173,34 @@ fn linux_errors_come_back_typed() {
 }
 
 #[test]
+fn set_id_and_sticky_modes_are_refused() {
+    let root = Scratch::new("modes");
+    let node = ServerNode::start(Some(&root.0));
+    let errors = on_client(node.addr, |fs| async move {
+        let create = OpenFlags::WRITE | OpenFlags::CREATE;
+        [
+            fs.open("setuid", create, 0o4755).await.err(),
+            fs.open("setgid", create, 0o2755).await.err(),
+            fs.mkdir("sticky", 0o1777).await.err(),
+            fs.mkdir("plain", 0o755).await.err(),
+        ]
+    });
+    assert_eq!(
+        errors,
+        [
+            Some(FsError::BadRequest),
+            Some(FsError::BadRequest),
+            Some(FsError::BadRequest),
+            None
+        ]
+    );
+    for refused in ["setuid", "setgid", "sticky"] {
+        assert!(!root.join(refused).exists(), "{refused} was not created");
+    }
+    assert!(root.join("plain").is_dir());
+}
+
+#[test]
 fn nothing_escapes_the_shared_directory() {
     let base = Scratch::new("escape");
     let root = base.join("root");

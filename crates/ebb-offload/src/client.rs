@@ -68,12 +68,16 @@ impl FileSystem {
     }
 
     /// Opens `path` (relative to the shared directory); `mode` gives a
-    /// file it creates its permissions.
+    /// file it creates its permissions: read, write and execute bits
+    /// (0o777) only.
     ///
     /// # Errors
     ///
     /// [`FsError`]: the hosted node's (`NotFound`, `PermissionDenied`,
-    /// `Escape`, ...) or the call's (`NotShared`, `Unreachable`, ...).
+    /// `Escape`, ...) or the call's (`NotShared`, `Unreachable`, ...);
+    /// `BadRequest`, before any call, for a mode with a set-user-ID,
+    /// set-group-ID or sticky bit (the hosted node creates files as its
+    /// own user, root in a cluster).
     pub async fn open(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<Handle, FsError> {
         let request = Request::Open {
             path: path.into(),

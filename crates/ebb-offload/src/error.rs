@@ -207,7 +207,9 @@ pub enum DecodeError {
         /// The flags.
         flags: u32,
     },
-    /// A mode with bits beyond the permission bits (0o7777).
+    /// A mode with bits beyond those allowed: a request's read, write and
+    /// execute bits (0o777: no set-user-ID, set-group-ID or sticky bit), a
+    /// stat reply's permission bits (0o7777).
     BadMode {
         /// The mode.
         mode: u32,
@@ -275,7 +277,7 @@ impl fmt::Display for DecodeError {
             DecodeError::BadMode { mode } => {
                 write!(
                     f,
-                    "mode {mode:#o} has bits beyond the permission bits 0o7777"
+                    "mode {mode:#o} has bits beyond those allowed (a request: 0o777, no set-ID or sticky bit; a stat: 0o7777)"
                 )
             }
             DecodeError::PathTooLong { len } => write!(

@@ -19,7 +19,7 @@
 //! | 11 | [`RENAME`] | from: path, to: path | — |
 //!
 //! The decoder is strict: a wrong length, unknown flag bits, mode bits
-//! beyond 0o7777, a non-zero reserved field, a path over
+//! beyond 0o777 (no set-ID or sticky bit), a non-zero reserved field, a path over
 //! [`MAX_PATH_LEN`] or not UTF-8 is a [`DecodeError`].
 
 use alloc::string::String;
@@ -132,8 +132,13 @@ impl core::ops::BitOr for OpenFlags {
     }
 }
 
-/// The permission bits a mode may have.
-const MODE_BITS: u32 = 0o7777;
+/// The permission bits a request's mode may have: read, write and execute
+/// for owner, group and others. Not set-user-ID, set-group-ID or sticky
+/// (0o7000): the hosted node acts as its own user (root, for a cluster's
+/// frontend, which keeps those bits: CAP_FSETID, chmod(2)), so a node
+/// could otherwise leave a set-user-ID-root program in the shared
+/// directory.
+const MODE_BITS: u32 = 0o777;
 
 /// A request's control structure (a write's bytes are the payload).
 #[derive(Clone, Debug, PartialEq, Eq)]
