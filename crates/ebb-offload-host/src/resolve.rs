@@ -19,7 +19,11 @@
 //! Operations on a name itself (unlink, mkdir, rename) resolve the
 //! *parent* directory this way and then act on the last component with
 //! the `*at` calls relative to it: the last component is a plain name
-//! (no `/`, not `.` or `..`), so nothing is resolved outside.
+//! (not `.` or `..`), so nothing is resolved outside. Its trailing
+//! slashes are kept, so the kernel gives them their POSIX meaning (the
+//! name must be a directory): `unlink("f/")` of a regular file is ENOTDIR
+//! (unlinkat(2) and rename(2) check the name itself, never following a
+//! symlink there; mkdir(2) accepts `d/`).
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -57,7 +61,7 @@ pub(crate) fn open_beneath(
 }
 
 /// `path`'s parent directory, opened beneath `root` (O_PATH), and its last
-/// component, a plain name.
+/// component, a plain name with the path's trailing slashes (if any).
 ///
 /// # Errors
 ///
@@ -70,6 +74,9 @@ pub(crate) fn parent_beneath(root: impl AsFd, path: &str) -> Result<(OwnedFd, &s
         Some((parent, name)) => (parent.trim_end_matches('/'), name),
         None => (".", trimmed),
     };
+    // The name with the slashes that followed it: `trimmed` is a prefix
+    // of `path` ending with `name`.
+    let name_with_slashes = &path[trimmed.len() - name.len()..];
     let parent = if parent.is_empty() { "." } else { parent };
     if name.is_empty() || name == "." {
         return Err(FsError::InvalidPath);
@@ -80,5 +87,5 @@ pub(crate) fn parent_beneath(root: impl AsFd, path: &str) -> Result<(OwnedFd, &s
         OFlags::PATH | OFlags::DIRECTORY,
         Mode::empty(),
     )?;
-    Ok((dir, name))
+    Ok((dir, name_with_slashes))
 }

@@ -40,7 +40,7 @@ fn every_operation_works_through_the_hosted_node() {
     let expected = big.clone();
     let (read_back, sequential, stat, listing, after_close) =
         on_client(node.addr, move |fs| async move {
-            fs.mkdir("d", 0o755).await.unwrap();
+            fs.mkdir("d/", 0o755).await.unwrap();
             let rw = OpenFlags::READ | OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::EXCLUSIVE;
             let handle = fs.open("d/f", rw, 0o640).await.unwrap();
             let input = chain(&big);
@@ -147,6 +147,11 @@ fn linux_errors_come_back_typed() {
             ("NUL in path", fs.stat("a\0b").await.err()),
             ("the root itself", fs.unlink(".").await.err()),
             ("too long", fs.stat(&"x".repeat(3000)).await.err()),
+            // A trailing slash says "a directory" (POSIX): not dropped.
+            ("unlink file/", fs.unlink("file/").await.err()),
+            ("rename file/", fs.rename("file/", "moved").await.err()),
+            ("rename to file/", fs.rename("file", "moved/").await.err()),
+            ("unlink empty/", fs.unlink("empty/").await.err()),
         ]
     });
     let expected = [
@@ -165,11 +170,16 @@ fn linux_errors_come_back_typed() {
         FsError::InvalidPath,
         FsError::InvalidPath,
         FsError::NameTooLong,
+        FsError::NotDir,
+        FsError::NotDir,
+        FsError::NotDir,
+        FsError::IsDir,
     ];
     for ((what, got), want) in errors.iter().zip(expected) {
         assert_eq!(got.as_ref(), Some(&want), "{what}");
     }
     assert_eq!(std::fs::read(root.join("file")).unwrap(), b"x");
+    assert!(!root.join("moved").exists());
 }
 
 #[test]
