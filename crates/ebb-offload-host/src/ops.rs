@@ -56,14 +56,38 @@ pub(crate) fn open(
     }
 }
 
+/// The smallest buffer a read starts with, and grows by at least.
+const READ_STEP: usize = 64 << 10;
+
+/// The buffer a read of `len` bytes starts with when `left` bytes are
+/// left in the file (from fstat(2)): no more than is there, so a 16 MiB
+/// request on a small file allocates little; at least [`READ_STEP`] (up
+/// to `len`), since the file may grow meanwhile (the buffer then grows).
+fn first_buffer_len(len: usize, left: u64) -> usize {
+    let left = usize::try_from(left).unwrap_or(usize::MAX);
+    len.min(left.max(READ_STEP))
+}
+
 /// Reads up to `len` bytes, from `offset` (pread(2)) or the position
 /// (read(2)), until `len` or the end of the file: a short reply means the
-/// end, so a short system call is continued.
+/// end, so a short system call is continued. The buffer is sized by what
+/// is left in the file, not by `len`, and a reply holds no more memory
+/// than its bytes.
 pub(crate) fn read(fd: impl AsFd, len: u32, offset: Option<u64>) -> Result<IoChain, FsError> {
     let len = usize::try_from(len).map_err(|_| FsError::TooLarge)?;
-    let mut buf = vec![0u8; len];
+    let position = match offset {
+        Some(offset) => offset,
+        None => rustix::fs::seek(&fd, rustix::fs::SeekFrom::Current(0)).map_err(fs_error)?,
+    };
+    let size = u64::try_from(fstat(&fd).map_err(fs_error)?.st_size).unwrap_or(0);
+    let mut buf = vec![0u8; first_buffer_len(len, size.saturating_sub(position))];
     let mut done = 0;
     while done < len {
+        if done == buf.len() {
+            // The file grew since fstat: more room, up to `len`.
+            let grown = len.min(buf.len().saturating_mul(2).max(READ_STEP));
+            buf.resize(grown, 0);
+        }
         let n = match offset {
             Some(offset) => {
                 let at = offset.saturating_add(u64::try_from(done).unwrap_or(u64::MAX));
@@ -79,6 +103,7 @@ pub(crate) fn read(fd: impl AsFd, len: u32, offset: Option<u64>) -> Result<IoCha
         }
     }
     buf.truncate(done);
+    buf.shrink_to_fit();
     Ok(IoChain::from(IoBuf::from_vec(buf)))
 }
 
@@ -188,4 +213,52 @@ pub(crate) fn rename(root: impl AsFd, from: &str, to: &str) -> Result<(), FsErro
     let (from_dir, from_name) = parent_beneath(&root, from)?;
     let (to_dir, to_name) = parent_beneath(&root, to)?;
     renameat(&from_dir, from_name, &to_dir, to_name).map_err(fs_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_allocates_what_is_left_not_what_is_asked() {
+        let sixteen_mib = 16 << 20;
+        assert_eq!(first_buffer_len(sixteen_mib, 10), READ_STEP);
+        assert_eq!(first_buffer_len(sixteen_mib, 0), READ_STEP);
+        assert_eq!(first_buffer_len(sixteen_mib, 1 << 20), 1 << 20);
+        assert_eq!(first_buffer_len(100, 1 << 20), 100);
+        assert_eq!(first_buffer_len(sixteen_mib, u64::MAX), sixteen_mib);
+    }
+
+    fn file_of(len: usize) -> std::fs::File {
+        let path = std::env::temp_dir().join(format!(
+            "ebb-offload-host-read-{}-{len}",
+            std::process::id()
+        ));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_read_gives_the_bytes_from_the_offset_or_position_up_to_the_end() {
+        let small = file_of(10);
+        let chain = read(&small, 16 << 20, Some(0)).unwrap();
+        assert_eq!(chain.to_vec(), [7u8; 10]);
+        // Sequential: from the position, which moved on.
+        assert_eq!(read(&small, 16 << 20, None).unwrap().len(), 10);
+        assert!(read(&small, 16 << 20, None).unwrap().is_empty());
+        // More than the smallest buffer: `len` or up to the end.
+        let big = file_of(3 * READ_STEP + 5);
+        assert_eq!(
+            read(&big, 16 << 20, Some(1)).unwrap().len(),
+            3 * READ_STEP + 4
+        );
+        assert_eq!(
+            read(&big, u32::try_from(2 * READ_STEP).unwrap(), Some(1))
+                .unwrap()
+                .len(),
+            2 * READ_STEP
+        );
+    }
 }
