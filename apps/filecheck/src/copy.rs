@@ -5,7 +5,7 @@
 //! file's size (see `CHUNK`).
 
 use ebb_iobuf::IoChain;
-use ebb_offload::{FileSystem, FsError, OpenFlags, CHUNK};
+use ebb_offload::{FileSystem, FsError, Handle, OpenFlags, CHUNK};
 
 /// FNV-1a 64's offset basis: the digest of nothing.
 pub const DIGEST_START: u64 = 0xcbf2_9ce4_8422_2325;
@@ -32,6 +32,8 @@ pub struct Copied {
 }
 
 /// Copies `from` to `to` (created or truncated) in the shared directory.
+/// Both files are closed whether the copy worked or not (the hosted node
+/// keeps a node's handles until closed, up to its limit).
 ///
 /// # Errors
 ///
@@ -39,13 +41,33 @@ pub struct Copied {
 /// than given is `FsError::Io(ENOSPC)`.
 pub async fn copy_file(fs: &FileSystem, from: &str, to: &str) -> Result<Copied, FsError> {
     let source = fs.open(from, OpenFlags::READ, 0).await?;
-    let target = fs
+    let target = match fs
         .open(
             to,
             OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE,
             0o644,
         )
-        .await?;
+        .await
+    {
+        Ok(target) => target,
+        Err(error) => {
+            // The open's error is the one to report; a failed close of
+            // the source after it adds nothing the caller can act on.
+            let _ = fs.close(source).await;
+            return Err(error);
+        }
+    };
+    let copied = copy_pieces(fs, source, target).await;
+    let source_closed = fs.close(source).await;
+    let target_closed = fs.close(target).await;
+    let copied = copied?;
+    source_closed?;
+    target_closed?;
+    Ok(copied)
+}
+
+/// The copy between two open files, a piece at a time.
+async fn copy_pieces(fs: &FileSystem, source: Handle, target: Handle) -> Result<Copied, FsError> {
     let mut copied = Copied {
         bytes: 0,
         digest: DIGEST_START,
@@ -66,8 +88,6 @@ pub async fn copy_file(fs: &FileSystem, from: &str, to: &str) -> Result<Copied, 
         }
         copied.bytes += len;
     }
-    fs.close(source).await?;
-    fs.close(target).await?;
     Ok(copied)
 }
 

@@ -316,6 +316,25 @@ fn a_forgotten_nodes_files_are_closed() {
 }
 
 #[test]
+fn a_failed_copy_leaves_no_file_open() {
+    let root = Scratch::new("copy");
+    std::fs::write(root.join("a"), b"abc").unwrap();
+    let node = ServerNode::start(Some(&root.0));
+    let (into_missing_dir, from_missing, copied) = on_client(node.addr, |fs| async move {
+        (
+            filecheck::copy_file(&fs, "a", "no/such").await.err(),
+            filecheck::copy_file(&fs, "missing", "b").await.err(),
+            filecheck::copy_file(&fs, "a", "b").await,
+        )
+    });
+    assert_eq!(into_missing_dir, Some(FsError::NotFound));
+    assert_eq!(from_missing, Some(FsError::NotFound));
+    assert_eq!(copied.map(|c| c.bytes), Ok(3));
+    let server = node.server.as_ref().unwrap();
+    assert_eq!(server.open_files(NodeId(1)), 0, "every handle was closed");
+}
+
+#[test]
 fn an_unreachable_hosted_node_is_an_error_not_a_hang() {
     // A port nobody listens on: the connect is refused.
     let port = ebb_testbed::free_port().unwrap();
