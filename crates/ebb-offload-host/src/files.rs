@@ -1,7 +1,11 @@
 //! The files each client node has open: handles are per node (a node
 //! cannot use another's), numbered from 1, at most
 //! [`MAX_OPEN_PER_NODE`] at once, and all closed when the node is
-//! forgotten (lost).
+//! forgotten (lost). All nodes together hold at most the total limit
+//! ([`total_limit`]: half the process's descriptors), so nodes cannot use
+//! up the descriptors the hosted node needs for everything else (node ids
+//! are the Messenger's hellos, which nothing authenticates: one client can
+//! claim many).
 //!
 //! A file is held as an `Arc<OwnedFd>`, so an operation takes it out of
 //! the table and runs without the table's lock: other cores' operations
@@ -18,6 +22,21 @@ use ebb_offload::{FsError, Handle};
 /// How many files one node may have open on the hosted node.
 pub const MAX_OPEN_PER_NODE: usize = 1024;
 
+/// How many files all nodes together may have open when the process's
+/// descriptor limit is unlimited or unknown.
+pub const MAX_OPEN_TOTAL: usize = 8192;
+
+/// How many files all nodes together may have open: half the process's
+/// soft RLIMIT_NOFILE (getrlimit(2)), leaving the other half for the
+/// hosted node's sockets, logs and children, and at most
+/// [`MAX_OPEN_TOTAL`].
+#[must_use]
+pub fn total_limit() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    soft.and_then(|soft| usize::try_from(soft / 2).ok())
+        .map_or(MAX_OPEN_TOTAL, |half| half.min(MAX_OPEN_TOTAL))
+}
+
 /// One node's open files.
 #[derive(Default)]
 struct NodeFiles {
@@ -27,16 +46,40 @@ struct NodeFiles {
 }
 
 /// Every node's open files.
-#[derive(Default)]
 pub(crate) struct OpenFiles {
-    nodes: Mutex<HashMap<NodeId, NodeFiles>>,
+    nodes: Mutex<Table>,
+    /// At most this many files for all nodes together.
+    total_limit: usize,
+}
+
+/// The files, and how many there are in all.
+#[derive(Default)]
+struct Table {
+    by_node: HashMap<NodeId, NodeFiles>,
+    total: usize,
 }
 
 impl OpenFiles {
+    /// No files yet; at most `total_limit` open at once in all.
+    pub(crate) fn new(total_limit: usize) -> OpenFiles {
+        OpenFiles {
+            nodes: Mutex::new(Table::default()),
+            total_limit,
+        }
+    }
+
     /// Keeps `fd` open for `node`; its new handle.
+    ///
+    /// # Errors
+    ///
+    /// [`FsError::TooManyOpen`] when `node` has [`MAX_OPEN_PER_NODE`]
+    /// files open or all nodes together the total limit (`fd` is closed).
     pub(crate) fn insert(&self, node: NodeId, fd: OwnedFd) -> Result<Handle, FsError> {
-        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        let files = nodes.entry(node).or_default();
+        let mut table = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.total >= self.total_limit {
+            return Err(FsError::TooManyOpen);
+        }
+        let files = table.by_node.entry(node).or_default();
         if files.open.len() >= MAX_OPEN_PER_NODE {
             return Err(FsError::TooManyOpen);
         }
@@ -47,13 +90,15 @@ impl OpenFiles {
         }
         files.next = handle.checked_add(1).unwrap_or(1);
         files.open.insert(handle, Arc::new(fd));
+        table.total += 1;
         Ok(Handle(handle))
     }
 
     /// `node`'s file `handle`.
     pub(crate) fn get(&self, node: NodeId, handle: Handle) -> Result<Arc<OwnedFd>, FsError> {
-        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        nodes
+        let table = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        table
+            .by_node
             .get(&node)
             .and_then(|files| files.open.get(&handle.0))
             .cloned()
@@ -62,22 +107,28 @@ impl OpenFiles {
 
     /// Closes `node`'s file `handle`.
     pub(crate) fn remove(&self, node: NodeId, handle: Handle) -> Result<(), FsError> {
-        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        let files = nodes.get_mut(&node).ok_or(FsError::BadHandle)?;
+        let mut table = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let files = table.by_node.get_mut(&node).ok_or(FsError::BadHandle)?;
         files.open.remove(&handle.0).ok_or(FsError::BadHandle)?;
+        table.total -= 1;
         Ok(())
     }
 
     /// Closes every file of `node`; how many there were.
     pub(crate) fn forget(&self, node: NodeId) -> usize {
-        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        nodes.remove(&node).map_or(0, |files| files.open.len())
+        let mut table = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let closed = table
+            .by_node
+            .remove(&node)
+            .map_or(0, |files| files.open.len());
+        table.total -= closed;
+        closed
     }
 
     /// How many files `node` has open.
     pub(crate) fn count(&self, node: NodeId) -> usize {
-        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        nodes.get(&node).map_or(0, |files| files.open.len())
+        let table = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        table.by_node.get(&node).map_or(0, |files| files.open.len())
     }
 }
 
@@ -92,7 +143,7 @@ mod tests {
 
     #[test]
     fn handles_are_per_node_and_closed_with_it() {
-        let files = OpenFiles::default();
+        let files = OpenFiles::new(MAX_OPEN_TOTAL);
         let a = files.insert(NodeId(1), fd()).unwrap();
         let b = files.insert(NodeId(1), fd()).unwrap();
         let c = files.insert(NodeId(2), fd()).unwrap();
@@ -107,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_node_opens_at_most_its_share() {
-        let files = OpenFiles::default();
+        let files = OpenFiles::new(MAX_OPEN_TOTAL);
         for _ in 0..MAX_OPEN_PER_NODE {
             files.insert(NodeId(3), fd()).unwrap();
         }
@@ -116,5 +167,36 @@ mod tests {
             Some(FsError::TooManyOpen)
         );
         assert!(files.insert(NodeId(4), fd()).is_ok());
+    }
+
+    #[test]
+    fn all_nodes_together_open_at_most_the_total() {
+        let files = OpenFiles::new(3);
+        files.insert(NodeId(1), fd()).unwrap();
+        let b = files.insert(NodeId(2), fd()).unwrap();
+        files.insert(NodeId(3), fd()).unwrap();
+        // A node with nothing open yet is refused too: the total is used up.
+        assert_eq!(
+            files.insert(NodeId(4), fd()).err(),
+            Some(FsError::TooManyOpen)
+        );
+        // A close or a forgotten node gives room back.
+        files.remove(NodeId(2), b).unwrap();
+        files.insert(NodeId(4), fd()).unwrap();
+        assert_eq!(files.forget(NodeId(1)), 1);
+        files.insert(NodeId(5), fd()).unwrap();
+        assert_eq!(
+            files.insert(NodeId(6), fd()).err(),
+            Some(FsError::TooManyOpen)
+        );
+    }
+
+    #[test]
+    fn the_total_is_half_the_descriptor_limit_at_most_its_cap() {
+        let limit = total_limit();
+        assert!((1..=MAX_OPEN_TOTAL).contains(&limit), "{limit}");
+        if let Some(soft) = rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+            assert!(limit as u64 <= soft / 2, "{limit} of {soft}");
+        }
     }
 }

@@ -24,4 +24,6 @@ mod ops;
 mod resolve;
 mod server;
 
-pub use server::{FileServer, ServeError, MAX_LISTING, MAX_OPEN_PER_NODE};
+pub use server::{
+    total_limit, FileServer, ServeError, MAX_LISTING, MAX_OPEN_PER_NODE, MAX_OPEN_TOTAL,
+};

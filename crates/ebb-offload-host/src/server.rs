@@ -15,7 +15,7 @@ use rustix::fs::{Mode, OFlags};
 use crate::files::OpenFiles;
 use crate::ops;
 
-pub use crate::files::MAX_OPEN_PER_NODE;
+pub use crate::files::{total_limit, MAX_OPEN_PER_NODE, MAX_OPEN_TOTAL};
 
 /// The largest directory listing a reply carries, in bytes (about 15,000
 /// entries of 32-byte names); a larger one is [`FsError::TooLarge`].
@@ -72,7 +72,7 @@ impl FileServer {
         Ok(FileServer {
             root: fd,
             root_path: root.to_owned(),
-            files: OpenFiles::default(),
+            files: OpenFiles::new(crate::files::total_limit()),
         })
     }
 
