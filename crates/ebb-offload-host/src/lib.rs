@@ -12,9 +12,11 @@
 //! * `errno.rs`: Linux errors to [`ebb_offload::FsError`].
 //!
 //! Linux only (openat2 is Linux 5.6's). The operations run on the core
-//! that received the message, as ordinary blocking system calls: a few
-//! MiB from the page cache at a time (the client's chunks), which is
-//! short next to the network round trip that brought the request.
+//! that received the message, as ordinary blocking system calls: the
+//! client's chunks of `ebb_offload::CHUNK` (512 KiB), usually from the page
+//! cache, short next to the network round trip that brought the request;
+//! a request of any client carries at most `ebb_offload::MAX_CHUNK` (16
+//! MiB), which bounds how long one holds a core.
 
 #![forbid(unsafe_code)]
 

@@ -237,7 +237,7 @@ impl FileSystem {
         while data.len() < len {
             let want = (len - data.len()).min(CHUNK);
             let done = u64::try_from(data.len()).unwrap_or(u64::MAX);
-            // At most CHUNK (4 MiB): fits.
+            // At most CHUNK (512 KiB): fits in a u32.
             let asked = u32::try_from(want).unwrap_or(u32::MAX);
             let (reply, mut chunk) = self.call(&request(asked, done), IoChain::new()).await?;
             if reply != Reply::Data {
