@@ -4,6 +4,7 @@
 //! `EBB_ROOT` set to the repository root. Subcommands: `run APP`, `test`,
 //! `bench NAME`, `cluster`, `list`, `loadgen` (see `./ebb --help`).
 
+mod caller_dir;
 mod cli;
 mod root;
 mod steps;
@@ -161,8 +162,14 @@ fn require_app(root: &Path, app: &str) -> Result<(), (u8, String)> {
 /// `./ebb cluster ...`.
 fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, String)> {
     let result = match action {
-        cli::ClusterCommand::Up(options) => {
+        cli::ClusterCommand::Up(mut options) => {
             require_app(root, &options.app)?;
+            // Relative to where the user ran ./ebb, not the repository
+            // root the script changed to.
+            let caller = caller_dir::caller_dir();
+            options.share = options
+                .share
+                .map(|share| caller_dir::from_caller(&share, caller.as_deref()));
             // Caught: `up` outlives the signal to stop its nodes and
             // delete its namespace. SIGHUP (its terminal closed) and
             // SIGQUIT (Ctrl-\) too: by default they would end it and

@@ -1,6 +1,7 @@
 //! `./ebb cluster` as a user runs it. Without root: a wrong application,
 //! a `--share` that is not a directory and a missing prerequisite give
-//! clear errors. With root, /dev/net/tun,
+//! clear errors, and a relative `--share` is named relative to the
+//! directory `./ebb` was run from (`EBB_CALLER_DIR`) or the CLI's own. With root, /dev/net/tun,
 //! `ip` and QEMU (skipped otherwise): three native echo nodes in one
 //! namespace all become ready and answer over TCP from the frontend's
 //! address; `kill -9` of one QEMU makes that node lost while the others
@@ -81,6 +82,34 @@ fn a_wrong_application_and_a_missing_prerequisite_are_clear_errors() {
         "{}",
         text(&share)
     );
+    // A relative --share is the caller's: relative to the directory ./ebb
+    // was run from (EBB_CALLER_DIR), or to the CLI's own working directory.
+    let relative_share = |caller_dir: Option<&str>, cwd: PathBuf| {
+        let mut command = Command::new(EBB);
+        command
+            .args(["cluster", "up", "echo", "--nodes", "1", "--share", "rel"])
+            .env("EBB_ROOT", root())
+            .current_dir(cwd);
+        match caller_dir {
+            Some(dir) => command.env("EBB_CALLER_DIR", dir),
+            None => command.env_remove("EBB_CALLER_DIR"),
+        };
+        text(&command.output().expect("run ebb-cli"))
+    };
+    for (caller_dir, cwd, named) in [
+        (
+            Some("/nonexistent/caller"),
+            root(),
+            "/nonexistent/caller/rel",
+        ),
+        (None, PathBuf::from("/"), "/rel"),
+    ] {
+        let said = relative_share(caller_dir, cwd);
+        assert!(
+            said.contains(&format!("--share {named}: not a directory")),
+            "{said}"
+        );
+    }
     let not_root = Command::new(EBB)
         .args(["cluster", "up", "echo", "--nodes", "1"])
         .env("EBB_ROOT", root())

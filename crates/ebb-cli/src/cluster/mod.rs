@@ -58,7 +58,8 @@ pub struct UpOptions {
     #[arg(short, long)]
     pub verbose: bool,
     /// Share this directory with the nodes through the FileSystem Ebb (served by the frontend,
-    /// confined to it); without it, nodes' file operations fail with "no directory is shared".
+    /// confined to it; a relative DIR is relative to where ./ebb was run); without it, nodes'
+    /// file operations fail with "no directory is shared".
     #[arg(long, value_name = "DIR")]
     pub share: Option<std::path::PathBuf>,
     /// Arguments for the application on every node (put them after `--`).
