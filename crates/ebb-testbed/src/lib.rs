@@ -13,6 +13,8 @@
 //!   TAP device per node, the frontend on a veth pair, addresses handed out
 //!   from a /24.
 //! - [`fuzz_corpus`]: a fuzz target's seed corpus replayed on stable.
+//! - [`etcd`]: a private etcd server (free ports, data in a temporary
+//!   directory, stopped and restarted on demand, gone on drop).
 //! - [`pin`]: CPU pinning of the calling thread.
 //! - [`qemu`]: what every QEMU launch needs (accelerator, the host's TSC
 //!   rate, shell-quoted command lines for `-v`), a QMP client, and the
@@ -23,6 +25,7 @@
 
 pub mod child;
 pub mod cluster_net;
+pub mod etcd;
 pub mod fuzz_corpus;
 pub mod lines;
 pub mod link;
@@ -35,6 +38,7 @@ pub mod qemu;
 pub mod tap;
 
 pub use child::KilledOnDrop;
+pub use etcd::Etcd;
 pub use need::{require, skip, Need, Skip};
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (for QEMU's

@@ -47,6 +47,8 @@ pub enum Need {
     Python3,
     /// Stock memcached, the reference server.
     Memcached,
+    /// etcd, the store behind a cluster's global id map.
+    Etcd,
 }
 
 impl Need {
@@ -61,6 +63,7 @@ impl Need {
             Need::Ping => "ping",
             Need::Python3 => "python3",
             Need::Memcached => "memcached",
+            Need::Etcd => "etcd",
         }
     }
 
@@ -75,6 +78,7 @@ impl Need {
             Need::Ping => Some(("ping", "iputils-ping")),
             Need::Python3 => Some(("python3", "python3")),
             Need::Memcached => Some(("memcached", "memcached")),
+            Need::Etcd => Some(("etcd", "etcd-server")),
         }
     }
 
