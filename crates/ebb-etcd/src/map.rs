@@ -1,0 +1,505 @@
+//! [`EtcdGlobalIdMap`]: the [`GlobalIdMap`] on etcd.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ebb_core::{GlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch, NEXT_GLOBAL_ID};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchOptions,
+};
+
+use crate::classify::{is_unreachable, map_error};
+use crate::counter::{decode_next, encode_next, range_from};
+use crate::prefix::{AppPrefix, BadAppName};
+use crate::runtime::Bridge;
+use crate::watch::forward_watch;
+
+/// How long one operation may take, connecting included, unless
+/// [`EtcdOptions::timeout`] says otherwise: etcd answers in milliseconds
+/// on a host, so 3 s only passes when it is down or the host is stalled.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How many times [`GlobalIdMap::reserve_range`] retries its transaction
+/// when other reservations won the race (each lost round means another
+/// reservation succeeded, so this bounds only extreme contention).
+pub const RESERVE_ATTEMPTS: u32 = 1000;
+
+/// Where the map finds etcd and whose keys it keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdOptions {
+    /// etcd's client endpoint, `HOST:PORT` (plain HTTP/2, as a private
+    /// etcd serves on a host or inside a cluster's namespace).
+    pub endpoint: String,
+    /// The application: its keys live under `/ebbflow/APP/`.
+    pub app: String,
+    /// The bound on each operation.
+    pub timeout: Duration,
+}
+
+impl EtcdOptions {
+    /// Options for `app`'s keys on etcd at `endpoint`, with the default
+    /// timeout.
+    pub fn new(endpoint: impl Into<String>, app: impl Into<String>) -> EtcdOptions {
+        EtcdOptions {
+            endpoint: endpoint.into(),
+            app: app.into(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// Why an [`EtcdGlobalIdMap`] could not be made.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The application name cannot name a key prefix.
+    BadAppName(BadAppName),
+    /// The endpoint is not `HOST:PORT`.
+    BadEndpoint(String),
+    /// The map's client thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::BadAppName(bad) => bad.fmt(f),
+            OpenError::BadEndpoint(why) => f.write_str(why),
+            OpenError::Thread(e) => write!(f, "cannot start the etcd client thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// The application's [`GlobalIdMap`] kept in etcd.
+///
+/// Every operation runs on the map's own tokio thread (see
+/// [`crate::runtime`]) and is bounded by the options' timeout; when etcd
+/// cannot be reached it fails with [`MapError::Unreachable`] naming `etcd
+/// at HOST:PORT`, and the next operation connects afresh, so the same map
+/// serves again once etcd is back. Opening the map does not connect: the
+/// first operation does.
+pub struct EtcdGlobalIdMap {
+    shared: Arc<Shared>,
+    bridge: Bridge,
+}
+
+/// What the operations running on the bridge share.
+struct Shared {
+    url: String,
+    /// `etcd at HOST:PORT`, as errors name it.
+    endpoint: String,
+    prefix: AppPrefix,
+    timeout: Duration,
+    /// The connected client; `None` before the first operation and after
+    /// one found etcd unreachable.
+    client: Mutex<Option<Client>>,
+}
+
+impl EtcdGlobalIdMap {
+    /// A map of `options.app`'s keys on etcd at `options.endpoint`.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`]: a bad application name or endpoint, or no thread.
+    pub fn open(options: &EtcdOptions) -> Result<EtcdGlobalIdMap, OpenError> {
+        let prefix = AppPrefix::new(&options.app).map_err(OpenError::BadAppName)?;
+        check_endpoint(&options.endpoint).map_err(OpenError::BadEndpoint)?;
+        let bridge = Bridge::start().map_err(OpenError::Thread)?;
+        Ok(EtcdGlobalIdMap {
+            shared: Arc::new(Shared {
+                url: format!("http://{}", options.endpoint),
+                endpoint: format!("etcd at {}", options.endpoint),
+                prefix,
+                timeout: options.timeout,
+                client: Mutex::new(None),
+            }),
+            bridge,
+        })
+    }
+
+    /// `etcd at HOST:PORT`, as errors name it.
+    pub fn endpoint(&self) -> &str {
+        &self.shared.endpoint
+    }
+
+    /// The etcd prefix of the application's keys, `/ebbflow/APP/`.
+    pub fn prefix(&self) -> &str {
+        self.shared.prefix.as_str()
+    }
+
+    /// Runs `operation` with a connected client on the bridge, bounded by
+    /// the timeout; an unreachable etcd drops the client so the next
+    /// operation connects again.
+    fn run<'a, T, F, Fut>(&self, lease: Option<Lease>, operation: F) -> MapFuture<'a, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Client, Arc<Shared>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, MapError>> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        let work = async move {
+            let bounded = tokio::time::timeout(shared.timeout, async {
+                let client = shared.connected().await?;
+                operation(client, Arc::clone(&shared)).await
+            });
+            let result = match bounded.await {
+                Ok(result) => result,
+                Err(_) => Err(shared.no_answer().await),
+            };
+            if let Err(error) = &result {
+                if is_unreachable(error) {
+                    shared.forget_client();
+                }
+            }
+            result.map_err(|error| match (error, lease) {
+                // A missing lease found by etcd while setting under it.
+                (MapError::LeaseExpired(_), Some(lease)) => MapError::LeaseExpired(lease),
+                (error, _) => error,
+            })
+        };
+        Box::pin(self.bridge.run(self.shared.endpoint.clone(), work))
+    }
+
+    /// A finished future holding `error` (a bad key: etcd is not asked).
+    fn fail<'a, T: Send + 'a>(error: MapError) -> MapFuture<'a, T> {
+        Box::pin(std::future::ready(Err(error)))
+    }
+}
+
+impl Shared {
+    /// The client, connecting first if there is none.
+    async fn connected(&self) -> Result<Client, MapError> {
+        if let Some(client) = self
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Ok(client);
+        }
+        let options = ConnectOptions::new()
+            .with_connect_timeout(self.timeout)
+            .with_timeout(self.timeout)
+            // HTTP/2 pings notice a vanished etcd on an idle connection
+            // (a watch waiting for changes).
+            .with_keep_alive(Duration::from_secs(5), self.timeout)
+            .with_keep_alive_while_idle(true);
+        let client = Client::connect([self.url.as_str()], Some(options))
+            .await
+            .map_err(|e| map_error(&e, &self.endpoint, None))?;
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
+        Ok(client)
+    }
+
+    fn forget_client(&self) {
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The error for an operation that timed out: why, if a TCP
+    /// connection says more (refused, no route), else that nothing
+    /// answered in time.
+    async fn no_answer(&self) -> MapError {
+        let address = self.url.trim_start_matches("http://");
+        let probe = tokio::time::timeout(
+            Duration::from_millis(500),
+            tokio::net::TcpStream::connect(address),
+        )
+        .await;
+        let reason = match probe {
+            Ok(Err(e)) => format!("cannot connect: {e}"),
+            _ => format!("no answer within {} ms", self.timeout.as_millis()),
+        };
+        MapError::Unreachable {
+            endpoint: self.endpoint.clone(),
+            reason,
+        }
+    }
+
+    fn error(&self, error: &etcd_client::Error, lease: Option<Lease>) -> MapError {
+        map_error(error, &self.endpoint, lease)
+    }
+}
+
+/// Checks that `endpoint` is `HOST:PORT` with a port number.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let bad = |why: &str| format!("invalid etcd endpoint {endpoint:?}: {why} (want HOST:PORT)");
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b))
+    {
+        return Err(bad("not a host name or address"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(()),
+        _ => Err(bad("the port is not a number from 1 to 65535")),
+    }
+}
+
+/// Whole seconds for a lease's time to live: etcd counts in seconds, so
+/// parts round up (a lease never lives shorter than asked), at least 1.
+fn ttl_seconds(ttl: Duration) -> i64 {
+    let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+}
+
+impl GlobalIdMap for EtcdGlobalIdMap {
+    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+        let key = match self.shared.prefix.etcd_key(key, false) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            let answer = client
+                .get(key, None)
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+        })
+    }
+
+    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
+        let key = match self.shared.prefix.etcd_key(key, false) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(lease, move |mut client, shared| async move {
+            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+            client
+                .put(key, value, options)
+                .await
+                .map_err(|e| shared.error(&e, lease))?;
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
+        let key = match self.shared.prefix.etcd_key(key, false) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            let answer = client
+                .delete(key, None)
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            Ok(answer.deleted() > 0)
+        })
+    }
+
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Vec<u8>,
+    ) -> MapFuture<'a, Swap> {
+        let key = match self.shared.prefix.etcd_key(key, false) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            // Absent: version 0. Present: the value compares equal (etcd
+            // fails a value comparison on a missing key; see its
+            // rpc.proto, Compare).
+            let compare = match expected {
+                None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+            };
+            let txn = Txn::new()
+                .when([compare])
+                .and_then([TxnOp::put(key.clone(), new, None)])
+                .or_else([TxnOp::get(key, None)]);
+            let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
+            if answer.succeeded() {
+                return Ok(Swap::Done);
+            }
+            Ok(Swap::Conflict(first_value(&answer.op_responses())))
+        })
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+        let etcd_prefix = match self.shared.prefix.etcd_key(prefix, true) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            // etcd returns a range in key (byte) order.
+            let answer = client
+                .get(etcd_prefix, Some(GetOptions::new().with_prefix()))
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            Ok(answer
+                .kvs()
+                .iter()
+                .filter_map(|kv| Some((shared.prefix.map_key(kv.key())?, kv.value().to_vec())))
+                .collect())
+        })
+    }
+
+    fn reserve_range(&self, _node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
+        let key = match self.shared.prefix.etcd_key(NEXT_GLOBAL_ID, false) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            // Read the counter and its revision, then write the advanced
+            // counter only if nobody wrote it since (mod revision 0: still
+            // absent); a lost race reads the winner's value from the same
+            // transaction and tries again.
+            let answer = client
+                .get(key.clone(), None)
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            let mut seen = answer
+                .kvs()
+                .first()
+                .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
+            for _ in 0..RESERVE_ATTEMPTS {
+                let (value, revision) = match &seen {
+                    Some((value, revision)) => (Some(value.as_slice()), *revision),
+                    None => (None, 0),
+                };
+                let range = range_from(decode_next(value)?, len)?;
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        revision,
+                    )])
+                    .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
+                    .or_else([TxnOp::get(key.clone(), None)]);
+                let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
+                if answer.succeeded() {
+                    return Ok(range);
+                }
+                seen = first_kv(&answer.op_responses());
+            }
+            Err(MapError::Refused(format!(
+                "{}: {RESERVE_ATTEMPTS} reservations in a row lost the race for {NEXT_GLOBAL_ID}",
+                shared.endpoint
+            )))
+        })
+    }
+
+    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
+        let seconds = ttl_seconds(ttl);
+        self.run(None, move |mut client, shared| async move {
+            let answer = client
+                .lease_grant(seconds, None)
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            Ok(Lease(answer.id()))
+        })
+    }
+
+    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.run(Some(lease), move |mut client, shared| async move {
+            // etcd-client sends one keep-alive and reads its answer before
+            // returning (a TTL of 0: the lease is gone); dropping the
+            // stream then ends it.
+            client
+                .lease_keep_alive(lease.0)
+                .await
+                .map_err(|e| shared.error(&e, Some(lease)))?;
+            Ok(())
+        })
+    }
+
+    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.run(Some(lease), move |mut client, shared| async move {
+            client
+                .lease_revoke(lease.0)
+                .await
+                .map_err(|e| shared.error(&e, Some(lease)))?;
+            Ok(())
+        })
+    }
+
+    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
+        let etcd_prefix = match self.shared.prefix.etcd_key(prefix, true) {
+            Ok(key) => key,
+            Err(error) => return Self::fail(error),
+        };
+        self.run(None, move |mut client, shared| async move {
+            // The watch is created (etcd answered) when this returns: every
+            // later change is delivered.
+            let (watcher, stream) = client
+                .watch(etcd_prefix, Some(WatchOptions::new().with_prefix()))
+                .await
+                .map_err(|e| shared.error(&e, None))?;
+            Ok(forward_watch(
+                watcher,
+                stream,
+                shared.prefix.clone(),
+                shared.endpoint.clone(),
+            ))
+        })
+    }
+}
+
+/// The key-value pair a transaction's failure branch read, if any.
+fn first_kv(responses: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
+    responses.iter().find_map(|response| match response {
+        TxnOpResponse::Get(get) => get
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision())),
+        _ => None,
+    })
+}
+
+/// The value a transaction's failure branch read, if any.
+fn first_value(responses: &[TxnOpResponse]) -> Option<Vec<u8>> {
+    first_kv(responses).map(|(value, _)| value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked() {
+        assert_eq!(check_endpoint("127.0.0.1:2379"), Ok(()));
+        assert_eq!(check_endpoint("etcd.local:2379"), Ok(()));
+        assert_eq!(check_endpoint("[::1]:2379"), Ok(()));
+        for (endpoint, why) in [
+            ("127.0.0.1", "no port"),
+            (":2379", "not a host"),
+            ("127.0.0.1:0", "the port"),
+            ("127.0.0.1:http", "the port"),
+            ("127.0.0.1:70000", "the port"),
+            ("http://x:1", "not a host"),
+            ("a b:1", "not a host"),
+        ] {
+            let error = check_endpoint(endpoint).unwrap_err();
+            assert!(error.contains(why), "{endpoint}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_bad_application_or_endpoint_is_refused_when_opening() {
+        match EtcdGlobalIdMap::open(&EtcdOptions::new("127.0.0.1:2379", "a/b")) {
+            Err(OpenError::BadAppName(bad)) => assert_eq!(bad.name, "a/b"),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("opened"),
+        }
+        match EtcdGlobalIdMap::open(&EtcdOptions::new("localhost", "ring")) {
+            Err(OpenError::BadEndpoint(why)) => assert!(why.contains("no port"), "{why}"),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("opened"),
+        }
+    }
+
+    #[test]
+    fn lease_times_round_up_to_whole_seconds() {
+        assert_eq!(ttl_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(ttl_seconds(Duration::ZERO), 1);
+        assert_eq!(ttl_seconds(Duration::from_secs(2)), 2);
+        assert_eq!(ttl_seconds(Duration::from_millis(2001)), 3);
+    }
+}
