@@ -438,6 +438,7 @@ mod tests {
                     ready_timeout: 120,
                     verbose: false,
                     share: None,
+                    etcd: "start".into(),
                     args: strings(&["--port", "7"]),
                 })
             }))

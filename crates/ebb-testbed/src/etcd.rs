@@ -7,11 +7,16 @@
 //! network namespace (a cluster's, where `./ebb cluster up` runs its
 //! frontend).
 //!
+//! etcd gets SIGKILL when the thread that started it ends
+//! (`PR_SET_PDEATHSIG`, prctl(2)): start it from a thread that lives as
+//! long as it should.
+//!
 //! The flags are etcd 3.4's (Debian's `etcd-server`; see `etcd --help`):
 //! one member named `ebb` whose initial cluster is itself.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -162,6 +167,11 @@ impl Etcd {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_too);
+        // SAFETY: the hook runs in the forked child before exec and does
+        // only what `die_with_parent` says, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(die_with_parent);
+        }
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start {ETCD_PROGRAM}: {e}"))?;
@@ -220,6 +230,18 @@ impl Drop for Etcd {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Asks the kernel to SIGKILL this (forked) process when the thread that
+/// started it ends, so a frontend killed with SIGKILL leaves no etcd
+/// behind (prctl(2) `PR_SET_PDEATHSIG`; kept across exec).
+fn die_with_parent() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes two integers, touches no
+    // memory of ours, and is async-signal-safe.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Why etcd cannot be started: the program is missing.

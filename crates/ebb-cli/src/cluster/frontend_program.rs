@@ -12,7 +12,8 @@
 //! `up` builds the native image and the frontend program (hosted,
 //! release), then runs it with `--image PATH --nodes N --cores C --memory
 //! M --ready-timeout SECS --log-dir target/cluster --state-dir
-//! target/cluster [-v] -- ARGS` (`ebb_cluster::frontend::FrontendArgs`),
+//! target/cluster --etcd start|none|HOST:PORT [--share DIR] [-v] -- ARGS`
+//! (`ebb_cluster::frontend::FrontendArgs`),
 //! passing SIGINT and SIGTERM on, and exits with its exit code. The
 //! program's runtime keeps the state file, so `ps`, `logs` and `down`
 //! see its cluster (`down` stops the program, which stops its nodes).
@@ -51,7 +52,8 @@ pub fn command(binary: &Path, options: &UpOptions, image: &Path, log_dir: &Path)
         .arg("--log-dir")
         .arg(log_dir)
         .arg("--state-dir")
-        .arg(log_dir);
+        .arg(log_dir)
+        .args(["--etcd", &options.etcd]);
     if let Some(share) = &options.share {
         command.arg("--share").arg(share);
     }
@@ -116,6 +118,7 @@ mod tests {
             ready_timeout: 60,
             verbose: true,
             share: Some("/srv/data".into()),
+            etcd: "start".to_owned(),
             args: vec!["--rounds".to_owned(), "2".to_owned()],
         };
         let words = crate::native::shell_words(&command(
@@ -127,8 +130,8 @@ mod tests {
         assert_eq!(
             words,
             "/t/release/demo-frontend --image /img --nodes 3 --cores 2 --memory 512M \
-             --ready-timeout 60 --log-dir /logs --state-dir /logs --share /srv/data -v -- \
-             --rounds 2"
+             --ready-timeout 60 --log-dir /logs --state-dir /logs --etcd start --share /srv/data \
+             -v -- --rounds 2"
         );
     }
 }

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ebb_cluster::frontend::{run_frontend, FrontendOptions, DEFAULT_MESSENGER_PORT};
+use ebb_cluster::frontend::{run_frontend, FrontendOptions, MapChoice, DEFAULT_MESSENGER_PORT};
 
 use super::state::Recorder;
 use super::{say_booting, say_ready, say_stopped, UpOptions, WATCH};
@@ -72,6 +72,7 @@ pub fn up(root: &Path, options: &UpOptions, dir: &Path) -> Result<u8, String> {
     // The runtime keeps the state file (and says which node changed).
     frontend.state_dir = Some(dir.to_owned());
     frontend.app.clone_from(&options.app);
+    frontend.map = MapChoice::parse(&options.etcd);
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let shared = Arc::clone(&outcome);
     let state_dir = dir.to_owned();

@@ -62,6 +62,12 @@ pub struct UpOptions {
     /// file operations fail with "no directory is shared".
     #[arg(long, value_name = "DIR")]
     pub share: Option<std::path::PathBuf>,
+    /// Where the application's global id map lives: `start` starts a private etcd on
+    /// 127.0.0.1:2379 inside the cluster's namespace (data in a temporary directory, deleted
+    /// at the end); `HOST:PORT` uses a running etcd, as this host reaches it; `none` keeps the
+    /// map in the frontend's process.
+    #[arg(long, value_name = "start|none|HOST:PORT", default_value = "start")]
+    pub etcd: String,
     /// Arguments for the application on every node (put them after `--`).
     #[arg(last = true)]
     pub args: Vec<String>,

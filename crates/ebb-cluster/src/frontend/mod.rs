@@ -25,8 +25,9 @@
 //!    frontend's registry (`ebb_messenger::Frontend`) and the
 //!    application's global id map to the nodes
 //!    (`ebb_messenger::map::MapService`, from the map
-//!    [`run_frontend_with_map`] is given: an in-process one by
-//!    [`run_frontend`]; a lost node's watches end) and the application's
+//!    [`run_frontend_with_map`] is given, or the one
+//!    [`FrontendOptions::map`] names for [`run_frontend`]: in process by
+//!    default, or on etcd; a lost node's watches end) and the application's
 //!    command line (`ebb_messenger::command_line`: the arguments after
 //!    `--`, the `EBB_APP_*` variables of this process), then
 //!    `main(handle)` runs as a task; its output is the exit code;
@@ -55,11 +56,14 @@
 //! them.
 
 mod environment;
+pub mod global_map;
 mod options;
+pub mod registrations;
 mod signals;
 mod spawner;
 mod table;
 
+pub use global_map::{ClusterMap, MapChoice};
 pub use options::{
     check_memory, FrontendArgs, FrontendOptions, DEFAULT_IDS_PER_NODE, DEFAULT_MESSENGER_PORT,
 };
@@ -73,7 +77,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use ebb_core::{CoreId, GlobalIdMap, InProcessGlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_core::{CoreId, GlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 use ebb_event::EventRoot;
 use ebb_messenger::command_line::CommandLine;
 use ebb_messenger::map::MapService;
@@ -93,6 +97,8 @@ use crate::node_command::NativeCommandLine;
 use crate::qemu::QemuLauncher;
 use crate::state_file::{self, Recorder};
 
+use global_map::wait;
+use registrations::Registrar;
 use signals::Signals;
 use spawner::{start_spawner, AllocateRequest, StateKeeper};
 
@@ -179,8 +185,11 @@ impl FrontendHandle {
         &self.0.registry
     }
 
-    /// The application's global id map, the one the nodes reach through
-    /// this frontend (`ebb_messenger::map::RemoteGlobalIdMap`).
+    /// The application's global id map ([`FrontendOptions::map`], or the
+    /// one given to [`run_frontend_with_map`]): the one the nodes reach
+    /// through this frontend (`ebb_messenger::map::RemoteGlobalIdMap`);
+    /// ready nodes are registered in it under `nodes/N` (`ADDR:PORT
+    /// CORES`).
     pub fn map(&self) -> &Arc<dyn GlobalIdMap> {
         &self.0.map
     }
@@ -291,21 +300,35 @@ impl Wiring {
 /// `main`'s exit code (128 + the signal after SIGINT/SIGTERM), or an
 /// error when the cluster could not be set up or a core panicked. Every
 /// node is stopped and the namespace deleted before it returns. The
-/// application's global id map is an in-process one.
+/// application's global id map is the one [`FrontendOptions::map`] names
+/// (in process by default, or on etcd).
 pub fn run_frontend<F, Fut>(options: FrontendOptions, main: F) -> Result<i32, String>
 where
     F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
     Fut: Future<Output = i32> + 'static,
 {
-    run_frontend_with_map(options, Arc::new(InProcessGlobalIdMap::new()), main)
+    run_frontend_on(options, None, main)
 }
 
-/// [`run_frontend`], with `map` as the application's global id map: the
-/// frontend serves it to the nodes and hands it to `main`
-/// ([`FrontendHandle::map`]).
+/// [`run_frontend`], with `map` as the application's global id map
+/// ([`FrontendOptions::map`] is then not used): the frontend serves it to
+/// the nodes and hands it to `main` ([`FrontendHandle::map`]).
 pub fn run_frontend_with_map<F, Fut>(
     options: FrontendOptions,
     map: Arc<dyn GlobalIdMap>,
+    main: F,
+) -> Result<i32, String>
+where
+    F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
+    Fut: Future<Output = i32> + 'static,
+{
+    run_frontend_on(options, Some(map), main)
+}
+
+/// [`run_frontend`] on the map `given`, else the one the options name.
+fn run_frontend_on<F, Fut>(
+    options: FrontendOptions,
+    given: Option<Arc<dyn GlobalIdMap>>,
     main: F,
 ) -> Result<i32, String>
 where
@@ -332,7 +355,27 @@ where
         network.frontend(),
         options.messenger_port,
     ));
-    let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+    let cluster_map = match given {
+        Some(map) => ClusterMap::given(map),
+        None => ClusterMap::open(&options.map, &namespace, &options.app)?,
+    };
+    if let Some(etcd) = cluster_map.started_etcd() {
+        eprintln!(
+            "ebb: the global id map is in etcd at {} inside {namespace} (data in {}, deleted at the end)",
+            etcd.endpoint(),
+            etcd.dir().display()
+        );
+    }
+    // The registry's block of global ids comes from the map, so frontends
+    // sharing one etcd never hand out the same ids.
+    let block_len = options
+        .ids_per_node
+        .saturating_mul(MAX_NODES)
+        .min(MAX_EBB_IDS - FIRST_GLOBAL_ID);
+    let block = wait(cluster_map.map.reserve_range(FRONTEND_NODE, block_len))
+        .map_err(|e| format!("cannot reserve the cluster's global ids: {e}"))?;
+    let registry = Frontend::new(block);
+    let registrar = Arc::new(Registrar::start(Arc::clone(&cluster_map.map))?);
     let contract = Arc::new(MessengerContract::new(
         Arc::clone(&registry),
         options.ids_per_node,
@@ -348,8 +391,15 @@ where
     });
     let hook = {
         let (wiring, registry) = (Arc::clone(&wiring), Arc::clone(&registry));
+        let registrar = Arc::clone(&registrar);
         move |node: &NodeHandle, state: NodeState| {
+            if state == NodeState::Ready {
+                if let Some(entry) = registry.announced(node.id()) {
+                    registrar.ready(node.id(), registration(&entry));
+                }
+            }
             if state.is_over() {
+                registrar.ended(node.id());
                 wiring.node_ended(&registry, node.id());
             }
             if let NodeState::Lost(exit) = state {
@@ -378,7 +428,7 @@ where
     let (requests, spawner) = start_spawner(&allocator, &stopping, &nodes_stopped, keeper)?;
     let handle_parts = HandleParts {
         registry: Arc::clone(&registry),
-        map,
+        map: Arc::clone(&cluster_map.map),
         command_line: Arc::new(CommandLine::new(
             options.args.clone(),
             environment::utf8_only(std::env::vars_os()),
@@ -431,6 +481,10 @@ where
     nodes_stopped.store(true, Ordering::SeqCst);
     let _ = spawner.join();
     drop(allocator);
+    // The registrations go (their leases revoked), then the map, then the
+    // etcd this frontend started, with its data.
+    drop(registrar);
+    drop(cluster_map);
     if let Some(dir) = &options.state_dir {
         let _ = std::fs::remove_file(state_file::file(dir));
     }
@@ -461,6 +515,17 @@ struct HandleParts {
     requests: mpsc::Sender<AllocateRequest>,
     spec: NodeSpec,
     namespace: String,
+}
+
+/// The most nodes a cluster network holds (a /24 less the network, the
+/// frontend and the broadcast addresses): the registry's block of global
+/// ids is `ids_per_node` times this.
+const MAX_NODES: u32 = 253;
+
+/// What node registrations hold: `ADDR:PORT CORES`, the node's Messenger
+/// address and core count.
+fn registration(entry: &NodeEntry) -> Vec<u8> {
+    format!("{} {}", entry.addr, entry.cores).into_bytes()
 }
 
 /// Creates the frontend's Messenger (node 0), serves the registry, the

@@ -3,11 +3,12 @@
 //! [`FrontendArgs`], the command line `./ebb cluster up` gives a frontend
 //! program: `--image PATH --nodes N [--cores C] [--memory M] [--port P]
 //! [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir
-//! DIR] [-v] [-- ARGS]`.
+//! DIR] [--share DIR] [--etcd start|none|HOST:PORT] [-v] [-- ARGS]`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::global_map::MapChoice;
 use crate::allocator::DEFAULT_READY_TIMEOUT;
 use crate::node::NodeSpec;
 
@@ -45,12 +46,16 @@ pub struct FrontendOptions {
     /// Where to keep `./ebb cluster`'s state file (`ps`, `logs`, `down`
     /// read it; `crate::state_file`), if anywhere.
     pub state_dir: Option<PathBuf>,
-    /// The application's name in the state file (the image's file name).
+    /// The application's name in the state file (the image's file name),
+    /// and its key prefix in an etcd map (`/ebbflow/APP/`).
     pub app: String,
     /// The directory the FileSystem Ebb shares with the nodes
     /// (`--share DIR`; `ebb_offload_host::FileServer`), if any: without
     /// one, a node's file operations fail with "no directory is shared".
     pub share: Option<PathBuf>,
+    /// Where the application's global id map lives: in process by
+    /// default; `./ebb cluster up` starts an etcd (`--etcd`).
+    pub map: MapChoice,
 }
 
 impl FrontendOptions {
@@ -76,6 +81,7 @@ impl FrontendOptions {
             network_tag: "frontend".to_owned(),
             state_dir: None,
             share: None,
+            map: MapChoice::InProcess,
         }
     }
 
@@ -150,7 +156,7 @@ impl FrontendArgs {
     /// The usage line.
     pub const USAGE: &'static str = "--image PATH [--nodes N] [--cores C] [--memory M] \
          [--port P] [--ids-per-node K] [--ready-timeout SECS] [--log-dir DIR] [--state-dir DIR] \
-         [--share DIR] [-v] [-- ARGS]";
+         [--share DIR] [--etcd start|none|HOST:PORT] [-v] [-- ARGS]";
 
     /// Parses `args` (without the program's name).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<FrontendArgs, String> {
@@ -189,6 +195,7 @@ impl FrontendArgs {
                 "--log-dir" => options.log_dir = PathBuf::from(value("--log-dir")?),
                 "--state-dir" => options.state_dir = Some(PathBuf::from(value("--state-dir")?)),
                 "--share" => options.share = Some(PathBuf::from(value("--share")?)),
+                "--etcd" => options.map = MapChoice::parse(&value("--etcd")?),
                 "-v" | "--verbose" => options.verbose = true,
                 "--" => {
                     rest.extend(args.by_ref());
@@ -249,6 +256,12 @@ mod tests {
         let defaults = parse(&["--image", "/img"]).expect("parses");
         assert_eq!(defaults.nodes, 3);
         assert_eq!(defaults.options.share, None);
+        assert_eq!(defaults.options.map, MapChoice::InProcess);
+        let etcd = parse(&["--image", "/img", "--etcd", "127.0.0.1:2379"]).expect("parses");
+        assert_eq!(
+            etcd.options.map,
+            MapChoice::Etcd("127.0.0.1:2379".to_owned())
+        );
         assert_eq!(defaults.options.messenger_port, DEFAULT_MESSENGER_PORT);
 
         assert_eq!(
