@@ -234,7 +234,7 @@ fn qemu_pids() -> Vec<u32> {
 
 #[test]
 fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let (mut up, mut output, namespace, inode) = start_echo_cluster(3);
@@ -304,7 +304,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
 
 #[test]
 fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let (mut up, _, namespace, inode) = start_echo_cluster(2);
     let qemu_pids = qemu_pids();
@@ -337,7 +337,7 @@ fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
 
 #[test]
 fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     // echo refuses an option it does not know and exits with code 2.
     let failed = ebb(&[
@@ -374,14 +374,14 @@ fn a_node_that_fails_to_boot_ends_up_with_its_console_and_leaves_nothing() {
 
 #[test]
 fn ctrl_c_stops_the_nodes_in_order_and_leaves_nothing() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
     // A terminal's Ctrl-C: SIGINT to the foreground process group.
     stops_in_order_on("INT", 2);
 }
 
 #[test]
 fn a_closed_terminal_stops_the_nodes_in_order_and_leaves_nothing() {
-    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu);
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
     // A terminal that closes sends SIGHUP to its foreground process group
     // (by default it would end `up` and leave the namespace behind).
     stops_in_order_on("HUP", 1);

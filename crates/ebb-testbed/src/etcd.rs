@@ -252,10 +252,14 @@ fn missing_etcd() -> String {
     format!("no {ETCD_PROGRAM} on PATH: install the Debian package {package} (./ebb does)")
 }
 
-/// A new, empty directory under the system's temporary directory.
+/// A new, empty directory under the system's temporary directory,
+/// `ebb-etcd-PID-N`; first deletes those of processes that are gone (a
+/// frontend killed with SIGKILL runs no clean-up: its etcd dies with it,
+/// its directory is left for this sweep).
 fn new_temporary_dir() -> Result<PathBuf, String> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let base = std::env::temp_dir();
+    remove_stale_dirs(&base);
     for _ in 0..100 {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("ebb-etcd-{}-{n}", std::process::id()));
@@ -269,6 +273,28 @@ fn new_temporary_dir() -> Result<PathBuf, String> {
         "cannot create a new ebb-etcd directory in {}",
         base.display()
     ))
+}
+
+/// Deletes the `ebb-etcd-PID-N` directories in `base` whose process is
+/// gone (a live process with that id keeps them: never someone else's).
+fn remove_stale_dirs(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("ebb-etcd-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Whether etcd at `addr` answers `GET /health` with `"health":"true"`
@@ -311,6 +337,23 @@ mod tests {
         drop(etcd);
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
         assert!(!dir.exists(), "{} is left", dir.display());
+    }
+
+    #[test]
+    fn directories_of_gone_processes_are_swept_and_others_kept() {
+        let base = std::env::temp_dir().join(format!("ebb-etcd-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        // No process has an id above the kernel's pid_max (at most 2^22).
+        let gone = base.join("ebb-etcd-4194305-0");
+        let alive = base.join(format!("ebb-etcd-{}-0", std::process::id()));
+        let other = base.join("ebb-etcd-x");
+        for dir in [&gone, &alive, &other] {
+            std::fs::create_dir_all(dir.join("data")).unwrap();
+        }
+        remove_stale_dirs(&base);
+        assert!(!gone.exists());
+        assert!(alive.exists() && other.exists());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

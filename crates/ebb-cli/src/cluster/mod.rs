@@ -12,7 +12,9 @@
 //!   is the frontend: node 0, at `.1` on the cluster's network; for an
 //!   application whose nodes take a boot contract, with the Messenger
 //!   (the frontend runtime, [`messenger_up`]), else ready on a console
-//!   line.
+//!   line. With the frontend runtime, `--etcd` says where the global id
+//!   map lives (`start`, the default: a private etcd inside the
+//!   namespace; `HOST:PORT`; `none`: in process).
 //! - `ps`, `logs NODE` and `down` read the state file `up` keeps
 //!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
 //!   frontend that is gone.
