@@ -8,15 +8,22 @@
 //! pending call fails with `NodeLost` and a later one with `Unreachable`,
 //! while the other node still answers; afterwards no namespace, TAP
 //! device or QEMU process of the test is left.
+//! On a real etcd (`MapChoice::StartEtcd`, needs etcd too): the
+//! registry's block of global ids comes from etcd, each node is
+//! registered under `nodes/N` with a lease, a node killed with `kill -9`
+//! loses its registration while the other keeps it, and no etcd or its
+//! data is left.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ebb_cluster::frontend::{run_frontend, FrontendOptions};
+use std::future::Future;
+
+use ebb_cluster::frontend::{run_frontend, FrontendHandle, FrontendOptions, MapChoice};
 use ebb_cluster::{ClusterError, Exit, NodeState};
-use ebb_core::{EbbId, NodeId};
+use ebb_core::{EbbId, GlobalIdMap, NodeId, NEXT_GLOBAL_ID};
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::command_line::CommandLine;
 use ebb_messenger::map::{decode_reply, MapReply, GET};
@@ -100,6 +107,63 @@ fn echo_nodes(tag: &str, port: u16) -> (FrontendOptions, PathBuf) {
     options.log_dir = log_dir.clone();
     options.messenger_port = port;
     (options, log_dir)
+}
+
+/// Checks that the cluster's namespace (its TAP devices and bridge went
+/// with it) and its QEMUs are gone.
+fn assert_namespace_and_qemus_gone(namespace: &str, qemu_pids: impl IntoIterator<Item = u32>) {
+    assert!(
+        !ebb_testbed::netns::exists(namespace),
+        "{namespace} is left"
+    );
+    for pid in qemu_pids {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert!(!comm.contains("qemu"), "QEMU {pid} is still running");
+    }
+}
+
+/// Node `id`'s state, if the frontend has such a node.
+fn node_state(frontend: &FrontendHandle, id: NodeId) -> Option<NodeState> {
+    frontend
+        .nodes()
+        .into_iter()
+        .find(|node| node.id() == id)
+        .map(|node| node.state())
+}
+
+/// Waits on the event loop until node `id` has ended, 30 s at most; its
+/// state then.
+async fn ended(frontend: &FrontendHandle, id: NodeId) -> Option<NodeState> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !node_state(frontend, id).is_some_and(NodeState::is_over) && Instant::now() < deadline {
+        ebb_event::sleep(Duration::from_millis(50)).await;
+    }
+    node_state(frontend, id)
+}
+
+/// Runs `program` as the frontend of `options` on a thread of its own;
+/// its exit code and what it saw (it returns both), within
+/// [`TEST_LIMIT`].
+fn run_program<S, F, Fut>(options: FrontendOptions, program: F) -> (Result<i32, String>, S)
+where
+    S: Send + 'static,
+    F: FnOnce(FrontendHandle) -> Fut + Send + 'static,
+    Fut: Future<Output = (i32, S)> + 'static,
+{
+    let (seen_tx, seen_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let code = run_frontend(options, move |frontend| async move {
+            let (code, seen) = program(frontend).await;
+            let _ = seen_tx.send(seen);
+            code
+        });
+        let _ = done_tx.send(code);
+    });
+    let code = done_rx
+        .recv_timeout(TEST_LIMIT)
+        .expect("the frontend finished in time");
+    (code, seen_rx.try_recv().expect("the frontend program ran"))
 }
 
 #[test]
@@ -387,4 +451,109 @@ fn after_a_frontend_fails_early_sigterm_still_ends_the_process() {
         Some(15),
         "SIGTERM ends the process"
     );
+}
+
+/// What the frontend program on etcd saw.
+#[derive(Debug, Default)]
+struct SeenOnEtcd {
+    namespace: String,
+    allocated: Vec<Result<(NodeId, String, u32), String>>,
+    counter: Option<Result<Option<Vec<u8>>, String>>,
+    registered: Vec<(String, Vec<u8>)>,
+    after_loss: Vec<(String, Vec<u8>)>,
+}
+
+/// Polls `map.list("nodes/")` on the event loop until `done` says so or
+/// 30 s passed; the last list.
+async fn nodes_until(
+    map: &dyn GlobalIdMap,
+    done: impl Fn(&[(String, Vec<u8>)]) -> bool,
+) -> Vec<(String, Vec<u8>)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let nodes = map.list("nodes/").await.unwrap_or_default();
+        if done(&nodes) || Instant::now() >= deadline {
+            return nodes;
+        }
+        ebb_event::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn a_frontend_on_etcd_registers_its_nodes_and_a_lost_ones_entry_goes() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
+    let _turn = one_cluster();
+    let (mut options, log_dir) = echo_nodes("etcd", 7202);
+    options.map = MapChoice::StartEtcd;
+    let ids_per_node = options.ids_per_node;
+
+    let (code, seen) = run_program(options, |frontend| async move {
+        let mut seen = SeenOnEtcd {
+            namespace: frontend.namespace().to_owned(),
+            ..SeenOnEtcd::default()
+        };
+        let map = std::sync::Arc::clone(frontend.map());
+        seen.counter = Some(map.get(NEXT_GLOBAL_ID).await.map_err(|e| e.to_string()));
+        let nodes = frontend.allocate(2).await;
+        seen.allocated = nodes
+            .iter()
+            .map(|node| {
+                node.as_ref()
+                    .map(|n| (n.id, format!("{} {}", n.entry.addr, n.entry.cores), n.pid))
+                    .map_err(ToString::to_string)
+            })
+            .collect();
+        let Ok(nodes) = nodes.into_iter().collect::<Result<Vec<_>, _>>() else {
+            return (1, seen);
+        };
+        seen.registered = nodes_until(&*map, |nodes| nodes.len() == 2).await;
+        let lost = nodes[0].id;
+        let _ = frontend.kill(lost);
+        ended(&frontend, lost).await;
+        seen.after_loss = nodes_until(&*map, |nodes| nodes.len() == 1).await;
+        (0, seen)
+    });
+    assert_eq!(code, Ok(0), "{seen:?}");
+
+    // The registry's block came from etcd's counter.
+    let block_end = ebb_core::FIRST_GLOBAL_ID + ids_per_node * 253;
+    assert_eq!(
+        seen.counter,
+        Some(Ok(Some(block_end.to_string().into_bytes()))),
+        "{seen:?}"
+    );
+    let allocated: Vec<_> = seen
+        .allocated
+        .iter()
+        .map(|node| node.clone().expect("allocated"))
+        .collect();
+    let expected: Vec<(String, Vec<u8>)> = allocated
+        .iter()
+        .map(|(id, value, _)| (format!("nodes/{}", id.0), value.clone().into_bytes()))
+        .collect();
+    assert_eq!(seen.registered, expected);
+    assert_eq!(seen.after_loss, expected[1..].to_vec());
+
+    // Nothing left: etcd and its data, the namespace, the QEMUs.
+    let ours = format!("ebb-etcd-{}-", std::process::id());
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains(&ours),
+            "etcd {} is still running",
+            entry.file_name().to_string_lossy()
+        );
+    }
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .expect("tmp")
+        .flatten()
+    {
+        assert!(
+            !entry.file_name().to_string_lossy().starts_with(&ours),
+            "{} is left",
+            entry.path().display()
+        );
+    }
+    assert_namespace_and_qemus_gone(&seen.namespace, allocated.iter().map(|(_, _, pid)| *pid));
+    let _ = std::fs::remove_dir_all(&log_dir);
 }

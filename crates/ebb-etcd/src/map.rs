@@ -164,9 +164,25 @@ impl EtcdGlobalIdMap {
         Box::pin(self.bridge.run(self.shared.endpoint.clone(), work))
     }
 
-    /// A finished future holding `error` (a bad key: etcd is not asked).
-    fn fail<'a, T: Send + 'a>(error: MapError) -> MapFuture<'a, T> {
-        Box::pin(std::future::ready(Err(error)))
+    /// [`Self::run`] for an operation on map key (or, with `prefix`, key
+    /// prefix) `key`, given to `operation` as its etcd key; a bad key is
+    /// an error at once, without asking etcd.
+    fn run_on_key<'a, T, F, Fut>(
+        &self,
+        key: &str,
+        prefix: bool,
+        lease: Option<Lease>,
+        operation: F,
+    ) -> MapFuture<'a, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Vec<u8>, Client, Arc<Shared>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, MapError>> + Send + 'static,
+    {
+        match self.shared.prefix.etcd_key(key, prefix) {
+            Ok(key) => self.run(lease, move |client, shared| operation(key, client, shared)),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
     }
 }
 
@@ -250,46 +266,49 @@ fn ttl_seconds(ttl: Duration) -> i64 {
 
 impl GlobalIdMap for EtcdGlobalIdMap {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        let key = match self.shared.prefix.etcd_key(key, false) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            let answer = client
-                .get(key, None)
-                .await
-                .map_err(|e| shared.error(&e, None))?;
-            Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
-        })
+        self.run_on_key(
+            key,
+            false,
+            None,
+            move |key, mut client, shared| async move {
+                let answer = client
+                    .get(key, None)
+                    .await
+                    .map_err(|e| shared.error(&e, None))?;
+                Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+            },
+        )
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        let key = match self.shared.prefix.etcd_key(key, false) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(lease, move |mut client, shared| async move {
-            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
-            client
-                .put(key, value, options)
-                .await
-                .map_err(|e| shared.error(&e, lease))?;
-            Ok(())
-        })
+        self.run_on_key(
+            key,
+            false,
+            lease,
+            move |key, mut client, shared| async move {
+                let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+                client
+                    .put(key, value, options)
+                    .await
+                    .map_err(|e| shared.error(&e, lease))?;
+                Ok(())
+            },
+        )
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        let key = match self.shared.prefix.etcd_key(key, false) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            let answer = client
-                .delete(key, None)
-                .await
-                .map_err(|e| shared.error(&e, None))?;
-            Ok(answer.deleted() > 0)
-        })
+        self.run_on_key(
+            key,
+            false,
+            None,
+            move |key, mut client, shared| async move {
+                let answer = client
+                    .delete(key, None)
+                    .await
+                    .map_err(|e| shared.error(&e, None))?;
+                Ok(answer.deleted() > 0)
+            },
+        )
     }
 
     fn compare_and_swap<'a>(
@@ -298,92 +317,95 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        let key = match self.shared.prefix.etcd_key(key, false) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            // Absent: version 0. Present: the value compares equal (etcd
-            // fails a value comparison on a missing key; see its
-            // rpc.proto, Compare).
-            let compare = match expected {
-                None => Compare::version(key.clone(), CompareOp::Equal, 0),
-                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
-            };
-            let txn = Txn::new()
-                .when([compare])
-                .and_then([TxnOp::put(key.clone(), new, None)])
-                .or_else([TxnOp::get(key, None)]);
-            let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
-            if answer.succeeded() {
-                return Ok(Swap::Done);
-            }
-            Ok(Swap::Conflict(first_value(&answer.op_responses())))
-        })
+        self.run_on_key(
+            key,
+            false,
+            None,
+            move |key, mut client, shared| async move {
+                // Absent: version 0. Present: the value compares equal (etcd
+                // fails a value comparison on a missing key; see its
+                // rpc.proto, Compare).
+                let compare = match expected {
+                    None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                    Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+                };
+                let txn = Txn::new()
+                    .when([compare])
+                    .and_then([TxnOp::put(key.clone(), new, None)])
+                    .or_else([TxnOp::get(key, None)]);
+                let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
+                if answer.succeeded() {
+                    return Ok(Swap::Done);
+                }
+                Ok(Swap::Conflict(first_value(&answer.op_responses())))
+            },
+        )
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
-        let etcd_prefix = match self.shared.prefix.etcd_key(prefix, true) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            // etcd returns a range in key (byte) order.
-            let answer = client
-                .get(etcd_prefix, Some(GetOptions::new().with_prefix()))
-                .await
-                .map_err(|e| shared.error(&e, None))?;
-            Ok(answer
-                .kvs()
-                .iter()
-                .filter_map(|kv| Some((shared.prefix.map_key(kv.key())?, kv.value().to_vec())))
-                .collect())
-        })
+        self.run_on_key(
+            prefix,
+            true,
+            None,
+            move |etcd_prefix, mut client, shared| async move {
+                // etcd returns a range in key (byte) order.
+                let answer = client
+                    .get(etcd_prefix, Some(GetOptions::new().with_prefix()))
+                    .await
+                    .map_err(|e| shared.error(&e, None))?;
+                Ok(answer
+                    .kvs()
+                    .iter()
+                    .filter_map(|kv| Some((shared.prefix.map_key(kv.key())?, kv.value().to_vec())))
+                    .collect())
+            },
+        )
     }
 
     fn reserve_range(&self, _node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
-        let key = match self.shared.prefix.etcd_key(NEXT_GLOBAL_ID, false) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            // Read the counter and its revision, then write the advanced
-            // counter only if nobody wrote it since (mod revision 0: still
-            // absent); a lost race reads the winner's value from the same
-            // transaction and tries again.
-            let answer = client
-                .get(key.clone(), None)
-                .await
-                .map_err(|e| shared.error(&e, None))?;
-            let mut seen = answer
-                .kvs()
-                .first()
-                .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
-            for _ in 0..RESERVE_ATTEMPTS {
-                let (value, revision) = match &seen {
-                    Some((value, revision)) => (Some(value.as_slice()), *revision),
-                    None => (None, 0),
-                };
-                let range = range_from(decode_next(value)?, len)?;
-                let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key.clone(),
-                        CompareOp::Equal,
-                        revision,
-                    )])
-                    .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
-                    .or_else([TxnOp::get(key.clone(), None)]);
-                let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
-                if answer.succeeded() {
-                    return Ok(range);
+        self.run_on_key(
+            NEXT_GLOBAL_ID,
+            false,
+            None,
+            move |key, mut client, shared| async move {
+                // Read the counter and its revision, then write the advanced
+                // counter only if nobody wrote it since (mod revision 0: still
+                // absent); a lost race reads the winner's value from the same
+                // transaction and tries again.
+                let answer = client
+                    .get(key.clone(), None)
+                    .await
+                    .map_err(|e| shared.error(&e, None))?;
+                let mut seen = answer
+                    .kvs()
+                    .first()
+                    .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
+                for _ in 0..RESERVE_ATTEMPTS {
+                    let (value, revision) = match &seen {
+                        Some((value, revision)) => (Some(value.as_slice()), *revision),
+                        None => (None, 0),
+                    };
+                    let range = range_from(decode_next(value)?, len)?;
+                    let txn = Txn::new()
+                        .when([Compare::mod_revision(
+                            key.clone(),
+                            CompareOp::Equal,
+                            revision,
+                        )])
+                        .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
+                        .or_else([TxnOp::get(key.clone(), None)]);
+                    let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
+                    if answer.succeeded() {
+                        return Ok(range);
+                    }
+                    seen = first_kv(&answer.op_responses());
                 }
-                seen = first_kv(&answer.op_responses());
-            }
-            Err(MapError::Refused(format!(
+                Err(MapError::Refused(format!(
                 "{}: {RESERVE_ATTEMPTS} reservations in a row lost the race for {NEXT_GLOBAL_ID}",
                 shared.endpoint
             )))
-        })
+            },
+        )
     }
 
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
@@ -421,24 +443,25 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     }
 
     fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
-        let etcd_prefix = match self.shared.prefix.etcd_key(prefix, true) {
-            Ok(key) => key,
-            Err(error) => return Self::fail(error),
-        };
-        self.run(None, move |mut client, shared| async move {
-            // The watch is created (etcd answered) when this returns: every
-            // later change is delivered.
-            let (watcher, stream) = client
-                .watch(etcd_prefix, Some(WatchOptions::new().with_prefix()))
-                .await
-                .map_err(|e| shared.error(&e, None))?;
-            Ok(forward_watch(
-                watcher,
-                stream,
-                shared.prefix.clone(),
-                shared.endpoint.clone(),
-            ))
-        })
+        self.run_on_key(
+            prefix,
+            true,
+            None,
+            move |etcd_prefix, mut client, shared| async move {
+                // The watch is created (etcd answered) when this returns: every
+                // later change is delivered.
+                let (watcher, stream) = client
+                    .watch(etcd_prefix, Some(WatchOptions::new().with_prefix()))
+                    .await
+                    .map_err(|e| shared.error(&e, None))?;
+                Ok(forward_watch(
+                    watcher,
+                    stream,
+                    shared.prefix.clone(),
+                    shared.endpoint.clone(),
+                ))
+            },
+        )
     }
 }
 
