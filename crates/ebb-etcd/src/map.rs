@@ -134,17 +134,25 @@ impl EtcdGlobalIdMap {
     /// Runs `operation` with a connected client on the bridge, bounded by
     /// the timeout; an unreachable etcd drops the client so the next
     /// operation connects again.
+    ///
+    /// `lease` is the lease the operation concerns, if any: etcd's "lease
+    /// not found" then means [`MapError::LeaseExpired`] of it.
     fn run<'a, T, F, Fut>(&self, lease: Option<Lease>, operation: F) -> MapFuture<'a, T>
     where
         T: Send + 'static,
         F: FnOnce(Client, Arc<Shared>) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, MapError>> + Send + 'static,
+        Fut: Future<Output = Result<T, Failure>> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
         let work = async move {
             let bounded = tokio::time::timeout(shared.timeout, async {
                 let client = shared.connected().await?;
-                operation(client, Arc::clone(&shared)).await
+                operation(client, Arc::clone(&shared))
+                    .await
+                    .map_err(|failure| match failure {
+                        Failure::Etcd(error) => map_error(&error, &shared.endpoint, lease),
+                        Failure::Map(error) => error,
+                    })
             });
             let result = match bounded.await {
                 Ok(result) => result,
@@ -155,11 +163,7 @@ impl EtcdGlobalIdMap {
                     shared.forget_client();
                 }
             }
-            result.map_err(|error| match (error, lease) {
-                // A missing lease found by etcd while setting under it.
-                (MapError::LeaseExpired(_), Some(lease)) => MapError::LeaseExpired(lease),
-                (error, _) => error,
-            })
+            result
         };
         Box::pin(self.bridge.run(self.shared.endpoint.clone(), work))
     }
@@ -177,7 +181,7 @@ impl EtcdGlobalIdMap {
     where
         T: Send + 'static,
         F: FnOnce(Vec<u8>, Client, Arc<Shared>) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, MapError>> + Send + 'static,
+        Fut: Future<Output = Result<T, Failure>> + Send + 'static,
     {
         match self.shared.prefix.etcd_key(key, prefix) {
             Ok(key) => self.run(lease, move |client, shared| operation(key, client, shared)),
@@ -234,9 +238,25 @@ impl Shared {
             reason,
         }
     }
+}
 
-    fn error(&self, error: &etcd_client::Error, lease: Option<Lease>) -> MapError {
-        map_error(error, &self.endpoint, lease)
+/// Why an operation failed, before [`EtcdGlobalIdMap::run`] tells its
+/// caller: etcd-client's error (classified there, knowing the operation's
+/// lease) or already the map's own.
+enum Failure {
+    Etcd(etcd_client::Error),
+    Map(MapError),
+}
+
+impl From<etcd_client::Error> for Failure {
+    fn from(error: etcd_client::Error) -> Failure {
+        Failure::Etcd(error)
+    }
+}
+
+impl From<MapError> for Failure {
+    fn from(error: MapError) -> Failure {
+        Failure::Map(error)
     }
 }
 
@@ -266,49 +286,25 @@ fn ttl_seconds(ttl: Duration) -> i64 {
 
 impl GlobalIdMap for EtcdGlobalIdMap {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        self.run_on_key(
-            key,
-            false,
-            None,
-            move |key, mut client, shared| async move {
-                let answer = client
-                    .get(key, None)
-                    .await
-                    .map_err(|e| shared.error(&e, None))?;
-                Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
-            },
-        )
+        self.run_on_key(key, false, None, move |key, mut client, _| async move {
+            let answer = client.get(key, None).await?;
+            Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+        })
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.run_on_key(
-            key,
-            false,
-            lease,
-            move |key, mut client, shared| async move {
-                let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
-                client
-                    .put(key, value, options)
-                    .await
-                    .map_err(|e| shared.error(&e, lease))?;
-                Ok(())
-            },
-        )
+        self.run_on_key(key, false, lease, move |key, mut client, _| async move {
+            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+            client.put(key, value, options).await?;
+            Ok(())
+        })
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.run_on_key(
-            key,
-            false,
-            None,
-            move |key, mut client, shared| async move {
-                let answer = client
-                    .delete(key, None)
-                    .await
-                    .map_err(|e| shared.error(&e, None))?;
-                Ok(answer.deleted() > 0)
-            },
-        )
+        self.run_on_key(key, false, None, move |key, mut client, _| async move {
+            let answer = client.delete(key, None).await?;
+            Ok(answer.deleted() > 0)
+        })
     }
 
     fn compare_and_swap<'a>(
@@ -317,29 +313,24 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        self.run_on_key(
-            key,
-            false,
-            None,
-            move |key, mut client, shared| async move {
-                // Absent: version 0. Present: the value compares equal (etcd
-                // fails a value comparison on a missing key; see its
-                // rpc.proto, Compare).
-                let compare = match expected {
-                    None => Compare::version(key.clone(), CompareOp::Equal, 0),
-                    Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
-                };
-                let txn = Txn::new()
-                    .when([compare])
-                    .and_then([TxnOp::put(key.clone(), new, None)])
-                    .or_else([TxnOp::get(key, None)]);
-                let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
-                if answer.succeeded() {
-                    return Ok(Swap::Done);
-                }
-                Ok(Swap::Conflict(first_value(&answer.op_responses())))
-            },
-        )
+        self.run_on_key(key, false, None, move |key, mut client, _| async move {
+            // Absent: version 0. Present: the value compares equal (etcd
+            // fails a value comparison on a missing key; see its
+            // rpc.proto, Compare).
+            let compare = match expected {
+                None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+            };
+            let txn = Txn::new()
+                .when([compare])
+                .and_then([TxnOp::put(key.clone(), new, None)])
+                .or_else([TxnOp::get(key, None)]);
+            let answer = client.txn(txn).await?;
+            if answer.succeeded() {
+                return Ok(Swap::Done);
+            }
+            Ok(Swap::Conflict(first_value(&answer.op_responses())))
+        })
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
@@ -351,8 +342,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                 // etcd returns a range in key (byte) order.
                 let answer = client
                     .get(etcd_prefix, Some(GetOptions::new().with_prefix()))
-                    .await
-                    .map_err(|e| shared.error(&e, None))?;
+                    .await?;
                 Ok(answer
                     .kvs()
                     .iter()
@@ -372,10 +362,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                 // counter only if nobody wrote it since (mod revision 0: still
                 // absent); a lost race reads the winner's value from the same
                 // transaction and tries again.
-                let answer = client
-                    .get(key.clone(), None)
-                    .await
-                    .map_err(|e| shared.error(&e, None))?;
+                let answer = client.get(key.clone(), None).await?;
                 let mut seen = answer
                     .kvs()
                     .first()
@@ -394,7 +381,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                         )])
                         .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
                         .or_else([TxnOp::get(key.clone(), None)]);
-                    let answer = client.txn(txn).await.map_err(|e| shared.error(&e, None))?;
+                    let answer = client.txn(txn).await?;
                     if answer.succeeded() {
                         return Ok(range);
                     }
@@ -403,41 +390,33 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                 Err(MapError::Refused(format!(
                 "{}: {RESERVE_ATTEMPTS} reservations in a row lost the race for {NEXT_GLOBAL_ID}",
                 shared.endpoint
-            )))
+            ))
+                .into())
             },
         )
     }
 
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
         let seconds = ttl_seconds(ttl);
-        self.run(None, move |mut client, shared| async move {
-            let answer = client
-                .lease_grant(seconds, None)
-                .await
-                .map_err(|e| shared.error(&e, None))?;
+        self.run(None, move |mut client, _| async move {
+            let answer = client.lease_grant(seconds, None).await?;
             Ok(Lease(answer.id()))
         })
     }
 
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.run(Some(lease), move |mut client, shared| async move {
+        self.run(Some(lease), move |mut client, _| async move {
             // etcd-client sends one keep-alive and reads its answer before
             // returning (a TTL of 0: the lease is gone); dropping the
             // stream then ends it.
-            client
-                .lease_keep_alive(lease.0)
-                .await
-                .map_err(|e| shared.error(&e, Some(lease)))?;
+            client.lease_keep_alive(lease.0).await?;
             Ok(())
         })
     }
 
     fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.run(Some(lease), move |mut client, shared| async move {
-            client
-                .lease_revoke(lease.0)
-                .await
-                .map_err(|e| shared.error(&e, Some(lease)))?;
+        self.run(Some(lease), move |mut client, _| async move {
+            client.lease_revoke(lease.0).await?;
             Ok(())
         })
     }
@@ -452,8 +431,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                 // later change is delivered.
                 let (watcher, stream) = client
                     .watch(etcd_prefix, Some(WatchOptions::new().with_prefix()))
-                    .await
-                    .map_err(|e| shared.error(&e, None))?;
+                    .await?;
                 Ok(forward_watch(
                     watcher,
                     stream,
