@@ -11,7 +11,10 @@
 //! `down` deletes the namespace it left; a Ctrl-C (or a closed
 //! terminal's SIGHUP) reaches `up` alone, which stops its nodes in order;
 //! a second `up` is refused while one runs; nodes whose application exits
-//! while booting end `up` with their consoles shown. Everything runs under deadlines (TCG boots three guests side by
+//! while booting end `up` with their consoles shown; with `--etcd
+//! HOST:PORT` (an etcd this test starts on 127.0.0.1), each node is
+//! registered under `nodes/N` there, and once the frontend is killed with
+//! SIGKILL the registrations expire with their leases. Everything runs under deadlines (TCG boots three guests side by
 //! side in seconds here; the bounds are generous for a loaded machine).
 
 use std::os::unix::process::CommandExt;
@@ -156,6 +159,11 @@ fn state_of(ps: &str, id: u32) -> String {
 /// its output, the namespace, and its inode (for [`assert_nothing_left`]),
 /// after checking that the cluster's devices are in it.
 fn start_echo_cluster(nodes: u16) -> (Group, Lines, String, u64) {
+    start_echo_cluster_with(nodes, &[])
+}
+
+/// [`start_echo_cluster`] with more options for `up`.
+fn start_echo_cluster_with(nodes: u16, options: &[&str]) -> (Group, Lines, String, u64) {
     let mut child = Command::new("sh")
         .args([
             "-c",
@@ -166,6 +174,7 @@ fn start_echo_cluster(nodes: u16) -> (Group, Lines, String, u64) {
             "echo",
         ])
         .args(["--ready-timeout", "120", "--nodes", &nodes.to_string()])
+        .args(options)
         .env("EBB_ROOT", root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -332,6 +341,66 @@ fn when_the_frontend_is_killed_its_nodes_die_and_down_removes_the_rest() {
         "{}",
         text(&down)
     );
+    // The etcd it started died with it; `down` deleted its data.
+    let etcd_data = format!("ebb-etcd-{}-", up.0.id());
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .expect("tmp")
+        .flatten()
+    {
+        let name = entry.file_name();
+        assert!(
+            !name.to_string_lossy().starts_with(&etcd_data),
+            "{name:?} is left"
+        );
+    }
+    assert_nothing_left(&namespace, Some(inode), &qemu_pids);
+}
+
+/// `map`'s node registrations, polled until `done` says so or 30 s
+/// passed (the registrations' 10 s lease and a loaded host).
+fn registrations_until(
+    map: &ebb_etcd::EtcdGlobalIdMap,
+    done: impl Fn(&[(String, Vec<u8>)]) -> bool,
+) -> Vec<(String, Vec<u8>)> {
+    use ebb_cluster::frontend::global_map::wait;
+    use ebb_core::GlobalIdMap;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let nodes = wait(map.list("nodes/")).unwrap_or_default();
+        if done(&nodes) || Instant::now() >= deadline {
+            return nodes;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn on_an_existing_etcd_a_killed_frontends_registrations_expire() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    // The user's etcd, on this host's 127.0.0.1.
+    let etcd = ebb_testbed::Etcd::start().expect("etcd");
+    let endpoint = etcd.endpoint();
+    let (mut up, _, namespace, inode) = start_echo_cluster_with(2, &["--etcd", &endpoint]);
+    let map = ebb_etcd::EtcdGlobalIdMap::open(&ebb_etcd::EtcdOptions::new(&endpoint, "echo"))
+        .expect("the map opens");
+    let registered = registrations_until(&map, |nodes| nodes.len() == 2);
+    let names: Vec<&str> = registered.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(names, ["nodes/1", "nodes/2"], "{registered:?}");
+    assert_eq!(registered[0].1, b"10.96.0.2:7000 1".to_vec());
+    // SIGKILL: nobody revokes the leases or keeps them alive; they run out.
+    let qemu_pids = qemu_pids();
+    up.0.kill().expect("kill -9 the frontend");
+    let _ = up.0.wait();
+    let killed = Instant::now();
+    let left = registrations_until(&map, <[_]>::is_empty);
+    assert_eq!(left, [], "registrations outlived their lease");
+    eprintln!(
+        "the registrations expired {:?} after the kill",
+        killed.elapsed()
+    );
+    let down = ebb(&["cluster", "down"]);
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
     assert_nothing_left(&namespace, Some(inode), &qemu_pids);
 }
 

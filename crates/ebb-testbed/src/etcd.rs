@@ -259,7 +259,7 @@ fn missing_etcd() -> String {
 fn new_temporary_dir() -> Result<PathBuf, String> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let base = std::env::temp_dir();
-    remove_stale_dirs(&base);
+    remove_stale_dirs_in(&base);
     for _ in 0..100 {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("ebb-etcd-{}-{n}", std::process::id()));
@@ -275,9 +275,16 @@ fn new_temporary_dir() -> Result<PathBuf, String> {
     ))
 }
 
+/// Deletes the data directories of etcds started by processes that are
+/// gone (`./ebb cluster down` after a frontend killed with SIGKILL; every
+/// launch does it too).
+pub fn remove_stale_dirs() {
+    remove_stale_dirs_in(&std::env::temp_dir());
+}
+
 /// Deletes the `ebb-etcd-PID-N` directories in `base` whose process is
 /// gone (a live process with that id keeps them: never someone else's).
-fn remove_stale_dirs(base: &Path) {
+fn remove_stale_dirs_in(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
@@ -350,7 +357,7 @@ mod tests {
         for dir in [&gone, &alive, &other] {
             std::fs::create_dir_all(dir.join("data")).unwrap();
         }
-        remove_stale_dirs(&base);
+        remove_stale_dirs_in(&base);
         assert!(!gone.exists());
         assert!(alive.exists() && other.exists());
         let _ = std::fs::remove_dir_all(&base);

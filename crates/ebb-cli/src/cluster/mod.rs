@@ -391,7 +391,8 @@ pub fn down(root: &Path) -> Result<u8, String> {
 
 /// Removes what a frontend that is gone left: QEMUs still running (they
 /// die with it, but a frontend stopped with SIGSTOP then SIGKILL...), its
-/// namespace and the state file.
+/// namespace, the data of the etcd it started (the etcd died with it)
+/// and the state file.
 fn clean_up_after(cluster: &ClusterState, dir: &Path) {
     eprintln!(
         "ebb: the frontend of the cluster of {} (process {}) is gone: cleaning up after it",
@@ -408,5 +409,6 @@ fn clean_up_after(cluster: &ClusterState, dir: &Path) {
             Err(e) => eprintln!("warning: {e}"),
         }
     }
+    ebb_testbed::etcd::remove_stale_dirs();
     let _ = std::fs::remove_file(state::file(dir));
 }
