@@ -13,7 +13,9 @@
 //! - Watches are etcd watches ([`watch`]).
 //! - Each operation is bounded by a timeout; an unreachable etcd is
 //!   [`MapError::Unreachable`](ebb_core::MapError) naming `etcd at
-//!   HOST:PORT`, and the same map works again once etcd is back.
+//!   HOST:PORT` (nothing was written), a write sent but not answered is
+//!   [`MapError::OutcomeUnknown`](ebb_core::MapError) ([`classify`]), and
+//!   the same map works again once etcd is back.
 //!
 //! The client is the `etcd-client` crate (etcd's v3 gRPC API on tonic and
 //! tokio); the map runs it on a tokio runtime of its own thread

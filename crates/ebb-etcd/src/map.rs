@@ -11,7 +11,7 @@ use etcd_client::{
     WatchOptions,
 };
 
-use crate::classify::{is_unreachable, map_error};
+use crate::classify::{map_error, needs_reconnect, Effect};
 use crate::counter::{decode_next, encode_next, range_from};
 use crate::prefix::{AppPrefix, BadAppName};
 use crate::runtime::Bridge;
@@ -79,9 +79,11 @@ impl std::error::Error for OpenError {}
 /// Every operation runs on the map's own tokio thread (see
 /// [`crate::runtime`]) and is bounded by the options' timeout; when etcd
 /// cannot be reached it fails with [`MapError::Unreachable`] naming `etcd
-/// at HOST:PORT`, and the next operation connects afresh, so the same map
-/// serves again once etcd is back. Opening the map does not connect: the
-/// first operation does.
+/// at HOST:PORT` (nothing was written), and when an operation that writes
+/// went out but got no answer (timed out, the connection broke) with
+/// [`MapError::OutcomeUnknown`] (it may have been applied); either way the
+/// next operation connects afresh, so the same map serves again once etcd
+/// is back. Opening the map does not connect: the first operation does.
 pub struct EtcdGlobalIdMap {
     shared: Arc<Shared>,
     bridge: Bridge,
@@ -131,13 +133,24 @@ impl EtcdGlobalIdMap {
         self.shared.prefix.as_str()
     }
 
-    /// Runs `operation` with a connected client on the bridge, bounded by
-    /// the timeout; an unreachable etcd drops the client so the next
-    /// operation connects again.
+    /// Runs `operation` with a connected client on the bridge, connecting
+    /// and operating together bounded by the timeout; an unreachable etcd
+    /// or an unanswered request drops the client so the next operation
+    /// connects again.
     ///
-    /// `lease` is the lease the operation concerns, if any: etcd's "lease
-    /// not found" then means [`MapError::LeaseExpired`] of it.
-    fn run<'a, T, F, Fut>(&self, lease: Option<Lease>, operation: F) -> MapFuture<'a, T>
+    /// `effect` says whether the operation writes: a failure to connect
+    /// is [`MapError::Unreachable`] (nothing was sent), but once its
+    /// request is handed to the client, no answer in time (or a broken
+    /// connection, see [`map_error`]) is [`MapError::OutcomeUnknown`] for
+    /// a write. `lease` is the lease the operation concerns, if any:
+    /// etcd's "lease not found" then means [`MapError::LeaseExpired`] of
+    /// it.
+    fn run<'a, T, F, Fut>(
+        &self,
+        effect: Effect,
+        lease: Option<Lease>,
+        operation: F,
+    ) -> MapFuture<'a, T>
     where
         T: Send + 'static,
         F: FnOnce(Client, Arc<Shared>) -> Fut + Send + 'static,
@@ -145,27 +158,34 @@ impl EtcdGlobalIdMap {
     {
         let shared = Arc::clone(&self.shared);
         let work = async move {
-            let bounded = tokio::time::timeout(shared.timeout, async {
-                let client = shared.connected().await?;
-                operation(client, Arc::clone(&shared))
-                    .await
-                    .map_err(|failure| match failure {
-                        Failure::Etcd(error) => map_error(&error, &shared.endpoint, lease),
+            let deadline = tokio::time::Instant::now() + shared.timeout;
+            let result = async {
+                let client = match tokio::time::timeout_at(deadline, shared.connected()).await {
+                    Ok(client) => client?,
+                    // Still connecting: nothing was sent.
+                    Err(_) => return Err(shared.no_answer(Effect::Reads).await),
+                };
+                let operated = operation(client, Arc::clone(&shared));
+                match tokio::time::timeout_at(deadline, operated).await {
+                    Ok(result) => result.map_err(|failure| match failure {
+                        Failure::Etcd(error) => map_error(&error, &shared.endpoint, lease, effect),
+                        Failure::EtcdRead(error) => {
+                            map_error(&error, &shared.endpoint, lease, Effect::Reads)
+                        }
                         Failure::Map(error) => error,
-                    })
-            });
-            let result = match bounded.await {
-                Ok(result) => result,
-                Err(_) => Err(shared.no_answer().await),
-            };
+                    }),
+                    Err(_) => Err(shared.no_answer(effect).await),
+                }
+            }
+            .await;
             if let Err(error) = &result {
-                if is_unreachable(error) {
+                if needs_reconnect(error) {
                     shared.forget_client();
                 }
             }
             result
         };
-        Box::pin(self.bridge.run(self.shared.endpoint.clone(), work))
+        Box::pin(self.bridge.run(self.shared.endpoint.clone(), effect, work))
     }
 
     /// [`Self::run`] for an operation on map key (or, with `prefix`, key
@@ -175,6 +195,7 @@ impl EtcdGlobalIdMap {
         &self,
         key: &str,
         prefix: bool,
+        effect: Effect,
         lease: Option<Lease>,
         operation: F,
     ) -> MapFuture<'a, T>
@@ -184,7 +205,9 @@ impl EtcdGlobalIdMap {
         Fut: Future<Output = Result<T, Failure>> + Send + 'static,
     {
         match self.shared.prefix.etcd_key(key, prefix) {
-            Ok(key) => self.run(lease, move |client, shared| operation(key, client, shared)),
+            Ok(key) => self.run(effect, lease, move |client, shared| {
+                operation(key, client, shared)
+            }),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
@@ -210,7 +233,8 @@ impl Shared {
             .with_keep_alive_while_idle(true);
         let client = Client::connect([self.url.as_str()], Some(options))
             .await
-            .map_err(|e| map_error(&e, &self.endpoint, None))?;
+            // Nothing of the operation was sent yet.
+            .map_err(|e| map_error(&e, &self.endpoint, None, Effect::Reads))?;
         *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
         Ok(client)
     }
@@ -219,10 +243,10 @@ impl Shared {
         *self.client.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
-    /// The error for an operation that timed out: why, if a TCP
-    /// connection says more (refused, no route), else that nothing
-    /// answered in time.
-    async fn no_answer(&self) -> MapError {
+    /// The error for an operation that timed out (as `effect` makes it,
+    /// see [`Effect::unanswered`]): why, if a TCP connection says more
+    /// (refused, no route), else that nothing answered in time.
+    async fn no_answer(&self, effect: Effect) -> MapError {
         let address = self.url.trim_start_matches("http://");
         let probe = tokio::time::timeout(
             Duration::from_millis(500),
@@ -233,18 +257,17 @@ impl Shared {
             Ok(Err(e)) => format!("cannot connect: {e}"),
             _ => format!("no answer within {} ms", self.timeout.as_millis()),
         };
-        MapError::Unreachable {
-            endpoint: self.endpoint.clone(),
-            reason,
-        }
+        effect.unanswered(&self.endpoint, reason)
     }
 }
 
 /// Why an operation failed, before [`EtcdGlobalIdMap::run`] tells its
 /// caller: etcd-client's error (classified there, knowing the operation's
-/// lease) or already the map's own.
+/// lease and whether it writes), the error of a request that only read
+/// (a write's first step), or already the map's own.
 enum Failure {
     Etcd(etcd_client::Error),
+    EtcdRead(etcd_client::Error),
     Map(MapError),
 }
 
@@ -286,25 +309,43 @@ fn ttl_seconds(ttl: Duration) -> i64 {
 
 impl GlobalIdMap for EtcdGlobalIdMap {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        self.run_on_key(key, false, None, move |key, mut client, _| async move {
-            let answer = client.get(key, None).await?;
-            Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Reads,
+            None,
+            move |key, mut client, _| async move {
+                let answer = client.get(key, None).await?;
+                Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+            },
+        )
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.run_on_key(key, false, lease, move |key, mut client, _| async move {
-            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
-            client.put(key, value, options).await?;
-            Ok(())
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            lease,
+            move |key, mut client, _| async move {
+                let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+                client.put(key, value, options).await?;
+                Ok(())
+            },
+        )
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.run_on_key(key, false, None, move |key, mut client, _| async move {
-            let answer = client.delete(key, None).await?;
-            Ok(answer.deleted() > 0)
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            None,
+            move |key, mut client, _| async move {
+                let answer = client.delete(key, None).await?;
+                Ok(answer.deleted() > 0)
+            },
+        )
     }
 
     fn compare_and_swap<'a>(
@@ -313,30 +354,37 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        self.run_on_key(key, false, None, move |key, mut client, _| async move {
-            // Absent: version 0. Present: the value compares equal (etcd
-            // fails a value comparison on a missing key; see its
-            // rpc.proto, Compare).
-            let compare = match expected {
-                None => Compare::version(key.clone(), CompareOp::Equal, 0),
-                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
-            };
-            let txn = Txn::new()
-                .when([compare])
-                .and_then([TxnOp::put(key.clone(), new, None)])
-                .or_else([TxnOp::get(key, None)]);
-            let answer = client.txn(txn).await?;
-            if answer.succeeded() {
-                return Ok(Swap::Done);
-            }
-            Ok(Swap::Conflict(first_value(&answer.op_responses())))
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            None,
+            move |key, mut client, _| async move {
+                // Absent: version 0. Present: the value compares equal (etcd
+                // fails a value comparison on a missing key; see its
+                // rpc.proto, Compare).
+                let compare = match expected {
+                    None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                    Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+                };
+                let txn = Txn::new()
+                    .when([compare])
+                    .and_then([TxnOp::put(key.clone(), new, None)])
+                    .or_else([TxnOp::get(key, None)]);
+                let answer = client.txn(txn).await?;
+                if answer.succeeded() {
+                    return Ok(Swap::Done);
+                }
+                Ok(Swap::Conflict(first_value(&answer.op_responses())))
+            },
+        )
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
         self.run_on_key(
             prefix,
             true,
+            Effect::Reads,
             None,
             move |etcd_prefix, mut client, shared| async move {
                 // etcd returns a range in key (byte) order.
@@ -356,13 +404,17 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         self.run_on_key(
             NEXT_GLOBAL_ID,
             false,
+            Effect::Writes,
             None,
             move |key, mut client, shared| async move {
                 // Read the counter and its revision, then write the advanced
                 // counter only if nobody wrote it since (mod revision 0: still
                 // absent); a lost race reads the winner's value from the same
                 // transaction and tries again.
-                let answer = client.get(key.clone(), None).await?;
+                let answer = client
+                    .get(key.clone(), None)
+                    .await
+                    .map_err(Failure::EtcdRead)?;
                 let mut seen = answer
                     .kvs()
                     .first()
@@ -398,33 +450,47 @@ impl GlobalIdMap for EtcdGlobalIdMap {
 
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
         let seconds = ttl_seconds(ttl);
-        self.run(None, move |mut client, _| async move {
+        // Writes: an unanswered grant may have made a lease nobody knows
+        // of (it expires by its TTL).
+        self.run(Effect::Writes, None, move |mut client, _| async move {
             let answer = client.lease_grant(seconds, None).await?;
             Ok(Lease(answer.id()))
         })
     }
 
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.run(Some(lease), move |mut client, _| async move {
-            // etcd-client sends one keep-alive and reads its answer before
-            // returning (a TTL of 0: the lease is gone); dropping the
-            // stream then ends it.
-            client.lease_keep_alive(lease.0).await?;
-            Ok(())
-        })
+        // Writes (as for the remote map): an unanswered keep-alive may or
+        // may not have renewed the lease's time to live.
+        self.run(
+            Effect::Writes,
+            Some(lease),
+            move |mut client, _| async move {
+                // etcd-client sends one keep-alive and reads its answer before
+                // returning (a TTL of 0: the lease is gone); dropping the
+                // stream then ends it.
+                client.lease_keep_alive(lease.0).await?;
+                Ok(())
+            },
+        )
     }
 
     fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.run(Some(lease), move |mut client, _| async move {
-            client.lease_revoke(lease.0).await?;
-            Ok(())
-        })
+        // Writes: an unanswered revoke may have deleted the lease's keys.
+        self.run(
+            Effect::Writes,
+            Some(lease),
+            move |mut client, _| async move {
+                client.lease_revoke(lease.0).await?;
+                Ok(())
+            },
+        )
     }
 
     fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
         self.run_on_key(
             prefix,
             true,
+            Effect::Reads,
             None,
             move |etcd_prefix, mut client, shared| async move {
                 // The watch is created (etcd answered) when this returns: every

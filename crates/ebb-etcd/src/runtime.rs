@@ -12,6 +12,8 @@ use std::thread::JoinHandle;
 
 use ebb_core::MapError;
 use tokio::runtime::Handle;
+
+use crate::classify::Effect;
 use tokio::sync::oneshot;
 
 /// A tokio runtime on its own thread, ended when dropped.
@@ -50,11 +52,14 @@ impl Bridge {
     }
 
     /// Runs `work` on the runtime; the returned future, pollable by any
-    /// executor, gives its result. `endpoint` names the store in the error
-    /// given if the runtime ended first.
+    /// executor, gives its result. If the runtime ended first, the error
+    /// names the store `endpoint` and is, as `effect` says, an unknown
+    /// outcome for a write (it may have been sent) or unreachable for a
+    /// read.
     pub fn run<T: Send + 'static>(
         &self,
         endpoint: String,
+        effect: Effect,
         work: impl Future<Output = Result<T, MapError>> + Send + 'static,
     ) -> impl Future<Output = Result<T, MapError>> + Send + 'static {
         let (done, result) = oneshot::channel();
@@ -63,10 +68,7 @@ impl Bridge {
         });
         async move {
             result.await.unwrap_or_else(|_| {
-                Err(MapError::Unreachable {
-                    endpoint,
-                    reason: "the map's etcd client thread ended".to_owned(),
-                })
+                Err(effect.unanswered(&endpoint, "the map's etcd client thread ended".to_owned()))
             })
         }
     }
@@ -108,7 +110,7 @@ mod tests {
     #[test]
     fn work_runs_on_the_runtime_and_its_result_comes_back() {
         let bridge = Bridge::start().unwrap();
-        let answer = bridge.run("nowhere".to_owned(), async {
+        let answer = bridge.run("nowhere".to_owned(), Effect::Reads, async {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             Ok(std::thread::current().name().map(str::to_owned))
         });
@@ -118,12 +120,23 @@ mod tests {
     #[test]
     fn work_cut_short_by_the_end_of_the_runtime_is_an_error_naming_the_store() {
         let bridge = Bridge::start().unwrap();
-        let pending = bridge.run("etcd at nowhere".to_owned(), async {
-            std::future::pending::<Result<(), MapError>>().await
-        });
+        let pending = |effect| {
+            bridge.run("etcd at nowhere".to_owned(), effect, async {
+                std::future::pending::<Result<(), MapError>>().await
+            })
+        };
+        let (read, write) = (pending(Effect::Reads), pending(Effect::Writes));
         drop(bridge);
-        match block_on(pending) {
+        match block_on(read) {
             Err(MapError::Unreachable { endpoint, .. }) => assert_eq!(endpoint, "etcd at nowhere"),
+            other => panic!("{other:?}"),
+        }
+        // A write may have gone out before its thread ended.
+        match block_on(write) {
+            Err(MapError::OutcomeUnknown { endpoint, reason }) => {
+                assert_eq!(endpoint, "etcd at nowhere");
+                assert!(reason.contains("thread ended"), "{reason}");
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -7,7 +7,7 @@ use ebb_core::{Change, MapError, Watch, WatchStream};
 use etcd_client::{EventType, Watcher};
 use tokio::sync::mpsc;
 
-use crate::classify::map_error;
+use crate::classify::{map_error, Effect};
 use crate::prefix::AppPrefix;
 
 /// Starts a task on the current (the map's) tokio runtime that reads
@@ -57,7 +57,7 @@ pub fn forward_watch(
                 Ok(None) => Some(MapError::WatchEnded(format!(
                     "{endpoint} closed the watch stream"
                 ))),
-                Err(error) => Some(map_error(&error, &endpoint, None)),
+                Err(error) => Some(map_error(&error, &endpoint, None, Effect::Reads)),
             };
             if let Some(error) = ended {
                 let _ = changes.send(Err(error));

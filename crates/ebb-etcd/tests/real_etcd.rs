@@ -343,6 +343,25 @@ fn try_everything(
     ]
 }
 
+/// How many writes are in flight when the stop test stops etcd.
+const IN_FLIGHT: usize = 200;
+
+/// What a write in flight when etcd stopped said became of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InFlight {
+    Applied,
+    NotApplied,
+    Unknown,
+}
+
+/// How many writes said each.
+fn count(said: &[InFlight]) -> Vec<(InFlight, usize)> {
+    [InFlight::Applied, InFlight::NotApplied, InFlight::Unknown]
+        .into_iter()
+        .map(|kind| (kind, said.iter().filter(|s| **s == kind).count()))
+        .collect()
+}
+
 #[test]
 fn etcd_stopped_mid_run_gives_clear_errors_and_the_map_recovers() {
     skip_unless!(Need::Etcd);
@@ -353,6 +372,13 @@ fn etcd_stopped_mid_run_gives_clear_errors_and_the_map_recovers() {
     let before = within(BOUND, map.reserve_range(NodeId(1), 8)).unwrap();
     let lease = within(BOUND, map.grant_lease(Duration::from_secs(60))).unwrap();
     let mut watch = within(BOUND, map.watch("nodes/")).unwrap();
+    // Writes in flight when etcd stops (each is sent as soon as it is
+    // made): every one must say honestly what became of it.
+    let keys: Vec<String> = (0..IN_FLIGHT).map(|n| format!("inflight/{n}")).collect();
+    let in_flight: Vec<_> = keys
+        .iter()
+        .map(|key| map.set(key, b"w".to_vec(), None))
+        .collect();
 
     etcd.stop();
     // The open watch ends, saying etcd went away.
@@ -360,9 +386,23 @@ fn etcd_stopped_mid_run_gives_clear_errors_and_the_map_recovers() {
         Err(MapError::Unreachable { endpoint: said, .. }) => assert_eq!(said, endpoint),
         other => panic!("the watch gave {other:?}"),
     }
+    let bound = ebb_etcd::DEFAULT_TIMEOUT + Duration::from_secs(3);
+    let in_flight: Vec<InFlight> = in_flight
+        .into_iter()
+        .map(|write| match within(bound, write) {
+            Ok(()) => InFlight::Applied,
+            Err(MapError::Unreachable { endpoint: said, .. }) if said == endpoint => {
+                InFlight::NotApplied
+            }
+            Err(MapError::OutcomeUnknown { endpoint: said, .. }) if said == endpoint => {
+                InFlight::Unknown
+            }
+            Err(other) => panic!("a write in flight when etcd stopped gave {other:?}"),
+        })
+        .collect();
+    eprintln!("writes in flight at the stop: {:?}", count(&in_flight));
     // Every operation fails within the map's timeout (3 s) and a margin,
     // naming etcd; none hangs, none pretends to work.
-    let bound = ebb_etcd::DEFAULT_TIMEOUT + Duration::from_secs(3);
     for (operation, error) in try_everything(&map, lease, bound) {
         match error {
             Some(MapError::Unreachable {
@@ -399,6 +439,16 @@ fn etcd_stopped_mid_run_gives_clear_errors_and_the_map_recovers() {
     }
     for (operation, error) in try_everything(&map, lease, BOUND) {
         assert_eq!(error, None, "{operation} after the restart");
+    }
+    // What the writes in flight said holds: applied ones are there,
+    // unreachable ones are not.
+    for (key, said) in keys.iter().zip(&in_flight) {
+        let stored = within(BOUND, map.get(key)).unwrap();
+        match said {
+            InFlight::Applied => assert_eq!(stored, Some(b"w".to_vec()), "{key}"),
+            InFlight::NotApplied => assert_eq!(stored, None, "{key}"),
+            InFlight::Unknown => {}
+        }
     }
     // Ranges go on after the ones handed out before the stop.
     let after = within(BOUND, map.reserve_range(NodeId(1), 8)).unwrap();
