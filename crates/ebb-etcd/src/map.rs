@@ -487,6 +487,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     }
 
     fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
+        let watched = prefix.to_owned();
         self.run_on_key(
             prefix,
             true,
@@ -502,6 +503,7 @@ impl GlobalIdMap for EtcdGlobalIdMap {
                     watcher,
                     stream,
                     shared.prefix.clone(),
+                    watched,
                     shared.endpoint.clone(),
                 ))
             },

@@ -3,7 +3,7 @@
 
 use std::task::{Context, Poll};
 
-use ebb_core::{Change, MapError, Watch, WatchStream};
+use ebb_core::{Change, MapError, Watch, WatchStream, WATCH_QUEUE_LIMIT};
 use etcd_client::{EventType, Watcher};
 use tokio::sync::mpsc;
 
@@ -12,18 +12,22 @@ use crate::prefix::AppPrefix;
 
 /// Starts a task on the current (the map's) tokio runtime that reads
 /// `stream` and hands each change under `prefix` to the returned
-/// [`Watch`]; the task cancels the etcd watch when the `Watch` is dropped.
+/// [`Watch`] of map prefix `watched`; the task cancels the etcd watch when
+/// the `Watch` is dropped.
 ///
-/// Changes wait in an unbounded queue until read: a watch is for keys
-/// that change rarely (registrations, Ebb entries), and dropping changes
-/// would break the promise that nothing is silently lost.
+/// Changes wait in a [`ChangeQueue`] until read: at most
+/// [`WATCH_QUEUE_LIMIT`] of them, as in the in-process map; one more ends
+/// the watch (and cancels the etcd watch) with [`MapError::WatchEnded`]
+/// after the ones it holds, so a watch nobody reads cannot grow without
+/// bound, and no change is silently lost.
 pub fn forward_watch(
     mut watcher: Watcher,
     mut stream: etcd_client::WatchStream,
     prefix: AppPrefix,
+    watched: String,
     endpoint: String,
 ) -> Watch {
-    let (changes, receiver) = mpsc::unbounded_channel();
+    let (changes, receiver) = ChangeQueue::new(watched);
     tokio::spawn(async move {
         loop {
             let message = tokio::select! {
@@ -44,8 +48,13 @@ pub fn forward_watch(
                             EventType::Put => Some(kv.value().to_vec()),
                             EventType::Delete => None,
                         };
-                        if changes.send(Ok(Change { key, value })).is_err() {
-                            return;
+                        match changes.push(Change { key, value }) {
+                            Queued::Yes => {}
+                            Queued::FellBehind => {
+                                let _ = watcher.cancel().await;
+                                return;
+                            }
+                            Queued::ReaderGone => return,
                         }
                     }
                     ended_by(
@@ -60,15 +69,12 @@ pub fn forward_watch(
                 Err(error) => Some(map_error(&error, &endpoint, None, Effect::Reads)),
             };
             if let Some(error) = ended {
-                let _ = changes.send(Err(error));
+                changes.end(error);
                 return;
             }
         }
     });
-    Watch::new(Box::new(EtcdWatch {
-        changes: receiver,
-        ended: None,
-    }))
+    Watch::new(Box::new(receiver))
 }
 
 /// Why a watch answer ended the watch, if it did: etcd cancelled it, or
@@ -88,9 +94,73 @@ fn ended_by(canceled: bool, compact_revision: i64, reason: &str) -> Option<MapEr
     })
 }
 
+/// What [`ChangeQueue::push`] did with a change.
+#[derive(Debug, PartialEq, Eq)]
+enum Queued {
+    /// It waits to be read.
+    Yes,
+    /// [`WATCH_QUEUE_LIMIT`] changes were unread: the watch ended instead.
+    FellBehind,
+    /// Nobody reads the watch any more.
+    ReaderGone,
+}
+
+/// The forwarding task's end of a watch's queue: room for
+/// [`WATCH_QUEUE_LIMIT`] unread changes and the error that ends it.
+struct ChangeQueue {
+    sender: mpsc::Sender<Result<Change, MapError>>,
+    /// The map prefix watched, as the fell-behind error names it.
+    watched: String,
+}
+
+impl ChangeQueue {
+    fn new(watched: String) -> (ChangeQueue, EtcdWatch) {
+        let (sender, changes) = mpsc::channel(WATCH_QUEUE_LIMIT + 1);
+        let watch = EtcdWatch {
+            changes,
+            ended: None,
+        };
+        (ChangeQueue { sender, watched }, watch)
+    }
+
+    /// Queues `change`, or ends the watch if [`WATCH_QUEUE_LIMIT`] changes
+    /// wait unread (the last place is kept for the error: only this task
+    /// sends, so places only free up between the check and the send).
+    fn push(&self, change: Change) -> Queued {
+        if self.sender.is_closed() {
+            return Queued::ReaderGone;
+        }
+        if self.sender.capacity() <= 1 {
+            // The same words as the in-process map's.
+            self.end(MapError::WatchEnded(format!(
+                "it fell behind: {WATCH_QUEUE_LIMIT} changes under {:?} were not read; \
+                 watch again and list to catch up",
+                self.watched
+            )));
+            return Queued::FellBehind;
+        }
+        match self.sender.try_send(Ok(change)) {
+            Ok(()) => Queued::Yes,
+            Err(mpsc::error::TrySendError::Closed(_)) => Queued::ReaderGone,
+            // Not reached (see above); ending is the safe answer.
+            Err(mpsc::error::TrySendError::Full(_)) => Queued::FellBehind,
+        }
+    }
+
+    /// Ends the watch with `error`, after the changes it holds.
+    fn end(&self, error: MapError) {
+        let _ = self.sender.try_send(Err(error));
+    }
+
+    /// Done when the [`Watch`] is dropped.
+    async fn closed(&self) {
+        self.sender.closed().await;
+    }
+}
+
 /// The [`WatchStream`] reading what the forwarding task sends.
 struct EtcdWatch {
-    changes: mpsc::UnboundedReceiver<Result<Change, MapError>>,
+    changes: mpsc::Receiver<Result<Change, MapError>>,
     /// Why it ended, repeated to every later poll.
     ended: Option<MapError>,
 }
@@ -133,21 +203,19 @@ mod tests {
         ));
     }
 
+    fn change(n: usize) -> Change {
+        Change {
+            key: format!("nodes/{n}"),
+            value: Some(b"up".to_vec()),
+        }
+    }
+
     #[test]
     fn an_ended_watch_keeps_saying_why() {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let mut watch = EtcdWatch {
-            changes: receiver,
-            ended: None,
-        };
-        let change = Change {
-            key: "nodes/1".to_owned(),
-            value: None,
-        };
-        sender.send(Ok(change.clone())).unwrap();
-        sender
-            .send(Err(MapError::WatchEnded("gone".to_owned())))
-            .unwrap();
+        let (queue, mut watch) = ChangeQueue::new("nodes/".to_owned());
+        let change = change(1);
+        assert_eq!(queue.push(change.clone()), Queued::Yes);
+        queue.end(MapError::WatchEnded("gone".to_owned()));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert_eq!(watch.poll_change(&mut cx), Poll::Ready(Ok(change)));
         for _ in 0..2 {
@@ -156,5 +224,37 @@ mod tests {
                 Poll::Ready(Err(MapError::WatchEnded("gone".to_owned())))
             );
         }
+    }
+
+    /// Like the in-process map's watch: the limit's worth of unread changes
+    /// is kept, one more ends the watch after them, saying it fell behind.
+    #[test]
+    fn a_watch_nobody_reads_ends_after_the_limit_having_lost_nothing() {
+        let (queue, mut watch) = ChangeQueue::new("nodes/".to_owned());
+        for n in 0..WATCH_QUEUE_LIMIT {
+            assert_eq!(queue.push(change(n)), Queued::Yes, "change {n}");
+        }
+        assert_eq!(queue.push(change(WATCH_QUEUE_LIMIT)), Queued::FellBehind);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for n in 0..WATCH_QUEUE_LIMIT {
+            assert_eq!(watch.poll_change(&mut cx), Poll::Ready(Ok(change(n))));
+        }
+        let said = format!(
+            "it fell behind: {WATCH_QUEUE_LIMIT} changes under \"nodes/\" were not read; \
+             watch again and list to catch up"
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                watch.poll_change(&mut cx),
+                Poll::Ready(Err(MapError::WatchEnded(said.clone())))
+            );
+        }
+    }
+
+    #[test]
+    fn a_queue_whose_watch_is_dropped_says_so() {
+        let (queue, watch) = ChangeQueue::new("nodes/".to_owned());
+        drop(watch);
+        assert_eq!(queue.push(change(1)), Queued::ReaderGone);
     }
 }
