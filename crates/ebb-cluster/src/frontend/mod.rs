@@ -274,9 +274,12 @@ struct Wiring {
 }
 
 impl Wiring {
-    /// Node `id` ended: the registry forgets it, its watches of the map
-    /// end, its shared files are closed and the Messenger fails the calls pending to it (`lose_node`,
-    /// on core 0: from a foreign thread, through the event root).
+    /// Node `id` ended: the registry forgets it, the map service ends its
+    /// watches of the map and revokes the map leases it was granted (so
+    /// the entries it kept alive go; `MapService::forget_node`), its
+    /// shared files are closed and the Messenger fails the calls pending
+    /// to it (`lose_node`, on core 0: from a foreign thread, through the
+    /// event root).
     fn node_ended(&self, registry: &Frontend, id: NodeId) {
         registry.forget(id);
         if let Some(service) = self.map_service.get() {
