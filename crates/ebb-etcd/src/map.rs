@@ -188,6 +188,17 @@ impl EtcdGlobalIdMap {
         Box::pin(self.bridge.run(self.shared.endpoint.clone(), effect, work))
     }
 
+    /// [`Self::run`] for an operation that changes `lease` (a write).
+    fn change_lease<'a, F, Fut>(&self, lease: Lease, operation: F) -> MapFuture<'a, ()>
+    where
+        F: FnOnce(Client) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), Failure>> + Send + 'static,
+    {
+        self.run(Effect::Writes, Some(lease), move |client, _| {
+            operation(client)
+        })
+    }
+
     /// [`Self::run`] for an operation on map key (or, with `prefix`, key
     /// prefix) `key`, given to `operation` as its etcd key; a bad key is
     /// an error at once, without asking etcd.
@@ -461,29 +472,21 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
         // Writes (as for the remote map): an unanswered keep-alive may or
         // may not have renewed the lease's time to live.
-        self.run(
-            Effect::Writes,
-            Some(lease),
-            move |mut client, _| async move {
-                // etcd-client sends one keep-alive and reads its answer before
-                // returning (a TTL of 0: the lease is gone); dropping the
-                // stream then ends it.
-                client.lease_keep_alive(lease.0).await?;
-                Ok(())
-            },
-        )
+        self.change_lease(lease, move |mut client| async move {
+            // etcd-client sends one keep-alive and reads its answer before
+            // returning (a TTL of 0: the lease is gone); dropping the
+            // stream then ends it.
+            client.lease_keep_alive(lease.0).await?;
+            Ok(())
+        })
     }
 
     fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
         // Writes: an unanswered revoke may have deleted the lease's keys.
-        self.run(
-            Effect::Writes,
-            Some(lease),
-            move |mut client, _| async move {
-                client.lease_revoke(lease.0).await?;
-                Ok(())
-            },
-        )
+        self.change_lease(lease, move |mut client| async move {
+            client.lease_revoke(lease.0).await?;
+            Ok(())
+        })
     }
 
     fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
