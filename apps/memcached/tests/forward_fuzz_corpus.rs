@@ -6,7 +6,6 @@
 
 mod forward_support;
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use ebb_core::NodeId;
@@ -140,27 +139,10 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn the_forward_fuzz_corpus_replays_cleanly() {
-    let dir = corpus_dir();
-    if std::env::var_os("EBB_WRITE_FORWARD_CORPUS").is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds() {
-            fs::write(dir.join(name), data).unwrap();
-        }
-    }
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= seeds().len(),
-        "only {} corpus files in {}",
-        files.len(),
-        dir.display()
-    );
-    for path in &files {
-        let _ = run(&fs::read(path).unwrap());
-    }
+    let seeds = seeds();
+    ebb_testbed::fuzz_corpus::replay(&corpus_dir(), &seeds, "EBB_WRITE_FORWARD_CORPUS", |data| {
+        let _ = run(data);
+    });
 }
 
 #[test]
