@@ -3,8 +3,10 @@
 # time (nightly and cargo-fuzz, installed by ./ebb for this step only; the
 # product never builds with nightly).
 #
-# - Under CI=true each target runs EBB_FUZZ_SECONDS (default 60) seconds,
-#   and a missing cargo-fuzz fails the step.
+# - Under CI=true each target runs EBB_FUZZ_SECONDS (default 30) seconds,
+#   and a missing cargo-fuzz fails the step. 30 s: a smoke run on every
+#   landing, two targets at a time on CI's 2 cores, inside its 45-minute
+#   budget; long runs are EBB_FUZZ_SECONDS=600 bash crates/ebb-cli/scripts/fuzz.sh.
 # - Elsewhere each target runs EBB_FUZZ_SECONDS (default 10) seconds when
 #   cargo-fuzz is installed, and the step prints SKIPPED otherwise: a
 #   developer's `./ebb test` does not compile cargo-fuzz (minutes) unasked.
@@ -36,7 +38,7 @@ TARGETS=(
 )
 
 if [ "${CI:-}" = true ]; then
-    seconds=${EBB_FUZZ_SECONDS:-60}
+    seconds=${EBB_FUZZ_SECONDS:-30}
 else
     seconds=${EBB_FUZZ_SECONDS:-10}
 fi

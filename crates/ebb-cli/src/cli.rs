@@ -40,7 +40,7 @@ pub enum Command {
         /// Skip the formatting and lint steps: only run the tests.
         #[arg(long)]
         quick: bool,
-        /// Run only these tests: `cargo test --release` arguments, after
+        /// Run only these tests: `cargo test --profile test-release` arguments, after
         /// `--` (e.g. `-- -p ebb-userstack --test namespace`); default: the
         /// whole workspace.
         #[arg(last = true)]

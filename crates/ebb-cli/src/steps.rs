@@ -49,9 +49,9 @@ pub const STEPS: &[Step] = &[
     },
     Step {
         name: "test",
-        command: "cargo test --workspace --release",
+        command: "cargo test --workspace --profile test-release",
         quick: true,
-        note: "release: the concurrency tests are heavy, not timing-sensitive",
+        note: "test-release (release without LTO): the concurrency tests are heavy, not timing-sensitive",
     },
     Step {
         name: "unsafe",
@@ -63,7 +63,7 @@ pub const STEPS: &[Step] = &[
         name: "fuzz",
         command: "bash crates/ebb-cli/scripts/fuzz.sh",
         quick: false,
-        note: "each cargo-fuzz target, 60 s under CI=true (10 s elsewhere, skipped without cargo-fuzz)",
+        note: "each cargo-fuzz target, 30 s under CI=true (10 s elsewhere, skipped without cargo-fuzz)",
     },
 ];
 
@@ -118,14 +118,15 @@ pub fn command(step: &Step, root: &Path) -> Command {
     c
 }
 
-/// The test step's command with `cargo test --release` arguments `tests`
+/// The test step's command with `cargo test --profile test-release`
+/// arguments `tests`
 /// instead of the whole workspace (none: the step's own command).
 pub fn test_command(step: &Step, root: &Path, tests: &[String]) -> Command {
     if tests.is_empty() {
         return command(step, root);
     }
     let mut c = Command::new("cargo");
-    c.args(["test", "--release"])
+    c.args(["test", "--profile", "test-release"])
         .args(tests)
         .current_dir(root)
         .env("EBB_ROOT", root);
@@ -278,7 +279,7 @@ mod tests {
         );
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);
-        assert!(STEPS[4].command.contains("--release"));
+        assert!(STEPS[4].command.contains("--profile test-release"));
         assert!(STEPS[2].command.contains("x86_64-unknown-none"));
         assert!(STEPS[3].command.contains("x86_64-unknown-none"));
     }
@@ -310,13 +311,16 @@ mod tests {
     fn the_test_step_can_be_narrowed_to_some_tests() {
         let dir = TempDir::new("narrow");
         let whole = test_command(&STEPS[4], &dir.0, &[]);
-        assert_eq!(whole.get_args().count(), 3);
+        assert_eq!(whole.get_args().count(), 4);
         let narrow = test_command(&STEPS[4], &dir.0, &["-p".into(), "ebb-userstack".into()]);
         let args: Vec<_> = narrow
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(args, ["test", "--release", "-p", "ebb-userstack"]);
+        assert_eq!(
+            args,
+            ["test", "--profile", "test-release", "-p", "ebb-userstack"]
+        );
         assert_eq!(narrow.get_current_dir(), Some(dir.0.as_path()));
     }
 
