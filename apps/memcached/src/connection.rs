@@ -181,9 +181,9 @@ impl Connection {
                     self.closing = true;
                     break;
                 }
-                let route = link.current.read(|map| {
+                let route = link.current.view(|view| {
                     let size_max = self.server.settings.item_size_max;
-                    route_text(&self.input, map, link.current.me(), size_max)
+                    route_text(&self.input, view, size_max)
                 });
                 match route {
                     Route::Local => {}

@@ -8,6 +8,7 @@
 mod shard_support;
 
 use ebb_core::NodeId;
+use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, MessageNumber, Request, ServiceError};
 use memcached::cluster::current::{Adopted, CurrentMap};
@@ -15,6 +16,15 @@ use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
 use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
 use memcached::{Server, Settings};
 use shard_support::{map, on_a_core};
+
+/// Node `node`'s map in force, registered when no map was stored yet,
+/// with a lease that never lapses (the fences are tested below).
+fn member(node: u32) -> &'static CurrentMap {
+    let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(node))));
+    current.lease_kept(Instant(u64::MAX));
+    current.registered(0);
+    current
+}
 
 fn server() -> &'static Server {
     Server::start(Settings::default(), 1_700_000_000).unwrap()
@@ -56,7 +66,7 @@ fn set(key: &[u8]) -> Command<'_> {
 fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
     on_a_core(|| async {
         let server = server();
-        let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(1))));
+        let current = member(1);
         let root = ShardRoot { server, current };
         let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("key{i}").into_bytes()).collect();
         // No map yet: epoch 0 has no members, so nothing is served.
@@ -72,6 +82,8 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
             Ok(Adopted::Swept(0))
         );
         assert_eq!(current.epoch(), 1);
+        // Every node adopted it (settled by its adoption task in a node).
+        current.settle(1).unwrap();
         let mine: Vec<&Vec<u8>> = keys
             .iter()
             .filter(|key| first.owner(key).unwrap().node == NodeId(1))

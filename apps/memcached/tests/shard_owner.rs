@@ -11,6 +11,7 @@ mod shard_support;
 
 use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
+use memcached::cluster::current::View;
 use memcached::cluster::serve::serve;
 use memcached::cluster::sweep::drop_unowned;
 use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, ShardMap, StoreMode};
@@ -43,7 +44,13 @@ fn call(
     } else {
         IoChain::from(IoBuf::copy_from_slice(payload))
     };
-    let (reply, values) = serve(store, map, NodeId(me), NOW, &control, &payload);
+    let (reply, values) = serve(
+        store,
+        &View::agreed(map, NodeId(me)),
+        NOW,
+        &control,
+        &payload,
+    );
     // What goes back over the Messenger decodes to the same reply.
     let encoded = reply.encode().unwrap();
     assert_eq!(
@@ -167,7 +174,13 @@ fn every_command_does_what_a_clients_does() {
         // Over -I (1 KiB here).
         assert_eq!(call(set(&a), &[0; 2048]).0, ForwardReply::TooLarge);
         // Garbage.
-        let (reply, _) = serve(&store, &map, NodeId(1), NOW, b"\x01\x09", &IoChain::new());
+        let (reply, _) = serve(
+            &store,
+            &View::agreed(&map, NodeId(1)),
+            NOW,
+            b"\x01\x09",
+            &IoChain::new(),
+        );
         assert_eq!(reply, ForwardReply::BadRequest);
     });
 }
@@ -185,7 +198,13 @@ fn a_found_value_is_the_stored_buffer_not_a_copy() {
         }
         .encode()
         .unwrap();
-        let (_, values) = serve(&store, &map, NodeId(1), NOW, &control, &IoChain::new());
+        let (_, values) = serve(
+            &store,
+            &View::agreed(&map, NodeId(1)),
+            NOW,
+            &control,
+            &IoChain::new(),
+        );
         let sent = values.segments().next().unwrap();
         assert_eq!(sent.as_ref().as_ptr(), stored.as_ref().as_ptr());
     });

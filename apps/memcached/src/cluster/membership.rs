@@ -22,7 +22,9 @@ use core::fmt;
 
 use ebb_core::{GlobalIdMap, Lease, MapError, NodeId, Swap};
 
-use super::shard_map::{Member, ShardMap, ShardMapError, MEMBERS_PREFIX, SHARD_MAP_KEY};
+use super::shard_map::{
+    Member, ShardMap, ShardMapError, ADOPTED_PREFIX, MEMBERS_PREFIX, SHARD_MAP_KEY,
+};
 
 /// How many compare-and-swap races [`reconcile`] loses before it gives
 /// up: each lost race means another node wrote a newer map, so losing
@@ -135,12 +137,82 @@ fn parse_registration(key: &str, value: &[u8]) -> Result<Member, MembershipError
 /// A u32 in decimal without sign or leading zeros (so one value has one
 /// spelling, and one node one key).
 fn canonical_u32(text: &str) -> Option<u32> {
+    canonical_u64(text).and_then(|value| u32::try_from(value).ok())
+}
+
+/// A u64 in decimal without sign or leading zeros.
+fn canonical_u64(text: &str) -> Option<u64> {
     let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     let leading_zero = text.len() > 1 && text.starts_with('0');
     if !digits_only || leading_zero {
         return None;
     }
     text.parse().ok()
+}
+
+/// Where `node` publishes the least epoch it may still serve under.
+#[must_use]
+pub fn adopted_key(node: NodeId) -> String {
+    format!("{ADOPTED_PREFIX}{}", node.0)
+}
+
+/// Publishes that `node` serves under no epoch older than `epoch`, under
+/// `lease` (gone with the node's registration).
+///
+/// # Errors
+///
+/// The map's.
+pub async fn publish_adopted(
+    map: &dyn GlobalIdMap,
+    node: NodeId,
+    epoch: u64,
+    lease: Lease,
+) -> Result<(), MembershipError> {
+    map.set(
+        &adopted_key(node),
+        format!("{epoch}").into_bytes(),
+        Some(lease),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The epoch every registered node has published (`adopted/N`) it
+/// adopted, or a later one: the least of theirs, a registered node that
+/// published nothing readable counting as 0 (it may still serve under
+/// any epoch); `u64::MAX` when none is registered. Also what `me`
+/// published, if anything.
+///
+/// # Errors
+///
+/// The map's, or a registration that does not parse.
+pub async fn settled_epoch(
+    map: &dyn GlobalIdMap,
+    me: NodeId,
+) -> Result<(u64, Option<u64>), MembershipError> {
+    let members = registered(map).await?;
+    let adopted: Vec<(NodeId, u64)> = map
+        .list(ADOPTED_PREFIX)
+        .await?
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let node = key.strip_prefix(ADOPTED_PREFIX).and_then(canonical_u32)?;
+            let epoch = core::str::from_utf8(&value).ok().and_then(canonical_u64)?;
+            Some((NodeId(node), epoch))
+        })
+        .collect();
+    let of = |node: NodeId| {
+        adopted
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|&(_, epoch)| epoch)
+    };
+    let settled = members
+        .iter()
+        .map(|member| of(member.node).unwrap_or(0))
+        .min()
+        .unwrap_or(u64::MAX);
+    Ok((settled, of(me)))
 }
 
 /// The shard map as stored (`None`: none yet), and its bytes for the

@@ -29,4 +29,6 @@ pub use forward::{
     MAX_CONTROL_LEN, MAX_GET_KEYS,
 };
 pub use hrw::{owner, score};
-pub use shard_map::{Member, ShardMap, ShardMapError, MEMBERS_PREFIX, SHARD_MAP_KEY};
+pub use shard_map::{
+    Member, ShardMap, ShardMapError, ADOPTED_PREFIX, MEMBERS_PREFIX, SHARD_MAP_KEY,
+};

@@ -4,8 +4,10 @@
 //! listens for the Messenger on every core, announces itself to the
 //! frontend, registers as a member under a lease it keeps alive, and
 //! keeps its map in force: every change under `memcached/` makes it
-//! reconcile the members with the shard map and adopt the map in force.
-//! From the moment it joins, the server's text connections forward
+//! reconcile the members with the shard map, adopt the map in force,
+//! publish how far it got (`memcached/adopted/N`) and settle the
+//! handover fence from everyone's; a node whose lease may have lapsed
+//! serves none of its keys (`current.rs`). From the moment it joins, the server's text connections forward
 //! requests for other nodes' keys (`route.rs`, `text_forward.rs`).
 //!
 //! Where the map comes from is the caller's: [`join`] (memcached started
@@ -17,6 +19,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::sync::atomic::{AtomicI64, Ordering};
 use core::time::Duration;
 
 use ebb_app::{exit, NodeContract};
@@ -28,7 +31,9 @@ use ebb_messenger::{
 };
 
 use super::current::CurrentMap;
-use super::membership::{reconcile, register};
+use super::membership::{
+    self, publish_adopted, reconcile, register, settled_epoch, MembershipError,
+};
 use super::shard_ebb::ShardEbb;
 use super::shard_map::Member;
 use super::text_forward::ClusterLink;
@@ -41,6 +46,12 @@ const ANNOUNCE_PAUSE: Duration = Duration::from_secs(1);
 /// A member's lease: it ends this long after the node stopped keeping it
 /// alive, and the node's keys become misses.
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// How long before its lease could end, counted from when the last
+/// successful keep-alive was sent, a node stops serving its keys: room
+/// for the map's and this node's clocks to disagree on how long the time
+/// to live is.
+pub const SELF_FENCE_MARGIN: Duration = Duration::from_secs(2);
 
 /// How often the lease is kept alive: three times per time to live, so
 /// one late renewal does not lose it.
@@ -124,15 +135,17 @@ pub async fn try_join(
         node,
         shard_ebb: shard_id.raw(),
     };
-    let lease = map
-        .grant_lease(LEASE_TTL)
-        .await
-        .map_err(|error| format!("node {node}: no lease: {error}"))?;
-    register(&*map, member, lease)
+    let lease = enrol(&*map, member, current)
         .await
         .map_err(|error| format!("node {node}: {error}"))?;
-    ebb_event::spawn_task(keep_alive(Arc::clone(&map), member, lease));
-    ebb_event::spawn_task(follow(map, server, current));
+    let held = Arc::new(AtomicI64::new(lease.0));
+    ebb_event::spawn_task(keep_alive(
+        Arc::clone(&map),
+        member,
+        current,
+        Arc::clone(&held),
+    ));
+    ebb_event::spawn_task(follow(map, server, current, held));
     ebb_app::info!(
         "node {node}: shard Ebb {shard_id}, Messenger on port {}, a member",
         listening.port()
@@ -144,6 +157,41 @@ pub async fn try_join(
         lease,
         listening,
     })
+}
+
+/// Makes `member` a member of the cache afresh: a lease, its promise
+/// (`memcached/adopted/N`) and its registration under it; the lease.
+///
+/// A node joining afresh owns keys only in maps written after it
+/// registers, all newer than the one stored before: it may promise that
+/// epoch before it registers, so the others never wait for it.
+///
+/// # Errors
+///
+/// A sentence saying which step failed.
+pub async fn enrol(
+    map: &dyn GlobalIdMap,
+    member: Member,
+    current: &CurrentMap,
+) -> Result<Lease, String> {
+    let sent = ebb_event::now();
+    let lease = map
+        .grant_lease(LEASE_TTL)
+        .await
+        .map_err(|error| format!("no lease: {error}"))?;
+    current.lease_kept(sent + SURELY_ALIVE);
+    let stored = membership::current(map)
+        .await
+        .map_err(|error| format!("{error}"))?
+        .map_or(0, |map| map.epoch());
+    current.registered(stored);
+    publish_adopted(map, member.node, stored, lease)
+        .await
+        .map_err(|error| format!("{error}"))?;
+    register(map, member, lease)
+        .await
+        .map_err(|error| format!("{error}"))?;
+    Ok(lease)
 }
 
 /// Announces the node to the frontend, retrying while it is not up.
@@ -177,37 +225,104 @@ async fn announce_until_heard(
     }
 }
 
-/// Keeps the registration's lease alive while the node runs. A lease
-/// found expired (the node was cut off for longer than its time to live:
-/// the others dropped it from the map) is replaced by a new one and the
-/// node registers again; its store is dropped on the way, by the map
-/// changes it then adopts (`current.rs`).
-async fn keep_alive(map: Arc<dyn GlobalIdMap>, member: Member, mut lease: Lease) {
+/// How long a lease is surely alive after a keep-alive sent then
+/// succeeded.
+const SURELY_ALIVE: Duration = LEASE_TTL.saturating_sub(SELF_FENCE_MARGIN);
+
+/// Keeps the registration's lease (`held`) alive while the node runs.
+/// Each success keeps the node serving until [`SURELY_ALIVE`] after the
+/// keep-alive was sent; without one it self-fences then. A lease found
+/// expired (the node was cut off for longer than its time to live: the
+/// others dropped it from the map) is replaced by a new one and the node
+/// registers again; its store is dropped on the way, by the map changes
+/// it then adopts (`current.rs`), and it serves nothing until its map is
+/// at least the one stored after it registered.
+///
+/// The node's own task, public so that tests can run it against a map
+/// whose keep-alive fails, on a clock they move.
+pub async fn keep_alive(
+    map: Arc<dyn GlobalIdMap>,
+    member: Member,
+    current: &'static CurrentMap,
+    held: Arc<AtomicI64>,
+) {
+    let mut unpublished = false;
     loop {
         ebb_event::sleep(KEEP_ALIVE_EVERY).await;
+        let sent = ebb_event::now();
+        let lease = Lease(held.load(Ordering::Acquire));
         match map.keep_alive(lease).await {
-            Ok(()) => {}
+            Ok(()) => current.lease_kept(sent + SURELY_ALIVE),
             Err(MapError::LeaseExpired(_)) => {
+                current.lease_lapsed();
                 ebb_app::warn!("node {}: its lease expired; registering again", member.node);
-                match map.grant_lease(LEASE_TTL).await {
+                match register_again(&*map, member, current).await {
                     Ok(new) => {
-                        lease = new;
-                        if let Err(error) = register(&*map, member, lease).await {
-                            ebb_app::warn!("node {}: {error}", member.node);
-                        }
+                        held.store(new.0, Ordering::Release);
+                        unpublished = true;
                     }
-                    Err(error) => ebb_app::warn!("node {}: no lease: {error}", member.node),
+                    Err(error) => ebb_app::warn!("node {}: {error}", member.node),
                 }
             }
             // Unreachable for now: the next renewal tries again.
             Err(error) => ebb_app::warn!("node {}: keeping its lease: {error}", member.node),
         }
+        if unpublished {
+            // Until published, the others count this node as serving any
+            // epoch and hold back the keys they gained.
+            let lease = Lease(held.load(Ordering::Acquire));
+            if let Some(promise) = current.promise() {
+                match publish_adopted(&*map, member.node, promise, lease).await {
+                    Ok(()) => unpublished = false,
+                    Err(error) => ebb_app::warn!("node {}: {error}", member.node),
+                }
+            }
+        }
     }
 }
 
+/// Registers `member` again under a new lease after its lease expired:
+/// the node serves nothing from now until its map is at least the one
+/// stored once it is registered (the others may have moved on without
+/// it meanwhile); the new lease.
+async fn register_again(
+    map: &dyn GlobalIdMap,
+    member: Member,
+    current: &CurrentMap,
+) -> Result<Lease, String> {
+    current.registering();
+    let sent = ebb_event::now();
+    let lease = map
+        .grant_lease(LEASE_TTL)
+        .await
+        .map_err(|error| format!("no lease: {error}"))?;
+    register(map, member, lease)
+        .await
+        .map_err(|error| format!("{error}"))?;
+    // Read after registering: any map written without this node is
+    // older than what this read sees, or sees it registered.
+    let stored = membership::current(map)
+        .await
+        .map_err(|error| format!("{error}"))?
+        .map_or(0, |map| map.epoch());
+    current.registered(stored);
+    current.lease_kept(sent + SURELY_ALIVE);
+    Ok(lease)
+}
+
 /// Keeps the node's map in force: at start and on every change under
-/// `memcached/`, reconciles and adopts what is in force.
-async fn follow(map: Arc<dyn GlobalIdMap>, server: &'static Server, current: &'static CurrentMap) {
+/// `memcached/`, reconciles, adopts what is in force, publishes how far
+/// it got, and settles the handover fence. A step that fails makes it
+/// watch again after a pause, so it is retried.
+///
+/// The node's own task, public so that tests can run it on a clock they
+/// move.
+pub async fn follow(
+    map: Arc<dyn GlobalIdMap>,
+    server: &'static Server,
+    current: &'static CurrentMap,
+    held: Arc<AtomicI64>,
+) {
     loop {
         let mut watch = match map.watch(WATCHED).await {
             Ok(watch) => watch,
@@ -231,6 +346,11 @@ async fn follow(map: Arc<dyn GlobalIdMap>, server: &'static Server, current: &'s
                 }
                 Err(error) => ebb_app::warn!("node {}: {error}", current.me()),
             }
+            let lease = Lease(held.load(Ordering::Acquire));
+            if let Err(error) = publish_and_settle(&*map, current, lease).await {
+                ebb_app::warn!("node {}: {error}", current.me());
+                break;
+            }
             if let Err(error) = watch.changed().await {
                 ebb_app::warn!("node {}: watch of {WATCHED} ended: {error}", current.me());
                 break;
@@ -238,4 +358,29 @@ async fn follow(map: Arc<dyn GlobalIdMap>, server: &'static Server, current: &'s
         }
         ebb_event::sleep(REWATCH_PAUSE).await;
     }
+}
+
+/// Publishes this node's promise (`memcached/adopted/N`) if the stored
+/// one differs, and settles the handover fence from the registered
+/// nodes' promises. Its own write comes back through the watch.
+async fn publish_and_settle(
+    map: &dyn GlobalIdMap,
+    current: &CurrentMap,
+    lease: Lease,
+) -> Result<(), String> {
+    let me = current.me();
+    let (settled, published) = settled_epoch(map, me)
+        .await
+        .map_err(|error: MembershipError| format!("{error}"))?;
+    current
+        .settle(settled)
+        .map_err(|error| format!("settling the shard map: {error}"))?;
+    if let Some(promise) = current.promise() {
+        if published != Some(promise) {
+            publish_adopted(map, me, promise, lease)
+                .await
+                .map_err(|error| format!("{error}"))?;
+        }
+    }
+    Ok(())
 }

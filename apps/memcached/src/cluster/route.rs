@@ -12,11 +12,10 @@
 
 use alloc::vec::Vec;
 
-use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
 
+use super::current::View;
 use super::forward::StoreMode;
-use super::shard_map::ShardMap;
 use crate::protocol::common::{key_ok, parse_i32, parse_u32, parse_u64};
 use crate::protocol::text::line::{data_block, Block, Request};
 use crate::protocol::text::tokens::{all_tokens, tokenize};
@@ -108,15 +107,17 @@ pub enum TextOp {
     },
 }
 
-/// Whether `map` gives `key` to `me`.
-fn mine(map: &ShardMap, me: NodeId, key: &[u8]) -> bool {
-    map.owner(key).is_some_and(|owner| owner.node == me)
+/// Whether this node serves `key` from its store now (a key it owns but
+/// is fenced from goes the forwarding path, which answers it as a miss
+/// or refuses the write: `text_forward.rs`).
+fn mine(view: &View<'_>, key: &[u8]) -> bool {
+    view.serves(key)
 }
 
-/// Where the first request of `input` goes, for node `me` under `map`
-/// (`item_size_max`: `-I`).
+/// Where the first request of `input` goes, for the node `view`
+/// describes (`item_size_max`: `-I`).
 #[must_use]
-pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: usize) -> Route {
+pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Route {
     let Some(request) = Request::parse(input) else {
         return Route::Local;
     };
@@ -148,7 +149,7 @@ pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: us
             let more = tokens.rest.into_iter().flat_map(all_tokens);
             let keys: Vec<&[u8]> = list.iter().skip(first_key).copied().chain(more).collect();
             let well_formed = !keys.is_empty() && keys.iter().all(|key| key_ok(key));
-            if !well_formed || keys.iter().all(|key| mine(map, me, key)) {
+            if !well_formed || keys.iter().all(|key| mine(view, key)) {
                 return Route::Local;
             }
             let op = TextOp::Get {
@@ -174,9 +175,7 @@ pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: us
             };
             let is_cas = mode == StoreMode::Cas;
             let arguments = if is_cas { 6 } else { 5 };
-            if !(arguments..=arguments + 1).contains(&list.len())
-                || !key_ok(key)
-                || mine(map, me, key)
+            if !(arguments..=arguments + 1).contains(&list.len()) || !key_ok(key) || mine(view, key)
             {
                 return Route::Local;
             }
@@ -216,7 +215,7 @@ pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: us
             };
             forward(op, request.line_end + len + 2)
         }
-        b"delete" if (2..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) => {
+        b"delete" if (2..=4).contains(&list.len()) && key_ok(key) && !mine(view, key) => {
             // memcached accepts `delete <key> 0` and `noreply` only.
             let extra = &list[2..];
             let accepted = match extra {
@@ -230,9 +229,7 @@ pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: us
             }
             forward(TextOp::Delete { key: key.to_vec() }, request.line_end)
         }
-        b"incr" | b"decr"
-            if (3..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) =>
-        {
+        b"incr" | b"decr" if (3..=4).contains(&list.len()) && key_ok(key) && !mine(view, key) => {
             let Some(delta) = parse_u64(tokens.get(2)) else {
                 return Route::Local;
             };
@@ -243,7 +240,7 @@ pub fn route_text(input: &IoChain, map: &ShardMap, me: NodeId, item_size_max: us
             };
             forward(op, request.line_end)
         }
-        b"touch" if (3..=4).contains(&list.len()) && key_ok(key) && !mine(map, me, key) => {
+        b"touch" if (3..=4).contains(&list.len()) && key_ok(key) && !mine(view, key) => {
             let Some(exptime) = parse_i32(tokens.get(2)) else {
                 return Route::Local;
             };

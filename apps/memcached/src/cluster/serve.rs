@@ -4,28 +4,27 @@
 //! "Epochs: never a wrong value").
 //!
 //! Invariant: the store is touched only when the request's epoch is this
-//! node's and this node's map of that epoch names it the owner of every
-//! key the request names; otherwise the answer is `WrongEpoch` or
-//! `NotOwner` and nothing changes. This check and the store operation run
-//! in one event, which the map's adoption waits out before it sweeps
-//! (`sweep.rs`).
+//! node's and this node serves every key the request names (its map of
+//! that epoch names it the owner, and neither the handover fence nor the
+//! self-fence holds the key back, `current.rs`); otherwise the answer is
+//! `WrongEpoch` or `NotOwner` and nothing changes. This check and the
+//! store operation run in one event, which the map's adoption waits out
+//! before it sweeps (`sweep.rs`).
 
-use ebb_core::NodeId;
 use ebb_iobuf::IoChain;
 
+use super::current::View;
 use super::forward::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
-use super::shard_map::ShardMap;
 use crate::store::{expiry, ArithError, DeleteResult, NewItem, Refused, SetMode, SetResult};
 use crate::Store;
 
 /// Serves the forwarded request of `control` and `payload` from `store`,
-/// as node `me` with shard map `map`, at Unix time `now`: the reply and
+/// as the node `view` describes, at Unix time `now`: the reply and
 /// its payload (a `Get`'s found values, shared with the store, not
 /// copied).
 pub fn serve(
     store: &Store,
-    map: &ShardMap,
-    me: NodeId,
+    view: &View<'_>,
     now: u32,
     control: &[u8],
     payload: &IoChain,
@@ -34,13 +33,11 @@ pub fn serve(
     let Ok(request) = ForwardRequest::decode(control, payload.len()) else {
         return (ForwardReply::BadRequest, values);
     };
+    let map = view.map();
     if request.epoch != map.epoch() {
         return (ForwardReply::WrongEpoch(map.epoch()), values);
     }
-    let owned = request
-        .keys()
-        .iter()
-        .all(|key| map.owner(key).is_some_and(|owner| owner.node == me));
+    let owned = request.keys().iter().all(|key| view.serves(key));
     if !owned {
         return (ForwardReply::NotOwner(map.epoch()), values);
     }

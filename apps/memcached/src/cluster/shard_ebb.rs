@@ -5,8 +5,8 @@
 //! shard map, so no id is agreed in advance.
 //!
 //! Every request is answered at once (`Service::handle`): the owner check
-//! and the store operation run in one event, inside one RCU read section
-//! of the map in force, which is what `current.rs`'s grace period waits
+//! (with the fences, `current.rs`) and the store operation run in one
+//! event, inside one RCU read section of the map in force, which is what `current.rs`'s grace period waits
 //! out before it sweeps.
 
 use alloc::boxed::Box;
@@ -101,11 +101,10 @@ pub fn answer(root: &ShardRoot, request: &Request) -> Result<Message, ServiceErr
         }
     };
     let now = root.server.unix_now();
-    let (reply, values) = root.current.read(|map| {
+    let (reply, values) = root.current.view(|view| {
         serve(
             &root.server.store,
-            map,
-            root.current.me(),
+            view,
             now,
             control,
             &request.body.payload,

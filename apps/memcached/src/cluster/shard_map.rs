@@ -22,6 +22,12 @@ pub const SHARD_MAP_KEY: &str = "memcached/shards";
 /// under its lease; the value is its shard Ebb id, decimal).
 pub const MEMBERS_PREFIX: &str = "memcached/members/";
 
+/// The prefix under which each node publishes the least epoch it may
+/// still serve under (`memcached/adopted/N`, under its lease; decimal):
+/// the handover fence waits for every registered node's
+/// (`docs/distributed-memcached.md`, "Epochs: never a wrong value").
+pub const ADOPTED_PREFIX: &str = "memcached/adopted/";
+
 const MAGIC: [u8; 4] = *b"EKVS";
 const VERSION: u8 = 1;
 const HEADER_LEN: usize = 4 + 1 + 8 + 2;

@@ -36,8 +36,14 @@ pub struct ClusterLink {
 
 /// The reply to a write whose owner gave no usable answer.
 const NO_OWNER: &[u8] = b"SERVER_ERROR the key's owner node did not answer\r\n";
-/// The reply to a write the owner refused because the maps disagree.
+/// The reply to a write the owner refused because the maps disagree, or
+/// this node's own key it does not serve until the others adopted the
+/// map that gave it the key (the handover fence, `current.rs`).
 const MAP_CHANGING: &[u8] = b"SERVER_ERROR shard map changing, try again\r\n";
+/// The reply to a write of this node's own key while its lease may have
+/// lapsed (the self-fence, `current.rs`).
+const LEASE_LAPSED: &[u8] =
+    b"SERVER_ERROR this node's membership lapsed, its keys are not served, try again\r\n";
 
 /// One found value, for the reply.
 struct Found {
@@ -110,6 +116,15 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
     let Some(owner) = map.owner(key) else {
         return NO_OWNER.to_vec();
     };
+    if owner.node == link.current.me() {
+        // Routed here because this node is fenced from its own key.
+        let fence = if link.current.view(|view| view.lease_live()) {
+            MAP_CHANGING
+        } else {
+            LEASE_LAPSED
+        };
+        return fence.to_vec();
+    }
     let request = ForwardRequest {
         epoch: map.epoch(),
         command,
@@ -155,6 +170,8 @@ async fn get(
     let now = server.unix_now();
     for (index, key) in keys.iter().enumerate() {
         match map.owner(key) {
+            // A key this node is fenced from is a miss.
+            Some(owner) if owner.node == me && !link.current.serves(key) => {}
             Some(owner) if owner.node == me => {
                 let item = match touch {
                     Some(exptime) => server.store.touch(key, expiry(exptime, now), now),

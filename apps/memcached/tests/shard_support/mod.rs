@@ -15,12 +15,23 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()> + 'static,
 {
+    on_a_clocked_core(|_| body());
+}
+
+/// Runs `body` as a task on a one-core event loop of its own, given the
+/// loop's clock (it moves when the core has nothing to do but wait, or
+/// when told to).
+pub fn on_a_clocked_core<F, Fut>(body: F)
+where
+    F: FnOnce(&'static ManualClock) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
     std::thread::spawn(move || {
         let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
         let code = clock
             .run(move || {
                 spawn_task(async move {
-                    body().await;
+                    body(clock).await;
                     shutdown(0).expect("first shutdown");
                 });
             })

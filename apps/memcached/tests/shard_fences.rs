@@ -1,0 +1,330 @@
+//! The fences that keep two nodes from serving one key at once
+//! (`src/cluster/current.rs`, `docs/distributed-memcached.md`, "Epochs:
+//! never a wrong value"), on a one-core event loop with a clock the test
+//! moves, without a connection:
+//!
+//! * the handover fence: while node 1 still goes by epoch 1 and node 3
+//!   adopted epoch 2, which moved a key from node 1 to node 3, node 3
+//!   neither serves nor takes that key (the owner check alone let both
+//!   nodes serve it: shown first), until every registered node adopted
+//!   epoch 2; then it is a miss, never a value from before;
+//! * the self-fence: the node's own keep-alive task against a map whose
+//!   keep-alive fails: past the lease's time to live minus the margin the
+//!   node serves none of its keys; once the lease ran out, it registers
+//!   again, and its own follow task adopts the map naming it, it serves
+//!   again, and what it held before is gone.
+
+mod shard_support;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_core::{
+    GlobalIdMap, InProcessGlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
+};
+use ebb_event::Instant;
+use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::{Message, Request};
+use memcached::cluster::current::{Adopted, CurrentMap, View};
+use memcached::cluster::node::{enrol, follow, keep_alive, LEASE_TTL, SELF_FENCE_MARGIN};
+use memcached::cluster::serve::serve;
+use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
+use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, Member, StoreMode};
+use memcached::{Server, Settings};
+use shard_support::{map, on_a_clocked_core, on_a_core};
+
+const NOW: u32 = 1_700_000_000;
+
+/// One node: its server and map in force, registered when no map was
+/// stored yet, with a lease that never lapses.
+struct TestNode {
+    server: &'static Server,
+    current: &'static CurrentMap,
+}
+
+impl TestNode {
+    fn new(node: u32) -> TestNode {
+        let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(node))));
+        current.lease_kept(Instant(u64::MAX));
+        current.registered(0);
+        TestNode {
+            server: Server::start(Settings::default(), NOW).unwrap(),
+            current,
+        }
+    }
+
+    /// Forwards `command` stamped `epoch` with `payload` to this node.
+    fn call(&self, epoch: u64, command: Command<'_>, payload: &[u8]) -> (ForwardReply, Vec<u8>) {
+        let control = ForwardRequest { epoch, command }.encode().unwrap();
+        let request = Request {
+            from: NodeId(2),
+            peer_addr: None,
+            message: FORWARD,
+            body: Message {
+                control: IoChain::from(IoBuf::from_vec(control)),
+                payload: IoChain::from(IoBuf::copy_from_slice(payload)),
+            },
+        };
+        let root = ShardRoot {
+            server: self.server,
+            current: self.current,
+        };
+        let reply = answer(&root, &request).expect("answered");
+        let payload = reply.payload.to_vec();
+        let reply = ForwardReply::decode(&reply.control.to_vec(), payload.len()).unwrap();
+        (reply, payload)
+    }
+
+    async fn adopt(&self, map: memcached::cluster::ShardMap) -> Adopted {
+        let server = self.server;
+        self.current
+            .adopt(&server.store, map, || server.unix_now())
+            .await
+            .unwrap()
+    }
+}
+
+fn set(key: &[u8]) -> Command<'_> {
+    Command::Store {
+        mode: StoreMode::Set,
+        flags: 0,
+        exptime: 0,
+        cas: 0,
+        key,
+    }
+}
+
+fn get(key: &[u8]) -> Command<'_> {
+    Command::Get {
+        cas: false,
+        touch: None,
+        keys: vec![key],
+    }
+}
+
+/// A `Get`'s answer holding `value`.
+fn found(value: &[u8]) -> (ForwardReply, Vec<u8>) {
+    let entry = Entry {
+        flags: 0,
+        cas: 0,
+        len: value.len() as u32,
+    };
+    (ForwardReply::Values(vec![Some(entry)]), value.to_vec())
+}
+
+fn missed() -> (ForwardReply, Vec<u8>) {
+    (ForwardReply::Values(vec![None]), Vec::new())
+}
+
+#[test]
+fn a_moved_key_is_served_by_neither_owner_until_every_node_adopted_the_move() {
+    on_a_core(|| async {
+        let (one, two, three) = (TestNode::new(1), TestNode::new(2), TestNode::new(3));
+        let before = map(1, &[1, 2]);
+        let after = map(2, &[1, 2, 3]);
+        let owners = |key: &[u8]| {
+            (
+                before.owner(key).unwrap().node.0,
+                after.owner(key).unwrap().node.0,
+            )
+        };
+        let keys: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("key:{i}").into_bytes())
+            .take(400)
+            .collect();
+        let moved = keys.iter().find(|key| owners(key) == (1, 3)).unwrap();
+        let kept = keys.iter().find(|key| owners(key) == (1, 1)).unwrap();
+        for node in [&one, &two, &three] {
+            assert_eq!(node.adopt(before.clone()).await, Adopted::Swept(0));
+            node.current.settle(1).unwrap();
+        }
+        // v1 through node 2, at epoch 1: node 1 stores it.
+        assert_eq!(one.call(1, set(moved), b"v1").0, ForwardReply::Stored);
+        assert_eq!(one.call(1, set(kept), b"k1").0, ForwardReply::Stored);
+
+        // Node 3 adopts epoch 2 first; nodes 1 and 2 still go by epoch 1.
+        assert_eq!(three.adopt(after.clone()).await, Adopted::Swept(0));
+
+        // What the owner check alone allowed (the map and the stamp): node
+        // 3 takes v2 for the moved key while node 1, asked by node 2 at
+        // epoch 1, still answers v1, so a client that stored v2 reads v1.
+        let scratch = Server::start(Settings::default(), NOW).unwrap();
+        let control = ForwardRequest {
+            epoch: 2,
+            command: set(moved),
+        }
+        .encode()
+        .unwrap();
+        let unfenced = serve(
+            &scratch.store,
+            &View::agreed(&after, NodeId(3)),
+            NOW,
+            &control,
+            &IoChain::from(IoBuf::copy_from_slice(b"v2")),
+        );
+        assert_eq!(unfenced.0, ForwardReply::Stored);
+        assert_eq!(one.call(1, get(moved), b""), found(b"v1"));
+
+        // With the handover fence: node 3 neither takes nor answers the
+        // key it gained until every registered node adopted epoch 2.
+        assert!(!three.current.serves(moved));
+        assert_eq!(
+            three.call(2, set(moved), b"v2").0,
+            ForwardReply::NotOwner(2)
+        );
+        assert_eq!(three.call(2, get(moved), b"").0, ForwardReply::NotOwner(2));
+        // Node 1, at epoch 1, is still the only one serving it.
+        assert_eq!(one.call(1, set(moved), b"v3").0, ForwardReply::Stored);
+        assert_eq!(one.call(1, get(moved), b""), found(b"v3"));
+
+        // Nodes 1 and 2 adopt epoch 2: node 1 drops the keys it lost and
+        // refuses requests stamped with epoch 1.
+        assert!(matches!(one.adopt(after.clone()).await, Adopted::Swept(n) if n > 0));
+        assert_eq!(two.adopt(after.clone()).await, Adopted::Swept(0));
+        assert_eq!(one.call(1, get(moved), b"").0, ForwardReply::WrongEpoch(2));
+        assert_eq!(one.call(2, get(moved), b"").0, ForwardReply::NotOwner(2));
+        // A key node 1 owned in both maps is served all along.
+        assert!(one.current.serves(kept));
+        assert_eq!(one.call(2, get(kept), b""), found(b"k1"));
+        // Not settled yet as node 3 knows: still fenced.
+        assert_eq!(three.call(2, get(moved), b"").0, ForwardReply::NotOwner(2));
+
+        // Every registered node published epoch 2: node 3 serves the key,
+        // a miss at first (never v1 or v3), then what is written.
+        three.current.settle(2).unwrap();
+        assert!(three.current.serves(moved));
+        assert_eq!(three.call(2, get(moved), b""), missed());
+        assert_eq!(three.call(2, set(moved), b"v4").0, ForwardReply::Stored);
+        assert_eq!(three.call(2, get(moved), b""), found(b"v4"));
+    });
+}
+
+/// An in-process map whose keep-alive fails (unreachable) while told to.
+struct FlakyKeepAlive {
+    inner: InProcessGlobalIdMap,
+    failing: AtomicBool,
+}
+
+impl GlobalIdMap for FlakyKeepAlive {
+    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
+        self.inner.set(key, value, lease)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
+        self.inner.delete(key)
+    }
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Vec<u8>,
+    ) -> MapFuture<'a, Swap> {
+        self.inner.compare_and_swap(key, expected, new)
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+        self.inner.list(prefix)
+    }
+    fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, std::ops::Range<u32>> {
+        self.inner.reserve_range(node, len)
+    }
+    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
+        self.inner.grant_lease(ttl)
+    }
+    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(MapError::Unreachable {
+                endpoint: String::from("the test's map"),
+                reason: String::from("cut off by the test"),
+            })));
+        }
+        self.inner.keep_alive(lease)
+    }
+    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
+        self.inner.revoke(lease)
+    }
+    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
+        self.inner.watch(prefix)
+    }
+}
+
+#[test]
+fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back() {
+    on_a_clocked_core(|clock| async move {
+        let flaky = Arc::new(FlakyKeepAlive {
+            inner: InProcessGlobalIdMap::new(),
+            failing: AtomicBool::new(false),
+        });
+        let map: Arc<dyn GlobalIdMap> = Arc::clone(&flaky) as Arc<dyn GlobalIdMap>;
+        let server = Server::start(Settings::default(), NOW).unwrap();
+        let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(1))));
+        let member = Member {
+            node: NodeId(1),
+            shard_ebb: 32_769,
+        };
+        let node = TestNode { server, current };
+        // Joined as `node::try_join` does, without the Messenger.
+        let lease = enrol(&*map, member, current).await.unwrap();
+        let held = Arc::new(AtomicI64::new(lease.0));
+        ebb_event::spawn_task(keep_alive(
+            Arc::clone(&map),
+            member,
+            current,
+            Arc::clone(&held),
+        ));
+        ebb_event::spawn_task(follow(Arc::clone(&map), server, current, Arc::clone(&held)));
+        let key = b"mine";
+        // The follow task writes and adopts the first map and settles it.
+        while !current.serves(key) {
+            ebb_event::sleep(Duration::from_millis(10)).await;
+        }
+        let epoch = current.epoch();
+        assert_eq!(
+            node.call(epoch, set(key), b"before").0,
+            ForwardReply::Stored
+        );
+
+        // Keep-alives fail from now on: until the lease's time to live
+        // minus the margin since the last one that succeeded was sent,
+        // the node serves; after, it serves none of its keys.
+        flaky.failing.store(true, Ordering::SeqCst);
+        let last_kept = clock.read();
+        let fenced_at = last_kept.0 + (LEASE_TTL - SELF_FENCE_MARGIN).as_nanos() as u64;
+        ebb_event::sleep(LEASE_TTL - SELF_FENCE_MARGIN - Duration::from_secs(4)).await;
+        assert!(clock.read().0 < fenced_at);
+        assert_eq!(node.call(epoch, get(key), b""), found(b"before"));
+        ebb_event::sleep(Duration::from_secs(4)).await;
+        assert!(clock.read().0 >= fenced_at);
+        assert!(!current.view(|view| view.lease_live()));
+        assert_eq!(
+            node.call(epoch, get(key), b"").0,
+            ForwardReply::NotOwner(epoch)
+        );
+        assert_eq!(
+            node.call(epoch, set(key), b"during").0,
+            ForwardReply::NotOwner(epoch)
+        );
+
+        // The lease runs out: its registration goes; the map is reached
+        // again, the keep-alive finds the lease expired, the node
+        // registers again and its follow task adopts the map naming it.
+        flaky
+            .inner
+            .expire(Lease(held.load(Ordering::SeqCst)))
+            .unwrap();
+        flaky.failing.store(false, Ordering::SeqCst);
+        let deadline = clock.read() + Duration::from_secs(60);
+        while !current.serves(key) {
+            assert!(clock.read() < deadline, "the node did not come back");
+            ebb_event::sleep(Duration::from_millis(100)).await;
+        }
+        assert_ne!(Lease(held.load(Ordering::SeqCst)), lease);
+        let epoch = current.epoch();
+        // Whatever it held from before the lapse is gone: a miss.
+        assert_eq!(node.call(epoch, get(key), b""), missed());
+        assert_eq!(node.call(epoch, set(key), b"after").0, ForwardReply::Stored);
+        assert_eq!(node.call(epoch, get(key), b""), found(b"after"));
+    });
+}
