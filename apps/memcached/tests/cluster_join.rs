@@ -1,10 +1,12 @@
 //! A node joins while a client writes and reads checksummed values
 //! (`docs/distributed-memcached.md`, "Adding a node: invalidate, do not
-//! move"): nodes 1 and 2 and a frontend in one process
-//! (`cluster_support`); a client of node 1 sets and reads back keys
-//! round after round while node 3 joins. Every read is the value last
-//! written or a miss, never another value; a write may be refused while
-//! the map changes, never applied elsewhere. Once node 3 is in, every key
+//! move", and "Epochs: never a wrong value"): nodes 1 and 2 and a
+//! frontend in one process (`cluster_support`); one writer sets and
+//! reads back keys round after round while node 3 joins, each key set
+//! through one node and read back through the other, so that the two
+//! nodes' maps (adopted at different moments) are both exercised. Every
+//! read is the value last written or a miss, never another value; a
+//! write may be refused while the map changes, never applied elsewhere. Once node 3 is in, every key
 //! read through each of the three nodes is the last value written to it
 //! or a miss, and keys written before the join and never again are
 //! misses where node 3 took them and read back elsewhere.
@@ -36,15 +38,18 @@ struct Seen {
     last: HashMap<u32, u32>,
 }
 
-/// Sets and reads back every key, round after round, through `client`
-/// until `stop` (and for at least `min_rounds`).
-fn write_and_read(mut client: Client, stop: &AtomicBool, min_rounds: u32) -> Seen {
+/// Sets and reads back every key, round after round, until `stop` (and
+/// for at least `min_rounds`): key `i` of round `r` is set through
+/// `clients[(i + r) % n]` and read back through the next client.
+fn write_and_read(mut clients: Vec<Client>, stop: &AtomicBool, min_rounds: u32) -> Seen {
     let mut seen = Seen::default();
+    let n = clients.len();
     while seen.rounds < min_rounds || !stop.load(Ordering::SeqCst) {
         seen.rounds += 1;
         let round = seen.rounds;
         for i in 0..KEYS {
-            match client.store("set", &key(i), &value(i, round), "").as_str() {
+            let through = (i + round) as usize % n;
+            match clients[through].store("set", &key(i), &value(i, round), "").as_str() {
                 "STORED\r\n" => {
                     seen.stored += 1;
                     seen.last.insert(i, round);
@@ -52,7 +57,7 @@ fn write_and_read(mut client: Client, stop: &AtomicBool, min_rounds: u32) -> See
                 "SERVER_ERROR shard map changing, try again\r\n" => seen.refused += 1,
                 other => panic!("key:{i} round {round}: set answered {other:?}"),
             }
-            let found = client.get("get", &[key(i)]);
+            let found = clients[(through + 1) % n].get("get", &[key(i)]);
             match found.as_slice() {
                 [] => seen.misses += 1,
                 [(k, data, _)] => {
@@ -107,9 +112,12 @@ fn a_node_joining_while_a_client_writes_never_gives_a_wrong_value() {
 
     let stop_writing = Arc::new(AtomicBool::new(false));
     let writer = {
-        let client = Client::connect(node_1.clients);
+        let clients = vec![
+            Client::connect(node_1.clients),
+            Client::connect(node_2.clients),
+        ];
         let stop = Arc::clone(&stop_writing);
-        thread::spawn(move || write_and_read(client, &stop, 4))
+        thread::spawn(move || write_and_read(clients, &stop, 4))
     };
     thread::sleep(Duration::from_millis(300));
     let (stop_3, node_3) = join(3);
