@@ -49,7 +49,10 @@ fn write_and_read(mut clients: Vec<Client>, stop: &AtomicBool, min_rounds: u32) 
         let round = seen.rounds;
         for i in 0..KEYS {
             let through = (i + round) as usize % n;
-            match clients[through].store("set", &key(i), &value(i, round), "").as_str() {
+            match clients[through]
+                .store("set", &key(i), &value(i, round), "")
+                .as_str()
+            {
                 "STORED\r\n" => {
                     seen.stored += 1;
                     seen.last.insert(i, round);

@@ -108,7 +108,7 @@ fn found(value: &[u8]) -> (ForwardReply, Vec<u8>) {
     let entry = Entry {
         flags: 0,
         cas: 0,
-        len: value.len() as u32,
+        len: u32::try_from(value.len()).unwrap(),
     };
     (ForwardReply::Values(vec![Some(entry)]), value.to_vec())
 }
@@ -290,13 +290,13 @@ fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back()
         // minus the margin since the last one that succeeded was sent,
         // the node serves; after, it serves none of its keys.
         flaky.failing.store(true, Ordering::SeqCst);
-        let last_kept = clock.read();
-        let fenced_at = last_kept.0 + (LEASE_TTL - SELF_FENCE_MARGIN).as_nanos() as u64;
+        // The last keep-alive that succeeded was sent at or before now.
+        let fenced_at = clock.read() + (LEASE_TTL - SELF_FENCE_MARGIN);
         ebb_event::sleep(LEASE_TTL - SELF_FENCE_MARGIN - Duration::from_secs(4)).await;
-        assert!(clock.read().0 < fenced_at);
+        assert!(clock.read() < fenced_at);
         assert_eq!(node.call(epoch, get(key), b""), found(b"before"));
         ebb_event::sleep(Duration::from_secs(4)).await;
-        assert!(clock.read().0 >= fenced_at);
+        assert!(clock.read() >= fenced_at);
         assert!(!current.view(|view| view.lease_live()));
         assert_eq!(
             node.call(epoch, get(key), b"").0,
