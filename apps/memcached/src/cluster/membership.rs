@@ -190,7 +190,10 @@ pub async fn settled_epoch(
     map: &dyn GlobalIdMap,
     me: NodeId,
 ) -> Result<(u64, Option<u64>), MembershipError> {
-    let members = registered(map).await?;
+    // The promises first, then the registrations: a node registered
+    // only after the promises were read counts as 0, and one registered
+    // only after the registrations were read promises no less than the
+    // map stored then, which is at least every promise read before.
     let adopted: Vec<(NodeId, u64)> = map
         .list(ADOPTED_PREFIX)
         .await?
@@ -201,6 +204,7 @@ pub async fn settled_epoch(
             Some((NodeId(node), epoch))
         })
         .collect();
+    let members = registered(map).await?;
     let of = |node: NodeId| {
         adopted
             .iter()
