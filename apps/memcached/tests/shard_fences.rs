@@ -14,18 +14,18 @@
 //!   again, and its own follow task adopts the map naming it, it serves
 //!   again, and what it held before is gone.
 
+mod held_map;
 mod shard_support;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ebb_core::{
-    GlobalIdMap, InProcessGlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
-};
+use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease, NodeId};
 use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, Request};
+use held_map::HeldMap;
 use memcached::cluster::current::{Adopted, CurrentMap, View};
 use memcached::cluster::node::{enrol, follow, keep_alive, LEASE_TTL, SELF_FENCE_MARGIN};
 use memcached::cluster::serve::serve;
@@ -200,63 +200,10 @@ fn a_moved_key_is_served_by_neither_owner_until_every_node_adopted_the_move() {
     });
 }
 
-/// An in-process map whose keep-alive fails (unreachable) while told to.
-struct FlakyKeepAlive {
-    inner: InProcessGlobalIdMap,
-    failing: AtomicBool,
-}
-
-impl GlobalIdMap for FlakyKeepAlive {
-    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.inner.set(key, value, lease)
-    }
-    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.inner.delete(key)
-    }
-    fn compare_and_swap<'a>(
-        &'a self,
-        key: &'a str,
-        expected: Option<Vec<u8>>,
-        new: Vec<u8>,
-    ) -> MapFuture<'a, Swap> {
-        self.inner.compare_and_swap(key, expected, new)
-    }
-    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
-        self.inner.list(prefix)
-    }
-    fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, std::ops::Range<u32>> {
-        self.inner.reserve_range(node, len)
-    }
-    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
-        self.inner.grant_lease(ttl)
-    }
-    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(MapError::Unreachable {
-                endpoint: String::from("the test's map"),
-                reason: String::from("cut off by the test"),
-            })));
-        }
-        self.inner.keep_alive(lease)
-    }
-    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.inner.revoke(lease)
-    }
-    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
-        self.inner.watch(prefix)
-    }
-}
-
 #[test]
 fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back() {
     on_a_clocked_core(|clock| async move {
-        let flaky = Arc::new(FlakyKeepAlive {
-            inner: InProcessGlobalIdMap::new(),
-            failing: AtomicBool::new(false),
-        });
+        let flaky = Arc::new(HeldMap::new(Arc::new(InProcessGlobalIdMap::new())));
         let map: Arc<dyn GlobalIdMap> = Arc::clone(&flaky) as Arc<dyn GlobalIdMap>;
         let server = Server::start(Settings::default(), NOW).unwrap();
         let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(1))));
@@ -289,7 +236,7 @@ fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back()
         // Keep-alives fail from now on: until the lease's time to live
         // minus the margin since the last one that succeeded was sent,
         // the node serves; after, it serves none of its keys.
-        flaky.failing.store(true, Ordering::SeqCst);
+        flaky.keep_alive_fails.store(true, Ordering::SeqCst);
         // The last keep-alive that succeeded was sent at or before now.
         let fenced_at = clock.read() + (LEASE_TTL - SELF_FENCE_MARGIN);
         ebb_event::sleep(LEASE_TTL - SELF_FENCE_MARGIN - Duration::from_secs(4)).await;
@@ -314,7 +261,7 @@ fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back()
             .inner
             .expire(Lease(held.load(Ordering::SeqCst)))
             .unwrap();
-        flaky.failing.store(false, Ordering::SeqCst);
+        flaky.keep_alive_fails.store(false, Ordering::SeqCst);
         let deadline = clock.read() + Duration::from_secs(60);
         while !current.serves(key) {
             assert!(clock.read() < deadline, "the node did not come back");

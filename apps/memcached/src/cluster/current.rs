@@ -69,6 +69,8 @@ pub struct CurrentMap {
     epoch: AtomicU64,
     /// The epoch whose adoption (publication, grace period, sweep) ended.
     adopted: AtomicU64,
+    /// The settled epoch, for readers outside a read section.
+    settled: AtomicU64,
     /// Until when (the event loop's clock, nanoseconds) the node's lease
     /// is surely alive.
     lease_until: AtomicU64,
@@ -185,6 +187,7 @@ impl CurrentMap {
             }),
             epoch: AtomicU64::new(0),
             adopted: AtomicU64::new(0),
+            settled: AtomicU64::new(0),
             lease_until: AtomicU64::new(0),
             required: AtomicU64::new(REGISTERING),
         }
@@ -203,13 +206,9 @@ impl CurrentMap {
     }
 
     /// The epoch every registered node has adopted, as last settled.
-    ///
-    /// # Panics
-    ///
-    /// Off a core.
     #[must_use]
     pub fn settled(&self) -> u64 {
-        rcu::read(|guard| self.standing.load(guard).settled)
+        self.settled.load(Ordering::Acquire)
     }
 
     /// Runs `body` with the map in force (on a core: an RCU read section,
@@ -303,7 +302,9 @@ impl CurrentMap {
         }
         next.settled = settled;
         next.earlier.retain(|map| map.epoch() >= settled);
-        self.standing.replace(next)
+        self.standing.replace(next)?;
+        self.settled.store(settled, Ordering::Release);
+        Ok(())
     }
 
     /// Adopts `next` if it is newer: publishes it, waits for a grace

@@ -109,6 +109,18 @@ pub fn start_node(
     map: Arc<InProcessGlobalIdMap>,
     joined: mpsc::Sender<JoinedNode>,
 ) -> Sender<()> {
+    start_node_over(node, frontend, ids, map, joined)
+}
+
+/// [`start_node`] with a map of the test's making (a view of the shared
+/// map it can cut off: `held_map`).
+pub fn start_node_over(
+    node: u32,
+    frontend: SocketAddrV4,
+    ids: Range<u32>,
+    map: Arc<dyn GlobalIdMap>,
+    joined: mpsc::Sender<JoinedNode>,
+) -> Sender<()> {
     let contract = ebb_app::NodeContract {
         node,
         frontend,
@@ -120,7 +132,7 @@ pub fn start_node(
     thread::spawn(move || {
         ebb_hosted::run_task(node_config(), move || async move {
             let server = Server::start(Settings::default(), 1_700_000_000).unwrap();
-            let node_joined = try_join(contract, server, |_| map as Arc<dyn GlobalIdMap>)
+            let node_joined = try_join(contract, server, |_| map)
                 .await
                 .expect("the node joins");
             let clients = ebb_app::net::listen("127.0.0.1:0".parse().unwrap(), accept_fn(server))
