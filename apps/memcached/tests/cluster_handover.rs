@@ -2,7 +2,7 @@
 //! different moments (`docs/distributed-memcached.md`, "Epochs: never a
 //! wrong value"), through clients of real nodes: nodes 1 and 2 and a
 //! frontend in one process (`cluster_support`), node 1's view of the map
-//! held at epoch E (`held_map`) while node 3 joins and nodes 2 and 3
+//! held at epoch E (`test_map`) while node 3 joins and nodes 2 and 3
 //! adopt E+1. A key node 1 owns at E and node 3 at E+1: node 3 refuses
 //! to write it and misses it (without the fence it stored the write,
 //! which a read through node 1, still the owner at E, then missed: a
@@ -10,7 +10,7 @@
 //! serves it, a miss first, never a value from before.
 
 mod cluster_support;
-mod held_map;
+mod test_map;
 
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -21,7 +21,7 @@ use cluster_support::{
     AGREE_WITHIN,
 };
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, NodeId};
-use held_map::HeldMap;
+use test_map::TestMap;
 
 /// Waits until `node` goes by `epoch`.
 fn wait_for_epoch(node: &JoinedNode, epoch: u64) {
@@ -54,7 +54,7 @@ fn a_key_moving_to_a_joining_node_is_never_served_by_two_nodes() {
             .recv_timeout(Duration::from_secs(60))
             .expect("the node joins")
     };
-    let node_1_map = Arc::new(HeldMap::new(Arc::clone(&map)));
+    let node_1_map = Arc::new(TestMap::new(Arc::clone(&map)));
     let ids = |node: usize| frontend.ranges[node - 1].clone();
     let stop_1 = start_node_over(
         1,

@@ -32,8 +32,9 @@ const KEYS: u32 = 3_000;
 /// How long the test waits for the frontend's verdict.
 const VERDICT_WITHIN: Duration = Duration::from_secs(120);
 
-/// Waits until every node of `nodes` goes by the stored map and it has
-/// `members` members.
+/// Waits until every node of `nodes` goes by the stored map, it has
+/// `members` members and every node knows all registered nodes adopted
+/// it (`agreement`).
 async fn agreed(map: &InProcessGlobalIdMap, nodes: &[&JoinedNode], members: usize) -> ShardMap {
     let deadline = std::time::Instant::now() + AGREE_WITHIN;
     loop {

@@ -9,13 +9,13 @@ mod shard_support;
 
 use ebb_core::NodeId;
 use ebb_event::Instant;
-use ebb_iobuf::{IoBuf, IoChain};
+use ebb_iobuf::IoChain;
 use ebb_messenger::{Message, MessageNumber, Request, ServiceError};
 use memcached::cluster::current::{Adopted, CurrentMap};
-use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
-use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
+use memcached::cluster::shard_ebb::{answer, ShardRoot};
+use memcached::cluster::{Command, Entry, ForwardReply, StoreMode};
 use memcached::{Server, Settings};
-use shard_support::{map, on_a_core};
+use shard_support::{call, map, on_a_core};
 
 /// Node `node`'s map in force, registered when no map was stored yet,
 /// with a lease that never lapses (the fences are tested below).
@@ -28,28 +28,6 @@ fn member(node: u32) -> &'static CurrentMap {
 
 fn server() -> &'static Server {
     Server::start(Settings::default(), 1_700_000_000).unwrap()
-}
-
-fn call(
-    root: &ShardRoot,
-    epoch: u64,
-    command: Command<'_>,
-    payload: &[u8],
-) -> (ForwardReply, Vec<u8>) {
-    let control = ForwardRequest { epoch, command }.encode().unwrap();
-    let request = Request {
-        from: NodeId(2),
-        peer_addr: None,
-        message: FORWARD,
-        body: Message {
-            control: IoChain::from(IoBuf::from_vec(control)),
-            payload: IoChain::from(IoBuf::copy_from_slice(payload)),
-        },
-    };
-    let reply = answer(root, &request).expect("answered");
-    let payload = reply.payload.to_vec();
-    let reply = ForwardReply::decode(&reply.control.to_vec(), payload.len()).unwrap();
-    (reply, payload)
 }
 
 fn set(key: &[u8]) -> Command<'_> {

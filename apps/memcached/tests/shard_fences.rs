@@ -14,25 +14,24 @@
 //!   again, and its own follow task adopts the map naming it, it serves
 //!   again, and what it held before is gone.
 
-mod held_map;
 mod shard_support;
+mod test_map;
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, Lease, NodeId};
 use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
-use ebb_messenger::{Message, Request};
-use held_map::HeldMap;
 use memcached::cluster::current::{Adopted, CurrentMap, View};
-use memcached::cluster::node::{enrol, follow, keep_alive, LEASE_TTL, SELF_FENCE_MARGIN};
+use memcached::cluster::node::{enrol, stay_member, LEASE_TTL, SELF_FENCE_MARGIN};
 use memcached::cluster::serve::serve;
-use memcached::cluster::shard_ebb::{answer, ShardRoot, FORWARD};
+use memcached::cluster::shard_ebb::ShardRoot;
 use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, Member, StoreMode};
 use memcached::{Server, Settings};
 use shard_support::{map, on_a_clocked_core, on_a_core};
+use test_map::TestMap;
 
 const NOW: u32 = 1_700_000_000;
 
@@ -56,24 +55,11 @@ impl TestNode {
 
     /// Forwards `command` stamped `epoch` with `payload` to this node.
     fn call(&self, epoch: u64, command: Command<'_>, payload: &[u8]) -> (ForwardReply, Vec<u8>) {
-        let control = ForwardRequest { epoch, command }.encode().unwrap();
-        let request = Request {
-            from: NodeId(2),
-            peer_addr: None,
-            message: FORWARD,
-            body: Message {
-                control: IoChain::from(IoBuf::from_vec(control)),
-                payload: IoChain::from(IoBuf::copy_from_slice(payload)),
-            },
-        };
         let root = ShardRoot {
             server: self.server,
             current: self.current,
         };
-        let reply = answer(&root, &request).expect("answered");
-        let payload = reply.payload.to_vec();
-        let reply = ForwardReply::decode(&reply.control.to_vec(), payload.len()).unwrap();
-        (reply, payload)
+        shard_support::call(&root, epoch, command, payload)
     }
 
     async fn adopt(&self, map: memcached::cluster::ShardMap) -> Adopted {
@@ -203,7 +189,7 @@ fn a_moved_key_is_served_by_neither_owner_until_every_node_adopted_the_move() {
 #[test]
 fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back() {
     on_a_clocked_core(|clock| async move {
-        let flaky = Arc::new(HeldMap::new(Arc::new(InProcessGlobalIdMap::new())));
+        let flaky = Arc::new(TestMap::new(Arc::new(InProcessGlobalIdMap::new())));
         let map: Arc<dyn GlobalIdMap> = Arc::clone(&flaky) as Arc<dyn GlobalIdMap>;
         let server = Server::start(Settings::default(), NOW).unwrap();
         let current: &'static CurrentMap = Box::leak(Box::new(CurrentMap::new(NodeId(1))));
@@ -212,16 +198,10 @@ fn a_node_whose_lease_may_have_lapsed_serves_none_of_its_keys_until_it_is_back()
             shard_ebb: 32_769,
         };
         let node = TestNode { server, current };
-        // Joined as `node::try_join` does, without the Messenger.
+        // Joined as `node::try_join` does, without the Messenger: the node's
+        // own keep-alive and follow tasks.
         let lease = enrol(&*map, member, current).await.unwrap();
-        let held = Arc::new(AtomicI64::new(lease.0));
-        ebb_event::spawn_task(keep_alive(
-            Arc::clone(&map),
-            member,
-            current,
-            Arc::clone(&held),
-        ));
-        ebb_event::spawn_task(follow(Arc::clone(&map), server, current, Arc::clone(&held)));
+        let held = stay_member(Arc::clone(&map), server, member, current, lease);
         let key = b"mine";
         // The follow task writes and adopts the first map and settles it.
         while !current.serves(key) {

@@ -5,11 +5,12 @@
 //! nothing (the epoch grows once per change), and what cannot be read is
 //! reported and left as it is.
 
-use std::future::Future;
+mod test_map;
+
 use std::ops::Range;
-use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use ebb_core::{
@@ -17,14 +18,7 @@ use ebb_core::{
 };
 use memcached::cluster::membership::{reconcile, register, MembershipError};
 use memcached::cluster::{Member, ShardMap, ShardMapError, SHARD_MAP_KEY};
-
-/// The in-process map's futures are ready at once: polls one once.
-fn ready<F: Future>(future: F) -> F::Output {
-    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("the in-process map's future was not ready"),
-    }
-}
+use test_map::{ready, TestMap};
 
 fn member(node: u32) -> Member {
     Member {
@@ -66,70 +60,18 @@ fn joins_and_an_expired_lease_each_make_one_new_epoch() {
     );
 }
 
-/// A map whose first compare-and-swap finds that another node has just
-/// written the map it was about to write (that node won the race).
-struct Racing {
-    inner: InProcessGlobalIdMap,
-    raced: AtomicBool,
-}
-
-impl GlobalIdMap for Racing {
-    fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.inner.set(key, value, lease)
-    }
-    fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.inner.delete(key)
-    }
-    fn compare_and_swap<'a>(
-        &'a self,
-        key: &'a str,
-        expected: Option<Vec<u8>>,
-        new: Vec<u8>,
-    ) -> MapFuture<'a, Swap> {
-        if !self.raced.swap(true, Ordering::SeqCst) {
-            // The other node computed the same successor and won.
-            ready(
-                self.inner
-                    .compare_and_swap(key, expected.clone(), new.clone()),
-            )
-            .unwrap();
-        }
-        self.inner.compare_and_swap(key, expected, new)
-    }
-    fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
-        self.inner.list(prefix)
-    }
-    fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
-        self.inner.reserve_range(node, len)
-    }
-    fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
-        self.inner.grant_lease(ttl)
-    }
-    fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.inner.keep_alive(lease)
-    }
-    fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
-        self.inner.revoke(lease)
-    }
-    fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
-        self.inner.watch(prefix)
-    }
-}
-
 #[test]
 fn a_node_that_loses_the_race_writes_nothing() {
-    let map = Racing {
-        inner: InProcessGlobalIdMap::new(),
-        raced: AtomicBool::new(false),
-    };
+    let map = TestMap::new(Arc::new(InProcessGlobalIdMap::new()));
     join(&map, 1);
     join(&map, 2);
+    map.lose_next_race.store(true, Ordering::SeqCst);
     let mut watch = ready(map.watch(SHARD_MAP_KEY)).unwrap();
     let in_force = ready(reconcile(&map)).unwrap();
-    assert!(map.raced.load(Ordering::SeqCst));
+    assert!(
+        !map.lose_next_race.load(Ordering::SeqCst),
+        "the race was run"
+    );
     assert_eq!(
         (in_force.epoch(), in_force.members()),
         (1, &[member(1), member(2)][..])

@@ -138,14 +138,7 @@ pub async fn try_join(
     let lease = enrol(&*map, member, current)
         .await
         .map_err(|error| format!("node {node}: {error}"))?;
-    let held = Arc::new(AtomicI64::new(lease.0));
-    ebb_event::spawn_task(keep_alive(
-        Arc::clone(&map),
-        member,
-        current,
-        Arc::clone(&held),
-    ));
-    ebb_event::spawn_task(follow(map, server, current, held));
+    stay_member(map, server, member, current, lease);
     ebb_app::info!(
         "node {node}: shard Ebb {shard_id}, Messenger on port {}, a member",
         listening.port()
@@ -194,6 +187,27 @@ pub async fn enrol(
     Ok(lease)
 }
 
+/// Starts the tasks that keep `member`, enrolled under `lease`, a member
+/// while the node runs: [`keep_alive`] and [`follow`]; where they keep
+/// the lease in force (a new one after it expired).
+pub fn stay_member(
+    map: Arc<dyn GlobalIdMap>,
+    server: &'static Server,
+    member: Member,
+    current: &'static CurrentMap,
+    lease: Lease,
+) -> Arc<AtomicI64> {
+    let held = Arc::new(AtomicI64::new(lease.0));
+    ebb_event::spawn_task(keep_alive(
+        Arc::clone(&map),
+        member,
+        current,
+        Arc::clone(&held),
+    ));
+    ebb_event::spawn_task(follow(map, server, current, Arc::clone(&held)));
+    held
+}
+
 /// Announces the node to the frontend, retrying while it is not up.
 async fn announce_until_heard(
     messenger: MessengerRef,
@@ -237,10 +251,7 @@ const SURELY_ALIVE: Duration = LEASE_TTL.saturating_sub(SELF_FENCE_MARGIN);
 /// registers again; its store is dropped on the way, by the map changes
 /// it then adopts (`current.rs`), and it serves nothing until its map is
 /// at least the one stored after it registered.
-///
-/// The node's own task, public so that tests can run it against a map
-/// whose keep-alive fails, on a clock they move.
-pub async fn keep_alive(
+async fn keep_alive(
     map: Arc<dyn GlobalIdMap>,
     member: Member,
     current: &'static CurrentMap,
@@ -314,10 +325,7 @@ async fn register_again(
 /// `memcached/`, reconciles, adopts what is in force, publishes how far
 /// it got, and settles the handover fence. A step that fails makes it
 /// watch again after a pause, so it is retried.
-///
-/// The node's own task, public so that tests can run it on a clock they
-/// move.
-pub async fn follow(
+async fn follow(
     map: Arc<dyn GlobalIdMap>,
     server: &'static Server,
     current: &'static CurrentMap,

@@ -113,7 +113,7 @@ pub fn start_node(
 }
 
 /// [`start_node`] with a map of the test's making (a view of the shared
-/// map it can cut off: `held_map`).
+/// map it can cut off: `test_map`).
 pub fn start_node_over(
     node: u32,
     frontend: SocketAddrV4,
@@ -169,8 +169,10 @@ pub fn stored(map: &InProcessGlobalIdMap) -> Option<ShardMap> {
         .map(|bytes| ShardMap::decode(&bytes).unwrap())
 }
 
-/// Whether every node of `nodes` goes by the stored map and it has
-/// `members` members: that map, if so.
+/// Whether every node of `nodes` goes by the stored map, it has
+/// `members` members, and every node knows that every registered node
+/// adopted it (so the handover fence holds back none of its keys): that
+/// map, if so.
 pub fn agreement(
     map: &InProcessGlobalIdMap,
     nodes: &[&JoinedNode],
@@ -178,7 +180,9 @@ pub fn agreement(
 ) -> Option<ShardMap> {
     let in_force = stored(map)?;
     let agreed = in_force.members().len() == members
-        && nodes.iter().all(|n| n.current.epoch() == in_force.epoch());
+        && nodes.iter().all(|n| {
+            n.current.epoch() == in_force.epoch() && n.current.settled() >= in_force.epoch()
+        });
     agreed.then_some(in_force)
 }
 

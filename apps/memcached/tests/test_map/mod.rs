@@ -1,13 +1,14 @@
-//! A node's view of a shared in-process `GlobalIdMap` that a test can
-//! cut off in two ways: its keep-alives fail (the map unreachable), or
-//! its reads of the shard map are held at one value, so the node keeps
-//! the map it has while the others move on (its reconcile finds a map
-//! it cannot replace and adopts nothing).
+//! A view of a shared in-process `GlobalIdMap` that a test can turn
+//! against its user: its keep-alives fail (the map unreachable); its
+//! reads of the shard map are held at one value, so a node keeps the map
+//! it has while the others move on (its reconcile finds a map it cannot
+//! replace and adopts nothing); or its next compare-and-swap loses a race
+//! (another node writes the same value just before).
 
 // Each test binary uses part of it.
 #![allow(dead_code)]
 
-use std::future::{ready, Future};
+use std::future::Future;
 use std::ops::Range;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,34 +21,41 @@ use ebb_core::{
 };
 use memcached::cluster::SHARD_MAP_KEY;
 
-/// One node's handle on the shared map.
-pub struct HeldMap {
+/// The in-process map's futures are ready at once: polls one once.
+pub fn ready<F: Future>(future: F) -> F::Output {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the in-process map's future was not ready"),
+    }
+}
+
+/// One user's handle on the shared map.
+pub struct TestMap {
     /// The map every node shares.
     pub inner: Arc<InProcessGlobalIdMap>,
     /// While set, keep-alives fail as unreachable.
     pub keep_alive_fails: AtomicBool,
+    /// When set, the next compare-and-swap finds that another node has
+    /// just written what it was about to write (that node won the race).
+    pub lose_next_race: AtomicBool,
     /// While set, the shard map reads as this.
     held: Mutex<Option<Vec<u8>>>,
 }
 
-impl HeldMap {
-    pub fn new(inner: Arc<InProcessGlobalIdMap>) -> HeldMap {
-        HeldMap {
+impl TestMap {
+    pub fn new(inner: Arc<InProcessGlobalIdMap>) -> TestMap {
+        TestMap {
             inner,
             keep_alive_fails: AtomicBool::new(false),
+            lose_next_race: AtomicBool::new(false),
             held: Mutex::new(None),
         }
     }
 
     /// From now on the shard map reads as it is now.
     pub fn hold_shard_map(&self) {
-        // The in-process map's futures are ready at once.
-        let read = self.inner.get(SHARD_MAP_KEY);
-        let Poll::Ready(Ok(Some(now))) = pin!(read).poll(&mut Context::from_waker(Waker::noop()))
-        else {
-            panic!("no shard map is stored to hold");
-        };
-        *self.held.lock().unwrap() = Some(now);
+        let now = ready(self.inner.get(SHARD_MAP_KEY)).unwrap();
+        *self.held.lock().unwrap() = Some(now.expect("a shard map is stored"));
     }
 
     /// The shard map reads as stored again.
@@ -60,10 +68,10 @@ impl HeldMap {
     }
 }
 
-impl GlobalIdMap for HeldMap {
+impl GlobalIdMap for TestMap {
     fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
         match self.held() {
-            Some(held) if key == SHARD_MAP_KEY => Box::pin(ready(Ok(Some(held)))),
+            Some(held) if key == SHARD_MAP_KEY => Box::pin(std::future::ready(Ok(Some(held)))),
             _ => self.inner.get(key),
         }
     }
@@ -82,8 +90,19 @@ impl GlobalIdMap for HeldMap {
         match self.held() {
             // Whatever is stored, it is not what the node expects to
             // replace: it loses every race.
-            Some(held) if key == SHARD_MAP_KEY => Box::pin(ready(Ok(Swap::Conflict(Some(held))))),
-            _ => self.inner.compare_and_swap(key, expected, new),
+            Some(held) if key == SHARD_MAP_KEY => {
+                Box::pin(std::future::ready(Ok(Swap::Conflict(Some(held)))))
+            }
+            _ => {
+                if self.lose_next_race.swap(false, Ordering::SeqCst) {
+                    ready(
+                        self.inner
+                            .compare_and_swap(key, expected.clone(), new.clone()),
+                    )
+                    .unwrap();
+                }
+                self.inner.compare_and_swap(key, expected, new)
+            }
         }
     }
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
@@ -97,7 +116,7 @@ impl GlobalIdMap for HeldMap {
     }
     fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
         if self.keep_alive_fails.load(Ordering::SeqCst) {
-            return Box::pin(ready(Err(MapError::Unreachable {
+            return Box::pin(std::future::ready(Err(MapError::Unreachable {
                 endpoint: String::from("the test's map"),
                 reason: String::from("cut off by the test"),
             })));
