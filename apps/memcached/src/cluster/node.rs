@@ -7,8 +7,9 @@
 //! reconcile the members with the shard map, adopt the map in force,
 //! publish how far it got (`memcached/adopted/N`) and settle the
 //! handover fence from everyone's; a node whose lease may have lapsed
-//! serves none of its keys (`current.rs`). From the moment it joins, the server's text connections forward
-//! requests for other nodes' keys (`route.rs`, `text_forward.rs`).
+//! serves none of its keys (`current.rs`). From the moment it joins,
+//! the server's text connections forward requests for other nodes'
+//! keys (`route.rs`, `text_forward.rs`).
 //!
 //! Where the map comes from is the caller's: [`join`] (memcached started
 //! with a boot contract, `app.rs`) uses the hosted node's map over the

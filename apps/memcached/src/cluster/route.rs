@@ -1,7 +1,9 @@
 //! Which text requests a node forwards (`docs/distributed-memcached.md`,
 //! "The forwarding protocol"): a well-formed get, gets, gat, gats, set,
 //! add, replace, append, prepend, cas, delete, incr, decr or touch that
-//! names a key the map in force does not give to this node.
+//! names a key this node does not serve now: another node's, or one of
+//! its own that a fence holds back (`current.rs`; the forwarding path
+//! answers it as a miss or refuses the write).
 //!
 //! Everything else is handled here as on a single node: other commands,
 //! requests for this node's own keys, and malformed ones (the local
