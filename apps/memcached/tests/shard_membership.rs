@@ -2,8 +2,10 @@
 //! the in-process map: the first registration makes epoch 1, a join the
 //! next epoch, a node whose lease expires leaves the map at the epoch
 //! after, a node that loses the compare-and-swap race to another writes
-//! nothing (the epoch grows once per change), and what cannot be read is
-//! reported and left as it is.
+//! nothing (the epoch grows once per change), what cannot be read is
+//! reported and left as it is, and the settled epoch is the least promise
+//! (`memcached/adopted/N`) of the registered nodes, a missing or
+//! unreadable one counting as 0.
 
 mod test_map;
 
@@ -16,7 +18,9 @@ use std::time::Duration;
 use ebb_core::{
     GlobalIdMap, InProcessGlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
 };
-use memcached::cluster::membership::{reconcile, register, MembershipError};
+use memcached::cluster::membership::{
+    adopted_key, publish_adopted, reconcile, register, settled_epoch, MembershipError,
+};
 use memcached::cluster::{Member, ShardMap, ShardMapError, SHARD_MAP_KEY};
 use test_map::{ready, TestMap};
 
@@ -168,4 +172,29 @@ fn an_unreachable_map_is_the_maps_error() {
         MembershipError::Map(MapError::Unreachable { endpoint, .. }) if endpoint == "etcd at 127.0.0.1:1"
     ));
     assert!(error.to_string().contains("etcd at 127.0.0.1:1"), "{error}");
+}
+
+#[test]
+fn the_settled_epoch_is_the_least_promise_of_the_registered_nodes() {
+    let map = InProcessGlobalIdMap::new();
+    let lease_1 = join(&map, 1);
+    join(&map, 2);
+    let settled = |map: &InProcessGlobalIdMap| ready(settled_epoch(map, NodeId(1))).unwrap();
+    // Node 2 promised nothing yet: it may serve under any epoch.
+    ready(publish_adopted(&map, NodeId(1), 3, lease_1)).unwrap();
+    assert_eq!(settled(&map), (0, Some(3)));
+    // A promise that is not canonical decimal counts as none.
+    ready(map.set(&adopted_key(NodeId(2)), b"05".to_vec(), None)).unwrap();
+    assert_eq!(settled(&map), (0, Some(3)));
+    ready(map.set(&adopted_key(NodeId(2)), b"4".to_vec(), None)).unwrap();
+    assert_eq!(settled(&map), (3, Some(3)));
+    // A node that is not registered is not waited for.
+    ready(map.set(&adopted_key(NodeId(9)), b"0".to_vec(), None)).unwrap();
+    assert_eq!(settled(&map), (3, Some(3)));
+    // Nobody registered: nobody to wait for.
+    let empty = InProcessGlobalIdMap::new();
+    assert_eq!(settled(&empty), (u64::MAX, None));
+    // Node 1's lease ends: its registration and promise go together.
+    map.expire(lease_1).unwrap();
+    assert_eq!(settled(&map), (4, None));
 }
