@@ -12,74 +12,31 @@
 mod cluster_support;
 mod test_map;
 
-use std::sync::{mpsc, Arc};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use cluster_support::{
-    start_frontend, start_node, start_node_over, wait_for_agreement, Client, JoinedNode,
-    AGREE_WITHIN,
-};
+use cluster_support::{wait_until, Client, JoinedNode, TestCluster, AGREE_WITHIN};
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, NodeId};
 use test_map::TestMap;
 
 /// Waits until `node` goes by `epoch`.
 fn wait_for_epoch(node: &JoinedNode, epoch: u64) {
-    let deadline = Instant::now() + AGREE_WITHIN;
-    while node.current.epoch() != epoch {
-        assert!(
-            Instant::now() < deadline,
-            "node {} is at epoch {}, not {epoch}",
-            node.node,
-            node.current.epoch()
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The value `client` reads for `key` (`None`: a miss).
-fn read(client: &mut Client, key: &[u8]) -> Option<Vec<u8>> {
-    let found = client.get("get", &[key.to_vec()]);
-    assert!(found.len() <= 1);
-    found.into_iter().next().map(|(_, data, _)| data)
+    let what = format!("node {} at epoch {epoch}", node.node);
+    wait_until(&what, AGREE_WITHIN, || node.current.epoch() == epoch);
 }
 
 #[test]
 fn a_key_moving_to_a_joining_node_is_never_served_by_two_nodes() {
     let map = Arc::new(InProcessGlobalIdMap::new());
-    let frontend = start_frontend(3, Arc::clone(&map));
-    let (joined_tx, joined_rx) = mpsc::channel::<JoinedNode>();
-    let joined = || {
-        joined_rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the node joins")
-    };
     let node_1_map = Arc::new(TestMap::new(Arc::clone(&map)));
-    let ids = |node: usize| frontend.ranges[node - 1].clone();
-    let stop_1 = start_node_over(
-        1,
-        frontend.addr,
-        ids(1),
-        Arc::clone(&node_1_map) as Arc<dyn GlobalIdMap>,
-        joined_tx.clone(),
-    );
-    let node_1 = joined();
-    let stop_2 = start_node(
-        2,
-        frontend.addr,
-        ids(2),
-        Arc::clone(&map),
-        joined_tx.clone(),
-    );
-    let node_2 = joined();
-    let two = wait_for_agreement(&map, &[&node_1, &node_2], 2);
+    let (cluster, [stop_1, stop_2], [node_1, node_2], two) =
+        TestCluster::two_nodes(3, &map, Arc::clone(&node_1_map) as Arc<dyn GlobalIdMap>);
     let [mut client_1, mut client_2] = [node_1.clients, node_2.clients].map(Client::connect);
 
     // Node 3's map, known before it joins: its members are the nodes'
     // shard Ebbs, the first id of each range.
     let member = |node: u32| memcached::cluster::Member {
         node: NodeId(node),
-        shard_ebb: ids(node as usize).start,
+        shard_ebb: cluster.frontend.ranges[node as usize - 1].start,
     };
     let three =
         memcached::cluster::ShardMap::new(two.epoch() + 1, vec![member(1), member(2), member(3)])
@@ -91,18 +48,11 @@ fn a_key_moving_to_a_joining_node_is_never_served_by_two_nodes() {
         })
         .unwrap();
     assert_eq!(client_2.store("set", &key, b"v1", ""), "STORED\r\n");
-    assert_eq!(read(&mut client_1, &key).as_deref(), Some(&b"v1"[..]));
+    assert_eq!(client_1.read(&key).as_deref(), Some(&b"v1"[..]));
 
     // Node 1 stays at E; node 3 joins, and nodes 2 and 3 adopt E+1.
     node_1_map.hold_shard_map();
-    let stop_3 = start_node(
-        3,
-        frontend.addr,
-        ids(3),
-        Arc::clone(&map),
-        joined_tx.clone(),
-    );
-    let node_3 = joined();
+    let (stop_3, node_3) = cluster.join(3);
     let mut client_3 = Client::connect(node_3.clients);
     wait_for_epoch(&node_2, three.epoch());
     wait_for_epoch(&node_3, three.epoch());
@@ -117,11 +67,11 @@ fn a_key_moving_to_a_joining_node_is_never_served_by_two_nodes() {
         client_3.store("set", &key, b"v2", ""),
         "SERVER_ERROR shard map changing, try again\r\n"
     );
-    assert_eq!(read(&mut client_3, &key), None);
-    assert_eq!(read(&mut client_2, &key), None, "node 2 forwards to node 3");
-    assert_eq!(read(&mut client_1, &key).as_deref(), Some(&b"v1"[..]));
+    assert_eq!(client_3.read(&key), None);
+    assert_eq!(client_2.read(&key), None, "node 2 forwards to node 3");
+    assert_eq!(client_1.read(&key).as_deref(), Some(&b"v1"[..]));
     assert_eq!(client_1.store("set", &key, b"v3", ""), "STORED\r\n");
-    assert_eq!(read(&mut client_1, &key).as_deref(), Some(&b"v3"[..]));
+    assert_eq!(client_1.read(&key).as_deref(), Some(&b"v3"[..]));
 
     // Node 1 sees the map again (a change under memcached/ wakes it) and
     // adopts E+1: node 3 serves the key once node 1 published it, a miss
@@ -130,23 +80,15 @@ fn a_key_moving_to_a_joining_node_is_never_served_by_two_nodes() {
     let nudge = map.set("memcached/nudge", b"1".to_vec(), None);
     cluster_support::ready(nudge).unwrap();
     wait_for_epoch(&node_1, three.epoch());
-    let deadline = Instant::now() + AGREE_WITHIN;
-    while node_3.current.settled() < three.epoch() {
-        assert!(
-            Instant::now() < deadline,
-            "node 3 never learnt node 1 adopted"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("node 3 learns node 1 adopted", AGREE_WITHIN, || {
+        node_3.current.settled() >= three.epoch()
+    });
     for client in [&mut client_1, &mut client_2, &mut client_3] {
-        assert_eq!(read(client, &key), None);
+        assert_eq!(client.read(&key), None);
     }
     assert_eq!(client_3.store("set", &key, b"v4", ""), "STORED\r\n");
     for client in [&mut client_1, &mut client_2, &mut client_3] {
-        assert_eq!(read(client, &key).as_deref(), Some(&b"v4"[..]));
+        assert_eq!(client.read(&key).as_deref(), Some(&b"v4"[..]));
     }
-    for stop in [stop_1, stop_2, stop_3] {
-        stop.send(());
-    }
-    frontend.stop.send(());
+    cluster.stop([stop_1, stop_2, stop_3]);
 }

@@ -15,13 +15,9 @@ mod cluster_support;
 mod test_map;
 
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use cluster_support::{
-    start_frontend, start_node, start_node_over, wait_for_agreement, Client, JoinedNode,
-};
+use cluster_support::{wait_for_agreement, wait_until, Client, TestCluster};
 use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, NodeId};
 use memcached::cluster::node::LEASE_TTL;
 use test_map::TestMap;
@@ -29,51 +25,12 @@ use test_map::TestMap;
 const LAPSED: &str =
     "SERVER_ERROR this node's membership lapsed, its keys are not served, try again\r\n";
 
-/// The value `client` reads for `key` (`None`: a miss).
-fn read(client: &mut Client, key: &[u8]) -> Option<Vec<u8>> {
-    let found = client.get("get", &[key.to_vec()]);
-    assert!(found.len() <= 1);
-    found.into_iter().next().map(|(_, data, _)| data)
-}
-
-/// Polls `done` every 50 ms until it holds, for at most `within`.
-fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_node_cut_off_from_the_map_stops_serving_its_keys_until_it_is_back() {
     let map = Arc::new(InProcessGlobalIdMap::new());
-    let frontend = start_frontend(2, Arc::clone(&map));
-    let (joined_tx, joined_rx) = mpsc::channel::<JoinedNode>();
-    let joined = || {
-        joined_rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the node joins")
-    };
     let node_1_map = Arc::new(TestMap::new(Arc::clone(&map)));
-    let ids = |node: usize| frontend.ranges[node - 1].clone();
-    let stop_1 = start_node_over(
-        1,
-        frontend.addr,
-        ids(1),
-        Arc::clone(&node_1_map) as Arc<dyn GlobalIdMap>,
-        joined_tx.clone(),
-    );
-    let node_1 = joined();
-    let stop_2 = start_node(
-        2,
-        frontend.addr,
-        ids(2),
-        Arc::clone(&map),
-        joined_tx.clone(),
-    );
-    let node_2 = joined();
-    let two = wait_for_agreement(&map, &[&node_1, &node_2], 2);
+    let (cluster, [stop_1, stop_2], [node_1, node_2], two) =
+        TestCluster::two_nodes(2, &map, Arc::clone(&node_1_map) as Arc<dyn GlobalIdMap>);
     let [mut client_1, mut client_2] = [node_1.clients, node_2.clients].map(Client::connect);
     let key_of = |node: u32| {
         (0..)
@@ -89,29 +46,29 @@ fn a_node_cut_off_from_the_map_stops_serving_its_keys_until_it_is_back() {
     // serving its own keys, through any node, and still forwards.
     node_1_map.keep_alive_fails.store(true, Ordering::SeqCst);
     wait_until("node 1 self-fences", LEASE_TTL * 2, || {
-        read(&mut client_1, &mine).is_none()
+        client_1.read(&mine).is_none()
     });
     assert_eq!(client_1.store("set", &mine, b"v2", ""), LAPSED);
-    assert_eq!(read(&mut client_2, &mine), None);
+    assert_eq!(client_2.read(&mine), None);
     assert_eq!(
         client_2.store("set", &mine, b"v2", ""),
         "SERVER_ERROR shard map changing, try again\r\n"
     );
-    assert_eq!(read(&mut client_1, &theirs).as_deref(), Some(&b"w1"[..]));
+    assert_eq!(client_1.read(&theirs).as_deref(), Some(&b"w1"[..]));
 
     // Its keep-alives succeed again before the lease ran out: it serves
     // its keys again, its value kept (nobody else could have owned it).
     node_1_map.keep_alive_fails.store(false, Ordering::SeqCst);
     wait_until("node 1 serves again", LEASE_TTL, || {
-        read(&mut client_1, &mine).is_some()
+        client_1.read(&mine).is_some()
     });
-    assert_eq!(read(&mut client_2, &mine).as_deref(), Some(&b"v1"[..]));
+    assert_eq!(client_2.read(&mine).as_deref(), Some(&b"v1"[..]));
 
     // Cut off again, this time until its lease runs out: node 2 takes
     // node 1's keys.
     node_1_map.keep_alive_fails.store(true, Ordering::SeqCst);
     wait_until("node 1 self-fences again", LEASE_TTL * 2, || {
-        read(&mut client_1, &mine).is_none()
+        client_1.read(&mine).is_none()
     });
     map.expire(node_1.lease).unwrap();
     wait_until("node 2 serves node 1's keys", LEASE_TTL, || {
@@ -120,10 +77,10 @@ fn a_node_cut_off_from_the_map_stops_serving_its_keys_until_it_is_back() {
     let alone = cluster_support::stored(&map).unwrap();
     assert_eq!(alone.members().len(), 1);
     assert_eq!(alone.owner(&mine).unwrap().node, NodeId(2));
-    assert_eq!(read(&mut client_2, &mine).as_deref(), Some(&b"v3"[..]));
+    assert_eq!(client_2.read(&mine).as_deref(), Some(&b"v3"[..]));
     // Node 1: fenced at the old map (a miss), or, once it read the map
     // without it, forwarding to node 2.
-    let through_1 = read(&mut client_1, &mine);
+    let through_1 = client_1.read(&mine);
     assert!(
         through_1.is_none() || through_1.as_deref() == Some(&b"v3"[..]),
         "{through_1:?}"
@@ -138,14 +95,11 @@ fn a_node_cut_off_from_the_map_stops_serving_its_keys_until_it_is_back() {
     assert!(back.epoch() > two.epoch());
     assert_eq!(back.owner(&mine).unwrap().node, NodeId(1));
     for client in [&mut client_1, &mut client_2] {
-        assert_eq!(read(client, &mine), None);
+        assert_eq!(client.read(&mine), None);
     }
     assert_eq!(client_2.store("set", &mine, b"v4", ""), "STORED\r\n");
     for client in [&mut client_1, &mut client_2] {
-        assert_eq!(read(client, &mine).as_deref(), Some(&b"v4"[..]));
+        assert_eq!(client.read(&mine).as_deref(), Some(&b"v4"[..]));
     }
-    for stop in [stop_1, stop_2] {
-        stop.send(());
-    }
-    frontend.stop.send(());
+    cluster.stop([stop_1, stop_2]);
 }

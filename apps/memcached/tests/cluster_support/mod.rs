@@ -154,6 +154,73 @@ pub fn start_node_over(
     stop_tx
 }
 
+/// A frontend and the nodes a test starts one by one, sharing `map`.
+pub struct TestCluster {
+    pub map: Arc<InProcessGlobalIdMap>,
+    pub frontend: TestFrontend,
+    joined_tx: mpsc::Sender<JoinedNode>,
+    joined_rx: mpsc::Receiver<JoinedNode>,
+}
+
+impl TestCluster {
+    /// A frontend expecting nodes 1 to `count`, and no node yet.
+    pub fn start(count: u32) -> TestCluster {
+        TestCluster::start_over(count, Arc::new(InProcessGlobalIdMap::new()))
+    }
+
+    /// [`TestCluster::start`], sharing `map`.
+    pub fn start_over(count: u32, map: Arc<InProcessGlobalIdMap>) -> TestCluster {
+        let frontend = start_frontend(count, Arc::clone(&map));
+        let (joined_tx, joined_rx) = mpsc::channel();
+        TestCluster {
+            map,
+            frontend,
+            joined_tx,
+            joined_rx,
+        }
+    }
+
+    /// Starts node `node` over the shared map and waits until it joined.
+    pub fn join(&self, node: u32) -> (Sender<()>, JoinedNode) {
+        self.join_over(node, Arc::clone(&self.map) as Arc<dyn GlobalIdMap>)
+    }
+
+    /// Starts node `node` over `map` (a view of the shared map) and waits
+    /// until it joined.
+    pub fn join_over(&self, node: u32, map: Arc<dyn GlobalIdMap>) -> (Sender<()>, JoinedNode) {
+        let ids = self.frontend.ranges[node as usize - 1].clone();
+        let stop = start_node_over(node, self.frontend.addr, ids, map, self.joined_tx.clone());
+        let joined = self
+            .joined_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the node joins");
+        (stop, joined)
+    }
+
+    /// A frontend expecting nodes 1 to `count`, and nodes 1 and 2
+    /// joined, node 1 over `node_1_map` (a view of `map`), agreed on their
+    /// map: their stops, the nodes, and the map.
+    pub fn two_nodes(
+        count: u32,
+        map: &Arc<InProcessGlobalIdMap>,
+        node_1_map: Arc<dyn GlobalIdMap>,
+    ) -> (TestCluster, [Sender<()>; 2], [JoinedNode; 2], ShardMap) {
+        let cluster = TestCluster::start_over(count, Arc::clone(map));
+        let (stop_1, node_1) = cluster.join_over(1, node_1_map);
+        let (stop_2, node_2) = cluster.join(2);
+        let two = wait_for_agreement(map, &[&node_1, &node_2], 2);
+        (cluster, [stop_1, stop_2], [node_1, node_2], two)
+    }
+
+    /// Stops `nodes` and the frontend.
+    pub fn stop(self, nodes: impl IntoIterator<Item = Sender<()>>) {
+        for stop in nodes {
+            stop.send(());
+        }
+        self.frontend.stop.send(());
+    }
+}
+
 /// The in-process map's futures are ready at once: polls one once.
 pub fn ready<F: Future>(future: F) -> F::Output {
     match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
@@ -201,6 +268,16 @@ pub fn wait_for_agreement(
             Instant::now() < deadline,
             "the nodes did not agree on {members} members within {AGREE_WITHIN:?}"
         );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `done` every 20 ms (blocking this thread, not a core) until it
+/// holds, for at most `within`.
+pub fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -261,6 +338,13 @@ impl Client {
         request.extend_from_slice(value);
         request.extend_from_slice(b"\r\n");
         self.ask(&request)
+    }
+
+    /// The value read for `key` (`None`: a miss).
+    pub fn read(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        let found = self.get("get", &[key.to_vec()]);
+        assert!(found.len() <= 1, "one key, {} values", found.len());
+        found.into_iter().next().map(|(_, data, _)| data)
     }
 
     /// `get`s `keys` (one line); the values found, by key, with their
