@@ -86,30 +86,18 @@ fn start_node(
     ids: &std::ops::Range<u32>,
     freeze: Option<Freeze>,
 ) -> Sender<()> {
-    let contract = ebb_app::NodeContract {
-        node,
-        frontend,
-        ebb_ids_start: ids.start,
-        ebb_ids_end: ids.end,
-        messenger_port: 0,
-    };
-    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
-    thread::spawn(move || {
-        ebb_hosted::run_task(node_config(), move || async move {
-            let joined = ring::node::try_join(contract)
-                .await
-                .expect("the node joins");
-            if let Some(freeze) = freeze {
-                let rep = joined.messenger.get().unwrap();
-                rep.local()
-                    .shared()
-                    .register(joined.worker.id(), freeze.around(joined.worker));
-            }
-            let _ = stop_rx.await;
-        })
-        .unwrap();
-    });
-    stop_tx
+    let ids = ids.clone();
+    ebb_hosted::node_thread::start_node(node_config(), node, frontend, ids, |contract| async move {
+        let joined = ring::node::try_join(contract)
+            .await
+            .expect("the node joins");
+        if let Some(freeze) = freeze {
+            let rep = joined.messenger.get().unwrap();
+            rep.local()
+                .shared()
+                .register(joined.worker.id(), freeze.around(joined.worker));
+        }
+    })
 }
 
 /// What a frozen node tells the test, and waits for.

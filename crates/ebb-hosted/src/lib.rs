@@ -18,6 +18,7 @@
 mod config;
 mod driver;
 pub mod net;
+pub mod node_thread;
 mod platform;
 mod readiness;
 mod runtime;

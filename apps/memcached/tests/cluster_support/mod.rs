@@ -121,16 +121,12 @@ pub fn start_node_over(
     map: Arc<dyn GlobalIdMap>,
     joined: mpsc::Sender<JoinedNode>,
 ) -> Sender<()> {
-    let contract = ebb_app::NodeContract {
+    ebb_hosted::node_thread::start_node(
+        node_config(),
         node,
         frontend,
-        ebb_ids_start: ids.start,
-        ebb_ids_end: ids.end,
-        messenger_port: 0,
-    };
-    let (stop_tx, stop_rx) = ebb_event::oneshot::<()>();
-    thread::spawn(move || {
-        ebb_hosted::run_task(node_config(), move || async move {
+        ids,
+        move |contract| async move {
             let server = Server::start(Settings::default(), 1_700_000_000).unwrap();
             let node_joined = try_join(contract, server, |_| map)
                 .await
@@ -147,11 +143,8 @@ pub fn start_node_over(
                     clients,
                 })
                 .unwrap();
-            let _ = stop_rx.await;
-        })
-        .unwrap();
-    });
-    stop_tx
+        },
+    )
 }
 
 /// A frontend and the nodes a test starts one by one, sharing `map`.
