@@ -5,7 +5,10 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ebb_core::{GlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch, NEXT_GLOBAL_ID};
+use ebb_core::{
+    check_writable_key, GlobalIdMap, Lease, MapError, MapFuture, NodeId, Swap, Watch,
+    NEXT_GLOBAL_ID,
+};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
     WatchOptions,
@@ -222,6 +225,27 @@ impl EtcdGlobalIdMap {
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
+
+    /// [`Self::run_on_key`] for `set`, `delete` and `compare_and_swap` on
+    /// map key `key`: the map's own keys (the id counter, see
+    /// [`check_writable_key`]) are refused at once, so only
+    /// `reserve_range` moves the counter.
+    fn write_on_key<'a, T, F, Fut>(
+        &self,
+        key: &str,
+        lease: Option<Lease>,
+        operation: F,
+    ) -> MapFuture<'a, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Vec<u8>, Client, Arc<Shared>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, Failure>> + Send + 'static,
+    {
+        match check_writable_key(key) {
+            Ok(()) => self.run_on_key(key, false, Effect::Writes, lease, operation),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
 }
 
 impl Shared {
@@ -333,30 +357,18 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.run_on_key(
-            key,
-            false,
-            Effect::Writes,
-            lease,
-            move |key, mut client, _| async move {
-                let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
-                client.put(key, value, options).await?;
-                Ok(())
-            },
-        )
+        self.write_on_key(key, lease, move |key, mut client, _| async move {
+            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+            client.put(key, value, options).await?;
+            Ok(())
+        })
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.run_on_key(
-            key,
-            false,
-            Effect::Writes,
-            None,
-            move |key, mut client, _| async move {
-                let answer = client.delete(key, None).await?;
-                Ok(answer.deleted() > 0)
-            },
-        )
+        self.write_on_key(key, None, move |key, mut client, _| async move {
+            let answer = client.delete(key, None).await?;
+            Ok(answer.deleted() > 0)
+        })
     }
 
     fn compare_and_swap<'a>(
@@ -365,30 +377,24 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        self.run_on_key(
-            key,
-            false,
-            Effect::Writes,
-            None,
-            move |key, mut client, _| async move {
-                // Absent: version 0. Present: the value compares equal (etcd
-                // fails a value comparison on a missing key; see its
-                // rpc.proto, Compare).
-                let compare = match expected {
-                    None => Compare::version(key.clone(), CompareOp::Equal, 0),
-                    Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
-                };
-                let txn = Txn::new()
-                    .when([compare])
-                    .and_then([TxnOp::put(key.clone(), new, None)])
-                    .or_else([TxnOp::get(key, None)]);
-                let answer = client.txn(txn).await?;
-                if answer.succeeded() {
-                    return Ok(Swap::Done);
-                }
-                Ok(Swap::Conflict(first_value(&answer.op_responses())))
-            },
-        )
+        self.write_on_key(key, None, move |key, mut client, _| async move {
+            // Absent: version 0. Present: the value compares equal (etcd
+            // fails a value comparison on a missing key; see its
+            // rpc.proto, Compare).
+            let compare = match expected {
+                None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+            };
+            let txn = Txn::new()
+                .when([compare])
+                .and_then([TxnOp::put(key.clone(), new, None)])
+                .or_else([TxnOp::get(key, None)]);
+            let answer = client.txn(txn).await?;
+            if answer.succeeded() {
+                return Ok(Swap::Done);
+            }
+            Ok(Swap::Conflict(first_value(&answer.op_responses())))
+        })
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {

@@ -107,8 +107,13 @@ fn keys_values_and_swaps_live_under_the_application() {
         within(BOUND, ring.get("../other/ebb/40000")),
         Err(MapError::InvalidKey { .. })
     ));
-    // A counter somebody else wrote is reported, not misread or changed.
-    within(BOUND, other.set(NEXT_GLOBAL_ID, b"lots".to_vec(), None)).unwrap();
+    // A counter somebody else wrote (past the map: it refuses such
+    // writes) is reported, not misread or changed.
+    put_past_the_map(
+        &etcd,
+        &format!("{}{NEXT_GLOBAL_ID}", other.prefix()),
+        b"lots",
+    );
     match within(BOUND, other.reserve_range(NodeId(1), 4)) {
         Err(MapError::Corrupt { key, .. }) => assert_eq!(key, NEXT_GLOBAL_ID),
         result => panic!("{result:?}"),
@@ -117,6 +122,73 @@ fn keys_values_and_swaps_live_under_the_application() {
         within(BOUND, other.get(NEXT_GLOBAL_ID)),
         Ok(Some(b"lots".to_vec()))
     );
+}
+
+/// Writes `value` under etcd key `key` with etcd's own client, as a
+/// program other than the map would.
+fn put_past_the_map(etcd: &Etcd, key: &str, value: &[u8]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let written = tokio::time::timeout(BOUND, async {
+            let url = format!("http://{}", etcd.endpoint());
+            let mut client = etcd_client::Client::connect([url], None).await?;
+            client.put(key, value, None).await.map(drop)
+        })
+        .await;
+        written.expect("etcd answers").expect("the put");
+    });
+}
+
+/// Only `reserve_range` moves the id counter: `set`, `delete` and
+/// `compare_and_swap` of it (or any key under the map's own prefix) are
+/// refused with `InvalidKey`, and ranges go on after the last one.
+#[test]
+fn the_id_counter_cannot_be_rewound_through_the_map() {
+    skip_unless!(Need::Etcd);
+    let etcd = Etcd::start().expect("etcd");
+    let ring = map(&etcd, "ring");
+    let first = within(BOUND, ring.reserve_range(NodeId(1), 64)).expect("reserved");
+    let refused = |result: Result<(), MapError>, key: &str| match result {
+        Err(MapError::InvalidKey { key: said, why }) => {
+            assert_eq!(said, key);
+            assert!(why.contains("only reserve_range"), "{why}");
+        }
+        other => panic!("writing {key} gave {other:?}"),
+    };
+    let start = FIRST_GLOBAL_ID.to_string().into_bytes();
+    refused(
+        within(BOUND, ring.set(NEXT_GLOBAL_ID, start.clone(), None)),
+        NEXT_GLOBAL_ID,
+    );
+    refused(
+        within(BOUND, ring.delete(NEXT_GLOBAL_ID)).map(drop),
+        NEXT_GLOBAL_ID,
+    );
+    refused(
+        within(
+            BOUND,
+            ring.compare_and_swap(
+                NEXT_GLOBAL_ID,
+                Some(first.end.to_string().into_bytes()),
+                start,
+            ),
+        )
+        .map(drop),
+        NEXT_GLOBAL_ID,
+    );
+    refused(
+        within(BOUND, ring.set("ids/spare", b"1".to_vec(), None)),
+        "ids/spare",
+    );
+    assert_eq!(
+        within(BOUND, ring.get(NEXT_GLOBAL_ID)),
+        Ok(Some(first.end.to_string().into_bytes()))
+    );
+    let second = within(BOUND, ring.reserve_range(NodeId(2), 64)).expect("reserved");
+    assert_eq!(second, first.end..first.end + 64);
 }
 
 #[test]

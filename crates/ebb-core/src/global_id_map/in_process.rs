@@ -14,7 +14,10 @@ use core::time::Duration;
 
 use spin::Mutex;
 
-use super::{check_key, Change, GlobalIdMap, Lease, MapError, MapFuture, Swap, Watch, WatchStream};
+use super::{
+    check_key, check_writable_key, Change, GlobalIdMap, Lease, MapError, MapFuture, Swap, Watch,
+    WatchStream,
+};
 use crate::{NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
 
 /// A [`GlobalIdMap`] for nodes that share one address space. Every future
@@ -183,11 +186,11 @@ impl GlobalIdMap for InProcessGlobalIdMap {
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        done(check_key(key, false).and_then(|()| self.state.lock().put(key, value, lease)))
+        done(check_writable_key(key).and_then(|()| self.state.lock().put(key, value, lease)))
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        done(check_key(key, false).map(|()| {
+        done(check_writable_key(key).map(|()| {
             let mut state = self.state.lock();
             let was = state.values.remove(key).is_some();
             if was {
@@ -203,7 +206,7 @@ impl GlobalIdMap for InProcessGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        done(check_key(key, false).and_then(|()| {
+        done(check_writable_key(key).and_then(|()| {
             let mut state = self.state.lock();
             let found = state.values.get(key).map(|entry| entry.value.clone());
             if found != expected {
@@ -339,6 +342,26 @@ mod tests {
             Ok(Swap::Done)
         );
         assert_eq!(now(map.get("k")), Ok(Some(b"2".to_vec())));
+    }
+
+    /// Only `reserve_range` moves the id counter: writes to the map's own
+    /// keys are refused and change nothing.
+    #[test]
+    fn the_id_counter_cannot_be_written() {
+        let map = InProcessGlobalIdMap::new();
+        let first = map.reserve_range_now(10).unwrap();
+        let refused = |result: Result<(), MapError>| match result {
+            Err(MapError::InvalidKey { key, why }) => {
+                assert_eq!(key, crate::NEXT_GLOBAL_ID);
+                assert!(why.contains("only reserve_range"), "{why}");
+            }
+            other => panic!("a write to the counter gave {other:?}"),
+        };
+        refused(now(map.set(crate::NEXT_GLOBAL_ID, b"32768".to_vec(), None)));
+        refused(now(map.delete(crate::NEXT_GLOBAL_ID)).map(drop));
+        refused(now(map.compare_and_swap(crate::NEXT_GLOBAL_ID, None, b"1".to_vec())).map(drop));
+        assert_eq!(now(map.get(crate::NEXT_GLOBAL_ID)), Ok(None));
+        assert_eq!(map.reserve_range_now(10), Ok(first.end..first.end + 10));
     }
 
     #[test]

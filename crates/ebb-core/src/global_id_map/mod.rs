@@ -16,7 +16,7 @@
 //! Keys are `/`-separated paths relative to the application's prefix (the
 //! etcd map puts them under `/ebbflow/APP/`); [`check_key`] says which are
 //! valid. Well-known keys: [`ebb_key`] for an Ebb's entry, [`NODES`] for
-//! node registrations.
+//! node registrations, [`RESERVED`] for the map's own (not writable).
 
 mod error;
 mod in_process;
@@ -120,8 +120,15 @@ pub fn node_key(node: NodeId) -> String {
 }
 
 /// The key under which global id ranges are counted (the next free id,
-/// decimal), updated by compare-and-swap.
+/// decimal), updated by compare-and-swap. It is under [`RESERVED`]: only
+/// [`GlobalIdMap::reserve_range`] moves it.
 pub const NEXT_GLOBAL_ID: &str = "ids/next";
+
+/// The prefix of the map's own entries ([`NEXT_GLOBAL_ID`]): anyone may
+/// read them, but `set`, `delete` and `compare_and_swap` refuse keys under
+/// it ([`check_writable_key`]), so no map user can rewind the id counter
+/// and have ranges handed out twice.
+pub const RESERVED: &str = "ids/";
 
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 512;
@@ -171,6 +178,24 @@ pub fn check_key(key: &str, prefix: bool) -> Result<(), MapError> {
     Ok(())
 }
 
+/// [`check_key`] for a key about to be written by `set`, `delete` or
+/// `compare_and_swap`: also refuses the map's own keys (under
+/// [`RESERVED`]).
+///
+/// # Errors
+///
+/// [`MapError::InvalidKey`] saying what is wrong.
+pub fn check_writable_key(key: &str) -> Result<(), MapError> {
+    check_key(key, false)?;
+    if key.starts_with(RESERVED) {
+        return Err(MapError::InvalidKey {
+            key: key.chars().take(64).collect(),
+            why: format!("is the map's own (under {RESERVED:?}): only reserve_range changes it"),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +224,26 @@ mod tests {
         assert!(matches!(
             check_key(&long, false),
             Err(MapError::InvalidKey { .. })
+        ));
+    }
+
+    #[test]
+    fn the_maps_own_keys_are_not_writable() {
+        for key in [NEXT_GLOBAL_ID, "ids/other"] {
+            match check_writable_key(key) {
+                Err(MapError::InvalidKey { key: said, why }) => {
+                    assert_eq!(said, key);
+                    assert!(why.contains("only reserve_range"), "{why}");
+                }
+                other => panic!("{key:?} gave {other:?}"),
+            }
+        }
+        assert_eq!(check_key(NEXT_GLOBAL_ID, false), Ok(()));
+        assert_eq!(check_writable_key("ids"), Ok(()));
+        assert_eq!(check_writable_key("idsx/next"), Ok(()));
+        assert!(matches!(
+            check_writable_key("a b"),
+            Err(MapError::InvalidKey { why, .. }) if why.contains("printable")
         ));
     }
 

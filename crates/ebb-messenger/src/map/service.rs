@@ -12,7 +12,7 @@ use core::future::Future;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
-use ebb_core::{Change, EbbError, GlobalIdMap, Lease, MapError, NodeId, Watch};
+use ebb_core::{check_writable_key, Change, EbbError, GlobalIdMap, Lease, MapError, NodeId, Watch};
 use ebb_iobuf::{IoBuf, IoChain};
 use spin::Mutex;
 
@@ -185,12 +185,19 @@ impl MapService {
         let map = &self.map;
         match operation {
             MapRequest::Get { key } => map.get(&key).await.map(MapReply::Value),
+            // A node never writes the map's own keys (the id counter),
+            // whatever map the service serves: only reserve_range moves it.
             MapRequest::Set { key, value, lease } => {
+                check_writable_key(&key)?;
                 check_value(&value)?;
                 map.set(&key, value, lease).await.map(|()| MapReply::Done)
             }
-            MapRequest::Delete { key } => map.delete(&key).await.map(MapReply::Deleted),
+            MapRequest::Delete { key } => {
+                check_writable_key(&key)?;
+                map.delete(&key).await.map(MapReply::Deleted)
+            }
             MapRequest::CompareAndSwap { key, expected, new } => {
+                check_writable_key(&key)?;
                 check_value(&new)?;
                 map.compare_and_swap(&key, expected, new)
                     .await
@@ -372,6 +379,91 @@ impl MapService {
                 slot.ended = ended;
                 slot.held = held_back;
                 Ok(changes)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+    use core::ops::Range;
+    use core::pin::pin;
+
+    use ebb_core::{MapFuture, Swap, NEXT_GLOBAL_ID};
+
+    /// A map that writes whatever it is asked to: the service alone must
+    /// keep nodes off the map's own keys.
+    struct Permissive;
+
+    fn written<'a, T: Send + 'a>() -> MapFuture<'a, T> {
+        panic!("the service passed a write of the map's own key to the map")
+    }
+
+    impl GlobalIdMap for Permissive {
+        fn get<'a>(&'a self, _: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
+            Box::pin(core::future::ready(Ok(None)))
+        }
+        fn set<'a>(&'a self, _: &'a str, _: Vec<u8>, _: Option<Lease>) -> MapFuture<'a, ()> {
+            written()
+        }
+        fn delete<'a>(&'a self, _: &'a str) -> MapFuture<'a, bool> {
+            written()
+        }
+        fn compare_and_swap<'a>(
+            &'a self,
+            _: &'a str,
+            _: Option<Vec<u8>>,
+            _: Vec<u8>,
+        ) -> MapFuture<'a, Swap> {
+            written()
+        }
+        fn list<'a>(&'a self, _: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
+            Box::pin(core::future::ready(Ok(Vec::new())))
+        }
+        fn reserve_range(&self, _: NodeId, _: u32) -> MapFuture<'_, Range<u32>> {
+            unreachable!("not asked")
+        }
+        fn grant_lease(&self, _: Duration) -> MapFuture<'_, Lease> {
+            unreachable!("not asked")
+        }
+        fn keep_alive(&self, _: Lease) -> MapFuture<'_, ()> {
+            unreachable!("not asked")
+        }
+        fn revoke(&self, _: Lease) -> MapFuture<'_, ()> {
+            unreachable!("not asked")
+        }
+        fn watch<'a>(&'a self, _: &'a str) -> MapFuture<'a, Watch> {
+            unreachable!("not asked")
+        }
+    }
+
+    #[test]
+    fn a_node_cannot_write_the_id_counter_whatever_the_map() {
+        let service = MapService::new(Arc::new(Permissive));
+        for request in [
+            MapRequest::Set {
+                key: NEXT_GLOBAL_ID.into(),
+                value: b"40000".to_vec(),
+                lease: None,
+            },
+            MapRequest::Delete {
+                key: NEXT_GLOBAL_ID.into(),
+            },
+            MapRequest::CompareAndSwap {
+                key: "ids/other".into(),
+                expected: None,
+                new: b"1".to_vec(),
+            },
+        ] {
+            let answer =
+                pin!(service.run(NodeId(1), request)).poll(&mut Context::from_waker(Waker::noop()));
+            match answer {
+                Poll::Ready(Err(MapError::InvalidKey { why, .. })) => {
+                    assert!(why.contains("only reserve_range"), "{why}");
+                }
+                other => panic!("a write of the counter gave {other:?}"),
             }
         }
     }
