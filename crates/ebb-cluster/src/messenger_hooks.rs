@@ -4,7 +4,9 @@
 //! itself):
 //!
 //! - [`MessengerContract`], a [`BootContract`]: for node `k`,
-//!   `Frontend::expect(k, ids_per_node)` hands out its id range, and the
+//!   `Frontend::expect(k, ids_per_node)` hands out its id range (or, with
+//!   a global id map, `reserve_range(k, ids_per_node)` reserves it there as
+//!   the node is allocated and `Frontend::expect_range` records it), and the
 //!   node is told `node=k frontend=10.96.0.1:PORT ebb_ids=A-B
 //!   messenger_port=PORT` (`ebb_boot_abi::NodeContract`'s words).
 //! - [`Announced`], a [`Readiness`]: the node is ready once
@@ -24,10 +26,11 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use ebb_boot_abi::NodeContract;
-use ebb_core::NodeId;
+use ebb_core::{GlobalIdMap, NodeId};
 use ebb_messenger::Frontend;
 use ebb_testbed::cluster_net::NodeLink;
 
+use crate::frontend::global_map::wait;
 use crate::launcher::BootContract;
 use crate::readiness::{NotReady, Readiness, ReadyProbe};
 
@@ -40,6 +43,8 @@ pub struct MessengerContract {
     frontend: Arc<Frontend>,
     ids_per_node: u32,
     port: u16,
+    /// Where nodes' ids are reserved, if not from the registry's space.
+    map: Option<Arc<dyn GlobalIdMap>>,
     /// The range each node was given, for the frontend program.
     ranges: Mutex<BTreeMap<NodeId, Range<u32>>>,
 }
@@ -52,8 +57,42 @@ impl MessengerContract {
             frontend,
             ids_per_node,
             port,
+            map: None,
             ranges: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Reserves each node's ids from `map` as the node is allocated,
+    /// instead of from the registry's space: frontends sharing the map
+    /// (one etcd) never hand out the same ids, and each takes only what
+    /// its nodes use. Blocks the allocator's thread for the reservation.
+    pub fn with_map(mut self, map: Arc<dyn GlobalIdMap>) -> MessengerContract {
+        self.map = Some(map);
+        self
+    }
+
+    /// Node `id`'s range: from the map, if there is one, else from the
+    /// registry's space.
+    fn give_ids(&self, id: NodeId) -> Result<Range<u32>, String> {
+        let cannot = |why: &dyn std::fmt::Display| {
+            format!("the frontend cannot give node {id} its Ebb ids: {why}")
+        };
+        let Some(map) = &self.map else {
+            return self
+                .frontend
+                .expect(id, self.ids_per_node)
+                .map_err(|e| cannot(&e));
+        };
+        // A node given its ids already keeps them: refused before any
+        // are reserved for nothing.
+        if self.range(id).is_some() {
+            return Err(cannot(&ebb_messenger::FrontendError::AlreadyExpected(id)));
+        }
+        let ids = wait(map.reserve_range(id, self.ids_per_node)).map_err(|e| cannot(&e))?;
+        self.frontend
+            .expect_range(id, ids.clone())
+            .map_err(|e| cannot(&e))?;
+        Ok(ids)
     }
 
     /// The global Ebb ids node `id` was given, once it was.
@@ -84,10 +123,7 @@ impl MessengerContract {
 
 impl BootContract for MessengerContract {
     fn boot_args(&self, id: NodeId, link: &NodeLink) -> Result<Vec<String>, String> {
-        let ids = self
-            .frontend
-            .expect(id, self.ids_per_node)
-            .map_err(|e| format!("the frontend cannot give node {id} its Ebb ids: {e}"))?;
+        let ids = self.give_ids(id)?;
         let words = self.words(id, link, &ids);
         self.ranges
             .lock()
@@ -223,6 +259,56 @@ mod tests {
         assert_eq!(
             small.boot_args(NodeId(1), &link(1)),
             Err("the frontend cannot give node 1 its Ebb ids: 64 global Ebb ids asked for, only 10 are left".to_owned())
+        );
+    }
+
+    /// With a map, each node's ids are reserved there as it is allocated:
+    /// two frontends sharing the map never overlap, a frontend takes only
+    /// what its nodes use, and a map run dry is said.
+    #[test]
+    fn with_a_map_each_nodes_ids_are_reserved_from_it_as_it_is_allocated() {
+        let map = Arc::new(ebb_core::InProcessGlobalIdMap::new());
+        let frontend = |registry: &Arc<Frontend>| {
+            MessengerContract::new(Arc::clone(registry), 64, 7000)
+                .with_map(Arc::clone(&map) as Arc<dyn GlobalIdMap>)
+        };
+        let (first_registry, second_registry) = (
+            Frontend::new(FIRST_GLOBAL_ID..FIRST_GLOBAL_ID),
+            Frontend::new(FIRST_GLOBAL_ID..FIRST_GLOBAL_ID),
+        );
+        let (first, second) = (frontend(&first_registry), frontend(&second_registry));
+        first.boot_args(NodeId(1), &link(1)).expect("node 1");
+        second
+            .boot_args(NodeId(1), &link(1))
+            .expect("the other's node 1");
+        first.boot_args(NodeId(2), &link(2)).expect("node 2");
+        let start = FIRST_GLOBAL_ID;
+        assert_eq!(first.range(NodeId(1)), Some(start..start + 64));
+        assert_eq!(second.range(NodeId(1)), Some(start + 64..start + 128));
+        assert_eq!(first.range(NodeId(2)), Some(start + 128..start + 192));
+        // The node is accepted with the range it was given.
+        assert_eq!(
+            announce(&second_registry, 1),
+            AnnounceReply::Accepted {
+                ebb_ids: (start + 64, start + 128),
+                directory: Vec::new(),
+            }
+        );
+        // A node given its ids already reserves none again.
+        assert_eq!(
+            first.boot_args(NodeId(1), &link(1)),
+            Err(
+                "the frontend cannot give node 1 its Ebb ids: node 1 already has an id range"
+                    .to_owned()
+            )
+        );
+        assert_eq!(map.reserve_range_now(1), Ok(start + 192..start + 193));
+        // The map run dry.
+        let left = MAX_EBB_IDS - (start + 193);
+        map.reserve_range_now(left - 10).expect("all but 10");
+        assert_eq!(
+            first.boot_args(NodeId(3), &link(3)),
+            Err("the frontend cannot give node 3 its Ebb ids: 64 global Ebb ids asked for, only 10 are left".to_owned())
         );
     }
 

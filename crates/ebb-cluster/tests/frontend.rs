@@ -8,8 +8,8 @@
 //! pending call fails with `NodeLost` and a later one with `Unreachable`,
 //! while the other node still answers; afterwards no namespace, TAP
 //! device or QEMU process of the test is left.
-//! On a real etcd (`MapChoice::StartEtcd`, needs etcd too): the
-//! registry's block of global ids comes from etcd, each node is
+//! On a real etcd (`MapChoice::StartEtcd`, needs etcd too): each node's
+//! global ids are reserved from etcd as it is allocated, each node is
 //! registered under `nodes/N` with a lease, a node killed with `kill -9`
 //! loses its registration while the other keeps it, and no etcd or its
 //! data is left.
@@ -458,7 +458,9 @@ fn after_a_frontend_fails_early_sigterm_still_ends_the_process() {
 struct SeenOnEtcd {
     namespace: String,
     allocated: Vec<Result<(NodeId, String, u32), String>>,
+    /// The id counter before and after allocating the nodes.
     counter: Option<Result<Option<Vec<u8>>, String>>,
+    counter_after: Option<Result<Option<Vec<u8>>, String>>,
     registered: Vec<(String, Vec<u8>)>,
     after_loss: Vec<(String, Vec<u8>)>,
 }
@@ -503,6 +505,7 @@ fn a_frontend_on_etcd_registers_its_nodes_and_a_lost_ones_entry_goes() {
                     .map_err(ToString::to_string)
             })
             .collect();
+        seen.counter_after = Some(map.get(NEXT_GLOBAL_ID).await.map_err(|e| e.to_string()));
         let Ok(nodes) = nodes.into_iter().collect::<Result<Vec<_>, _>>() else {
             return (1, seen);
         };
@@ -515,11 +518,13 @@ fn a_frontend_on_etcd_registers_its_nodes_and_a_lost_ones_entry_goes() {
     });
     assert_eq!(code, Ok(0), "{seen:?}");
 
-    // The registry's block came from etcd's counter.
-    let block_end = ebb_core::FIRST_GLOBAL_ID + ids_per_node * 253;
+    // The frontend reserved no ids when it started, and each node's as it
+    // was allocated, from etcd's counter.
+    assert_eq!(seen.counter, Some(Ok(None)), "{seen:?}");
+    let end = ebb_core::FIRST_GLOBAL_ID + ids_per_node * 2;
     assert_eq!(
-        seen.counter,
-        Some(Ok(Some(block_end.to_string().into_bytes()))),
+        seen.counter_after,
+        Some(Ok(Some(end.to_string().into_bytes()))),
         "{seen:?}"
     );
     let allocated: Vec<_> = seen

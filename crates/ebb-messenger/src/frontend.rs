@@ -126,6 +126,25 @@ impl Frontend {
         Ok(range)
     }
 
+    /// Expects node `node` with the global ids `ids`, reserved elsewhere
+    /// (a cluster's frontend reserves each node's from the global id map
+    /// as it allocates the node), not from this registry's own space.
+    ///
+    /// # Errors
+    ///
+    /// The node already has a range, or `ids` is empty.
+    pub fn expect_range(&self, node: NodeId, ids: Range<u32>) -> Result<(), FrontendError> {
+        let mut state = self.state.lock();
+        if state.ranges.contains_key(&node) {
+            return Err(FrontendError::AlreadyExpected(node));
+        }
+        if ids.is_empty() {
+            return Err(FrontendError::IdsExhausted { wanted: 0, left: 0 });
+        }
+        state.ranges.insert(node, ids);
+        Ok(())
+    }
+
     /// Node `from`'s announcement: accepted (the node is recorded, and
     /// whoever waits for it is woken) or refused. An announced address of
     /// 0.0.0.0 means "where you see me": `seen`, the connection's remote
@@ -525,6 +544,29 @@ mod tests {
             addr: SocketAddrV4::new(Ipv4Addr::from(ip), 7100),
             cores: 1,
         })
+    }
+
+    /// A range reserved elsewhere is the node's, as one from the
+    /// registry's own space would be.
+    #[test]
+    fn a_range_reserved_elsewhere_is_what_the_node_is_accepted_with() {
+        let frontend = Frontend::new(100..100);
+        assert_eq!(frontend.expect_range(NodeId(1), 5000..5064), Ok(()));
+        assert_eq!(
+            frontend.expect_range(NodeId(1), 6000..6064),
+            Err(FrontendError::AlreadyExpected(NodeId(1)))
+        );
+        assert_eq!(
+            frontend.expect_range(NodeId(2), 7000..7000),
+            Err(FrontendError::IdsExhausted { wanted: 0, left: 0 })
+        );
+        assert_eq!(
+            frontend.accept(NodeId(1), &entry(1, [10, 0, 0, 1]), None),
+            AnnounceReply::Accepted {
+                ebb_ids: (5000, 5064),
+                directory: Vec::new(),
+            }
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The cluster's [`GlobalIdMap`]: which one a frontend uses
 //! ([`MapChoice`]), and waiting for its futures from a plain thread.
 //!
-//! With etcd, the frontend's registry takes its block of global ids by
-//! `reserve_range` (so two frontends sharing an etcd never hand out the
-//! same ids), and every ready node is registered under `nodes/N` with a
-//! lease ([`super::registrations`]).
+//! Each node's global ids are reserved from the map by `reserve_range` as
+//! the node is allocated (`MessengerContract::with_map`: two frontends
+//! sharing an etcd never hand out the same ids, and a frontend takes none
+//! when it starts), and every ready node is registered under `nodes/N`
+//! with a lease ([`super::registrations`]).
 
 use std::future::Future;
 use std::pin::pin;

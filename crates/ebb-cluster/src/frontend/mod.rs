@@ -77,7 +77,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use ebb_core::{CoreId, GlobalIdMap, NodeId, FIRST_GLOBAL_ID, MAX_EBB_IDS};
+use ebb_core::{CoreId, GlobalIdMap, NodeId, FIRST_GLOBAL_ID};
 use ebb_event::EventRoot;
 use ebb_messenger::command_line::CommandLine;
 use ebb_messenger::map::MapService;
@@ -97,7 +97,6 @@ use crate::node_command::NativeCommandLine;
 use crate::qemu::QemuLauncher;
 use crate::state_file::{self, Recorder};
 
-use global_map::wait;
 use registrations::Registrar;
 use signals::Signals;
 use spawner::{start_spawner, AllocateRequest, StateKeeper};
@@ -369,21 +368,20 @@ where
             etcd.dir().display()
         );
     }
-    // The registry's block of global ids comes from the map, so frontends
-    // sharing one etcd never hand out the same ids.
-    let block_len = options
-        .ids_per_node
-        .saturating_mul(MAX_NODES)
-        .min(MAX_EBB_IDS - FIRST_GLOBAL_ID);
-    let block = wait(cluster_map.map.reserve_range(FRONTEND_NODE, block_len))
-        .map_err(|e| format!("cannot reserve the cluster's global ids: {e}"))?;
-    let registry = Frontend::new(block);
+    // Each node's global ids are reserved from the map as it is allocated
+    // (`MessengerContract::with_map`), so frontends sharing one etcd never
+    // hand out the same ids and a frontend takes only what its nodes use;
+    // the registry has no space of its own.
+    let registry = Frontend::new(FIRST_GLOBAL_ID..FIRST_GLOBAL_ID);
     let registrar = Arc::new(Registrar::start(Arc::clone(&cluster_map.map))?);
-    let contract = Arc::new(MessengerContract::new(
-        Arc::clone(&registry),
-        options.ids_per_node,
-        options.messenger_port,
-    ));
+    let contract = Arc::new(
+        MessengerContract::new(
+            Arc::clone(&registry),
+            options.ids_per_node,
+            options.messenger_port,
+        )
+        .with_map(Arc::clone(&cluster_map.map)),
+    );
     let wiring = Arc::new(Wiring {
         files,
         ..Wiring::default()
@@ -519,11 +517,6 @@ struct HandleParts {
     spec: NodeSpec,
     namespace: String,
 }
-
-/// The most nodes a cluster network holds (a /24 less the network, the
-/// frontend and the broadcast addresses): the registry's block of global
-/// ids is `ids_per_node` times this.
-const MAX_NODES: u32 = 253;
 
 /// What node registrations hold: `ADDR:PORT CORES`, the node's Messenger
 /// address and core count.
