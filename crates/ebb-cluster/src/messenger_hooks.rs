@@ -199,15 +199,7 @@ mod tests {
     use std::path::Path;
 
     fn link(id: u32) -> NodeLink {
-        let plan = AddressPlan::default_plan();
-        NodeLink {
-            id,
-            tap: format!("ebbtap{id}"),
-            address: plan.node(id).expect("address"),
-            prefix_len: AddressPlan::PREFIX_LEN,
-            frontend: plan.frontend(),
-            mac: AddressPlan::mac(id),
-        }
+        AddressPlan::default_plan().link(id).expect("a node's link")
     }
 
     #[test]

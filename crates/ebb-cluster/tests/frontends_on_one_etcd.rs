@@ -34,15 +34,7 @@ const APP: &str = "echo";
 const FRONTEND_LIMIT: Duration = Duration::from_secs(120);
 
 fn link(id: u32) -> NodeLink {
-    let plan = AddressPlan::default_plan();
-    NodeLink {
-        id,
-        tap: format!("ebbtap{id}"),
-        address: plan.node(id).expect("address"),
-        prefix_len: AddressPlan::PREFIX_LEN,
-        frontend: plan.frontend(),
-        mac: AddressPlan::mac(id),
-    }
+    AddressPlan::default_plan().link(id).expect("a node's link")
 }
 
 /// The id counter in etcd, as a number (`None`: nothing reserved yet).

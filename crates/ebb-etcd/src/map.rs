@@ -204,7 +204,9 @@ impl EtcdGlobalIdMap {
 
     /// [`Self::run`] for an operation on map key (or, with `prefix`, key
     /// prefix) `key`, given to `operation` as its etcd key; a bad key is
-    /// an error at once, without asking etcd.
+    /// an error at once, without asking etcd, and so is a write of the
+    /// map's own keys (the id counter, [`check_writable_key`]): only
+    /// `reserve_range`, which does not come through here, moves it.
     fn run_on_key<'a, T, F, Fut>(
         &self,
         key: &str,
@@ -218,31 +220,14 @@ impl EtcdGlobalIdMap {
         F: FnOnce(Vec<u8>, Client, Arc<Shared>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, Failure>> + Send + 'static,
     {
-        match self.shared.prefix.etcd_key(key, prefix) {
+        let writable = match effect {
+            Effect::Writes => check_writable_key(key),
+            Effect::Reads => Ok(()),
+        };
+        match writable.and_then(|()| self.shared.prefix.etcd_key(key, prefix)) {
             Ok(key) => self.run(effect, lease, move |client, shared| {
                 operation(key, client, shared)
             }),
-            Err(error) => Box::pin(std::future::ready(Err(error))),
-        }
-    }
-
-    /// [`Self::run_on_key`] for `set`, `delete` and `compare_and_swap` on
-    /// map key `key`: the map's own keys (the id counter, see
-    /// [`check_writable_key`]) are refused at once, so only
-    /// `reserve_range` moves the counter.
-    fn write_on_key<'a, T, F, Fut>(
-        &self,
-        key: &str,
-        lease: Option<Lease>,
-        operation: F,
-    ) -> MapFuture<'a, T>
-    where
-        T: Send + 'static,
-        F: FnOnce(Vec<u8>, Client, Arc<Shared>) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, Failure>> + Send + 'static,
-    {
-        match check_writable_key(key) {
-            Ok(()) => self.run_on_key(key, false, Effect::Writes, lease, operation),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
@@ -357,18 +342,30 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     }
 
     fn set<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<Lease>) -> MapFuture<'a, ()> {
-        self.write_on_key(key, lease, move |key, mut client, _| async move {
-            let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
-            client.put(key, value, options).await?;
-            Ok(())
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            lease,
+            move |key, mut client, _| async move {
+                let options = lease.map(|lease| PutOptions::new().with_lease(lease.0));
+                client.put(key, value, options).await?;
+                Ok(())
+            },
+        )
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-        self.write_on_key(key, None, move |key, mut client, _| async move {
-            let answer = client.delete(key, None).await?;
-            Ok(answer.deleted() > 0)
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            None,
+            move |key, mut client, _| async move {
+                let answer = client.delete(key, None).await?;
+                Ok(answer.deleted() > 0)
+            },
+        )
     }
 
     fn compare_and_swap<'a>(
@@ -377,24 +374,30 @@ impl GlobalIdMap for EtcdGlobalIdMap {
         expected: Option<Vec<u8>>,
         new: Vec<u8>,
     ) -> MapFuture<'a, Swap> {
-        self.write_on_key(key, None, move |key, mut client, _| async move {
-            // Absent: version 0. Present: the value compares equal (etcd
-            // fails a value comparison on a missing key; see its
-            // rpc.proto, Compare).
-            let compare = match expected {
-                None => Compare::version(key.clone(), CompareOp::Equal, 0),
-                Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
-            };
-            let txn = Txn::new()
-                .when([compare])
-                .and_then([TxnOp::put(key.clone(), new, None)])
-                .or_else([TxnOp::get(key, None)]);
-            let answer = client.txn(txn).await?;
-            if answer.succeeded() {
-                return Ok(Swap::Done);
-            }
-            Ok(Swap::Conflict(first_value(&answer.op_responses())))
-        })
+        self.run_on_key(
+            key,
+            false,
+            Effect::Writes,
+            None,
+            move |key, mut client, _| async move {
+                // Absent: version 0. Present: the value compares equal (etcd
+                // fails a value comparison on a missing key; see its
+                // rpc.proto, Compare).
+                let compare = match expected {
+                    None => Compare::version(key.clone(), CompareOp::Equal, 0),
+                    Some(expected) => Compare::value(key.clone(), CompareOp::Equal, expected),
+                };
+                let txn = Txn::new()
+                    .when([compare])
+                    .and_then([TxnOp::put(key.clone(), new, None)])
+                    .or_else([TxnOp::get(key, None)]);
+                let answer = client.txn(txn).await?;
+                if answer.succeeded() {
+                    return Ok(Swap::Done);
+                }
+                Ok(Swap::Conflict(first_value(&answer.op_responses())))
+            },
+        )
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
@@ -418,51 +421,47 @@ impl GlobalIdMap for EtcdGlobalIdMap {
     }
 
     fn reserve_range(&self, _node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
-        self.run_on_key(
-            NEXT_GLOBAL_ID,
-            false,
-            Effect::Writes,
-            None,
-            move |key, mut client, shared| async move {
-                // Read the counter and its revision, then write the advanced
-                // counter only if nobody wrote it since (mod revision 0: still
-                // absent); a lost race reads the winner's value from the same
-                // transaction and tries again.
-                let answer = client
-                    .get(key.clone(), None)
-                    .await
-                    .map_err(Failure::EtcdRead)?;
-                let mut seen = answer
-                    .kvs()
-                    .first()
-                    .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
-                for _ in 0..RESERVE_ATTEMPTS {
-                    let (value, revision) = match &seen {
-                        Some((value, revision)) => (Some(value.as_slice()), *revision),
-                        None => (None, 0),
-                    };
-                    let range = range_from(decode_next(value)?, len)?;
-                    let txn = Txn::new()
-                        .when([Compare::mod_revision(
-                            key.clone(),
-                            CompareOp::Equal,
-                            revision,
-                        )])
-                        .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
-                        .or_else([TxnOp::get(key.clone(), None)]);
-                    let answer = client.txn(txn).await?;
-                    if answer.succeeded() {
-                        return Ok(range);
-                    }
-                    seen = first_kv(&answer.op_responses());
+        // The map's own key, which run_on_key refuses to write.
+        let key = format!("{}{NEXT_GLOBAL_ID}", self.prefix()).into_bytes();
+        self.run(Effect::Writes, None, move |mut client, shared| async move {
+            // Read the counter and its revision, then write the advanced
+            // counter only if nobody wrote it since (mod revision 0: still
+            // absent); a lost race reads the winner's value from the same
+            // transaction and tries again.
+            let answer = client
+                .get(key.clone(), None)
+                .await
+                .map_err(Failure::EtcdRead)?;
+            let mut seen = answer
+                .kvs()
+                .first()
+                .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
+            for _ in 0..RESERVE_ATTEMPTS {
+                let (value, revision) = match &seen {
+                    Some((value, revision)) => (Some(value.as_slice()), *revision),
+                    None => (None, 0),
+                };
+                let range = range_from(decode_next(value)?, len)?;
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        revision,
+                    )])
+                    .and_then([TxnOp::put(key.clone(), encode_next(range.end), None)])
+                    .or_else([TxnOp::get(key.clone(), None)]);
+                let answer = client.txn(txn).await?;
+                if answer.succeeded() {
+                    return Ok(range);
                 }
-                Err(MapError::Refused(format!(
+                seen = first_kv(&answer.op_responses());
+            }
+            Err(MapError::Refused(format!(
                 "{}: {RESERVE_ATTEMPTS} reservations in a row lost the race for {NEXT_GLOBAL_ID}",
                 shared.endpoint
             ))
-                .into())
-            },
-        )
+            .into())
+        })
     }
 
     fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {

@@ -82,6 +82,28 @@ impl AddressPlan {
         let [_, _, high, low] = id.to_be_bytes();
         format!("52:54:00:eb:{high:02x}:{low:02x}")
     }
+
+    /// What node `id` is told of its place on this plan's network (its
+    /// TAP device's name, address, MAC, the frontend's address); nothing
+    /// is created.
+    ///
+    /// # Errors
+    ///
+    /// `id` is 0 (the frontend) or past [`AddressPlan::MAX_NODE`].
+    pub fn link(&self, id: u32) -> Result<NodeLink, String> {
+        let address = self.node(id)?;
+        if id == 0 {
+            return Err("node 0 is the frontend".to_owned());
+        }
+        Ok(NodeLink {
+            id,
+            tap: format!("ebbtap{id}"),
+            address,
+            prefix_len: AddressPlan::PREFIX_LEN,
+            frontend: self.frontend(),
+            mac: AddressPlan::mac(id),
+        })
+    }
 }
 
 /// What a node's launcher needs to put it on the cluster's network.
@@ -159,18 +181,8 @@ impl ClusterNetwork {
     /// neighbour entry for it on the frontend's side (the first packets do
     /// not wait for ARP: BENCH-NOTES, ARP retries add 1 s steps).
     pub fn add_node(&self, id: u32) -> Result<NodeLink, String> {
-        let address = self.plan.node(id)?;
-        if id == 0 {
-            return Err("node 0 is the frontend".to_owned());
-        }
-        let link = NodeLink {
-            id,
-            tap: format!("ebbtap{id}"),
-            address,
-            prefix_len: AddressPlan::PREFIX_LEN,
-            frontend: self.plan.frontend(),
-            mac: AddressPlan::mac(id),
-        };
+        let link = self.plan.link(id)?;
+        let address = link.address;
         let mut taps = self.taps.lock().unwrap_or_else(|e| e.into_inner());
         if taps.iter().any(|(known, _)| *known == id) {
             return Err(format!("node {id} is already on the cluster's network"));
