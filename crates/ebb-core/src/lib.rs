@@ -43,8 +43,8 @@ pub use ebb_ref::{Ebb, EbbRef, FaultContext};
 pub use error::EbbError;
 pub use global_id_map::{
     check_key, check_writable_key, ebb_key, node_key, Change, GlobalIdMap, InProcessGlobalIdMap,
-    Lease, MapError, MapFuture, NextChange, Swap, Watch, WatchStream, MAX_KEY_LEN, NEXT_GLOBAL_ID,
-    NODES, RESERVED, WATCH_QUEUE_LIMIT,
+    Lease, MapError, MapFuture, MapInFront, NextChange, Swap, Watch, WatchStream, MAX_KEY_LEN,
+    NEXT_GLOBAL_ID, NODES, RESERVED, WATCH_QUEUE_LIMIT,
 };
 pub use id::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID, FIRST_LOCAL_ID, MAX_EBB_IDS};
 pub use local_id_map::LocalIdMap;

@@ -364,9 +364,8 @@ async fn register(map: &dyn GlobalIdMap, id: NodeId, value: Vec<u8>) -> Result<L
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ebb_core::{InProcessGlobalIdMap, MapFuture, Swap, Watch};
+    use ebb_core::{InProcessGlobalIdMap, MapFuture};
     use std::future::{poll_fn, ready};
-    use std::ops::Range;
 
     use crate::frontend::global_map::wait;
 
@@ -475,10 +474,12 @@ mod tests {
         }
     }
 
-    impl GlobalIdMap for TestMap {
-        fn get<'a>(&'a self, key: &'a str) -> MapFuture<'a, Option<Vec<u8>>> {
-            self.inner.get(key)
+    // By path, not imported: calls on a TestMap are GlobalIdMap's.
+    impl ebb_core::MapInFront for TestMap {
+        fn inner(&self) -> &dyn GlobalIdMap {
+            &self.inner
         }
+
         fn set<'a>(
             &'a self,
             key: &'a str,
@@ -511,38 +512,13 @@ mod tests {
                 }
             }
         }
-        fn delete<'a>(&'a self, key: &'a str) -> MapFuture<'a, bool> {
-            self.inner.delete(key)
-        }
-        fn compare_and_swap<'a>(
-            &'a self,
-            key: &'a str,
-            expected: Option<Vec<u8>>,
-            new: Vec<u8>,
-        ) -> MapFuture<'a, Swap> {
-            self.inner.compare_and_swap(key, expected, new)
-        }
-        fn list<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Vec<(String, Vec<u8>)>> {
-            self.inner.list(prefix)
-        }
-        fn reserve_range(&self, node: NodeId, len: u32) -> MapFuture<'_, Range<u32>> {
-            self.inner.reserve_range(node, len)
-        }
+
         fn grant_lease(&self, ttl: Duration) -> MapFuture<'_, Lease> {
             let lease = wait(self.inner.grant_lease(ttl));
             if let Ok(lease) = lease {
                 self.granted.lock().unwrap().push(lease);
             }
             Box::pin(ready(lease))
-        }
-        fn keep_alive(&self, lease: Lease) -> MapFuture<'_, ()> {
-            self.inner.keep_alive(lease)
-        }
-        fn revoke(&self, lease: Lease) -> MapFuture<'_, ()> {
-            self.inner.revoke(lease)
-        }
-        fn watch<'a>(&'a self, prefix: &'a str) -> MapFuture<'a, Watch> {
-            self.inner.watch(prefix)
         }
     }
 

@@ -19,6 +19,7 @@
 //! node registrations, [`RESERVED`] for the map's own (not writable).
 
 mod error;
+mod in_front;
 mod in_process;
 mod watch;
 
@@ -32,6 +33,7 @@ use core::pin::Pin;
 use core::time::Duration;
 
 pub use error::MapError;
+pub use in_front::MapInFront;
 pub use in_process::{InProcessGlobalIdMap, WATCH_QUEUE_LIMIT};
 pub use watch::{Change, NextChange, Watch, WatchStream};
 
