@@ -13,50 +13,58 @@ use std::time::Duration;
 
 use ebb_core::{CoreId, EbbId, NodeId, FIRST_GLOBAL_ID};
 use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::LocalFrontend;
 use ebb_testbed::{free_port, KilledOnDrop};
 use echo::node::{ECHO, WHICH_CORE};
-use frontend_support::{node_config, TestFrontend};
-
-mod frontend_support;
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
+
+/// The frontend listens on 127.0.0.1, any port.
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// Global ids the frontend gives each node.
+const IDS_PER_NODE: u32 = 64;
 
 #[test]
 fn echo_announces_itself_to_the_frontend_and_answers_its_calls() {
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
     let (result_tx, result_rx) = mpsc::channel();
     thread::spawn(move || {
-        let result = ebb_hosted::run_task(node_config(), move || async move {
-            let TestFrontend {
-                messenger,
-                registry,
-                addr,
-                ranges,
-            } = TestFrontend::start(1);
-            let ids = ranges[0].clone();
-            addr_tx.send(addr).unwrap();
-            // The allocator's hook; the test's own timeout bounds it.
-            let entry = registry
-                .when_announced(NodeId(1))
-                .await
-                .expect("node 1 announces itself");
-            let rep = messenger.get().unwrap();
-            let echo_id = EbbId::new(ids.start).unwrap();
-            let echoed = rep
-                .call(
-                    NodeId(1),
-                    echo_id,
-                    ECHO,
-                    IoChain::from(IoBuf::from_static(b"over the Messenger")),
-                )
-                .await
-                .map(|reply| reply.payload.to_vec());
-            let core_1 = rep
-                .call_on(NodeId(1), CoreId(1), echo_id, WHICH_CORE, IoChain::new())
-                .await
-                .map(|reply| reply.payload.to_vec());
-            (ids, entry, echoed, core_1)
-        });
+        let result = ebb_hosted::run_task(
+            ebb_hosted::Config::one_core_side_by_side(),
+            move || async move {
+                let LocalFrontend {
+                    messenger,
+                    registry,
+                    addr,
+                    ranges,
+                } = LocalFrontend::start(LOOPBACK, 1, IDS_PER_NODE).unwrap();
+                let ids = ranges[0].clone();
+                addr_tx.send(addr).unwrap();
+                // The allocator's hook; the test's own timeout bounds it.
+                let entry = registry
+                    .when_announced(NodeId(1))
+                    .await
+                    .expect("node 1 announces itself");
+                let rep = messenger.get().unwrap();
+                let echo_id = EbbId::new(ids.start).unwrap();
+                let echoed = rep
+                    .call(
+                        NodeId(1),
+                        echo_id,
+                        ECHO,
+                        IoChain::from(IoBuf::from_static(b"over the Messenger")),
+                    )
+                    .await
+                    .map(|reply| reply.payload.to_vec());
+                let core_1 = rep
+                    .call_on(NodeId(1), CoreId(1), echo_id, WHICH_CORE, IoChain::new())
+                    .await
+                    .map(|reply| reply.payload.to_vec());
+                (ids, entry, echoed, core_1)
+            },
+        );
         let _ = result_tx.send(result);
     });
     let frontend = addr_rx

@@ -12,14 +12,16 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ebb_core::{EbbId, NodeId};
+use ebb_messenger::LocalFrontend;
 use ebb_testbed::{free_port, KilledOnDrop};
 use echo::ping::{measure, Target, LARGE, LARGE_COUNT, SMALL};
-use frontend_support::{node_config, TestFrontend};
-
-mod frontend_support;
 
 const ECHO_BIN: &str = env!("CARGO_BIN_EXE_echo");
 const LIMIT: Duration = Duration::from_secs(60);
+
+/// The frontend listens on 127.0.0.1, any port.
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 /// Echo as node `node` with the frontend at `frontend`, TCP echo on
 /// `tcp_port`, and `args`; its standard error piped.
@@ -57,26 +59,29 @@ fn the_frontend_and_a_pinging_node_time_every_kind_of_round_trip() {
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let (measured_tx, measured_rx) = mpsc::channel::<()>();
     thread::spawn(move || {
-        let result = ebb_hosted::run_task(node_config(), move || async move {
-            let frontend = TestFrontend::start(2);
-            let echo_ebb = frontend.ranges[0].start;
-            addr_tx.send((frontend.addr, echo_ebb)).unwrap();
-            let tcp_port = tcp_rx.recv().unwrap();
-            frontend.registry.when_announced(NodeId(1)).await.unwrap();
-            let target = Target {
-                node: NodeId(1),
-                ebb: EbbId::new(echo_ebb).unwrap(),
-                tcp: SocketAddr::from(([127, 0, 0, 1], tcp_port)),
-            };
-            let measured = measure(frontend.messenger.get().unwrap(), target, 6).await;
-            // Node 1 has announced itself: node 2 can find it.
-            measured_tx.send(()).unwrap();
-            // Serves node 2's announcement and look-up until told.
-            while stop_rx.try_recv().is_err() {
-                ebb_event::sleep(Duration::from_millis(5)).await;
-            }
-            measured
-        });
+        let result = ebb_hosted::run_task(
+            ebb_hosted::Config::one_core_side_by_side(),
+            move || async move {
+                let frontend = LocalFrontend::start(LOOPBACK, 2, 64).unwrap();
+                let echo_ebb = frontend.ranges[0].start;
+                addr_tx.send((frontend.addr, echo_ebb)).unwrap();
+                let tcp_port = tcp_rx.recv().unwrap();
+                frontend.registry.when_announced(NodeId(1)).await.unwrap();
+                let target = Target {
+                    node: NodeId(1),
+                    ebb: EbbId::new(echo_ebb).unwrap(),
+                    tcp: SocketAddr::from(([127, 0, 0, 1], tcp_port)),
+                };
+                let measured = measure(frontend.messenger.get().unwrap(), target, 6).await;
+                // Node 1 has announced itself: node 2 can find it.
+                measured_tx.send(()).unwrap();
+                // Serves node 2's announcement and look-up until told.
+                while stop_rx.try_recv().is_err() {
+                    ebb_event::sleep(Duration::from_millis(5)).await;
+                }
+                measured
+            },
+        );
         let _ = result_tx.send(result);
     });
     let (frontend, ids) = addr_rx.recv_timeout(LIMIT).expect("the frontend listens");

@@ -5,13 +5,7 @@ use ebb_iobuf::IoBuf;
 use memcached::{expiry, DeleteResult, NewItem, SetMode, SetResult, Store, Update};
 
 fn on_core<R: Send + 'static>(body: impl FnOnce() -> R + Send + 'static) -> R {
-    let config = Config {
-        cores: Some(1),
-        pin: false,
-        handle_signals: false,
-        ..Config::default()
-    };
-    run_task(config, || async move { body() }).expect("node runs")
+    run_task(Config::one_core_side_by_side(), || async move { body() }).expect("node runs")
 }
 
 fn value(text: &str) -> IoBuf {

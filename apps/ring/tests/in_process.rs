@@ -25,7 +25,6 @@ use std::time::Duration;
 use ebb_core::{EbbId, NodeId, MAX_EBB_IDS};
 use ebb_event::Sender;
 use ebb_messenger::{Answer, MessengerError, Request, Service, ServiceError};
-use frontend_support::{node_config, TestFrontend};
 use ring::{run_frontend, Report, WorkPlan, EXIT_OK, TOKEN};
 
 /// How long a test waits for the frontend's report.
@@ -48,20 +47,23 @@ fn start_frontend(count: u32, plan: WorkPlan) -> FrontendSide {
     let (lose_tx, lose_rx) = ebb_event::oneshot::<NodeId>();
     let (report_tx, report_rx) = mpsc::channel();
     thread::spawn(move || {
-        let report = ebb_hosted::run_task(node_config(), move || async move {
-            let frontend = Rc::new(TestFrontend::start(count));
-            setup_tx
-                .send((frontend.addr, frontend.ranges.clone()))
-                .unwrap();
-            let nodes = frontend.announced().await;
-            let launcher = Rc::clone(&frontend);
-            ebb_event::spawn_task(async move {
-                if let Ok(node) = lose_rx.await {
-                    launcher.lose(node);
-                }
-            });
-            run_frontend(frontend.messenger, nodes, plan).await
-        })
+        let report = ebb_hosted::run_task(
+            ebb_hosted::Config::one_core_side_by_side(),
+            move || async move {
+                let frontend = Rc::new(frontend_support::start(count));
+                setup_tx
+                    .send((frontend_support::v4(&frontend), frontend.ranges.clone()))
+                    .unwrap();
+                let nodes = frontend_support::announced(&frontend).await;
+                let launcher = Rc::clone(&frontend);
+                ebb_event::spawn_task(async move {
+                    if let Ok(node) = lose_rx.await {
+                        launcher.lose(node);
+                    }
+                });
+                run_frontend(frontend.messenger, nodes, plan).await
+            },
+        )
         .unwrap();
         let _ = report_tx.send(report);
     });
@@ -87,17 +89,23 @@ fn start_node(
     freeze: Option<Freeze>,
 ) -> Sender<()> {
     let ids = ids.clone();
-    ebb_hosted::node_thread::start_node(node_config(), node, frontend, ids, |contract| async move {
-        let joined = ring::node::try_join(contract)
-            .await
-            .expect("the node joins");
-        if let Some(freeze) = freeze {
-            let rep = joined.messenger.get().unwrap();
-            rep.local()
-                .shared()
-                .register(joined.worker.id(), freeze.around(joined.worker));
-        }
-    })
+    ebb_hosted::node_thread::start_node(
+        ebb_hosted::Config::one_core_side_by_side(),
+        node,
+        frontend,
+        ids,
+        |contract| async move {
+            let joined = ring::node::try_join(contract)
+                .await
+                .expect("the node joins");
+            if let Some(freeze) = freeze {
+                let rep = joined.messenger.get().unwrap();
+                rep.local()
+                    .shared()
+                    .register(joined.worker.id(), freeze.around(joined.worker));
+            }
+        },
+    )
 }
 
 /// What a frozen node tells the test, and waits for.

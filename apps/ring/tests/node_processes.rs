@@ -17,7 +17,6 @@ use std::time::Duration;
 use ebb_core::NodeId;
 use ebb_messenger::MessengerError;
 use ebb_testbed::{free_port, KilledOnDrop};
-use frontend_support::{node_config, TestFrontend};
 use ring::{run_frontend, WorkPlan, EXIT_OK};
 
 const RING_BIN: &str = env!("CARGO_BIN_EXE_ring");
@@ -35,18 +34,21 @@ fn ring_processes_complete_and_a_killed_one_is_reported_lost() {
     let (killed_tx, killed_rx) = ebb_event::oneshot::<()>();
     let (second_tx, second_rx) = mpsc::channel();
     thread::spawn(move || {
-        let _ = ebb_hosted::run_task(node_config(), move || async move {
-            let frontend = TestFrontend::start(3);
-            setup_tx
-                .send((frontend.addr, frontend.ranges.clone()))
-                .unwrap();
-            let nodes = frontend.announced().await;
-            let messenger = frontend.messenger;
-            let _ = first_tx.send(run_frontend(messenger, nodes.clone(), plan).await);
-            if killed_rx.await.is_ok() {
-                let _ = second_tx.send(run_frontend(messenger, nodes, plan).await);
-            }
-        });
+        let _ = ebb_hosted::run_task(
+            ebb_hosted::Config::one_core_side_by_side(),
+            move || async move {
+                let frontend = frontend_support::start(3);
+                setup_tx
+                    .send((frontend_support::v4(&frontend), frontend.ranges.clone()))
+                    .unwrap();
+                let nodes = frontend_support::announced(&frontend).await;
+                let messenger = frontend.messenger;
+                let _ = first_tx.send(run_frontend(messenger, nodes.clone(), plan).await);
+                if killed_rx.await.is_ok() {
+                    let _ = second_tx.send(run_frontend(messenger, nodes, plan).await);
+                }
+            },
+        );
     });
     let (frontend, ranges): (SocketAddrV4, Vec<std::ops::Range<u32>>) = setup_rx
         .recv_timeout(Duration::from_secs(30))

@@ -71,68 +71,60 @@ type Seen = (
 /// The frontend, a hosted node of one core: expects node 1, waits for its
 /// announcement, calls it.
 fn frontend() -> Seen {
-    ebb_hosted::run_task(
-        ebb_hosted::Config {
-            cores: Some(1),
-            pin: false,
-            handle_signals: false,
-            ..ebb_hosted::Config::default()
-        },
-        || async {
-            let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
-            let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
-            registry.serve(messenger).unwrap();
-            let map: Arc<dyn GlobalIdMap> = Arc::new(InProcessGlobalIdMap::new());
-            map.set("app/greeting", b"from the hosted map".to_vec(), None)
-                .await
-                .unwrap();
-            MapService::new(Arc::clone(&map)).serve(messenger).unwrap();
-            Arc::new(CommandLine::new(arguments(), []))
-                .serve(messenger)
-                .unwrap();
-            let ids = registry.expect(NodeId(1), 64).unwrap();
-            ebb_net::listen(FRONTEND.parse().unwrap(), acceptor(messenger))
-                .expect("listen on the namespace's host side");
-            let entry = registry
-                .when_announced(NodeId(1))
-                .await
-                .expect("node 1 announces itself");
-            let rep = messenger.get().unwrap();
-            let echo = EbbId::new(ids.start).unwrap();
-            let echoed = rep
-                .call(
-                    NodeId(1),
-                    echo,
-                    ECHO,
-                    IoChain::from(IoBuf::from_static(b"hosted to native")),
-                )
-                .await
-                .map(|reply| reply.payload.to_vec())
-                .map_err(|error| error.to_string());
-            let core = rep
-                .call_on(NodeId(1), CoreId(1), echo, WHICH_CORE, IoChain::new())
-                .await
-                .map(|reply| reply.payload.to_vec())
-                .map_err(|error| error.to_string());
-            let read = rep
-                .call(
-                    NodeId(1),
-                    echo,
-                    MAP_COPY,
-                    IoChain::from(IoBuf::from_static(b"app/greeting")),
-                )
-                .await
-                .map_err(|error| error.to_string())
-                .map(|reply| decode_reply(GET, &reply.payload.to_vec()).unwrap());
-            let copied = map.get("app/greeting/copied").await.unwrap();
-            let args = rep
-                .call(NodeId(1), echo, COMMAND_LINE, IoChain::new())
-                .await
-                .map_err(|error| error.to_string())
-                .map(|reply| CommandLine::decode_args(&reply.payload.to_vec()).unwrap());
-            (ids, entry.socket_addr(), echoed, core, (read, copied, args))
-        },
-    )
+    ebb_hosted::run_task(ebb_hosted::Config::one_core_side_by_side(), || async {
+        let messenger = create_messenger(MessengerSettings::new(FRONTEND_NODE)).unwrap();
+        let registry = Frontend::new(FIRST_GLOBAL_ID..MAX_EBB_IDS);
+        registry.serve(messenger).unwrap();
+        let map: Arc<dyn GlobalIdMap> = Arc::new(InProcessGlobalIdMap::new());
+        map.set("app/greeting", b"from the hosted map".to_vec(), None)
+            .await
+            .unwrap();
+        MapService::new(Arc::clone(&map)).serve(messenger).unwrap();
+        Arc::new(CommandLine::new(arguments(), []))
+            .serve(messenger)
+            .unwrap();
+        let ids = registry.expect(NodeId(1), 64).unwrap();
+        ebb_net::listen(FRONTEND.parse().unwrap(), acceptor(messenger))
+            .expect("listen on the namespace's host side");
+        let entry = registry
+            .when_announced(NodeId(1))
+            .await
+            .expect("node 1 announces itself");
+        let rep = messenger.get().unwrap();
+        let echo = EbbId::new(ids.start).unwrap();
+        let echoed = rep
+            .call(
+                NodeId(1),
+                echo,
+                ECHO,
+                IoChain::from(IoBuf::from_static(b"hosted to native")),
+            )
+            .await
+            .map(|reply| reply.payload.to_vec())
+            .map_err(|error| error.to_string());
+        let core = rep
+            .call_on(NodeId(1), CoreId(1), echo, WHICH_CORE, IoChain::new())
+            .await
+            .map(|reply| reply.payload.to_vec())
+            .map_err(|error| error.to_string());
+        let read = rep
+            .call(
+                NodeId(1),
+                echo,
+                MAP_COPY,
+                IoChain::from(IoBuf::from_static(b"app/greeting")),
+            )
+            .await
+            .map_err(|error| error.to_string())
+            .map(|reply| decode_reply(GET, &reply.payload.to_vec()).unwrap());
+        let copied = map.get("app/greeting/copied").await.unwrap();
+        let args = rep
+            .call(NodeId(1), echo, COMMAND_LINE, IoChain::new())
+            .await
+            .map_err(|error| error.to_string())
+            .map(|reply| CommandLine::decode_args(&reply.payload.to_vec()).unwrap());
+        (ids, entry.socket_addr(), echoed, core, (read, copied, args))
+    })
     .expect("the frontend node runs")
 }
 

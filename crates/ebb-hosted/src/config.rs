@@ -58,6 +58,21 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// One unpinned core that leaves signals alone: a node that shares the
+    /// process with others (tests that run several nodes, or a node and
+    /// its frontend, on threads of one process side by side).
+    #[must_use]
+    pub fn one_core_side_by_side() -> Config {
+        Config {
+            cores: Some(1),
+            pin: false,
+            handle_signals: false,
+            ..Config::default()
+        }
+    }
+}
+
 /// A command-line option the platform did not understand.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);

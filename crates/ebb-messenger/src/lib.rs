@@ -21,7 +21,9 @@
 //! * [`Frontend`]: the frontend's registry of nodes (non-overlapping
 //!   global id ranges, announcements accepted once, the
 //!   [`Frontend::when_announced`] hook), and [`announce`], a node's side;
-//!   their control structures ([`Announce`], [`AnnounceReply`]).
+//!   their control structures ([`Announce`], [`AnnounceReply`]);
+//!   [`LocalFrontend`], the registry and node 0's Messenger started on
+//!   the calling core, for nodes a program starts itself (tests).
 //! * [`NODE_LOST`]: the frontend's loss notice: the frontend, told a node
 //!   is lost, tells the other nodes, whose calls to it then fail too.
 //! * [`Messenger`]: the Messenger Ebb, one [`MessengerRep`] per core: the
@@ -56,6 +58,7 @@ mod framing;
 mod frontend;
 mod header;
 mod layout;
+mod local_frontend;
 mod loss;
 pub mod map;
 mod messenger;
@@ -79,6 +82,7 @@ pub use header::{
     HEADER_LEN, MAGIC, MAX_NAMED_CORE, VERSION,
 };
 pub use layout::LayoutError;
+pub use local_frontend::{LocalFrontend, LocalFrontendError};
 pub use loss::{LostNotice, NODE_EBB, NODE_LOST, NOTICE_MALFORMED, NOTICE_NOT_FROM_FRONTEND};
 pub use messenger::{
     acceptor, create_messenger, Dialer, Messenger, MessengerRef, MessengerRep, MessengerRoot,

@@ -83,12 +83,7 @@ pub const AGREE_WITHIN: Duration = Duration::from_secs(30);
 
 /// One core, unpinned, no signal handling: tests run side by side.
 pub fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
+    ebb_hosted::Config::one_core_side_by_side()
 }
 
 /// What a node tells the test once it joined.

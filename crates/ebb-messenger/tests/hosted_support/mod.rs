@@ -6,10 +6,7 @@ use ebb_hosted::Backend;
 /// side in one process.
 pub fn node_config() -> ebb_hosted::Config {
     ebb_hosted::Config {
-        cores: Some(1),
         backend: Backend::IoUring,
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
+        ..ebb_hosted::Config::one_core_side_by_side()
     }
 }

@@ -27,12 +27,7 @@ pub const CALL_BOUND: Duration = Duration::from_secs(30);
 
 /// One core, unpinned, no signal handling: tests run side by side.
 pub fn node_config() -> ebb_hosted::Config {
-    ebb_hosted::Config {
-        cores: Some(1),
-        pin: false,
-        handle_signals: false,
-        ..ebb_hosted::Config::default()
-    }
+    ebb_hosted::Config::one_core_side_by_side()
 }
 
 /// A scratch directory, deleted when dropped.
