@@ -11,6 +11,8 @@ use ebb_event::Instant;
 use ebb_iobuf::{IoBuf, IoChain};
 use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
 
+use crate::cluster::binary_forward::execute_binary;
+use crate::cluster::binary_route::{route_binary, BinaryForwarded, BinaryRoute};
 use crate::cluster::route::{route_text, Forwarded, Route};
 use crate::cluster::text_forward::{execute, ClusterLink};
 use crate::protocol::{Context, Outcome, Protocol};
@@ -102,7 +104,7 @@ pub struct Connection {
     watcher: Option<Arc<Watcher>>,
     /// A request for another node's key, taken out of the input and not
     /// yet handed to a task (`cluster::route`; never on a single node).
-    pending: Option<Forwarded>,
+    pending: Option<Pending>,
     /// A forwarded request is on its way: the requests after it wait.
     forwarding: bool,
 }
@@ -175,16 +177,30 @@ impl Connection {
             });
             if let Some(link) = self.server.cluster.get() {
                 if protocol == Protocol::Binary {
-                    // Not forwarded yet, and answering it from this
-                    // node's store alone could be wrong (see
-                    // `cluster::route::META_REFUSED`): refused by closing.
-                    self.closing = true;
-                    break;
+                    let route = link.current.view(|view| {
+                        let size_max = self.server.settings.item_size_max;
+                        route_binary(&self.input, view, &self.server.store, size_max)
+                    });
+                    match route {
+                        BinaryRoute::Local => {}
+                        BinaryRoute::Incomplete => break,
+                        BinaryRoute::Forward(forwarded) => {
+                            if self.input.trim_front(forwarded.consumed).is_err() {
+                                self.input.clear();
+                            }
+                            self.pending = Some(Pending::Binary(forwarded));
+                            break;
+                        }
+                    }
                 }
-                let route = link.current.view(|view| {
-                    let size_max = self.server.settings.item_size_max;
-                    route_text(&self.input, view, size_max)
-                });
+                let route = if protocol == Protocol::Binary {
+                    Route::Local
+                } else {
+                    link.current.view(|view| {
+                        let size_max = self.server.settings.item_size_max;
+                        route_text(&self.input, view, size_max)
+                    })
+                };
                 match route {
                     Route::Local => {}
                     Route::Incomplete => break,
@@ -192,7 +208,7 @@ impl Connection {
                         if self.input.trim_front(forwarded.consumed).is_err() {
                             self.input.clear();
                         }
-                        self.pending = Some(forwarded);
+                        self.pending = Some(Pending::Text(forwarded));
                         break;
                     }
                     Route::Refuse { consumed, line } => {
@@ -478,6 +494,15 @@ pub fn accept_fn(server: &'static Server) -> AcceptFn {
     })
 }
 
+/// A request a connection took out of its input to forward, in the
+/// protocol it came in.
+enum Pending {
+    /// Text (`cluster::route`).
+    Text(Forwarded),
+    /// Binary (`cluster::binary_route`).
+    Binary(BinaryForwarded),
+}
+
 /// A connection of a node in a cache of several nodes: the connection
 /// itself, shared with the task that carries out a forwarded request and
 /// then goes on with the requests that waited (events on one core never
@@ -504,9 +529,12 @@ impl ClusterConnection {
             let mut next = Some(first);
             while let Some(request) = next {
                 let server = connection.borrow().server;
-                let reply = match server.cluster.get() {
-                    Some(link) => execute(link, server, request).await,
-                    None => IoChain::new(),
+                let reply = match (server.cluster.get(), request) {
+                    (Some(link), Pending::Text(request)) => execute(link, server, request).await,
+                    (Some(link), Pending::Binary(request)) => {
+                        execute_binary(link, server, request).await
+                    }
+                    (None, _) => IoChain::new(),
                 };
                 let mut connection = connection.borrow_mut();
                 connection.forward_done(&conn, reply);

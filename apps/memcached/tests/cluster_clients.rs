@@ -4,8 +4,9 @@
 //! checksummed values written through node 1 read back identically
 //! through nodes 2 and 3 (multigets whose keys every node owns some of,
 //! and single gets); every command a client sends through a node that
-//! does not own its key does what it does on the owner (meta commands
-//! and the binary protocol, not forwarded yet, are refused); then node 3 is
+//! does not own its key does what it does on the owner, in the text and
+//! the binary and the meta protocol (`me`, debug, is refused),
+//! and `flush_all` through one node flushes all three; then node 3 is
 //! lost (its VM gone, its lease expired): through nodes 1 and 2, its
 //! keys are misses, every other key reads back its value, and writes go
 //! on. No wrong value is read at any point.
@@ -111,31 +112,82 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     assert_eq!(c.ask(&delete), "NOT_FOUND\r\n");
     assert!(c.get("get", std::slice::from_ref(&far)).is_empty());
 
-    // Meta commands are refused, their data block taken with them; the
-    // binary protocol is refused by closing (neither is forwarded yet).
-    let refused = "SERVER_ERROR meta commands are not served by a node of several yet\r\n";
-    let mut meta = b"mg ".to_vec();
-    meta.extend_from_slice(&far);
-    meta.extend_from_slice(b" v\r\n");
-    assert_eq!(c.ask(&meta), refused);
-    let mut meta_set = b"ms ".to_vec();
-    meta_set.extend_from_slice(&far);
-    meta_set.extend_from_slice(b" 2\r\nhi\r\n");
-    assert_eq!(c.ask(&meta_set), refused);
-    assert!(c.get("get", std::slice::from_ref(&far)).is_empty());
+    // Meta commands are run by the owner as sent: every flag as on one
+    // node, quiet ones silent; `me` (debug) is refused.
+    let far_text = String::from_utf8(far.clone()).unwrap();
+    let meta = |command: &str| command.replace("KEY", &far_text).into_bytes();
+    assert_eq!(c.ask(&meta("ms KEY 2 F5\r\nhi\r\n")), "HD\r\n");
+    // The owner's refusal, its data block swallowed there.
+    assert_eq!(
+        c.ask(&meta("ms KEY 2 MZ\r\nno\r\n")),
+        "CLIENT_ERROR invalid mode for ms M token\r\n"
+    );
+    assert_eq!(
+        c.ask(&meta("mg KEY v f k Oab\r\n")),
+        format!("VA 2 f5 k{far_text} Oab\r\n")
+    );
+    assert_eq!(c.line(), "hi\r\n");
+    assert_eq!(c.ask(&meta("md KEY q\r\nmn\r\n")), "MN\r\n");
+    assert_eq!(c.ask(&meta("mg KEY v\r\n")), "EN\r\n");
+    assert_eq!(c.ask(&meta("ma KEY N0 J10 v\r\n")), "VA 2\r\n");
+    assert_eq!(c.line(), "10\r\n");
+    assert_eq!(c.ask(&meta("ma KEY v\r\n")), "VA 2\r\n");
+    assert_eq!(c.line(), "11\r\n");
+    assert_eq!(
+        clients[1].ask(&meta("get KEY\r\n")),
+        format!("VALUE {far_text} 0 2\r\n")
+    );
+    assert_eq!(clients[1].line(), "11\r\n");
+    assert_eq!(clients[1].line(), "END\r\n");
+    let c = &mut clients[0];
+    assert_eq!(
+        c.ask(&meta("me KEY\r\n")),
+        "SERVER_ERROR me is not served by a node of several\r\n"
+    );
+    assert_eq!(c.ask(&meta("md KEY\r\n")), "HD\r\n");
+
+    // The binary protocol is forwarded: a pipeline of quiet and plain
+    // requests for another node's keys is answered in order, quiet
+    // successes and quiet misses silent.
+    let far_miss = (0..)
+        .map(|i| format!("far-miss:{i}").into_bytes())
+        .find(|k| owner_of(k) != 1)
+        .unwrap();
     let mut binary = TcpStream::connect_timeout(&nodes[0].clients, REPLY_WITHIN).unwrap();
     binary.set_read_timeout(Some(REPLY_WITHIN)).unwrap();
-    // A binary no-op request (opcode 0x0a).
-    let mut noop = [0u8; 24];
-    noop[0] = 0x80;
-    noop[1] = 0x0a;
-    binary.write_all(&noop).unwrap();
-    let mut answer = Vec::new();
+    let mut pipeline = Vec::new();
+    let set_extras = [0, 0, 0, 0x11, 0, 0, 0, 0];
+    pipeline.extend(binary_request(0x11, 1, 0, &set_extras, &far, b"bin")); // SETQ
+    pipeline.extend(binary_request(0x0c, 2, 0, &[], &far, b"")); // GETK
+    pipeline.extend(binary_request(0x0d, 3, 0, &[], &far_miss, b"")); // GETKQ
+    let mut arith = [0u8; 20];
+    arith[7] = 1; // delta 1, initial 0, exptime 0: create a missing item
+    pipeline.extend(binary_request(0x05, 4, 0, &arith, &far, b"")); // INCREMENT
+    pipeline.extend(binary_request(0x04, 5, 0, &[], &far, b"")); // DELETE
+    arith[15] = 42; // initial 42
+    pipeline.extend(binary_request(0x05, 6, 0, &arith, &far, b"")); // INCREMENT
+    pipeline.extend(binary_request(0x0a, 7, 0, &[], b"", b"")); // NOOP
+    binary.write_all(&pipeline).unwrap();
+    let replies: Vec<BinaryReply> = (0..5).map(|_| read_binary(&mut binary)).collect();
+    let summary: Vec<(u8, u32, u16)> = replies
+        .iter()
+        .map(|r| (r.opcode, r.opaque, r.status))
+        .collect();
     assert_eq!(
-        binary.read_to_end(&mut answer).unwrap(),
-        0,
-        "closed without a reply"
+        summary,
+        [
+            (0x0c, 2, 0),
+            (0x05, 4, 6),
+            (0x04, 5, 0),
+            (0x05, 6, 0),
+            (0x0a, 7, 0)
+        ]
     );
+    let getk = &replies[0];
+    assert_ne!(getk.cas, 0);
+    assert_eq!(getk.body, [&[0, 0, 0, 0x11][..], &far, b"bin"].concat());
+    assert_eq!(replies[3].body, 42u64.to_be_bytes());
+    assert_ne!(replies[3].cas, 0);
 
     // Node 3 is lost: its VM is gone and its lease runs out.
     stops.pop().unwrap().send(());
@@ -160,8 +212,63 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
     for client in &mut clients[..2] {
         assert_eq!(read_all(client, KEYS, |i| Some(value(i, 2))), (KEYS, 0));
     }
+    // flush_all through one node flushes both: every key misses through
+    // either.
+    assert_eq!(clients[1].ask(b"flush_all\r\n"), "OK\r\n");
+    for client in &mut clients[..2] {
+        assert_eq!(read_all(client, KEYS, |_| None), (0, KEYS));
+    }
     for stop in stops {
         stop.send(());
     }
     frontend.stop.send(());
+}
+
+/// A binary request (memcached's `protocol_binary.h`).
+fn binary_request(
+    opcode: u8,
+    opaque: u32,
+    cas: u64,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&u16::try_from(key.len()).unwrap().to_be_bytes());
+    out.push(u8::try_from(extras.len()).unwrap());
+    out.extend_from_slice(&[0, 0, 0]);
+    let body = extras.len() + key.len() + value.len();
+    out.extend_from_slice(&u32::try_from(body).unwrap().to_be_bytes());
+    out.extend_from_slice(&opaque.to_be_bytes());
+    out.extend_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(extras);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// A binary response.
+struct BinaryReply {
+    opcode: u8,
+    status: u16,
+    opaque: u32,
+    cas: u64,
+    /// Extras, key and value.
+    body: Vec<u8>,
+}
+
+fn read_binary(stream: &mut TcpStream) -> BinaryReply {
+    let mut header = [0u8; 24];
+    stream.read_exact(&mut header).unwrap();
+    assert_eq!(header[0], 0x81, "a response's magic");
+    let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap());
+    let mut body = vec![0u8; word(8) as usize];
+    stream.read_exact(&mut body).unwrap();
+    BinaryReply {
+        opcode: header[1],
+        status: u16::from_be_bytes([header[6], header[7]]),
+        opaque: word(12),
+        cas: u64::from_be_bytes(header[16..24].try_into().unwrap()),
+        body,
+    }
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use ebb_core::NodeId;
 use forward_support::{run, Outcome};
 use memcached::cluster::{
-    Command, Entry, ForwardError, ForwardReply, ForwardRequest, Member, ShardMap, ShardMapError,
-    StoreMode,
+    Command, Create, Entry, ForwardError, ForwardReply, ForwardRequest, Member, ShardMap,
+    ShardMapError, StoreMode,
 };
 
 fn corpus_dir() -> PathBuf {
@@ -52,8 +52,19 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         cas: 0,
         key: b"key",
     });
+    let mut meta_no_newline = request(Command::Meta { line: b"mg k v\n" });
+    *meta_no_newline.last_mut().unwrap() = b' ';
     let mut bad_version = get.clone();
-    bad_version[0] = 2;
+    bad_version[0] = 9;
+    let mut arith_stray_initial = request(Command::Arith {
+        incr: true,
+        delta: 1,
+        cas: 0,
+        create: None,
+        key: b"n",
+    });
+    // The initial value's first byte, after the create flag (byte 27).
+    arith_stray_initial[28] = 1;
     let mut bad_flag = get.clone();
     bad_flag[10] = 2;
     let mut no_keys = get.clone();
@@ -91,7 +102,10 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         ("store", input(10, &store)),
-        ("delete", input(0, &request(Command::Delete { key: b"d" }))),
+        (
+            "delete",
+            input(0, &request(Command::Delete { cas: 7, key: b"d" })),
+        ),
         (
             "arith",
             input(
@@ -99,9 +113,43 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 &request(Command::Arith {
                     incr: false,
                     delta: u64::MAX,
+                    cas: 0,
+                    create: None,
                     key: b"n",
                 }),
             ),
+        ),
+        (
+            "arith_create",
+            input(
+                0,
+                &request(Command::Arith {
+                    incr: true,
+                    delta: 1,
+                    cas: 3,
+                    create: Some(Create {
+                        initial: 10,
+                        exptime: 60,
+                    }),
+                    key: b"n",
+                }),
+            ),
+        ),
+        ("arith_stray_initial", input(0, &arith_stray_initial)),
+        ("flush", input(0, &request(Command::Flush { delay: 0 }))),
+        (
+            "meta_set",
+            input(
+                4,
+                &request(Command::Meta {
+                    line: b"ms key 2 T0 F5 q\r\n",
+                }),
+            ),
+        ),
+        ("meta_no_newline", input(0, &meta_no_newline)),
+        (
+            "flush_with_payload",
+            input(1, &request(Command::Flush { delay: 5 })),
         ),
         (
             "touch",
@@ -128,9 +176,24 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "number",
-            input(0, &ForwardReply::Number(42).encode().unwrap()),
+            input(
+                0,
+                &ForwardReply::Number { value: 42, cas: 6 }.encode().unwrap(),
+            ),
         ),
-        ("unknown_status", input(0, &[1, 99])),
+        (
+            "stored",
+            input(0, &ForwardReply::Stored(12).encode().unwrap()),
+        ),
+        (
+            "flushed",
+            input(0, &ForwardReply::Flushed.encode().unwrap()),
+        ),
+        (
+            "meta_reply",
+            input(7, &ForwardReply::Meta.encode().unwrap()),
+        ),
+        ("unknown_status", input(0, &[2, 99])),
         ("shard_map", map.clone()),
         ("shard_map_truncated", map[..map.len() - 3].to_vec()),
         ("empty", vec![]),
@@ -153,12 +216,22 @@ fn the_seeds_do_what_they_are_named_for() {
     };
     let request = |name: &str| outcome(name).request.unwrap();
     let reply = |name: &str| outcome(name).reply.unwrap();
-    for good in ["get", "gat", "store", "delete", "arith", "touch"] {
+    for good in [
+        "get",
+        "gat",
+        "store",
+        "delete",
+        "arith",
+        "arith_create",
+        "touch",
+        "flush",
+        "meta_set",
+    ] {
         assert_eq!(request(good), Ok(()), "{good}");
     }
     assert_eq!(
         request("bad_version"),
-        Err(ForwardError::Version { found: 2 })
+        Err(ForwardError::Version { found: 9 })
     );
     assert_eq!(
         request("bad_flag"),
@@ -197,6 +270,21 @@ fn the_seeds_do_what_they_are_named_for() {
     );
     assert_eq!(reply("wrong_epoch"), Ok(()));
     assert_eq!(reply("number"), Ok(()));
+    assert_eq!(reply("stored"), Ok(()));
+    assert_eq!(reply("flushed"), Ok(()));
+    assert_eq!(reply("meta_reply"), Ok(()));
+    assert_eq!(
+        request("meta_no_newline"),
+        Err(ForwardError::BadMetaLine { len: 7 })
+    );
+    assert_eq!(
+        request("arith_stray_initial"),
+        Err(ForwardError::CreateFieldsWithoutCreate)
+    );
+    assert_eq!(
+        request("flush_with_payload"),
+        Err(ForwardError::UnexpectedPayload { len: 1 })
+    );
     assert_eq!(
         reply("unknown_status"),
         Err(ForwardError::UnknownStatus { status: 99 })

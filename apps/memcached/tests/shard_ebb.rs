@@ -67,7 +67,10 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
             .filter(|key| first.owner(key).unwrap().node == NodeId(1))
             .collect();
         for key in &mine {
-            assert_eq!(call(&root, 1, set(key), b"value").0, ForwardReply::Stored);
+            assert!(matches!(
+                call(&root, 1, set(key), b"value").0,
+                ForwardReply::Stored(_)
+            ));
         }
         let get = Command::Get {
             cas: false,

@@ -11,7 +11,7 @@ mod forward_support;
 
 use ebb_core::NodeId;
 use memcached::cluster::{
-    get_batches, Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
+    get_batches, Command, Create, Entry, ForwardReply, ForwardRequest, Member, ShardMap, StoreMode,
     MAX_CONTROL_LEN, MAX_GET_KEYS,
 };
 use proptest::collection::{btree_set, vec};
@@ -44,7 +44,7 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
 fn command() -> impl Strategy<Value = (u64, u8, u32, i64, u64, bool, Vec<Vec<u8>>)> {
     (
         any::<u64>(),
-        0u8..9,
+        0u8..11,
         any::<u32>(),
         any::<i64>(),
         any::<u64>(),
@@ -78,15 +78,24 @@ fn request(
             cas: *number,
             key,
         },
-        3 => Command::Delete { key },
+        3 => Command::Delete { cas: *number, key },
         4 | 5 => Command::Arith {
             incr: *yes,
             delta: *number,
+            cas: u64::from(*flags),
+            create: yes.then_some(Create {
+                initial: *number,
+                exptime: *exptime,
+            }),
             key,
         },
-        _ => Command::Touch {
+        6..=8 => Command::Touch {
             exptime: *exptime,
             key,
+        },
+        9 => Command::Flush { delay: *exptime },
+        _ => Command::Meta {
+            line: b"mg some-key v f k\r\n",
         },
     };
     ForwardRequest {
@@ -182,13 +191,13 @@ proptest! {
         let request = request(&fields);
         let control = request.encode().unwrap();
         prop_assert!(control.len() <= MAX_CONTROL_LEN);
-        let payload = if matches!(request.command, Command::Store { .. }) { payload } else { 0 };
+        let payload = if matches!(request.command, Command::Store { .. } | Command::Meta { .. }) { payload } else { 0 };
         prop_assert_eq!(ForwardRequest::decode(&control, payload), Ok(request));
     }
 
     #[test]
     fn replies_round_trip(
-        status in 0u8..14,
+        status in 0u8..16,
         number in any::<u64>(),
         entries in vec(prop::option::of((any::<u32>(), any::<u64>(), 0u32..5000)), 1..=MAX_GET_KEYS),
     ) {
@@ -197,23 +206,26 @@ proptest! {
             .map(|e| e.map(|(flags, cas, len)| Entry { flags, cas, len }))
             .collect();
         let reply = match status {
-            0 => ForwardReply::Stored,
+            0 => ForwardReply::Stored(number),
             1 => ForwardReply::NotStored,
             2 => ForwardReply::Exists,
             3 => ForwardReply::NotFound,
             4 => ForwardReply::Deleted,
             5 => ForwardReply::Touched,
-            6 => ForwardReply::Number(number),
+            6 => ForwardReply::Number { value: number, cas: !number },
             7 => ForwardReply::Values(entries),
             8 => ForwardReply::WrongEpoch(number),
             9 => ForwardReply::NotOwner(number),
             10 => ForwardReply::TooLarge,
             11 => ForwardReply::OutOfMemory,
             12 => ForwardReply::NonNumeric,
-            _ => ForwardReply::BadRequest,
+            13 => ForwardReply::BadRequest,
+            14 => ForwardReply::Flushed,
+            _ => ForwardReply::Meta,
         };
         let payload = match &reply {
             ForwardReply::Values(entries) => entries.iter().flatten().map(|e| e.len as usize).sum(),
+            ForwardReply::Meta => usize::from(status),
             _ => 0,
         };
         let control = reply.encode().unwrap();

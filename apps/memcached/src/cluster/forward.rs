@@ -19,7 +19,7 @@ use core::fmt;
 use crate::protocol::common::KEY_MAX_LENGTH;
 
 /// The protocol's version, first byte of every control.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// The largest control either side sends: the Messenger's default limit
 /// (`ebb_messenger::Limits::DEFAULT`), which every node accepts.
@@ -39,6 +39,8 @@ const OP_STORE: u8 = 2;
 const OP_DELETE: u8 = 3;
 const OP_ARITH: u8 = 4;
 const OP_TOUCH: u8 = 5;
+const OP_FLUSH: u8 = 6;
+const OP_META: u8 = 7;
 
 /// How a forwarded store treats an existing item (memcached's commands;
 /// the owner's `Store::set` decides, as for its own clients).
@@ -101,6 +103,9 @@ pub enum Command<'a> {
     },
     /// Delete `key`.
     Delete {
+        /// Delete only an item of this CAS value (the binary protocol's
+        /// delete with a CAS); 0: whatever the item's.
+        cas: u64,
         /// The key.
         key: &'a [u8],
     },
@@ -110,6 +115,11 @@ pub enum Command<'a> {
         incr: bool,
         /// By how much.
         delta: u64,
+        /// Change only an item of this CAS value (binary); 0: any.
+        cas: u64,
+        /// Create a missing item (the binary protocol's incr/decr whose
+        /// expiry is not 0xffffffff); `None`: a miss stays a miss.
+        create: Option<Create>,
         /// The key.
         key: &'a [u8],
     },
@@ -120,6 +130,38 @@ pub enum Command<'a> {
         /// The key.
         key: &'a [u8],
     },
+    /// flush_all: invalidate every item of the owner's store. It names no
+    /// key and is served at any epoch (it only removes values, which is
+    /// never a wrong answer), so that a flush reaches every member even
+    /// while maps change.
+    Flush {
+        /// The delay as the client gave it (0: now; memcached's
+        /// `flush_all [delay]`).
+        delay: i64,
+    },
+    /// A meta command (mg, ms, md, ma, me) for the owner to run as if
+    /// its client had sent it; its reply is the owner's reply bytes
+    /// ([`ForwardReply::Meta`]). The owner finds the key in the line
+    /// itself, and checks it owns it (`meta_forward.rs`).
+    Meta {
+        /// The command line, `m` first, a newline last, at most
+        /// [`META_LINE_MAX`] bytes. The payload is `ms`'s data block.
+        line: &'a [u8],
+    },
+}
+
+/// The longest meta command line forwarded (memcached's request line
+/// limit: `protocol/text/line.rs`'s `LINE_MAX`).
+pub const META_LINE_MAX: usize = 2048;
+
+/// What a forwarded incr/decr creates a missing item with (memcached's
+/// binary incr/decr: an `add` of `initial`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Create {
+    /// The new item's value.
+    pub initial: u64,
+    /// Its expiry time, as the client gave it.
+    pub exptime: i64,
 }
 
 /// A forwarded request: the forwarder's shard map epoch and the command.
@@ -147,8 +189,9 @@ pub struct Entry {
 /// The owner's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ForwardReply {
-    /// Stored.
-    Stored,
+    /// Stored, with the new item's CAS value as the owner shows it (0
+    /// with CAS disabled).
+    Stored(u64),
     /// The store's condition failed.
     NotStored,
     /// A CAS value did not match.
@@ -159,8 +202,18 @@ pub enum ForwardReply {
     Deleted,
     /// Touched.
     Touched,
-    /// incr/decr's new value.
-    Number(u64),
+    /// incr/decr's new value and the item's CAS value as shown.
+    Number {
+        /// The new value.
+        value: u64,
+        /// The item's CAS value (0 with CAS disabled).
+        cas: u64,
+    },
+    /// A flush was carried out.
+    Flushed,
+    /// A meta command's reply: the payload is the bytes the owner's
+    /// handler wrote (none under `q`, when it says nothing).
+    Meta,
     /// A `Get`'s answer, one per key asked, in order (`None`: a miss).
     Values(Vec<Option<Entry>>),
     /// The owner's shard map has another epoch (this one): nothing done.
@@ -222,6 +275,15 @@ pub enum ForwardError {
     },
     /// A get without touch carries an expiry time.
     ExpiryWithoutTouch,
+    /// An incr/decr that creates nothing carries an initial value or an
+    /// expiry time.
+    CreateFieldsWithoutCreate,
+    /// A meta line that is empty, too long, does not start with `m` or
+    /// does not end with a newline.
+    BadMetaLine {
+        /// Its length.
+        len: usize,
+    },
     /// A key of 0 or more than 250 bytes.
     BadKeyLength {
         /// Its length.
@@ -278,6 +340,13 @@ impl fmt::Display for ForwardError {
             ForwardError::ExpiryWithoutTouch => {
                 f.write_str("a get without touch carries an expiry time")
             }
+            ForwardError::BadMetaLine { len } => write!(
+                f,
+                "a meta line of {len} bytes (1 to {META_LINE_MAX}, m first, a newline last)"
+            ),
+            ForwardError::CreateFieldsWithoutCreate => f.write_str(
+                "an incr/decr that creates nothing carries an initial value or an expiry time",
+            ),
             ForwardError::BadKeyLength { len } => {
                 write!(f, "a key of {len} bytes (1 to {KEY_MAX_LENGTH})")
             }
@@ -389,6 +458,22 @@ fn check_key(len: usize) -> Result<(), ForwardError> {
     Ok(())
 }
 
+/// Whether `control` is a request of op `Meta` (served with the whole
+/// server, `meta_forward.rs`), before it is decoded.
+#[must_use]
+pub fn is_meta(control: &[u8]) -> bool {
+    control.get(1) == Some(&OP_META)
+}
+
+fn check_meta_line(line: &[u8]) -> Result<(), ForwardError> {
+    let well_formed =
+        line.len() <= META_LINE_MAX && line.first() == Some(&b'm') && line.last() == Some(&b'\n');
+    if !well_formed {
+        return Err(ForwardError::BadMetaLine { len: line.len() });
+    }
+    Ok(())
+}
+
 fn check_count(count: usize) -> Result<(), ForwardError> {
     if count == 0 || count > MAX_GET_KEYS {
         return Err(ForwardError::KeyCount { count });
@@ -460,20 +545,47 @@ impl<'a> ForwardRequest<'a> {
                 out.extend_from_slice(&cas.to_le_bytes());
                 push_key(&mut out, key)?;
             }
-            Command::Delete { key } => {
+            Command::Delete { cas, key } => {
                 fields(&mut out, OP_DELETE);
+                out.extend_from_slice(&cas.to_le_bytes());
                 push_key(&mut out, key)?;
             }
-            Command::Arith { incr, delta, key } => {
+            Command::Arith {
+                incr,
+                delta,
+                cas,
+                create,
+                key,
+            } => {
                 fields(&mut out, OP_ARITH);
                 out.push(u8::from(*incr));
                 out.extend_from_slice(&delta.to_le_bytes());
+                out.extend_from_slice(&cas.to_le_bytes());
+                out.push(u8::from(create.is_some()));
+                let Create { initial, exptime } = create.unwrap_or(Create {
+                    initial: 0,
+                    exptime: 0,
+                });
+                out.extend_from_slice(&initial.to_le_bytes());
+                out.extend_from_slice(&exptime.to_le_bytes());
                 push_key(&mut out, key)?;
             }
             Command::Touch { exptime, key } => {
                 fields(&mut out, OP_TOUCH);
                 out.extend_from_slice(&exptime.to_le_bytes());
                 push_key(&mut out, key)?;
+            }
+            Command::Flush { delay } => {
+                fields(&mut out, OP_FLUSH);
+                out.extend_from_slice(&delay.to_le_bytes());
+            }
+            Command::Meta { line } => {
+                fields(&mut out, OP_META);
+                check_meta_line(line)?;
+                // At most META_LINE_MAX, checked above.
+                let len = u16::try_from(line.len()).unwrap_or(u16::MAX);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(line);
             }
         }
         checked_len(out)
@@ -519,16 +631,29 @@ impl<'a> ForwardRequest<'a> {
                 }
             }
             OP_DELETE => {
+                let cas = r.u64()?;
                 let key = r.key()?;
                 no_payload(payload_len)?;
-                Command::Delete { key }
+                Command::Delete { cas, key }
             }
             OP_ARITH => {
                 let incr = r.flag("incr")?;
                 let delta = r.u64()?;
+                let cas = r.u64()?;
+                let creates = r.flag("create")?;
+                let (initial, exptime) = (r.u64()?, r.i64()?);
+                if !creates && (initial, exptime) != (0, 0) {
+                    return Err(ForwardError::CreateFieldsWithoutCreate);
+                }
                 let key = r.key()?;
                 no_payload(payload_len)?;
-                Command::Arith { incr, delta, key }
+                Command::Arith {
+                    incr,
+                    delta,
+                    cas,
+                    create: creates.then_some(Create { initial, exptime }),
+                    key,
+                }
             }
             OP_TOUCH => {
                 let exptime = r.i64()?;
@@ -536,19 +661,32 @@ impl<'a> ForwardRequest<'a> {
                 no_payload(payload_len)?;
                 Command::Touch { exptime, key }
             }
+            OP_FLUSH => {
+                let delay = r.i64()?;
+                no_payload(payload_len)?;
+                Command::Flush { delay }
+            }
+            OP_META => {
+                let len = usize::from(r.u16()?);
+                let line = r.take(len)?;
+                check_meta_line(line)?;
+                Command::Meta { line }
+            }
             op => return Err(ForwardError::UnknownOp { op }),
         };
         r.finish()?;
         Ok(ForwardRequest { epoch, command })
     }
 
-    /// The keys the request names.
+    /// The keys the request names (none for a flush).
     #[must_use]
     pub fn keys(&self) -> &[&'a [u8]] {
         match &self.command {
             Command::Get { keys, .. } => keys,
+            // A meta line's key is found by parsing it (`meta_forward.rs`).
+            Command::Flush { .. } | Command::Meta { .. } => &[],
             Command::Store { key, .. }
-            | Command::Delete { key }
+            | Command::Delete { key, .. }
             | Command::Arith { key, .. }
             | Command::Touch { key, .. } => core::slice::from_ref(key),
         }
@@ -601,6 +739,8 @@ const ST_DELETED: u8 = 4;
 const ST_TOUCHED: u8 = 5;
 const ST_NUMBER: u8 = 6;
 const ST_VALUES: u8 = 7;
+const ST_FLUSHED: u8 = 8;
+const ST_META: u8 = 9;
 const ST_WRONG_EPOCH: u8 = 16;
 const ST_NOT_OWNER: u8 = 17;
 const ST_TOO_LARGE: u8 = 18;
@@ -618,15 +758,21 @@ impl ForwardReply {
         let mut out = Vec::with_capacity(16);
         out.push(VERSION);
         match self {
-            ForwardReply::Stored => out.push(ST_STORED),
+            ForwardReply::Stored(cas) => {
+                out.push(ST_STORED);
+                out.extend_from_slice(&cas.to_le_bytes());
+            }
+            ForwardReply::Flushed => out.push(ST_FLUSHED),
+            ForwardReply::Meta => out.push(ST_META),
             ForwardReply::NotStored => out.push(ST_NOT_STORED),
             ForwardReply::Exists => out.push(ST_EXISTS),
             ForwardReply::NotFound => out.push(ST_NOT_FOUND),
             ForwardReply::Deleted => out.push(ST_DELETED),
             ForwardReply::Touched => out.push(ST_TOUCHED),
-            ForwardReply::Number(value) => {
+            ForwardReply::Number { value, cas } => {
                 out.push(ST_NUMBER);
                 out.extend_from_slice(&value.to_le_bytes());
+                out.extend_from_slice(&cas.to_le_bytes());
             }
             ForwardReply::Values(entries) => {
                 out.push(ST_VALUES);
@@ -671,13 +817,22 @@ impl ForwardReply {
     pub fn decode(control: &[u8], payload_len: usize) -> Result<ForwardReply, ForwardError> {
         let mut r = Reader::open(control)?;
         let reply = match r.u8()? {
-            ST_STORED => ForwardReply::Stored,
+            ST_STORED => ForwardReply::Stored(r.u64()?),
+            ST_FLUSHED => ForwardReply::Flushed,
+            ST_META => {
+                // Any payload: the reply's bytes.
+                r.finish()?;
+                return Ok(ForwardReply::Meta);
+            }
             ST_NOT_STORED => ForwardReply::NotStored,
             ST_EXISTS => ForwardReply::Exists,
             ST_NOT_FOUND => ForwardReply::NotFound,
             ST_DELETED => ForwardReply::Deleted,
             ST_TOUCHED => ForwardReply::Touched,
-            ST_NUMBER => ForwardReply::Number(r.u64()?),
+            ST_NUMBER => ForwardReply::Number {
+                value: r.u64()?,
+                cas: r.u64()?,
+            },
             ST_VALUES => {
                 let count = usize::from(r.u16()?);
                 check_count(count)?;
@@ -759,7 +914,10 @@ mod tests {
     fn deviations_are_named() {
         let delete = ForwardRequest {
             epoch: 1,
-            command: Command::Delete { key: b"key" },
+            command: Command::Delete {
+                cas: 0,
+                key: b"key",
+            },
         }
         .encode()
         .unwrap();
@@ -768,10 +926,10 @@ mod tests {
             Err(ForwardError::UnexpectedPayload { len: 1 })
         );
         let mut bad = delete.clone();
-        bad[0] = 2;
+        bad[0] = 3;
         assert_eq!(
             ForwardRequest::decode(&bad, 0),
-            Err(ForwardError::Version { found: 2 })
+            Err(ForwardError::Version { found: 3 })
         );
         bad = delete.clone();
         bad[1] = 9;
@@ -780,7 +938,7 @@ mod tests {
             Err(ForwardError::UnknownOp { op: 9 })
         );
         bad = delete.clone();
-        bad[10] = 0;
+        bad[18] = 0;
         assert_eq!(
             ForwardRequest::decode(&bad, 0),
             Err(ForwardError::BadKeyLength { len: 0 })
@@ -794,7 +952,7 @@ mod tests {
         assert_eq!(
             ForwardRequest::decode(&delete[..12], 0),
             Err(ForwardError::Truncated {
-                needed: 14,
+                needed: 18,
                 available: 12
             })
         );
@@ -812,6 +970,50 @@ mod tests {
             ForwardReply::decode(&[VERSION, 99], 0),
             Err(ForwardError::UnknownStatus { status: 99 })
         );
+    }
+
+    #[test]
+    fn a_flush_and_a_creating_incr_round_trip_and_name_no_key() {
+        let flush = ForwardRequest {
+            epoch: 0,
+            command: Command::Flush { delay: 30 },
+        };
+        let control = flush.encode().unwrap();
+        assert_eq!(ForwardRequest::decode(&control, 0), Ok(flush.clone()));
+        assert!(flush.keys().is_empty());
+        assert_eq!(
+            ForwardRequest::decode(&control, 1),
+            Err(ForwardError::UnexpectedPayload { len: 1 })
+        );
+        let incr = ForwardRequest {
+            epoch: 2,
+            command: Command::Arith {
+                incr: true,
+                delta: 5,
+                cas: 9,
+                create: Some(Create {
+                    initial: 7,
+                    exptime: 60,
+                }),
+                key: b"n",
+            },
+        };
+        let mut control = incr.encode().unwrap();
+        assert_eq!(ForwardRequest::decode(&control, 0), Ok(incr));
+        // The create flag cleared, its fields left: refused, not ignored.
+        control[27] = 0;
+        assert_eq!(
+            ForwardRequest::decode(&control, 0),
+            Err(ForwardError::CreateFieldsWithoutCreate)
+        );
+        for reply in [
+            ForwardReply::Stored(u64::MAX),
+            ForwardReply::Number { value: 3, cas: 4 },
+            ForwardReply::Flushed,
+        ] {
+            let control = reply.encode().unwrap();
+            assert_eq!(ForwardReply::decode(&control, 0), Ok(reply));
+        }
     }
 
     #[test]

@@ -11,11 +11,15 @@
 //! forwarded requests to. The connection's forwarding path and the node
 //! role are built on top.
 
+pub mod binary_forward;
+pub mod binary_route;
 pub mod current;
+pub mod flush;
 pub mod forward;
 pub mod forwarder;
 pub mod hrw;
 pub mod membership;
+pub mod meta_forward;
 pub mod node;
 pub mod route;
 pub mod serve;
@@ -25,7 +29,7 @@ pub mod sweep;
 pub mod text_forward;
 
 pub use forward::{
-    get_batches, Command, Entry, ForwardError, ForwardReply, ForwardRequest, StoreMode,
+    get_batches, Command, Create, Entry, ForwardError, ForwardReply, ForwardRequest, StoreMode,
     MAX_CONTROL_LEN, MAX_GET_KEYS,
 };
 pub use hrw::{owner, score};

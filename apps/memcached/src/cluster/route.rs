@@ -9,8 +9,10 @@
 //! requests for this node's own keys, and malformed ones (the local
 //! handler answers their error without touching the store, exactly as
 //! memcached would), and values over `-I` (refused and swallowed
-//! locally). A store whose value has not all arrived waits for it. Meta
-//! commands with a key are refused ([`META_REFUSED`]).
+//! locally). A store whose value has not all arrived waits for it. The
+//! meta commands mg, ms, md and ma naming another node's key go to its
+//! owner as they are (`meta_forward.rs`); `me` is refused
+//! ([`META_REFUSED`]).
 
 use alloc::vec::Vec;
 
@@ -18,6 +20,7 @@ use ebb_iobuf::{IoBuf, IoChain};
 
 use super::current::View;
 use super::forward::StoreMode;
+use super::meta_forward::meta_key;
 use crate::protocol::common::{key_ok, parse_i32, parse_u32, parse_u64};
 use crate::protocol::text::line::{data_block, Block, Request};
 use crate::protocol::text::tokens::{all_tokens, tokenize};
@@ -40,12 +43,11 @@ pub enum Route {
     },
 }
 
-/// The reply to a meta command on a node of several: meta commands are
-/// not forwarded yet, and answering them from the node's own store could
-/// read a key the node no longer owns before the sweep drops it, or write
-/// one it does not own.
-pub const META_REFUSED: &[u8] =
-    b"SERVER_ERROR meta commands are not served by a node of several yet\r\n";
+/// The reply to `me` (memcached's debug dump of an item) on a node of
+/// several: it is not forwarded, and answering it from the node's own
+/// store could show a key the node no longer owns before the sweep drops
+/// it.
+pub const META_REFUSED: &[u8] = b"SERVER_ERROR me is not served by a node of several\r\n";
 
 /// A request to forward, taken out of the input.
 #[derive(Debug)]
@@ -106,6 +108,20 @@ pub enum TextOp {
         exptime: i64,
         /// The key.
         key: Vec<u8>,
+    },
+    /// flush_all: every node's store (`flush.rs`).
+    Flush {
+        /// The delay as given (0: now).
+        delay: i64,
+    },
+    /// mg, ms, md, ma: run by the owner as sent (`meta_forward.rs`).
+    Meta {
+        /// The key it acts on.
+        key: Vec<u8>,
+        /// The command line, with its newline.
+        line: Vec<u8>,
+        /// ms's data block with its CRLF; empty otherwise.
+        block: IoChain,
     },
 }
 
@@ -252,25 +268,70 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
             };
             forward(op, request.line_end)
         }
-        [b'm', b'g' | b's' | b'd' | b'a' | b'e'] => {
-            let mut consumed = request.line_end;
+        b"flush_all" if (1..=3).contains(&list.len()) => {
+            // As the local handler reads it: `flush_all [delay] [noreply]`
+            // (a bad delay is its CLIENT_ERROR, answered locally).
+            let delay = if list.len() == if tokens.noreply() { 2 } else { 1 } {
+                0
+            } else {
+                match parse_i32(key) {
+                    Some(delay) => i64::from(delay),
+                    None => return Route::Local,
+                }
+            };
+            forward(TextOp::Flush { delay }, request.line_end)
+        }
+        [b'm', b'g' | b's' | b'd' | b'a'] => {
+            let Some(key) = meta_key(&request.line) else {
+                // Its handler answers an error, touching no store.
+                return Route::Local;
+            };
+            if mine(view, &key) {
+                return Route::Local;
+            }
+            let mut block = IoChain::new();
             if command == b"ms" {
-                // Its data block is taken too, once it has all arrived.
-                let Some(len) = parse_u32(tokens.get(2)).and_then(|len| usize::try_from(len).ok())
+                let Some(len) = parse_i32(tokens.get(2)).and_then(|len| usize::try_from(len).ok())
                 else {
                     return Route::Local;
                 };
+                if len > item_size_max {
+                    return Route::Local;
+                }
                 match data_block(input, request.line_end, len + 2) {
                     Block::Incomplete => return Route::Incomplete,
                     Block::Bad => return Route::Local,
-                    Block::Good(_) => consumed += len + 2,
+                    Block::Good(_) => {}
                 }
+                let mut cursor = input.cursor();
+                let copied = cursor
+                    .skip(request.line_end)
+                    .and_then(|()| cursor.read_chain(len + 2))
+                    .and_then(|chain| chain.try_to_iobuf());
+                let Ok(copied) = copied else {
+                    // No memory for the copy: the local handler says so.
+                    return Route::Local;
+                };
+                block = IoChain::from(copied);
             }
-            Route::Refuse {
-                consumed,
-                line: META_REFUSED,
-            }
+            let Ok(line) = input
+                .cursor()
+                .read_chain(request.line_end)
+                .map(|line| line.to_vec())
+            else {
+                return Route::Local;
+            };
+            Route::Forward(Forwarded {
+                consumed: request.line_end + block.len(),
+                // The owner's reply says what q leaves out.
+                noreply: false,
+                op: TextOp::Meta { key, line, block },
+            })
         }
+        [b'm', b'e'] => Route::Refuse {
+            consumed: request.line_end,
+            line: META_REFUSED,
+        },
         _ => Route::Local,
     }
 }

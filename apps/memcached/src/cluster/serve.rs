@@ -11,10 +11,13 @@
 //! store operation run in one event, which the map's adoption waits out
 //! before it sweeps (`sweep.rs`).
 
-use ebb_iobuf::IoChain;
+use alloc::vec::Vec;
+
+use ebb_iobuf::{IoBuf, IoChain};
 
 use super::current::View;
-use super::forward::{Command, Entry, ForwardReply, ForwardRequest, StoreMode};
+use super::forward::{Command, Create, Entry, ForwardReply, ForwardRequest, StoreMode};
+use crate::protocol::common::push_u64;
 use crate::store::{expiry, ArithError, DeleteResult, NewItem, Refused, SetMode, SetResult};
 use crate::Store;
 
@@ -33,6 +36,11 @@ pub fn serve(
     let Ok(request) = ForwardRequest::decode(control, payload.len()) else {
         return (ForwardReply::BadRequest, values);
     };
+    if let Command::Flush { delay } = request.command {
+        // At any epoch: a flush only removes values (`forward.rs`).
+        flush_store(store, delay, now);
+        return (ForwardReply::Flushed, values);
+    }
     let map = view.map();
     if request.epoch != map.epoch() {
         return (ForwardReply::WrongEpoch(map.epoch()), values);
@@ -62,6 +70,11 @@ pub fn serve(
                 .collect();
             ForwardReply::Values(entries)
         }
+        // Served above, at any epoch.
+        Command::Flush { .. } => ForwardReply::Flushed,
+        // Needs the whole server, not only its store: `meta_forward.rs`
+        // serves it (`shard_ebb.rs` hands it there).
+        Command::Meta { .. } => ForwardReply::BadRequest,
         Command::Store {
             mode,
             flags,
@@ -69,17 +82,18 @@ pub fn serve(
             cas,
             key,
         } => store_value(store, now, payload, mode, flags, exptime, cas, key),
-        Command::Delete { key } => match store.delete(key, None, now) {
+        Command::Delete { cas, key } => match store.delete(key, (cas != 0).then_some(cas), now) {
             DeleteResult::Deleted => ForwardReply::Deleted,
             DeleteResult::NotFound => ForwardReply::NotFound,
             DeleteResult::Exists => ForwardReply::Exists,
         },
-        Command::Arith { incr, delta, key } => match store.add_delta(key, incr, delta, 0, now) {
-            Ok(delta) => ForwardReply::Number(delta.value),
-            Err(ArithError::NotFound) => ForwardReply::NotFound,
-            Err(ArithError::NonNumeric) => ForwardReply::NonNumeric,
-            Err(ArithError::Exists) => ForwardReply::Exists,
-        },
+        Command::Arith {
+            incr,
+            delta,
+            cas,
+            create,
+            key,
+        } => arith(store, now, incr, delta, cas, create, key),
         Command::Touch { exptime, key } => match store.touch(key, expiry(exptime, now), now) {
             Some(_) => ForwardReply::Touched,
             None => ForwardReply::NotFound,
@@ -133,11 +147,64 @@ fn store_value(
         allow_stale: false,
     };
     match store.set(mode, key, new, now) {
-        SetResult::Stored(_) => ForwardReply::Stored,
+        SetResult::Stored(cas) => ForwardReply::Stored(store.shown_cas(cas)),
         SetResult::NotStored => ForwardReply::NotStored,
         SetResult::Exists => ForwardReply::Exists,
         SetResult::NotFound => ForwardReply::NotFound,
         SetResult::TooLarge => ForwardReply::TooLarge,
         SetResult::OutOfMemory => ForwardReply::OutOfMemory,
+    }
+}
+
+/// `flush_all [delay]` on `store`, as the text protocol's `flush_all`
+/// does it (`protocol/text/commands.rs`): a delay of 0 or less flushes
+/// now.
+pub fn flush_store(store: &Store, delay: i64, now: u32) {
+    let at = (delay > 0).then(|| expiry(delay, now));
+    store.flush_all(at, now);
+}
+
+/// A forwarded incr/decr, creating a missing item as the binary protocol
+/// does (`protocol/binary.rs`, `arithmetic`: an `add` of the initial
+/// value) when asked to.
+#[allow(clippy::too_many_arguments)]
+fn arith(
+    store: &Store,
+    now: u32,
+    incr: bool,
+    delta: u64,
+    cas: u64,
+    create: Option<Create>,
+    key: &[u8],
+) -> ForwardReply {
+    match store.add_delta(key, incr, delta, cas, now) {
+        Ok(result) => ForwardReply::Number {
+            value: result.value,
+            cas: store.shown_cas(result.cas),
+        },
+        Err(ArithError::NotFound) => {
+            let Some(Create { initial, exptime }) = create else {
+                return ForwardReply::NotFound;
+            };
+            let mut digits = Vec::with_capacity(20);
+            push_u64(&mut digits, initial);
+            let new = NewItem {
+                flags: 0,
+                expires: expiry(exptime, now),
+                value: IoBuf::from_vec(digits),
+                cas: 0,
+                allow_stale: false,
+            };
+            match store.set(SetMode::Add, key, new, now) {
+                SetResult::Stored(cas) => ForwardReply::Number {
+                    value: initial,
+                    cas: store.shown_cas(cas),
+                },
+                SetResult::TooLarge | SetResult::OutOfMemory => ForwardReply::OutOfMemory,
+                _ => ForwardReply::NotStored,
+            }
+        }
+        Err(ArithError::NonNumeric) => ForwardReply::NonNumeric,
+        Err(ArithError::Exists) => ForwardReply::Exists,
     }
 }

@@ -16,6 +16,8 @@ use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{Message, MessageNumber, MessengerRef, Request, Service, ServiceError};
 
 use super::current::CurrentMap;
+use super::forward::is_meta;
+use super::meta_forward::serve_meta;
 use super::serve::serve;
 use crate::Server;
 
@@ -102,13 +104,12 @@ pub fn answer(root: &ShardRoot, request: &Request) -> Result<Message, ServiceErr
     };
     let now = root.server.unix_now();
     let (reply, values) = root.current.view(|view| {
-        serve(
-            &root.server.store,
-            view,
-            now,
-            control,
-            &request.body.payload,
-        )
+        let payload = &request.body.payload;
+        if is_meta(control) {
+            serve_meta(root.server, view, control, payload)
+        } else {
+            serve(&root.server.store, view, now, control, payload)
+        }
     });
     let control = reply
         .encode()

@@ -18,8 +18,10 @@ use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::MessengerRef;
 
 use super::current::CurrentMap;
+use super::flush::{flush_everywhere, text_reply};
 use super::forward::{get_batches, Command, ForwardReply, ForwardRequest};
 use super::forwarder::forward;
+use super::meta_forward::execute_meta;
 use super::route::{Forwarded, TextOp};
 use super::shard_map::{Member, ShardMap};
 use crate::protocol::common::push_u64;
@@ -63,6 +65,13 @@ pub async fn execute(link: &ClusterLink, server: &Server, request: Forwarded) ->
             touch,
             keys,
         } => get(link, server, &map, me, with_cas, touch, &keys).await,
+        TextOp::Meta { key, line, block } => {
+            execute_meta(link, server, &map, &key, &line, block).await
+        }
+        TextOp::Flush { delay } => {
+            let outcome = flush_everywhere(link, server, delay).await;
+            IoChain::from(IoBuf::from_vec(text_reply(outcome)))
+        }
         op => IoChain::from(IoBuf::from_vec(single(link, &map, op).await)),
     };
     if request.noreply {
@@ -93,12 +102,14 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
             },
             IoChain::from(value.clone()),
         ),
-        TextOp::Delete { key } => (key, Command::Delete { key }, IoChain::new()),
+        TextOp::Delete { key } => (key, Command::Delete { cas: 0, key }, IoChain::new()),
         TextOp::Arith { incr, delta, key } => (
             key,
             Command::Arith {
                 incr: *incr,
                 delta: *delta,
+                cas: 0,
+                create: None,
                 key,
             },
             IoChain::new(),
@@ -111,7 +122,9 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
             },
             IoChain::new(),
         ),
-        TextOp::Get { .. } => return NO_OWNER.to_vec(),
+        TextOp::Get { .. } | TextOp::Flush { .. } | TextOp::Meta { .. } => {
+            return NO_OWNER.to_vec()
+        }
     };
     let Some(owner) = map.owner(key) else {
         return NO_OWNER.to_vec();
@@ -130,13 +143,13 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
         command,
     };
     let line: &[u8] = match forward(link.messenger, owner, &request, payload).await {
-        Ok((ForwardReply::Number(value), _)) => {
+        Ok((ForwardReply::Number { value, .. }, _)) => {
             let mut line = Vec::with_capacity(22);
             push_u64(&mut line, value);
             line.extend_from_slice(b"\r\n");
             return line;
         }
-        Ok((ForwardReply::Stored, _)) => b"STORED\r\n",
+        Ok((ForwardReply::Stored(_), _)) => b"STORED\r\n",
         Ok((ForwardReply::NotStored, _)) => b"NOT_STORED\r\n",
         Ok((ForwardReply::Exists, _)) => b"EXISTS\r\n",
         Ok((ForwardReply::NotFound, _)) => b"NOT_FOUND\r\n",
@@ -148,7 +161,14 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
             b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
         }
         Ok((ForwardReply::WrongEpoch(_) | ForwardReply::NotOwner(_), _)) => MAP_CHANGING,
-        Ok((ForwardReply::Values(_) | ForwardReply::BadRequest, _)) | Err(_) => NO_OWNER,
+        Ok((
+            ForwardReply::Values(_)
+            | ForwardReply::Flushed
+            | ForwardReply::Meta
+            | ForwardReply::BadRequest,
+            _,
+        ))
+        | Err(_) => NO_OWNER,
     };
     line.to_vec()
 }

@@ -61,12 +61,15 @@ pub const READ_BUFFER_SIZE: usize = 16384;
 pub const BODY_SLACK: usize = 64 << 10;
 
 /// Expiry value of incr/decr meaning "do not create a missing item".
-const NO_CREATE: u32 = 0xffff_ffff;
+pub const NO_CREATE: u32 = 0xffff_ffff;
 
-/// Writes responses to one request.
-struct Responder {
-    opcode: u8,
-    opaque: [u8; 4],
+/// Writes responses to one request (also a forwarded one's, on a node of
+/// several: `cluster/binary_forward.rs`).
+pub struct Responder {
+    /// The request's opcode, echoed.
+    pub opcode: u8,
+    /// The request's opaque, echoed.
+    pub opaque: [u8; 4],
 }
 
 fn len_u32(len: usize) -> u32 {
@@ -90,7 +93,7 @@ impl Responder {
     }
 
     /// A response whose body is copied (small bodies only).
-    fn send(
+    pub fn send(
         &self,
         out: &mut IoChain,
         status: u16,
@@ -107,24 +110,31 @@ impl Responder {
     }
 
     /// An error with memcached's message for `status`.
-    fn error(&self, out: &mut IoChain, status: u16) {
+    pub fn error(&self, out: &mut IoChain, status: u16) {
         self.send(out, status, 0, &[], &[], message(status));
     }
 
     /// A hit: flags, maybe the key, maybe the value (not copied).
     fn item(&self, out: &mut IoChain, cas: u64, item: &Item, key: &[u8], value: bool) {
-        let value_len = if value { item.value.len() } else { 0 };
+        let value = value.then(|| IoChain::from(item.value.clone()));
+        self.hit(out, cas, item.flags, key, value);
+    }
+
+    /// A hit of an item with `flags`: maybe the key, maybe the value
+    /// (not copied).
+    pub fn hit(&self, out: &mut IoChain, cas: u64, flags: u32, key: &[u8], value: Option<IoChain>) {
+        let value_len = value.as_ref().map_or(0, IoChain::len);
         let mut buf = self.header(STATUS_SUCCESS, cas, 4, key.len(), value_len);
-        buf.put_u32_be(item.flags);
+        buf.put_u32_be(flags);
         buf.extend_from_slice(key);
         out.push_back(buf.freeze());
-        if value {
-            out.push_back(item.value.clone());
+        if let Some(mut value) = value {
+            out.append(&mut value);
         }
     }
 
     /// A miss of GETK/GATK: the key, no message.
-    fn key_miss(&self, out: &mut IoChain, key: &[u8]) {
+    pub fn key_miss(&self, out: &mut IoChain, key: &[u8]) {
         self.send(out, STATUS_KEY_ENOENT, 0, &[], key, &[]);
     }
 }

@@ -10,7 +10,7 @@ mod set;
 
 use alloc::vec::Vec;
 
-use super::common::base64_encode;
+use super::common::{base64_encode, KEY_MAX_LENGTH};
 use super::text::{Reply, Request, Tokens};
 use super::{Context, Outcome};
 
@@ -40,6 +40,27 @@ pub(crate) fn handle(
         _ => reply.string(b"ERROR"),
     }
     done
+}
+
+/// The key meta command `m<which>` (`g`, `s`, `d` or `a`) names in
+/// `tokens`, base64-decoded under `b`, if its handler would act on it;
+/// `None` for a command whose handler answers an error without touching
+/// the store (too few tokens, a key over 250 bytes, too many flags, a bad
+/// flag). A node of several forwards the command to this key's owner
+/// (`cluster/meta_forward.rs`).
+pub fn acted_on_key(which: u8, tokens: &Tokens<'_>) -> Option<Vec<u8>> {
+    let flags_from = match which {
+        b'g' | b'd' | b'a' => 2,
+        b's' => 3,
+        _ => return None,
+    };
+    let n = tokens.count();
+    let key = tokens.get(1);
+    if n < 3 || (which == b's' && n == 3) || n > MAX_OPT_TOKENS || key.len() > KEY_MAX_LENGTH {
+        return None;
+    }
+    let flags = flags::preparse(tokens, flags_from).ok()?;
+    (!flags.key.is_empty() && flags.key.len() <= KEY_MAX_LENGTH).then_some(flags.key)
 }
 
 /// Appends ` k<key>`, base64-encoded with ` b` after it for binary keys.

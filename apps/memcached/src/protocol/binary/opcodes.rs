@@ -94,6 +94,10 @@ pub const STATUS_AUTH_ERROR: u16 = 0x20;
 pub const STATUS_UNKNOWN_COMMAND: u16 = 0x81;
 /// Out of memory.
 pub const STATUS_ENOMEM: u16 = 0x82;
+/// Internal error (on a node of several: another node did not answer).
+pub const STATUS_EINTERNAL: u16 = 0x84;
+/// Temporary failure (on a node of several: the shard map is changing).
+pub const STATUS_ETMPFAIL: u16 = 0x86;
 
 /// The quiet variant's plain opcode and whether it was quiet, as
 /// memcached's `dispatch_bin_command` maps them.
