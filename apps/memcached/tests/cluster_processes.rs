@@ -10,148 +10,26 @@
 //! 2 its keys miss and every other key reads back.
 
 mod cluster_support;
+mod common;
+mod process_cluster;
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
-
-use cluster_support::{
-    key, read_all, ready, start_frontend, stored, value, write_through_first_read_through_others,
-    Client,
-};
-use ebb_core::{GlobalIdMap, InProcessGlobalIdMap, NodeId};
-use memcached::cluster::ShardMap;
+use cluster_support::{key, read_all, ready, value, write_through_first_read_through_others};
+use ebb_core::{GlobalIdMap, NodeId};
+use process_cluster::{map_of, wait_until_served, ProcessCluster};
 
 const NODES: u32 = 3;
 const KEYS: u32 = 10_000;
-const MEMCACHED_BIN: &str = env!("CARGO_BIN_EXE_memcached");
-/// How long the test waits for a node to serve, or the nodes to agree.
-const WITHIN: Duration = Duration::from_secs(60);
-
-/// A node's process, killed when dropped.
-struct KilledOnDrop(Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Connects to `addr` once it answers (the node joined first), unless
-/// `process` ends first.
-fn connect_when_serving(addr: SocketAddr, process: &mut KilledOnDrop) -> Client {
-    let deadline = Instant::now() + WITHIN;
-    loop {
-        if let Some(status) = process.0.try_wait().unwrap() {
-            panic!("the node serving {addr} ended: {status}");
-        }
-        if std::net::TcpStream::connect(addr).is_ok() {
-            let mut client = Client::connect(addr);
-            if client.ask(b"version\r\n").starts_with("VERSION") {
-                return client;
-            }
-        }
-        assert!(Instant::now() < deadline, "{addr} does not serve");
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Waits until the stored map has `members` members.
-fn map_of(map: &InProcessGlobalIdMap, members: usize) -> ShardMap {
-    let deadline = Instant::now() + WITHIN;
-    loop {
-        if let Some(in_force) = stored(map).filter(|m| m.members().len() == members) {
-            return in_force;
-        }
-        assert!(Instant::now() < deadline, "no map of {members} members");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until a set through each client, of a key `map` gives to each
-/// other node (and `before`, if given, gave to a node now gone), is
-/// stored: the two nodes then go by the same map.
-fn wait_until_served(
-    clients: &mut [Client],
-    nodes: &[u32],
-    map: &ShardMap,
-    gone: Option<&ShardMap>,
-) {
-    for (from, client) in clients.iter_mut().enumerate() {
-        for &to in nodes {
-            if to == nodes[from] {
-                continue;
-            }
-            let probe = (0..)
-                .map(|i| format!("probe:{i}").into_bytes())
-                .find(|k| {
-                    map.owner(k).unwrap().node == NodeId(to)
-                        && gone.is_none_or(|g| !nodes.contains(&g.owner(k).unwrap().node.0))
-                })
-                .unwrap();
-            let deadline = Instant::now() + WITHIN;
-            while client.store("set", &probe, b"p", "") != "STORED\r\n" {
-                assert!(
-                    Instant::now() < deadline,
-                    "node {} cannot reach node {to}",
-                    nodes[from]
-                );
-                thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
 
 #[test]
 fn three_node_processes_share_one_cache_and_a_killed_nodes_keys_only_miss() {
-    let map = Arc::new(InProcessGlobalIdMap::new());
-    let frontend = start_frontend(NODES, Arc::clone(&map));
-    let mut ports = Vec::new();
-    let mut processes: Vec<KilledOnDrop> = (1..=NODES)
-        .zip(&frontend.ranges)
-        .map(|(node, ids)| {
-            let port = free_port();
-            ports.push(port);
-            let words = format!(
-                "node={node} frontend={} ebb_ids={}-{} messenger_port={}",
-                frontend.addr,
-                ids.start,
-                ids.end,
-                free_port()
-            );
-            KilledOnDrop(
-                Command::new(MEMCACHED_BIN)
-                    .args(["--cores", "1", "--no-pin", "-l", "127.0.0.1", "-p"])
-                    .arg(port.to_string())
-                    .env("EBB_NODE", &words)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::inherit())
-                    .spawn()
-                    .expect("run memcached"),
-            )
-        })
-        .collect();
-    let mut clients: Vec<Client> = ports
-        .iter()
-        .zip(&mut processes)
-        .map(|(&port, process)| {
-            connect_when_serving(SocketAddr::from(([127, 0, 0, 1], port)), process)
-        })
-        .collect();
-    let three = map_of(&map, 3);
-    wait_until_served(&mut clients, &[1, 2, 3], &three, None);
+    let ProcessCluster {
+        frontend,
+        map,
+        mut processes,
+        mut clients,
+        in_force: three,
+        ..
+    } = ProcessCluster::start(NODES, &[]);
 
     write_through_first_read_through_others(&mut clients, KEYS);
 
