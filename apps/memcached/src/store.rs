@@ -887,6 +887,30 @@ impl Store {
         best.map(|(_, key, cas)| (key, cas))
     }
 
+    /// Removes the entry under `key` whatever it holds, a live item or a
+    /// dead one no lookup has removed yet (not counted as either); whether
+    /// there was one. The cluster's sweep (`cluster/sweep.rs`) drops the
+    /// keys a node gave away with it: a flushed item left in the table
+    /// would come back to life should a later `flush_all` with a delay
+    /// replace the flush that killed it.
+    pub fn forget(&self, key: &[u8]) -> bool {
+        let removed = self.map.update(
+            key,
+            || Box::from(key),
+            |current| match current {
+                Some(entry) => MapUpdate::Remove(Some(self.charge(key, &entry.item))),
+                None => MapUpdate::Keep(None),
+            },
+        );
+        match removed {
+            Some(charge) => {
+                self.remove_charge(charge);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `delete`, optionally only if the CAS value matches.
     pub fn delete(&self, key: &[u8], cas: Option<u64>, now: u32) -> DeleteResult {
         self.update(key, now, |current| match (current, cas) {

@@ -54,9 +54,8 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
         );
 
         let first = map(1, &[1, 2]);
-        let unix_now = || server.unix_now();
         assert_eq!(
-            current.adopt(&server.store, first.clone(), unix_now).await,
+            current.adopt(&server.store, first.clone()).await,
             Ok(Adopted::Swept(0))
         );
         assert_eq!(current.epoch(), 1);
@@ -101,7 +100,7 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
             .count();
         assert!(taken > 0);
         assert_eq!(
-            current.adopt(&server.store, joined.clone(), unix_now).await,
+            current.adopt(&server.store, joined.clone()).await,
             Ok(Adopted::Swept(taken))
         );
         for key in &mine {
@@ -110,7 +109,7 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
         }
         // Not newer: nothing happens.
         assert_eq!(
-            current.adopt(&server.store, first, unix_now).await,
+            current.adopt(&server.store, first).await,
             Ok(Adopted::NotNewer { in_force: 2 })
         );
         assert_eq!(current.read(|map| map.clone()), joined);
@@ -123,9 +122,7 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
             .count();
         assert!(kept > 0);
         assert_eq!(
-            current
-                .adopt(&server.store, map(5, &[1, 2, 3]), unix_now)
-                .await,
+            current.adopt(&server.store, map(5, &[1, 2, 3])).await,
             Ok(Adopted::Swept(kept))
         );
         assert!(mine

@@ -63,9 +63,8 @@ impl TestNode {
     }
 
     async fn adopt(&self, map: memcached::cluster::ShardMap) -> Adopted {
-        let server = self.server;
         self.current
-            .adopt(&server.store, map, || server.unix_now())
+            .adopt(&self.server.store, map)
             .await
             .unwrap()
     }

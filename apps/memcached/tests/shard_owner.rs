@@ -278,10 +278,10 @@ fn a_join_drops_the_keys_the_new_node_took_and_its_loss_gives_misses() {
             .filter(|key| joined.owner(key).unwrap().node == NodeId(3))
             .count();
         assert!((700..1300).contains(&taken), "node 3 took {taken} of 3000");
-        let dropped: usize = [1, 2]
-            .iter()
-            .map(|&node| drop_unowned(&stores[node as usize - 1], &joined, NodeId(node), NOW, 64))
-            .sum();
+        let mut dropped = 0;
+        for node in [1, 2] {
+            dropped += drop_unowned(&stores[node as usize - 1], &joined, NodeId(node), 64).await;
+        }
         assert_eq!(dropped, taken);
         for key in &keys {
             let owner = before.owner(key).unwrap().node.0;
@@ -316,4 +316,81 @@ fn a_join_drops_the_keys_the_new_node_took_and_its_loss_gives_misses() {
 
 fn store_has(store: &Store, key: &[u8]) -> bool {
     store.get(key, NOW).is_some()
+}
+
+/// A key flushed by a delayed `flush_all` that has come is dead, but its
+/// entry stays in the table until a lookup finds it. The sweep drops it
+/// all the same: a later `flush_all` with a delay replaces the flush time,
+/// which would bring the old value back to life on a node that no
+/// longer owns the key (review 17b, finding 7).
+#[test]
+fn the_sweep_drops_dead_entries_that_a_later_delayed_flush_would_revive() {
+    on_a_core(|| async {
+        let joined = map(2, &[1, 2]);
+        let store = Store::new(1 << 20, 1 << 10);
+        let given_away = key_of(&joined, 2, 0);
+        let kept = key_of(&joined, 1, 0);
+        for key in [&given_away, &kept] {
+            let (reply, _) = call(&store, &map(1, &[1]), 1, 1, set(key), b"old");
+            assert!(matches!(reply, ForwardReply::Stored(_)), "{reply:?}");
+        }
+        // Flushed from NOW + 1 on: dead then, still in the table.
+        store.flush_all(Some(NOW + 1), NOW);
+        assert_eq!(store.stats().curr_items, 2);
+        assert_eq!(drop_unowned(&store, &joined, NodeId(1), 64).await, 1);
+        assert_eq!(store.stats().curr_items, 1);
+        // A new delayed flush replaces the one that had come.
+        store.flush_all(Some(NOW + 100), NOW + 2);
+        assert!(
+            store.get(&given_away, NOW + 2).is_none(),
+            "the given-away key came back"
+        );
+        assert!(store.get(&kept, NOW + 2).is_some());
+    });
+}
+
+/// The sweep lets the core's other events run between batches, so a
+/// node with a big table keeps serving its clients while it sweeps
+/// (review 17b, finding 6): a task on the same core sees the store half
+/// swept.
+#[test]
+fn the_sweep_lets_other_events_run_between_batches() {
+    on_a_core(|| async {
+        let joined = map(2, &[1, 2]);
+        let store: &'static Store = Box::leak(Box::new(Store::new(1 << 20, 1 << 10)));
+        let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("k{i}").into_bytes()).collect();
+        for key in &keys {
+            let (reply, _) = call(store, &map(1, &[1]), 1, 1, set(key), b"v");
+            assert!(matches!(reply, ForwardReply::Stored(_)), "{reply:?}");
+        }
+        let foreign = keys
+            .iter()
+            .filter(|key| joined.owner(key).unwrap().node != NodeId(1))
+            .count() as u64;
+        let seen: std::rc::Rc<std::cell::RefCell<Vec<u64>>> = Default::default();
+        let done = std::rc::Rc::new(std::cell::Cell::new(false));
+        let (seen_by_task, done_by_task) = (seen.clone(), done.clone());
+        ebb_event::spawn_task(async move {
+            while !done_by_task.get() {
+                seen_by_task.borrow_mut().push(store.stats().curr_items);
+                ebb_event::yield_now().await;
+            }
+        });
+        let batches = store.walk_len() / 64;
+        assert!(batches > 4, "{batches} batches");
+        let dropped = drop_unowned(store, &joined, NodeId(1), 64).await as u64;
+        done.set(true);
+        assert_eq!(dropped, foreign);
+        let all = keys.len() as u64;
+        let halfway = seen
+            .borrow()
+            .iter()
+            .filter(|&&n| n < all && n > all - foreign)
+            .count();
+        assert!(
+            halfway > 0,
+            "the task never ran while the sweep did: saw {:?}",
+            seen.borrow()
+        );
+    });
 }

@@ -37,7 +37,8 @@ use super::shard_map::ShardMap;
 use super::sweep::drop_unowned;
 use crate::Store;
 
-/// Buckets the sweep reads per read section.
+/// Buckets the sweep reads per read section, and per event: it yields
+/// to the core's other events between batches (`sweep.rs`).
 const SWEEP_BATCH: usize = 256;
 
 /// The most maps a node keeps from before the one in force, for the
@@ -309,18 +310,12 @@ impl CurrentMap {
 
     /// Adopts `next` if it is newer: publishes it, waits for a grace
     /// period, and sweeps from `store` the keys it gives to other nodes,
-    /// or every key when epochs were skipped (`now`: Unix time, for what
-    /// is dead).
+    /// or every key when epochs were skipped.
     ///
     /// # Errors
     ///
     /// Not on a core.
-    pub async fn adopt(
-        &self,
-        store: &Store,
-        next: ShardMap,
-        now: impl Fn() -> u32,
-    ) -> Result<Adopted, EventError> {
+    pub async fn adopt(&self, store: &Store, next: ShardMap) -> Result<Adopted, EventError> {
         let in_force = self.epoch();
         if next.epoch() <= in_force {
             return Ok(Adopted::NotNewer { in_force });
@@ -351,7 +346,9 @@ impl CurrentMap {
         })?;
         self.epoch.store(epoch, Ordering::Release);
         grace_period().await?;
-        let swept = drop_unowned(store, &swept_with, self.me, now(), SWEEP_BATCH);
+        // Requests arriving while the sweep yields are checked against
+        // `next`, already published: see `sweep.rs`.
+        let swept = drop_unowned(store, &swept_with, self.me, SWEEP_BATCH).await;
         self.adopted.store(epoch, Ordering::Release);
         Ok(Adopted::Swept(swept))
     }

@@ -346,10 +346,7 @@ async fn follow(
             // read now and reported by the watch, never missed.
             match reconcile(&*map).await {
                 Ok(in_force) => {
-                    if let Err(error) = current
-                        .adopt(&server.store, in_force, || server.unix_now())
-                        .await
-                    {
+                    if let Err(error) = current.adopt(&server.store, in_force).await {
                         ebb_app::warn!("node {}: adopting the shard map: {error}", current.me());
                     }
                 }

@@ -61,6 +61,21 @@ impl Store {
         });
     }
 
+    /// Calls `visit` with the key of every entry of buckets
+    /// `from..from + count`, live or dead. Outside a core (no read
+    /// section) it visits nothing.
+    pub fn every_key(&self, from: usize, count: usize, mut visit: impl FnMut(&[u8])) {
+        let end = from.saturating_add(count).min(self.map.bucket_count());
+        try_read(|guard| {
+            for bucket in from..end {
+                self.map.for_each_in_bucket(bucket, guard, |key, _| {
+                    visit(key);
+                    true
+                });
+            }
+        });
+    }
+
     /// Removes the dead items of buckets `from..from + count`, counted as
     /// a lookup that finds them counts them; returns how many items the
     /// buckets held.
