@@ -443,6 +443,11 @@ fn not_below_zero(counter: u64) -> u64 {
     }
 }
 
+/// The high bits of a CAS value that name the node that handed it out,
+/// on a node of several ([`Store::number_cas_for_node`]); the low 48
+/// count, which at a million stores a second lasts nine years.
+pub const CAS_NODE_BITS: u32 = 16;
+
 /// The store. Thread-safe; shared by all cores.
 pub struct Store {
     map: RcuHashMap<Box<[u8]>, Entry>,
@@ -670,6 +675,20 @@ impl Store {
 
     fn next_cas(&self) -> u64 {
         self.next_cas.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Numbers every CAS value handed out from now on with `node` in its
+    /// top [`CAS_NODE_BITS`] bits (`node` modulo 2^16), for a node of a
+    /// cache of several (`docs/distributed-memcached.md`, "CAS values"):
+    /// a key that moved to another node gets its new values from that
+    /// node's range, so a client's CAS value from the old owner never
+    /// matches there. Values stay increasing (never below what was handed
+    /// out already), which `flush_all` relies on. A single memcached never
+    /// calls it and numbers from 1, as memcached does.
+    pub fn number_cas_for_node(&self, node: u32) {
+        let node = u64::from(node) & ((1 << CAS_NODE_BITS) - 1);
+        let first = (node << (64 - CAS_NODE_BITS)) | 1;
+        self.next_cas.fetch_max(first, Ordering::Relaxed);
     }
 
     /// The live item under `key` (a reference to its value, not a copy).

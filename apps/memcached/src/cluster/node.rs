@@ -122,6 +122,9 @@ pub async fn try_join(
         alloc::boxed::Box::leak(alloc::boxed::Box::new(CurrentMap::new(node)));
     let shard = ShardEbb::register(shard_id, messenger, server, current)
         .map_err(|error| format!("cannot make Ebb {shard_id} the shard Ebb: {error}"))?;
+    // CAS values name the node that handed them out, so a client's value
+    // from a key's old owner never matches at its new one.
+    server.store.number_cas_for_node(contract.node);
     // From now on the server's connections forward other nodes' keys.
     server
         .cluster

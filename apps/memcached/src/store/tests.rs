@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use ebb_iobuf::IoBuf;
 use proptest::prelude::*;
 
-use super::{item_size, NewItem, SetMode, SetResult, Store, ITEM_OVERHEAD};
+use super::{item_size, NewItem, SetMode, SetResult, Store, CAS_NODE_BITS, ITEM_OVERHEAD};
 
 const NOW: u32 = 1_700_000_000;
 
@@ -288,4 +288,26 @@ fn cache_memlimit_changes_the_limit_the_size_rule_applies() {
     store.set_memory_limit(64 << 10);
     assert_eq!(store.memory_limit(), 64 << 10);
     assert_eq!(store.admit(1, 0, 100_000), Err(super::Refused::NoMemory));
+}
+
+#[test]
+fn a_node_of_several_numbers_cas_values_with_its_id_and_flush_all_still_works() {
+    let store = Store::new(1 << 20, 1 << 10);
+    let before = stored(store.set(SetMode::Set, b"a", new(0, b"1", 0), NOW));
+    assert_eq!(before, 1, "a single memcached numbers from 1");
+    store.number_cas_for_node(3);
+    let first = stored(store.set(SetMode::Set, b"b", new(0, b"2", 0), NOW));
+    assert_eq!(first, (3 << (64 - CAS_NODE_BITS)) | 1);
+    // Never back: asked again, numbering goes on.
+    store.number_cas_for_node(3);
+    let second = stored(store.set(SetMode::Set, b"c", new(0, b"3", 0), NOW));
+    assert_eq!(second, first + 1);
+    // flush_all invalidates what was stored before it, across the switch.
+    store.flush_all(None, NOW);
+    for key in [&b"a"[..], b"b", b"c"] {
+        assert_eq!(value_of(&store, key), None);
+    }
+    let after = stored(store.set(SetMode::Set, b"d", new(0, b"4", 0), NOW));
+    assert_eq!(value_of(&store, b"d"), Some(b"4".to_vec()));
+    assert_eq!(after >> (64 - CAS_NODE_BITS), 3);
 }
