@@ -4,7 +4,7 @@ use alloc::boxed::Box;
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use core::cell::RefCell;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ebb_core::{EbbError, Multicore};
 use ebb_event::Instant;
@@ -48,6 +48,10 @@ pub struct Server {
     /// its connections then forward requests for other nodes' keys.
     /// Never set on a single node, whose request path does not change.
     pub cluster: spin::Once<ClusterLink>,
+    /// The most input bytes one connection has held at once (copied out
+    /// of the receive buffers, `Connection::hold_rest`): what tests check
+    /// that a client that pipelines without reading cannot grow.
+    pub held_input_peak: AtomicUsize,
 }
 
 impl Server {
@@ -67,6 +71,7 @@ impl Server {
             started_mono: ebb_event::now(),
             connections: AtomicU64::new(0),
             cluster: spin::Once::new(),
+            held_input_peak: AtomicUsize::new(0),
         })))
     }
 
@@ -208,6 +213,8 @@ impl Connection {
                         if self.input.trim_front(forwarded.consumed).is_err() {
                             self.input.clear();
                         }
+                        self.discarding = forwarded.op.discard();
+                        self.discard_arrived();
                         self.pending = Some(Pending::Text(forwarded));
                         break;
                     }
@@ -257,6 +264,12 @@ impl Connection {
         self.expected = ctx.expected;
         self.reserved = ctx.reserved;
         self.hold_rest();
+        // Read first: the shared line is written only by a new peak.
+        if self.held > self.server.held_input_peak.load(Ordering::Relaxed) {
+            self.server
+                .held_input_peak
+                .fetch_max(self.held, Ordering::Relaxed);
+        }
         if !self.send_batch(conn, &mut out, counters) {
             return;
         }
@@ -364,10 +377,24 @@ impl Connection {
                 return;
             }
         }
-        if !self.paused {
+        self.process(conn);
+        self.resume_if_idle(conn);
+    }
+
+    /// Resumes receiving unless the connection has what it needs to go on
+    /// without: a forwarded request on its way or taken out of the input
+    /// (the next complete request held already), replies the client has
+    /// not read (`paused`), or an end. Called only after the held input
+    /// was processed: receiving resumed and stopped again within one
+    /// event still takes in what the platform's receive had read by then
+    /// (a multishot receive's completions in flight), and doing that once
+    /// per forwarded request let a pipelining client's input pile up
+    /// (review 17b, finding 4).
+    fn resume_if_idle(&mut self, conn: &TcpConnection) {
+        let busy = self.forwarding || self.pending.is_some();
+        if !busy && !self.paused && !self.closing && self.watcher.is_none() {
             conn.resume_receive();
         }
-        self.process(conn);
     }
 
     /// Ends this connection's watching, if it watches.
@@ -429,8 +456,12 @@ impl TcpHandler for Connection {
     fn on_send_credit(&mut self, conn: &TcpConnection) {
         if self.paused {
             self.paused = false;
-            conn.resume_receive();
             self.process(conn);
+            // While a forwarded request is on its way, receiving stays
+            // stopped: the requests behind it wait in the input, which
+            // would otherwise grow with all the client sends; the
+            // forward's completion resumes (`forward_done`).
+            self.resume_if_idle(conn);
         }
     }
 

@@ -63,10 +63,7 @@ impl TestNode {
     }
 
     async fn adopt(&self, map: memcached::cluster::ShardMap) -> Adopted {
-        self.current
-            .adopt(&self.server.store, map)
-            .await
-            .unwrap()
+        self.current.adopt(&self.server.store, map).await.unwrap()
     }
 }
 

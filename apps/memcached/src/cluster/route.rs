@@ -9,9 +9,12 @@
 //! requests for this node's own keys, and malformed ones (the local
 //! handler answers their error without touching the store, exactly as
 //! memcached would), and values over `-I` (refused and swallowed
-//! locally). A store whose value has not all arrived waits for it. The
-//! meta commands mg, ms, md and ma naming another node's key go to its
-//! owner as they are (`meta_forward.rs`); `me` is refused
+//! locally), except a `set`'s: a single memcached refusing it drops the
+//! old item (`refuse` in protocol/text/storage.rs), so the owner is sent
+//! a delete ([`TextOp::RefusedSet`]). A store whose value has not all
+//! arrived waits for it. The meta commands mg, ms, md and ma naming
+//! another node's key go to its owner as they are (`meta_forward.rs`);
+//! `me` is refused
 //! ([`META_REFUSED`]).
 
 use alloc::vec::Vec;
@@ -123,6 +126,27 @@ pub enum TextOp {
         /// ms's data block with its CRLF; empty otherwise.
         block: IoChain,
     },
+    /// A set refused for its value's size (over `-I`, not read): the
+    /// owner deletes the key, as a single memcached drops the old item,
+    /// and the client gets memcached's "too large" error.
+    RefusedSet {
+        /// The key.
+        key: Vec<u8>,
+        /// The value's bytes and its CRLF, thrown away as they arrive.
+        discard: usize,
+    },
+}
+
+impl TextOp {
+    /// Input bytes after the request to throw away as they arrive (a
+    /// refused set's data block).
+    #[must_use]
+    pub fn discard(&self) -> usize {
+        match self {
+            TextOp::RefusedSet { discard, .. } => *discard,
+            _ => 0,
+        }
+    }
 }
 
 /// Whether this node serves `key` from its store now (a key it owns but
@@ -212,7 +236,17 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
                 return Route::Local;
             };
             if len > item_size_max {
-                return Route::Local;
+                // A length memcached calls bad format is the local
+                // handler's to answer.
+                let bad_format = len > usize::try_from(i32::MAX - 2).unwrap_or(0);
+                if mode != StoreMode::Set || bad_format {
+                    return Route::Local;
+                }
+                let op = TextOp::RefusedSet {
+                    key: key.to_vec(),
+                    discard: len + 2,
+                };
+                return forward(op, request.line_end);
             }
             let value = match data_block(input, request.line_end, len + 2) {
                 Block::Incomplete => return Route::Incomplete,

@@ -116,10 +116,20 @@ fn store_value(
     cas: u64,
     key: &[u8],
 ) -> ForwardReply {
-    match store.admit(key.len(), flags, payload.len()) {
-        Err(Refused::TooLarge) => return ForwardReply::TooLarge,
-        Err(Refused::NoMemory) => return ForwardReply::OutOfMemory,
-        Ok(()) => {}
+    // As a single memcached refuses (`refuse` in
+    // protocol/text/storage.rs): a refused set drops the old item, so
+    // that a client never reads the value it meant to replace.
+    let refuse = |refused| {
+        if mode == StoreMode::Set {
+            store.delete(key, None, now);
+        }
+        match refused {
+            Refused::TooLarge => ForwardReply::TooLarge,
+            Refused::NoMemory => ForwardReply::OutOfMemory,
+        }
+    };
+    if let Err(refused) = store.admit(key.len(), flags, payload.len()) {
+        return refuse(refused);
     }
     let value = match payload.try_to_iobuf() {
         Ok(value) => value,
@@ -127,7 +137,7 @@ fn store_value(
             store.evict_for_allocation(now);
             match payload.try_to_iobuf() {
                 Ok(value) => value,
-                Err(_) => return ForwardReply::OutOfMemory,
+                Err(_) => return refuse(Refused::NoMemory),
             }
         }
     };

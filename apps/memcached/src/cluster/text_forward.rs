@@ -8,7 +8,10 @@
 //! the client's order of keys. A call that fails, or an owner that
 //! refuses (another epoch, not the owner), makes its keys misses: a miss
 //! is always a correct answer from a cache. A write that gets no answer
-//! from its owner is a `SERVER_ERROR`; it was not applied elsewhere.
+//! from its owner (none within `forwarder::FORWARD_TIME_LIMIT`, among
+//! other failures) is a `SERVER_ERROR` naming the owner; it was not
+//! applied elsewhere. Either way the connection goes on with its next
+//! request.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -36,8 +39,10 @@ pub struct ClusterLink {
     pub current: &'static CurrentMap,
 }
 
-/// The reply to a write whose owner gave no usable answer.
-const NO_OWNER: &[u8] = b"SERVER_ERROR the key's owner node did not answer\r\n";
+/// The reply to a write when no node owns its key (no map yet).
+const NO_OWNER: &[u8] = b"SERVER_ERROR the key has no owner node yet\r\n";
+/// The reply to a set refused for its size, as a single memcached's.
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 /// The reply to a write the owner refused because the maps disagree, or
 /// this node's own key it does not serve until the others adopted the
 /// map that gave it the key (the handover fence, `current.rs`).
@@ -72,7 +77,7 @@ pub async fn execute(link: &ClusterLink, server: &Server, request: Forwarded) ->
             let outcome = flush_everywhere(link, server, delay).await;
             IoChain::from(IoBuf::from_vec(text_reply(outcome)))
         }
-        op => IoChain::from(IoBuf::from_vec(single(link, &map, op).await)),
+        op => IoChain::from(IoBuf::from_vec(single(link, server, &map, op).await)),
     };
     if request.noreply {
         IoChain::new()
@@ -82,7 +87,7 @@ pub async fn execute(link: &ClusterLink, server: &Server, request: Forwarded) ->
 }
 
 /// A single-key command: its reply line.
-async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
+async fn single(link: &ClusterLink, server: &Server, map: &ShardMap, op: TextOp) -> Vec<u8> {
     let (key, command, payload) = match &op {
         TextOp::Store {
             mode,
@@ -122,15 +127,23 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
             },
             IoChain::new(),
         ),
+        TextOp::RefusedSet { key, .. } => (key, Command::Delete { cas: 0, key }, IoChain::new()),
         TextOp::Get { .. } | TextOp::Flush { .. } | TextOp::Meta { .. } => {
             return NO_OWNER.to_vec()
         }
     };
+    let refused_set = matches!(op, TextOp::RefusedSet { .. });
     let Some(owner) = map.owner(key) else {
         return NO_OWNER.to_vec();
     };
     if owner.node == link.current.me() {
-        // Routed here because this node is fenced from its own key.
+        // Routed here because this node is fenced from its own key. A
+        // set refused for its size still drops the old item, as on a
+        // single memcached: deleting only ever makes a miss.
+        if refused_set {
+            server.store.delete(key, None, server.unix_now());
+            return TOO_LARGE.to_vec();
+        }
         let fence = if link.current.view(|view| view.lease_live()) {
             MAP_CHANGING
         } else {
@@ -143,6 +156,8 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
         command,
     };
     let line: &[u8] = match forward(link.messenger, owner, &request, payload).await {
+        // The old item is gone at the owner: the refusal's reply.
+        Ok((ForwardReply::Deleted | ForwardReply::NotFound, _)) if refused_set => TOO_LARGE,
         Ok((ForwardReply::Number { value, .. }, _)) => {
             let mut line = Vec::with_capacity(22);
             push_u64(&mut line, value);
@@ -155,7 +170,7 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
         Ok((ForwardReply::NotFound, _)) => b"NOT_FOUND\r\n",
         Ok((ForwardReply::Deleted, _)) => b"DELETED\r\n",
         Ok((ForwardReply::Touched, _)) => b"TOUCHED\r\n",
-        Ok((ForwardReply::TooLarge, _)) => b"SERVER_ERROR object too large for cache\r\n",
+        Ok((ForwardReply::TooLarge, _)) => TOO_LARGE,
         Ok((ForwardReply::OutOfMemory, _)) => b"SERVER_ERROR out of memory storing object\r\n",
         Ok((ForwardReply::NonNumeric, _)) => {
             b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
@@ -168,9 +183,20 @@ async fn single(link: &ClusterLink, map: &ShardMap, op: TextOp) -> Vec<u8> {
             | ForwardReply::BadRequest,
             _,
         ))
-        | Err(_) => NO_OWNER,
+        | Err(_) => {
+            return owner_silent(owner);
+        }
     };
     line.to_vec()
+}
+
+/// The reply to a write whose owner gave no usable answer: it names the
+/// owner, so an operator knows which node to look at.
+fn owner_silent(owner: Member) -> Vec<u8> {
+    let mut line = b"SERVER_ERROR the key's owner, node ".to_vec();
+    push_u64(&mut line, u64::from(owner.node.0));
+    line.extend_from_slice(b", did not answer\r\n");
+    line
 }
 
 /// A multiget: local keys from the store, the others from their owners,

@@ -93,6 +93,8 @@ pub struct JoinedNode {
     pub lease: Lease,
     /// Where it serves memcached clients.
     pub clients: SocketAddr,
+    /// Its server, for what tests check of it.
+    pub server: &'static Server,
 }
 
 /// Node `node`, on its own thread, joined as its contract says; it runs
@@ -136,6 +138,7 @@ pub fn start_node_over(
                     current: node_joined.current,
                     lease: node_joined.lease,
                     clients,
+                    server,
                 })
                 .unwrap();
         },

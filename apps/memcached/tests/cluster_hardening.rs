@@ -1,0 +1,265 @@
+//! Requests through a node that does not own their key, at the edges a
+//! single memcached handles in one place (review 17b, findings 3, 4, 5
+//! and 8), on nodes and a frontend in one process (`cluster_support`):
+//! - a set refused for its size drops the owner's old value, as a single
+//!   memcached drops it, whether the node refuses it (over `-I`, not
+//!   forwarded) or the owner does;
+//! - CAS values name the node that handed them out;
+//! - a client that pipelines sets of other nodes' keys without reading
+//!   its replies cannot make the node hold more and more of its input;
+//! - an owner that never answers costs a get a miss and a write a
+//!   `SERVER_ERROR` naming it, within the forwarding time limit, and the
+//!   connection goes on with its next request.
+
+mod cluster_support;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::ops::Range;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+
+use cluster_support::{node_config, wait_for_agreement, Client, JoinedNode, TestCluster};
+use ebb_core::{EbbId, GlobalIdMap, InProcessGlobalIdMap, NodeId};
+use ebb_event::Sender;
+use ebb_hosted::net::{BUFFER_COUNT, BUFFER_SIZE};
+use ebb_hosted::node_thread::start_node as start_hosted_node;
+use ebb_messenger::{
+    acceptor, announce, create_messenger, Answer, Message, MessengerSettings, NodeEntry, Request,
+    Service, ServiceError,
+};
+use memcached::cluster::membership::{publish_adopted, register};
+use memcached::cluster::node::LEASE_TTL;
+use memcached::cluster::{Member, ShardMap};
+use memcached::store::CAS_NODE_BITS;
+
+const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";
+
+/// Nodes 1 and 2 of a cache, agreed on their map.
+fn two_nodes() -> (TestCluster, [Sender<()>; 2], [JoinedNode; 2], ShardMap) {
+    let map = Arc::new(InProcessGlobalIdMap::new());
+    TestCluster::two_nodes(2, &map, Arc::clone(&map) as Arc<dyn GlobalIdMap>)
+}
+
+/// The first key named `prefix:i` that `map` gives to `node`.
+fn key_of(map: &ShardMap, node: u32, prefix: &str) -> Vec<u8> {
+    (0..)
+        .map(|i| format!("{prefix}:{i}").into_bytes())
+        .find(|key| map.owner(key).unwrap().node == NodeId(node))
+        .unwrap()
+}
+
+#[test]
+fn a_set_refused_for_its_size_drops_the_owners_old_value() {
+    let (cluster, stops, nodes, map) = two_nodes();
+    let mut asked = Client::connect(nodes[0].clients);
+    let mut owner = Client::connect(nodes[1].clients);
+    let key = key_of(&map, 2, "big");
+    let one = std::slice::from_ref(&key);
+    // Over -I (1 MiB): refused by the node asked, its data thrown away.
+    let over = vec![b'x'; (1 << 20) + 1];
+    // Within -I by length, too large by memcached's measure of an item
+    // (header, key, flags, CAS): refused by the owner.
+    let measured_over = vec![b'y'; (1 << 20) - 8];
+    for value in [&over, &measured_over] {
+        assert_eq!(asked.store("set", &key, b"old", ""), "STORED\r\n");
+        assert_eq!(asked.store("set", &key, value, ""), TOO_LARGE);
+        assert!(asked.get("get", one).is_empty(), "the old value is read");
+        assert!(owner.get("get", one).is_empty(), "the old value is read");
+    }
+    // noreply: no reply, and the old value is gone all the same.
+    assert_eq!(asked.store("set", &key, b"old", ""), "STORED\r\n");
+    let line = format!(" 7 0 {} noreply\r\n", over.len());
+    let quiet = [
+        b"set ",
+        &key[..],
+        line.as_bytes(),
+        &over,
+        b"\r\nget ",
+        &key,
+        b"\r\n",
+    ]
+    .concat();
+    assert_eq!(asked.ask(&quiet), "END\r\n");
+    assert!(owner.get("get", one).is_empty(), "the old value is read");
+    // Other store commands refused for size leave the value, as on a
+    // single memcached.
+    assert_eq!(asked.store("set", &key, b"kept", ""), "STORED\r\n");
+    assert_eq!(asked.store("append", &key, &over, ""), TOO_LARGE);
+    assert_eq!(owner.get("get", one)[0].1, b"kept");
+    cluster.stop(stops);
+}
+
+#[test]
+fn cas_values_name_the_node_that_handed_them_out() {
+    let (cluster, stops, nodes, map) = two_nodes();
+    let mut client = Client::connect(nodes[0].clients);
+    let keys = [key_of(&map, 1, "cas"), key_of(&map, 2, "cas")];
+    for key in &keys {
+        assert_eq!(client.store("set", key, b"v", ""), "STORED\r\n");
+    }
+    let found = client.get("gets", &keys);
+    assert_eq!(found.len(), 2);
+    for (node, (_, _, cas)) in [1u64, 2].into_iter().zip(&found) {
+        let cas = cas.unwrap();
+        assert_eq!(cas >> (64 - CAS_NODE_BITS), node, "cas {cas:#x}");
+    }
+    // So node 1's value never matches a key node 2 owns.
+    let stale = found[0].2.unwrap();
+    let own = found[1].2.unwrap();
+    assert_ne!(stale, own);
+    assert_eq!(
+        client.store("cas", &keys[1], b"w", &format!(" {stale}")),
+        "EXISTS\r\n"
+    );
+    cluster.stop(stops);
+}
+
+/// Sets of 8 KiB values for node 2's keys, each behind a get of a value
+/// big enough that the replies run the node's send credit out again and
+/// again, sent through node 1 by one thread while another reads the
+/// replies.
+const PIPELINED: usize = 2_000;
+const SET_VALUE: usize = 8 << 10;
+const GOT_VALUE: usize = 64 << 10;
+
+#[test]
+fn pipelining_other_nodes_keys_without_reading_holds_bounded_input() {
+    let (cluster, stops, nodes, map) = two_nodes();
+    let mut client = Client::connect(nodes[0].clients);
+    let big = key_of(&map, 2, "got");
+    assert_eq!(
+        client.store("set", &big, &vec![b'g'; GOT_VALUE], ""),
+        "STORED\r\n"
+    );
+    let mut request = Vec::new();
+    for i in 0..PIPELINED {
+        let key = key_of(&map, 2, &format!("piped{i}"));
+        request.extend_from_slice(b"get ");
+        request.extend_from_slice(&big);
+        request.extend_from_slice(b"\r\nset ");
+        request.extend_from_slice(&key);
+        request.extend_from_slice(format!(" 7 0 {SET_VALUE}\r\n").as_bytes());
+        request.extend_from_slice(&vec![b's'; SET_VALUE]);
+        request.extend_from_slice(b"\r\n");
+    }
+    let sent = request.len();
+    let mut writer = client.writer.try_clone().unwrap();
+    let writing = thread::spawn(move || writer.write_all(&request));
+    // What each pair is answered with.
+    let reply_len = format!("VALUE {} 7 {GOT_VALUE}\r\n", String::from_utf8_lossy(&big)).len()
+        + GOT_VALUE
+        + "\r\nEND\r\nSTORED\r\n".len();
+    let mut replies = vec![0; reply_len];
+    for i in 0..PIPELINED {
+        client
+            .reader
+            .read_exact(&mut replies)
+            .unwrap_or_else(|error| panic!("reply {i}: {error}"));
+        assert!(replies.ends_with(b"\r\nEND\r\nSTORED\r\n"), "reply {i}");
+    }
+    writing.join().unwrap().expect("the requests are sent");
+    let peak = nodes[0].server.held_input_peak.load(Ordering::Relaxed);
+    println!("sent {sent} bytes; node 1 held at most {peak} at once");
+    // Receiving stops while a request is forwarded, and resumes only when
+    // no complete request is held: what is held is what the platform had
+    // read when receiving stopped (at most its receive ring, 4 MiB, per
+    // loop turn: a turn or two), never what the client sent.
+    let ring = usize::from(BUFFER_COUNT) * BUFFER_SIZE;
+    assert!(sent > 3 * ring, "send more than the bound");
+    assert!(
+        peak < 2 * ring,
+        "node 1 held {peak} of {sent} bytes at once"
+    );
+    cluster.stop(stops);
+}
+
+/// A shard Ebb that takes every call and never answers: a node that froze
+/// while handling it.
+struct Silent;
+
+impl Service for Silent {
+    fn handle(&self, _: Request) -> Result<Message, ServiceError> {
+        Err(ServiceError::UnknownMessage)
+    }
+
+    fn answer(&self, _: Request) -> Answer {
+        Answer::Later(Box::pin(std::future::pending()))
+    }
+}
+
+/// Node `node`, a member of the cache whose shard Ebb is [`Silent`]; it
+/// runs until the returned sender is used (or dropped).
+fn start_silent_member(
+    node: u32,
+    frontend: SocketAddrV4,
+    ids: Range<u32>,
+    map: Arc<InProcessGlobalIdMap>,
+) -> Sender<()> {
+    start_hosted_node(
+        node_config(),
+        node,
+        frontend,
+        ids,
+        move |contract| async move {
+            let me = NodeId(contract.node);
+            let messenger = create_messenger(MessengerSettings::new(me)).unwrap();
+            let shard = EbbId::new(contract.ebb_ids_start).unwrap();
+            let rep = messenger.get().unwrap();
+            rep.local().register(shard, Rc::new(Silent));
+            let listening =
+                ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
+            let entry = NodeEntry {
+                node: me,
+                addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, listening.port()),
+                cores: 1,
+            };
+            announce(rep, SocketAddr::V4(contract.frontend), entry)
+                .await
+                .expect("the frontend hears the silent member");
+            let lease = map.grant_lease(LEASE_TTL).await.unwrap();
+            let member = Member {
+                node: me,
+                shard_ebb: contract.ebb_ids_start,
+            };
+            register(&*map, member, lease).await.unwrap();
+            // It serves no key under any map: a promise no map is older
+            // than, so the handover fence waits for it on nothing.
+            publish_adopted(&*map, me, u64::MAX, lease).await.unwrap();
+        },
+    )
+}
+
+#[test]
+fn an_owner_that_never_answers_costs_a_miss_or_an_error_naming_it() {
+    let cluster = TestCluster::start(2);
+    let (stop_1, node_1) = cluster.join(1);
+    let ids = cluster.frontend.ranges[1].clone();
+    let silent = start_silent_member(2, cluster.frontend.addr, ids, Arc::clone(&cluster.map));
+    let map = wait_for_agreement(&cluster.map, &[&node_1], 2);
+    let mut client = Client::connect(node_1.clients);
+    let (held, mine) = (key_of(&map, 2, "held"), key_of(&map, 1, "mine"));
+    assert_eq!(client.store("set", &mine, b"here", ""), "STORED\r\n");
+    // A get of a silent owner's key is a miss; of several keys, the
+    // others still come.
+    assert!(client.get("get", std::slice::from_ref(&held)).is_empty());
+    let found = client.get("get", &[held.clone(), mine.clone()]);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].0.as_slice(), found[0].1.as_slice()),
+        (mine.as_slice(), &b"here"[..])
+    );
+    // A write is an error naming the owner; the requests pipelined behind
+    // it are answered after it, in order.
+    let pipelined = [b"set ", &held[..], b" 7 0 1\r\nv\r\nget ", &mine, b"\r\n"].concat();
+    assert_eq!(
+        client.ask(&pipelined),
+        "SERVER_ERROR the key's owner, node 2, did not answer\r\n"
+    );
+    assert!(client.line().starts_with("VALUE "));
+    assert_eq!(client.line(), "here\r\n");
+    assert_eq!(client.line(), "END\r\n");
+    cluster.stop([stop_1, silent]);
+}
