@@ -81,6 +81,15 @@ pub enum ClusterCommand {
     /// console says `APP: ready:`. Runs until Ctrl-C, SIGTERM or `./ebb cluster down`, then
     /// stops the nodes and deletes the namespace. Needs root (namespace, bridge, TAP devices).
     Up(UpOptions),
+    /// Add N native nodes to the running cluster (`up` of an application with `node = true`).
+    ///
+    /// The running `./ebb cluster up` boots them as it booted the others (same cores, memory
+    /// and arguments), each with its boot contract; prints their ready lines and the table.
+    Add {
+        /// How many nodes to add.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=253))]
+        nodes: u16,
+    },
     /// Print the running cluster's node table (id, address, cores, memory, state).
     Ps,
     /// Print node NODE's console (also after the cluster stopped, until the next `up`).
@@ -482,6 +491,22 @@ mod tests {
             Ok(Some(Command::Cluster {
                 action: ClusterCommand::Logs { node: 2 }
             }))
+        );
+        assert_eq!(
+            parse(&["cluster", "add"]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Add { nodes: 1 }
+            }))
+        );
+        assert_eq!(
+            parse(&["cluster", "add", "--nodes", "2"]),
+            Ok(Some(Command::Cluster {
+                action: ClusterCommand::Add { nodes: 2 }
+            }))
+        );
+        assert_eq!(
+            parse(&["cluster", "add", "--nodes", "0"]),
+            Err(ErrorKind::ValueValidation)
         );
         assert_eq!(
             parse(&["cluster", "ps"]),

@@ -177,6 +177,7 @@ fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, 
             stop::watch(&[stop::SIGTERM, stop::SIGINT, stop::SIGHUP, stop::SIGQUIT]);
             cluster::up(root, &options)
         }
+        cli::ClusterCommand::Add { nodes } => cluster::add(root, nodes),
         cli::ClusterCommand::Ps => cluster::ps(root),
         cli::ClusterCommand::Logs { node } => cluster::logs(root, node),
         cli::ClusterCommand::Down => cluster::down(root),

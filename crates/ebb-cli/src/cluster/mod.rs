@@ -15,10 +15,13 @@
 //!   line. With the frontend runtime, `--etcd` says where the global id
 //!   map lives (`start`, the default: a private etcd inside the
 //!   namespace; `HOST:PORT`; `none`: in process).
+//! - `add [--nodes N]` asks a running `up` of an application whose nodes
+//!   take a boot contract for N more nodes ([`add_request`]);
 //! - `ps`, `logs NODE` and `down` read the state file `up` keeps
 //!   ([`state`]); `down` sends `up` a SIGTERM and cleans up after a
 //!   frontend that is gone.
 
+pub mod add_request;
 pub mod frontend_program;
 pub mod lock;
 pub mod messenger_up;
@@ -272,6 +275,48 @@ impl<R: Readiness> Readiness for UntilStopped<R> {
                 outcome => return outcome,
             }
         }
+    }
+}
+
+/// `./ebb cluster add --nodes N`: N more nodes for the running cluster,
+/// booted by its `up` (which the request reaches through the state
+/// directory); prints their ready lines and the node table.
+pub fn add(root: &Path, nodes: u16) -> Result<u8, String> {
+    let dir = state::dir(root);
+    let Some(cluster) = ClusterState::read(&dir).map_err(|e| e.to_string())? else {
+        return Err("no cluster is running (./ebb cluster up APP --nodes N starts one)".to_owned());
+    };
+    if !cluster.frontend_alive() {
+        return Err(format!(
+            "the cluster of {}'s frontend (process {}) is gone: ./ebb cluster down cleans up",
+            cluster.app, cluster.frontend.pid
+        ));
+    }
+    if frontend_program::package(root, &cluster.app).is_some()
+        || !messenger_up::takes_boot_contract(root, &cluster.app)
+    {
+        return Err(format!(
+            "./ebb cluster add adds nodes to a cluster `up` runs the frontend runtime for (an \
+             application with `node = true` under [package.metadata.ebb] and no frontend \
+             program); '{}' is not one",
+            cluster.app
+        ));
+    }
+    let answer = add_request::send(&dir, std::process::id(), nodes)?;
+    eprintln!(
+        "ebb: asked the cluster of {} (process {}) for {nodes} more node{}...",
+        cluster.app,
+        cluster.frontend.pid,
+        if nodes == 1 { "" } else { "s" }
+    );
+    let deadline = Instant::now() + add_request::ANSWER_WITHIN;
+    let (added, text) =
+        add_request::wait_for_answer(&answer, deadline, || cluster.frontend_alive())?;
+    if added {
+        print!("{text}");
+        Ok(0)
+    } else {
+        Err(text.trim_end().to_owned())
     }
 }
 
