@@ -5,7 +5,9 @@
 //! `ip` and QEMU (skipped otherwise): three native echo nodes in one
 //! namespace all become ready and answer over TCP from the frontend's
 //! address; `kill -9` of one QEMU makes that node lost while the others
-//! stay ready and answering; `./ebb cluster down` stops the cluster, and
+//! stay ready and answering; `./ebb cluster add` has the running `up`
+//! boot node 4, which becomes ready and answers (and `add` without a
+//! cluster says none runs); `./ebb cluster down` stops the cluster, and
 //! afterwards no namespace, bridge, TAP device or QEMU process of it is
 //! left; a frontend killed with SIGKILL takes its QEMUs with it, and
 //! `down` deletes the namespace it left; a Ctrl-C (or a closed
@@ -296,6 +298,21 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
         "a lost node does not answer"
     );
 
+    // `add` has the running `up` boot one more node: node 4, ready and
+    // answering; its ready line and the table are printed.
+    let add = ebb(&["cluster", "add"]);
+    assert_eq!(add.status.code(), Some(0), "{}", text(&add));
+    assert!(
+        text(&add).contains("ebb: 10.96.0.5: echo: ready: TCP"),
+        "{}",
+        text(&add)
+    );
+    let ps = text(&ebb(&["cluster", "ps"]));
+    assert_eq!(state_of(&ps, 4), "ready", "{ps}");
+    assert!(echoes(&namespace, "10.96.0.5"), "the added node echoes");
+    let all_qemus = self::qemu_pids();
+    assert_eq!(all_qemus.len(), 4, "{all_qemus:?}");
+
     let down = ebb(&["cluster", "down"]);
     assert_eq!(down.status.code(), Some(0), "{}", text(&down));
     let code = up.0.wait().expect("wait for up").code();
@@ -304,7 +321,7 @@ fn three_echo_nodes_a_lost_one_and_nothing_left_after_down() {
     let stopped = format!("ebb: cluster stopped; deleted namespace {namespace}");
     assert!(output.seen.contains(&stopped), "{}", output.text());
 
-    assert_nothing_left(&namespace, Some(inode), &qemu_pids);
+    assert_nothing_left(&namespace, Some(inode), &all_qemus);
     eprintln!(
         "three_echo_nodes: up to down in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -523,4 +540,12 @@ fn a_damaged_state_file_is_named_and_down_deletes_it_and_a_bad_memory_is_refused
         text(&down)
     );
     assert!(!state.exists());
+    // `add` without a running cluster says so.
+    let add = ebb(&["cluster", "add", "--nodes", "2"]);
+    assert_eq!(add.status.code(), Some(1), "{}", text(&add));
+    assert!(
+        text(&add).contains("no cluster is running (./ebb cluster up APP --nodes N starts one)"),
+        "{}",
+        text(&add)
+    );
 }
