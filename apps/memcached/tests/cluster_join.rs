@@ -13,30 +13,17 @@
 
 mod cluster_support;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use cluster_support::{
-    key, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode,
+    key, start_frontend, start_node, value, wait_for_agreement, Client, JoinedNode, Seen,
 };
 use ebb_core::{InProcessGlobalIdMap, NodeId};
 
 const KEYS: u32 = 1_000;
-
-/// What the writing client saw.
-#[derive(Default)]
-struct Seen {
-    rounds: u32,
-    stored: u32,
-    refused: u32,
-    hits: u32,
-    misses: u32,
-    /// Key → the round of the last value stored under it.
-    last: HashMap<u32, u32>,
-}
 
 /// Sets and reads back every key, round after round, until `stop` (and
 /// for at least `min_rounds`): key `i` of round `r` is set through
@@ -49,32 +36,8 @@ fn write_and_read(mut clients: Vec<Client>, stop: &AtomicBool, min_rounds: u32) 
         let round = seen.rounds;
         for i in 0..KEYS {
             let through = (i + round) as usize % n;
-            match clients[through]
-                .store("set", &key(i), &value(i, round), "")
-                .as_str()
-            {
-                "STORED\r\n" => {
-                    seen.stored += 1;
-                    seen.last.insert(i, round);
-                }
-                "SERVER_ERROR shard map changing, try again\r\n" => seen.refused += 1,
-                other => panic!("key:{i} round {round}: set answered {other:?}"),
-            }
-            let found = clients[(through + 1) % n].get("get", &[key(i)]);
-            match found.as_slice() {
-                [] => seen.misses += 1,
-                [(k, data, _)] => {
-                    assert_eq!(*k, key(i));
-                    let want = seen.last.get(&i).map(|&r| value(i, r));
-                    assert_eq!(
-                        Some(data),
-                        want.as_ref(),
-                        "key:{i} round {round}: wrong value"
-                    );
-                    seen.hits += 1;
-                }
-                more => panic!("key:{i}: {} values", more.len()),
-            }
+            seen.set(&mut clients[through], &key(i), i, round);
+            seen.read_back(&mut clients[(through + 1) % n], &key(i), i);
         }
     }
     seen

@@ -28,7 +28,6 @@
 
 mod cluster_support;
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -37,7 +36,9 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cluster_support::{key, read_all, value, write_through_first_read_through_others, Client};
+use cluster_support::{
+    key, read_all, value, write_through_first_read_through_others, Client, Seen,
+};
 use ebb_cluster::frontend::{run_frontend, FrontendHandle, FrontendOptions, MapChoice};
 use ebb_core::NodeId;
 use ebb_testbed::{skip_unless, Need};
@@ -251,18 +252,6 @@ fn read_never_wrong(client: &mut Client, keys: u32) -> u32 {
     hits
 }
 
-/// What the writing client saw while a node joined.
-#[derive(Default)]
-struct Seen {
-    rounds: u32,
-    stored: u32,
-    refused: u32,
-    hits: u32,
-    misses: u32,
-    /// Key → the round of the last value stored under it.
-    last: HashMap<u32, u32>,
-}
-
 /// Key `i` of the keys written while a node joins.
 fn join_key(i: u32) -> Vec<u8> {
     format!("join:{i}").into_bytes()
@@ -285,34 +274,8 @@ fn write_and_read(
         let round = seen.rounds + 100;
         for i in 0..JOIN_KEYS {
             let writer = (i as usize + seen.rounds as usize) % count;
-            let (node, client) = &mut clients[writer];
-            match client
-                .store("set", &join_key(i), &value(i, round), "")
-                .as_str()
-            {
-                "STORED\r\n" => {
-                    seen.stored += 1;
-                    seen.last.insert(i, round);
-                }
-                "SERVER_ERROR shard map changing, try again\r\n"
-                | "SERVER_ERROR the key's owner node did not answer\r\n" => seen.refused += 1,
-                other => panic!("key:{i} round {round}: set through node {node}: {other:?}"),
-            }
-            let (node, client) = &mut clients[(writer + 1) % count];
-            match client.get("get", &[join_key(i)]).as_slice() {
-                [] => seen.misses += 1,
-                [(k, data, _)] => {
-                    assert_eq!(*k, join_key(i));
-                    let want = seen.last.get(&i).map(|&r| value(i, r));
-                    assert_eq!(
-                        Some(data),
-                        want.as_ref(),
-                        "key:{i} round {round}: a wrong value through node {node}"
-                    );
-                    seen.hits += 1;
-                }
-                more => panic!("key:{i}: {} values", more.len()),
-            }
+            seen.set(&mut clients[writer].1, &join_key(i), i, round);
+            seen.read_back(&mut clients[(writer + 1) % count].1, &join_key(i), i);
         }
         done.fetch_add(1, Ordering::SeqCst);
     }
@@ -412,18 +375,6 @@ fn clients(steps: Steps, events: &EventsIn) -> Vec<(u32, u32)> {
     added
 }
 
-/// No process whose command line names `needle` runs.
-fn assert_no_process_naming(needle: &str) {
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains(needle),
-            "process {} ({needle}) is still running",
-            entry.file_name().to_string_lossy()
-        );
-    }
-}
-
 #[test]
 fn three_native_nodes_share_one_cache_survive_a_kill_and_take_a_new_node() {
     skip_unless!(Need::Root, Need::Tun, Need::Ip, Need::Qemu, Need::Etcd);
@@ -487,17 +438,7 @@ fn three_native_nodes_share_one_cache_survive_a_kill_and_take_a_new_node() {
             "node {node}'s QEMU {pid} is running"
         );
     }
-    let ours = format!("ebb-etcd-{}-", std::process::id());
-    assert_no_process_naming(&ours);
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .expect("tmp")
-        .flatten()
-    {
-        assert!(
-            !entry.file_name().to_string_lossy().starts_with(&ours),
-            "{} is left",
-            entry.path().display()
-        );
-    }
+    let etcd_left = ebb_testbed::etcd::left_by_this_process();
+    assert!(etcd_left.is_empty(), "{etcd_left:?}");
     let _ = std::fs::remove_dir_all(&log_dir);
 }

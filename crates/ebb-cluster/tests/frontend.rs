@@ -540,25 +540,8 @@ fn a_frontend_on_etcd_registers_its_nodes_and_a_lost_ones_entry_goes() {
     assert_eq!(seen.after_loss, expected[1..].to_vec());
 
     // Nothing left: etcd and its data, the namespace, the QEMUs.
-    let ours = format!("ebb-etcd-{}-", std::process::id());
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains(&ours),
-            "etcd {} is still running",
-            entry.file_name().to_string_lossy()
-        );
-    }
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .expect("tmp")
-        .flatten()
-    {
-        assert!(
-            !entry.file_name().to_string_lossy().starts_with(&ours),
-            "{} is left",
-            entry.path().display()
-        );
-    }
+    let etcd_left = ebb_testbed::etcd::left_by_this_process();
+    assert!(etcd_left.is_empty(), "{etcd_left:?}");
     assert_namespace_and_qemus_gone(&seen.namespace, allocated.iter().map(|(_, _, pid)| *pid));
     let _ = std::fs::remove_dir_all(&log_dir);
 }

@@ -282,6 +282,31 @@ pub fn remove_stale_dirs() {
     remove_stale_dirs_in(&std::env::temp_dir());
 }
 
+/// What the etcds this process started left behind, described: running
+/// processes whose command line names one of its data directories
+/// (`ebb-etcd-PID-N`), and those directories. Empty once every one was
+/// stopped and its directory deleted (tests check that they leave none).
+pub fn left_by_this_process() -> Vec<String> {
+    let ours = format!("ebb-etcd-{}-", std::process::id());
+    let mut left = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&ours) {
+            left.push(format!(
+                "etcd process {} is running",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    let base = std::env::temp_dir();
+    for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&ours) {
+            left.push(format!("{} is left", entry.path().display()));
+        }
+    }
+    left
+}
+
 /// Deletes the `ebb-etcd-PID-N` directories in `base` whose process is
 /// gone (a live process with that id keeps them: never someone else's).
 fn remove_stale_dirs_in(base: &Path) {

@@ -7,6 +7,7 @@
 // Each test binary uses part of it.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
@@ -411,5 +412,56 @@ pub fn write_through_first_read_through_others(clients: &mut [Client], keys: u32
     }
     for client in &mut clients[1..] {
         assert_eq!(read_all(client, keys, |i| Some(value(i, 1))), (keys, 0));
+    }
+}
+
+/// What a client writing and reading checksummed values saw while the
+/// shard map changed.
+#[derive(Default)]
+pub struct Seen {
+    pub rounds: u32,
+    pub stored: u32,
+    pub refused: u32,
+    pub hits: u32,
+    pub misses: u32,
+    /// Key index → the round of the last value stored under it.
+    pub last: HashMap<u32, u32>,
+}
+
+impl Seen {
+    /// Sets `key` (index `i`) to round `round`'s value through `client`:
+    /// stored, or refused while the map changes; any other answer fails.
+    pub fn set(&mut self, client: &mut Client, key: &[u8], i: u32, round: u32) {
+        match client.store("set", key, &value(i, round), "").as_str() {
+            "STORED\r\n" => {
+                self.stored += 1;
+                self.last.insert(i, round);
+            }
+            "SERVER_ERROR shard map changing, try again\r\n" => self.refused += 1,
+            other => panic!(
+                "{} round {round}: set answered {other:?}",
+                String::from_utf8_lossy(key)
+            ),
+        }
+    }
+
+    /// Gets `key` (index `i`) through `client`: the value last stored,
+    /// or a miss; another value fails.
+    pub fn read_back(&mut self, client: &mut Client, key: &[u8], i: u32) {
+        match client.get("get", &[key.to_vec()]).as_slice() {
+            [] => self.misses += 1,
+            [(found, data, _)] => {
+                assert_eq!(found, key);
+                let want = self.last.get(&i).map(|&round| value(i, round));
+                assert_eq!(
+                    Some(data),
+                    want.as_ref(),
+                    "{}: a wrong value",
+                    String::from_utf8_lossy(key)
+                );
+                self.hits += 1;
+            }
+            more => panic!("{}: {} values", String::from_utf8_lossy(key), more.len()),
+        }
     }
 }
