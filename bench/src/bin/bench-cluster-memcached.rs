@@ -28,11 +28,12 @@
 //! informational), and per-run figures; a latency–throughput plot in
 //! `target/bench/cluster-memcached.svg`.
 //!
-//! The Ebbflow side needs memcached running as one cache on native nodes
-//! (`./ebb cluster up memcached --nodes 3`) and its owner function, which
-//! are not in the tree yet: without `--linux-only` the benchmark says so
-//! and fails before booting anything; with it, it measures the Linux
-//! cluster alone and labels the report accordingly.
+//! The Ebbflow side runs memcached as one cache on native nodes (what
+//! `./ebb cluster up memcached --nodes 3` boots) and splits gets by the
+//! nodes' owner function; that driver is not written yet: without
+//! `--linux-only` the benchmark says so and fails before booting
+//! anything; with it, it measures the Linux cluster alone and labels the
+//! report accordingly.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -72,10 +73,10 @@ const SEARCH: Search = Search {
 const BUDGET: Duration = Duration::from_secs(12 * 60);
 
 /// What the Ebbflow side needs and does not have yet.
-const EBBFLOW_MISSING: &str = "the Ebbflow side cannot run: it needs memcached as one cache on \
-native nodes (`./ebb cluster up memcached --nodes 3`, with the nodes' key owner function for the \
-local/remote split), which is not in this tree yet. `./ebb bench cluster-memcached -- \
---linux-only` measures the Linux cluster baseline alone";
+const EBBFLOW_MISSING: &str = "the Ebbflow side cannot run yet: its driver (booting memcached as \
+one cache on 3 native nodes, as `./ebb cluster up memcached --nodes 3` does, and splitting gets by \
+the nodes' key owner function into local and remote) is not written. `./ebb bench \
+cluster-memcached -- --linux-only` measures the Linux cluster baseline alone";
 
 struct Plan {
     runs: usize,
