@@ -282,11 +282,27 @@ fn write_and_read(
     (seen, clients)
 }
 
-/// The clients' part, inside the namespace; the node added (id, QEMU).
-fn clients(steps: Steps, events: &EventsIn) -> Vec<(u32, u32)> {
-    let mut clients: Vec<(u32, Client)> = (1..=3).map(|n| (n, connect_when_serving(n))).collect();
+/// Runs `work` on a thread inside the cluster's namespace.
+fn inside<R: Send>(namespace: &str, work: impl FnOnce() -> R + Send) -> R {
+    ebb_testbed::netns::run_inside_named(namespace, work)
+        .unwrap_or_else(|why| panic!("cannot enter {namespace}: {why}"))
+}
+
+/// The test's steps once the nodes booted: every node serves by the map
+/// of three, then [`clients`]; the node added (id, QEMU).
+fn run(namespace: &str, steps: Steps, events: EventsIn) -> Vec<(u32, u32)> {
     let three = events.map();
-    wait_until_served(&mut clients, &three, None);
+    inside(namespace, || {
+        let mut clients: Vec<(u32, Client)> =
+            (1..=3).map(|n| (n, connect_when_serving(n))).collect();
+        wait_until_served(&mut clients, &three, None);
+    });
+    inside(namespace, move || clients(steps, &events, &three))
+}
+
+/// The clients' part, inside the namespace; the node added (id, QEMU).
+fn clients(steps: Steps, events: &EventsIn, three: &ShardMap) -> Vec<(u32, u32)> {
+    let mut clients: Vec<(u32, Client)> = (1..=3).map(|n| (n, connect_when_serving(n))).collect();
 
     // 1. 10,000 keys through node 1, read back through 2 and 3.
     let started = Instant::now();
@@ -307,7 +323,7 @@ fn clients(steps: Steps, events: &EventsIn) -> Vec<(u32, u32)> {
     }
     let two = events.map();
     assert_eq!(two.epoch(), three.epoch() + 1);
-    wait_until_served(&mut clients, &two, Some(&three));
+    wait_until_served(&mut clients, &two, Some(three));
     let took = killed.elapsed();
     println!("the survivors went by a map without node 3 {took:?} after the kill");
     assert!(took < LOSS_WITHIN, "{took:?}");
@@ -411,17 +427,14 @@ fn three_native_nodes_share_one_cache_survive_a_kill_and_take_a_new_node() {
     };
     // A failed assertion drops the steps: the program returns, and the
     // runtime tears the cluster down before the panic goes on.
-    let ran = ebb_testbed::netns::run_inside_named(&namespace, move || {
-        catch_unwind(AssertUnwindSafe(|| clients(steps, &events)))
-    });
+    let ran = catch_unwind(AssertUnwindSafe(|| run(&namespace, steps, events)));
     let code = done_rx
         .recv_timeout(TEST_LIMIT.saturating_sub(started.elapsed()))
         .expect("the frontend finished in time");
     println!("the test took {:?}", started.elapsed());
     match ran {
-        Ok(Ok(added)) => qemus.extend(added),
-        Ok(Err(panic)) => resume_unwind(panic),
-        Err(why) => panic!("cannot enter {namespace}: {why}"),
+        Ok(added) => qemus.extend(added),
+        Err(panic) => resume_unwind(panic),
     }
     assert_eq!(code, Ok(0));
 
