@@ -13,6 +13,7 @@ use ebb_net::{AcceptFn, TcpConnection, TcpHandler};
 
 use crate::cluster::binary_forward::execute_binary;
 use crate::cluster::binary_route::{route_binary, BinaryForwarded, BinaryRoute};
+use crate::cluster::deferred::{Callback, Deferred};
 use crate::cluster::route::{route_text, Forwarded, Route};
 use crate::cluster::text_forward::{execute, ClusterLink};
 use crate::protocol::{Context, Outcome, Protocol};
@@ -519,7 +520,8 @@ pub fn accept_fn(server: &'static Server) -> AcceptFn {
         }
         if server.cluster.get().is_some() {
             let shared = Rc::new(RefCell::new(Connection::new(server)));
-            return Box::new(ClusterConnection(shared)) as Box<dyn TcpHandler>;
+            let deferred = Rc::new(Deferred::default());
+            return Box::new(ClusterConnection(shared, deferred)) as Box<dyn TcpHandler>;
         }
         Box::new(Connection::new(server)) as Box<dyn TcpHandler>
     })
@@ -536,25 +538,46 @@ enum Pending {
 
 /// A connection of a node in a cache of several nodes: the connection
 /// itself, shared with the task that carries out a forwarded request and
-/// then goes on with the requests that waited (events on one core never
-/// overlap, so the two never borrow it at once).
-struct ClusterConnection(Rc<RefCell<Connection>>);
+/// then goes on with the requests that waited, and the callbacks that
+/// came while the task held it (`cluster::deferred`: our network stack
+/// runs them from inside the task's calls on the connection).
+struct ClusterConnection(Rc<RefCell<Connection>>, Rc<Deferred>);
+
+/// The next forwarded request the connection took, if any, once the
+/// callbacks deferred so far are applied; receiving pauses until it is
+/// done. None while the connection is held (its holder takes it).
+fn take_forwarded(
+    connection: &RefCell<Connection>,
+    deferred: &Deferred,
+    conn: &TcpConnection,
+) -> Option<Pending> {
+    if !deferred.apply_to(connection, conn) {
+        return None;
+    }
+    let mut connection = connection.try_borrow_mut().ok()?;
+    let pending = connection.pending.take();
+    if pending.is_some() {
+        connection.forwarding = true;
+        conn.pause_receive();
+    }
+    pending
+}
 
 impl ClusterConnection {
+    /// Applies `callback` to the connection now, after those deferred
+    /// before it, or later if the connection is held.
+    fn deliver(&self, conn: &TcpConnection, callback: Callback) {
+        self.1.push(callback);
+        self.1.apply_to(&self.0, conn);
+    }
+
     /// Hands a forwarded request the connection took to a task.
     fn start_forwarding(&self, conn: &TcpConnection) {
-        let Some(first) = ({
-            let mut connection = self.0.borrow_mut();
-            let pending = connection.pending.take();
-            if pending.is_some() {
-                connection.forwarding = true;
-                conn.pause_receive();
-            }
-            pending
-        }) else {
+        let Some(first) = take_forwarded(&self.0, &self.1, conn) else {
             return;
         };
         let connection = Rc::clone(&self.0);
+        let deferred = Rc::clone(&self.1);
         let conn = conn.clone();
         ebb_event::spawn_task(async move {
             let mut next = Some(first);
@@ -567,13 +590,8 @@ impl ClusterConnection {
                     }
                     (None, _) => IoChain::new(),
                 };
-                let mut connection = connection.borrow_mut();
-                connection.forward_done(&conn, reply);
-                next = connection.pending.take();
-                if next.is_some() {
-                    connection.forwarding = true;
-                    conn.pause_receive();
-                }
+                connection.borrow_mut().forward_done(&conn, reply);
+                next = take_forwarded(&connection, &deferred, &conn);
             }
         });
     }
@@ -581,20 +599,20 @@ impl ClusterConnection {
 
 impl TcpHandler for ClusterConnection {
     fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
-        self.0.borrow_mut().on_data(conn, data);
+        self.deliver(conn, Callback::Data(data));
         self.start_forwarding(conn);
     }
 
     fn on_send_credit(&mut self, conn: &TcpConnection) {
-        self.0.borrow_mut().on_send_credit(conn);
+        self.deliver(conn, Callback::SendCredit);
         self.start_forwarding(conn);
     }
 
     fn on_closed(&mut self, conn: &TcpConnection) {
-        self.0.borrow_mut().on_closed(conn);
+        self.deliver(conn, Callback::Closed);
     }
 
     fn on_aborted(&mut self, conn: &TcpConnection, error: ebb_net::NetError) {
-        self.0.borrow_mut().on_aborted(conn, error);
+        self.deliver(conn, Callback::Aborted(error));
     }
 }

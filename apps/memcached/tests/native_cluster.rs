@@ -5,6 +5,8 @@
 //! id map: `MapChoice::StartEtcd`), and three native memcached nodes
 //! boot from one image, each told its boot contract.
 //!
+//! 0. Clients that send a request for another node's key and hang up
+//!    at once leave every node serving.
 //! 1. 10,000 keys with checksummed values written through node 1 read
 //!    back identically through nodes 2 and 3.
 //! 2. Node 3's QEMU is killed (SIGKILL, as a crash): from that moment
@@ -28,6 +30,7 @@
 
 mod cluster_support;
 
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -237,6 +240,35 @@ fn wait_until_served(clients: &mut [(u32, Client)], map: &ShardMap, gone: Option
     }
 }
 
+/// Clients that send requests for another node's key and close at once,
+/// without reading the reply: the node's connection gets the end of
+/// the stream (or a reset, when its reply reaches a closed socket)
+/// while it forwards. Each node goes on serving.
+fn hang_up_while_forwarding(map: &ShardMap) {
+    for node in 1..=3 {
+        let foreign = (0..)
+            .map(|i| format!("elsewhere:{i}").into_bytes())
+            .find(|k| map.owner(k).unwrap().node != NodeId(node))
+            .unwrap();
+        for _ in 0..20 {
+            let mut stream = TcpStream::connect_timeout(&address(node), Duration::from_secs(10))
+                .expect("connects");
+            let mut request = b"set ".to_vec();
+            request.extend_from_slice(&foreign);
+            request.extend_from_slice(b" 0 0 1\r\nx\r\nget ");
+            request.extend_from_slice(&foreign);
+            request.extend_from_slice(b"\r\n");
+            stream.write_all(&request).expect("sends");
+            // Closed at once, the reply unread.
+        }
+        let mut client = connect_when_serving(node);
+        assert!(
+            client.ask(b"version\r\n").starts_with("VERSION"),
+            "node {node}"
+        );
+    }
+}
+
 /// Reads every key through `client`: each value found must be round
 /// 1's; returns the hits (misses are allowed while a node is lost).
 fn read_never_wrong(client: &mut Client, keys: u32) -> u32 {
@@ -302,6 +334,7 @@ fn run(namespace: &str, steps: Steps, events: EventsIn) -> Vec<(u32, u32)> {
 
 /// The clients' part, inside the namespace; the node added (id, QEMU).
 fn clients(steps: Steps, events: &EventsIn, three: &ShardMap) -> Vec<(u32, u32)> {
+    hang_up_while_forwarding(three);
     let mut clients: Vec<(u32, Client)> = (1..=3).map(|n| (n, connect_when_serving(n))).collect();
 
     // 1. 10,000 keys through node 1, read back through 2 and 3.

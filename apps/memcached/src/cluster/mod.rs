@@ -14,6 +14,7 @@
 pub mod binary_forward;
 pub mod binary_route;
 pub mod current;
+pub mod deferred;
 pub mod flush;
 pub mod forward;
 pub mod forwarder;
