@@ -5,7 +5,9 @@
 //! id map: `MapChoice::StartEtcd`), and three native memcached nodes
 //! boot from one image, each told its boot contract.
 //!
-//! 0. Clients that send a request for another node's key and hang up
+//! 0. libmemcached's `memccapable` (ascii and binary) and pymemcache's
+//!    integration tests pass through each node (`client_tools`), and
+//!    clients that send a request for another node's key and hang up
 //!    at once leave every node serving.
 //! 1. 10,000 keys with checksummed values written through node 1 read
 //!    back identically through nodes 2 and 3.
@@ -28,6 +30,7 @@
 //! and no other program needs to be installed. Afterwards no
 //! namespace, QEMU, etcd or etcd data directory of the test is left.
 
+mod client_tools;
 mod cluster_support;
 
 use std::io::Write;
@@ -39,6 +42,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use client_tools::client_suites_pass_through_each;
 use cluster_support::{
     key, read_all, value, write_through_first_read_through_others, Client, Seen,
 };
@@ -329,6 +333,9 @@ fn run(namespace: &str, steps: Steps, events: EventsIn) -> Vec<(u32, u32)> {
             (1..=3).map(|n| (n, connect_when_serving(n))).collect();
         wait_until_served(&mut clients, &three, None);
     });
+    // Outside the namespace: pymemcache's environment comes from PyPI,
+    // through the host's network; the clients run in the namespace.
+    client_suites_pass_through_each(Some(namespace), &[address(1), address(2), address(3)]);
     inside(namespace, move || clients(steps, &events, &three))
 }
 
