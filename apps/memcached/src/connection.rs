@@ -194,6 +194,8 @@ impl Connection {
                             if self.input.trim_front(forwarded.consumed).is_err() {
                                 self.input.clear();
                             }
+                            self.discarding = forwarded.op.discard();
+                            self.discard_arrived();
                             self.pending = Some(Pending::Binary(forwarded));
                             break;
                         }

@@ -13,14 +13,15 @@
 
 mod cluster_support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use cluster_support::{
-    key, read_all, start_frontend, start_node, value, wait_for_agreement,
-    write_through_first_read_through_others, Client, JoinedNode, REPLY_WITHIN,
+    binary_request, key, read_all, read_binary, start_frontend, start_node, value,
+    wait_for_agreement, write_through_first_read_through_others, BinaryReply, Client, JoinedNode,
+    REPLY_WITHIN,
 };
 use ebb_core::{InProcessGlobalIdMap, NodeId};
 
@@ -222,53 +223,4 @@ fn clients_of_any_node_see_one_cache_and_a_lost_nodes_keys_only_miss() {
         stop.send(());
     }
     frontend.stop.send(());
-}
-
-/// A binary request (memcached's `protocol_binary.h`).
-fn binary_request(
-    opcode: u8,
-    opaque: u32,
-    cas: u64,
-    extras: &[u8],
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    let mut out = vec![0x80, opcode];
-    out.extend_from_slice(&u16::try_from(key.len()).unwrap().to_be_bytes());
-    out.push(u8::try_from(extras.len()).unwrap());
-    out.extend_from_slice(&[0, 0, 0]);
-    let body = extras.len() + key.len() + value.len();
-    out.extend_from_slice(&u32::try_from(body).unwrap().to_be_bytes());
-    out.extend_from_slice(&opaque.to_be_bytes());
-    out.extend_from_slice(&cas.to_be_bytes());
-    out.extend_from_slice(extras);
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    out
-}
-
-/// A binary response.
-struct BinaryReply {
-    opcode: u8,
-    status: u16,
-    opaque: u32,
-    cas: u64,
-    /// Extras, key and value.
-    body: Vec<u8>,
-}
-
-fn read_binary(stream: &mut TcpStream) -> BinaryReply {
-    let mut header = [0u8; 24];
-    stream.read_exact(&mut header).unwrap();
-    assert_eq!(header[0], 0x81, "a response's magic");
-    let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap());
-    let mut body = vec![0u8; word(8) as usize];
-    stream.read_exact(&mut body).unwrap();
-    BinaryReply {
-        opcode: header[1],
-        status: u16::from_be_bytes([header[6], header[7]]),
-        opaque: word(12),
-        cas: u64::from_be_bytes(header[16..24].try_into().unwrap()),
-        body,
-    }
 }

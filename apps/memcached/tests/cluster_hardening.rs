@@ -3,7 +3,7 @@
 //! and 8), on nodes and a frontend in one process (`cluster_support`):
 //! - a set refused for its size drops the owner's old value, as a single
 //!   memcached drops it, whether the node refuses it (over `-I`, not
-//!   forwarded) or the owner does;
+//!   forwarded) or the owner does, in the text and binary protocols;
 //! - CAS values name the node that handed them out;
 //! - a client that pipelines sets of other nodes' keys without reading
 //!   its replies cannot make the node hold more and more of its input;
@@ -14,14 +14,17 @@
 mod cluster_support;
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::ops::Range;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 
-use cluster_support::{node_config, wait_for_agreement, Client, JoinedNode, TestCluster};
+use cluster_support::{
+    binary_request, node_config, read_binary, wait_for_agreement, Client, JoinedNode, TestCluster,
+    REPLY_WITHIN,
+};
 use ebb_core::{EbbId, GlobalIdMap, InProcessGlobalIdMap, NodeId};
 use ebb_event::Sender;
 use ebb_hosted::net::{BUFFER_COUNT, BUFFER_SIZE};
@@ -88,6 +91,50 @@ fn a_set_refused_for_its_size_drops_the_owners_old_value() {
     // single memcached.
     assert_eq!(asked.store("set", &key, b"kept", ""), "STORED\r\n");
     assert_eq!(asked.store("append", &key, &over, ""), TOO_LARGE);
+    assert_eq!(owner.get("get", one)[0].1, b"kept");
+    cluster.stop(stops);
+}
+
+#[test]
+fn a_binary_set_refused_for_its_size_drops_the_owners_old_value() {
+    const SET: u8 = 0x01;
+    const SETQ: u8 = 0x11;
+    const APPEND: u8 = 0x0e;
+    const NOOP: u8 = 0x0a;
+    const E2BIG: u16 = 0x03;
+    let (cluster, stops, nodes, map) = two_nodes();
+    let mut owner = Client::connect(nodes[1].clients);
+    let mut asked = TcpStream::connect(nodes[0].clients).unwrap();
+    asked.set_read_timeout(Some(REPLY_WITHIN)).unwrap();
+    let key = key_of(&map, 2, "binbig");
+    let one = std::slice::from_ref(&key);
+    let extras = [0u8; 8];
+    let over = vec![b'x'; (1 << 20) + 1];
+    // set and setq over -I: E2BIG (quiet or not: an error is always
+    // sent), the value thrown away, the owner's old value gone.
+    for (opcode, opaque) in [(SET, 1), (SETQ, 2)] {
+        assert_eq!(owner.store("set", &key, b"old", ""), "STORED\r\n");
+        let mut request = binary_request(opcode, opaque, 0, &extras, &key, &over);
+        request.extend(binary_request(NOOP, 9, 0, &[], b"", b""));
+        asked.write_all(&request).unwrap();
+        let refused = read_binary(&mut asked);
+        assert_eq!(
+            (refused.opcode, refused.status, refused.opaque),
+            (opcode, E2BIG, opaque)
+        );
+        assert_eq!(
+            read_binary(&mut asked).opcode,
+            NOOP,
+            "the value was discarded"
+        );
+        assert!(owner.get("get", one).is_empty(), "the old value is read");
+    }
+    // append over -I leaves the value, as on a single memcached.
+    assert_eq!(owner.store("set", &key, b"kept", ""), "STORED\r\n");
+    asked
+        .write_all(&binary_request(APPEND, 3, 0, &[], &key, &over))
+        .unwrap();
+    assert_eq!(read_binary(&mut asked).status, E2BIG);
     assert_eq!(owner.get("get", one)[0].1, b"kept");
     cluster.stop(stops);
 }

@@ -52,6 +52,24 @@ async fn ask(
     forward(link.messenger, owner, &request, payload).await.ok()
 }
 
+/// Sends `command` (a delete) to the owner of `key`, another node.
+async fn forward_delete(
+    link: &ClusterLink,
+    map: &ShardMap,
+    key: &[u8],
+    command: Command<'_>,
+) -> Option<ForwardReply> {
+    let owner = map.owner(key)?;
+    let request = ForwardRequest {
+        epoch: map.epoch(),
+        command,
+    };
+    forward(link.messenger, owner, &request, IoChain::new())
+        .await
+        .ok()
+        .map(|(reply, _)| reply)
+}
+
 /// Carries out `request` for a client of `server`, through `link`; the
 /// bytes to send it (none for a quiet success or a quiet miss).
 pub async fn execute_binary(
@@ -199,6 +217,26 @@ pub async fn execute_binary(
                 ),
                 Some((ForwardReply::NotStored, _)) => responder.error(&mut out, STATUS_NOT_STORED),
                 other => failed(&mut out, other.map(|(reply, _)| reply)),
+            }
+        }
+        BinaryOp::RefusedSet { key, .. } => {
+            let deleted = if map.owner(&key).is_some_and(|o| o.node == link.current.me()) {
+                // Routed here because this node is fenced from its own
+                // key: deleting only ever makes a miss.
+                server.store.delete(&key, None, server.unix_now());
+                true
+            } else {
+                let command = Command::Delete { cas: 0, key: &key };
+                match forward_delete(link, &map, &key, command).await {
+                    Some(ForwardReply::Deleted | ForwardReply::NotFound) => true,
+                    other => {
+                        failed(&mut out, other);
+                        false
+                    }
+                }
+            };
+            if deleted {
+                responder.send(&mut out, STATUS_E2BIG, 0, &[], &[], b"Too large.");
             }
         }
         BinaryOp::Flush { delay } => match flush_everywhere(link, server, delay).await {

@@ -103,6 +103,28 @@ pub enum BinaryOp {
         /// The delay (0: now).
         delay: i64,
     },
+    /// A set (or setq) refused for its size: memcached drops the old item
+    /// of a refused set (`process_bin_update`), so the owner is asked to
+    /// delete the key, then the client gets E2BIG; the value is discarded
+    /// as it arrives.
+    RefusedSet {
+        /// The key.
+        key: Vec<u8>,
+        /// Value bytes to discard after the request's head.
+        discard: usize,
+    },
+}
+
+impl BinaryOp {
+    /// Input bytes to discard after the request's head (a refused set's
+    /// value).
+    #[must_use]
+    pub fn discard(&self) -> usize {
+        match self {
+            BinaryOp::RefusedSet { discard, .. } => *discard,
+            _ => 0,
+        }
+    }
 }
 
 /// Whether this node serves `key` from its store now (a key it owns but
@@ -223,7 +245,23 @@ pub fn route_binary(
         _ => return BinaryRoute::Local,
     };
     if value_len > item_size_max {
-        return BinaryRoute::Local;
+        if cmd != SET {
+            // add, replace, append, prepend: refused without touching the
+            // store, locally as on one node.
+            return BinaryRoute::Local;
+        }
+        // memcached keeps its discard count in an `int`: past i32::MAX it
+        // discards nothing (`protocol/binary.rs`, `swallow_amount`).
+        let discard = if i32::try_from(value_len).is_ok() {
+            value_len
+        } else {
+            0
+        };
+        let op = BinaryOp::RefusedSet {
+            key: key.to_vec(),
+            discard,
+        };
+        return forward(head, op);
     }
     if input.len() < head + value_len {
         return BinaryRoute::Incomplete;
