@@ -262,6 +262,16 @@ pub struct Found {
     pub capped: bool,
 }
 
+impl Found {
+    /// The point of highest achieved throughput within the SLA, if any.
+    pub fn best_within(&self, sla_us: f64) -> Option<&Point> {
+        self.points
+            .iter()
+            .filter(|p| p.within(sla_us))
+            .max_by(|a, b| a.achieved.total_cmp(&b.achieved))
+    }
+}
+
 impl Search {
     /// Runs the search with `measure(offered rate)`.
     pub fn run(

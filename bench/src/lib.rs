@@ -17,13 +17,15 @@
 //! the native nodes' round trips (`./ebb bench messenger`);
 //! [`cluster_memcached`] routes keys across a cluster's servers (ketama or
 //! by owner) and searches for the throughput at the SLA (`./ebb bench
-//! cluster-memcached`).
+//! cluster-memcached`), whose Ebbflow side [`native_memcached_cluster`]
+//! boots and drives.
 
 pub mod cluster;
 pub mod cluster_memcached;
 pub mod evict;
 pub mod memcached;
 pub mod messenger;
+pub mod native_memcached_cluster;
 pub mod plot;
 pub mod report;
 pub mod tcp_sim;

@@ -28,12 +28,16 @@
 //! informational), and per-run figures; a latency–throughput plot in
 //! `target/bench/cluster-memcached.svg`.
 //!
-//! The Ebbflow side runs memcached as one cache on native nodes (what
-//! `./ebb cluster up memcached --nodes 3` boots) and splits gets by the
-//! nodes' owner function; that driver is not written yet: without
-//! `--linux-only` the benchmark says so and fails before booting
-//! anything; with it, it measures the Linux cluster alone and labels the
-//! report accordingly.
+//! The Ebbflow side: memcached as one cache on 3 native nodes, then on
+//! 1 (for `scaling`), booted by the frontend runtime as `./ebb cluster up
+//! memcached --nodes N` boots them (`ebb_bench::native_memcached_cluster`:
+//! one vCPU and 512 MiB per node, `-m 64 -c 1024`, a private etcd, the
+//! QEMUs not pinned, as the Linux guests), every node asked for every key,
+//! each node's gets split by the nodes' shard map into its own keys
+//! (local) and forwarded ones (remote). The clusters run one after the
+//! other in one invocation (2 host cores: one cluster at a time), each
+//! preloaded and searched `runs` times. `--linux-only` measures the Linux
+//! cluster alone.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -43,6 +47,7 @@ use ebb_bench::cluster::stop_on_signals;
 use ebb_bench::cluster_memcached::{
     drive, ketama_targets, window_for, Found, Point, Search, Target, SLA_P99_US,
 };
+use ebb_bench::native_memcached_cluster::{NativeCluster, NodeSettings};
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{exit_code, median, output_dir};
 use ebb_bench::vm::{load_average, report_with_load, CLIENT_CPU, NICE};
@@ -72,11 +77,9 @@ const SEARCH: Search = Search {
 /// Past this, no new run starts.
 const BUDGET: Duration = Duration::from_secs(12 * 60);
 
-/// What the Ebbflow side needs and does not have yet.
-const EBBFLOW_MISSING: &str = "the Ebbflow side cannot run yet: its driver (booting memcached as \
-one cache on 3 native nodes, as `./ebb cluster up memcached --nodes 3` does, and splitting gets by \
-the nodes' key owner function into local and remote) is not written. `./ebb bench \
-cluster-memcached -- --linux-only` measures the Linux cluster baseline alone";
+/// Each native node's VM memory: the Linux guests' 512 MiB, the same
+/// virtual hardware on both sides.
+const NATIVE_VM_MEMORY: &str = "512M";
 
 struct Plan {
     runs: usize,
@@ -184,53 +187,54 @@ impl LinuxCluster {
         cfg.duration = window_for(cfg.duration, rate);
         let summaries = self.drive(&cfg, rate, false)?;
         let point = Point::merge(&self.targets, &summaries);
-        println!(
-            "    linux cluster: offered {:7.0} achieved {:7.0} ops/s, p50 {:6.0} p99 {:8.0} us{}",
-            point.offered,
-            point.achieved,
-            point.p50_us,
-            point.p99_us,
-            if point.within(SLA_P99_US) {
-                ""
-            } else {
-                "  (past the SLA)"
-            }
-        );
+        say("linux cluster", &point);
         Ok(point)
     }
 }
 
-fn run(plan: &Plan) -> Result<(), String> {
-    if !plan.linux_only {
-        return Err(EBBFLOW_MISSING.to_owned());
+/// What one cluster's runs found.
+struct Side {
+    label: &'static str,
+    found: Vec<Found>,
+}
+
+impl Side {
+    fn median_sla(&self) -> f64 {
+        let mut values: Vec<f64> = self.found.iter().map(|f| f.sla_qps).collect();
+        median(&mut values)
     }
-    ebb_testbed::require(&[Need::Root, Need::Tun, Need::Ip, Need::Qemu])
-        .map_err(|why| format!("needs root and QEMU for the cluster network ({why})"))?;
-    let stopped = stop_on_signals();
-    let started = Instant::now();
-    let load_start = load_average();
-    let keys = KeySpace::new(KEYS, SizeDist::Etc)?;
-    let cfg = client_config(plan);
-    println!("cluster-memcached: booting {NODES} Linux guests with stock memcached (TCG)...");
-    let cluster = LinuxCluster::boot(&keys)?;
-    let with_serial = |e: String| format!("{e}\n{}", cluster.serial_tails());
-    cluster.drive(&cfg, 1.0, true).map_err(with_serial)?;
-    let mut found: Vec<Found> = Vec::new();
+
+    /// The run whose throughput at the SLA is the median.
+    fn middle(&self) -> &Found {
+        let mut order: Vec<usize> = (0..self.found.len()).collect();
+        order.sort_by(|&a, &b| self.found[a].sla_qps.total_cmp(&self.found[b].sla_qps));
+        &self.found[order[order.len() / 2]]
+    }
+}
+
+/// `plan.runs` searches of one cluster (fewer if the time budget is
+/// spent), `measure` measuring one offered load.
+fn search_runs(
+    plan: &Plan,
+    label: &'static str,
+    started: Instant,
+    stopped: &dyn Fn() -> Result<(), String>,
+    mut measure: impl FnMut(f64) -> Result<Point, String>,
+) -> Result<Side, String> {
+    let mut found = Vec::new();
     for run in 0..plan.runs {
         stopped()?;
         if started.elapsed() > BUDGET {
-            println!("cluster-memcached: time budget spent after {run} runs; stopping");
+            println!("cluster-memcached: time budget spent after {run} runs of {label}");
             break;
         }
-        println!("  run {}/{}: linux cluster", run + 1, plan.runs);
-        let result = SEARCH
-            .run(SLA_P99_US, |rate| {
-                stopped()?;
-                cluster.measure(&cfg, rate)
-            })
-            .map_err(with_serial)?;
+        println!("  run {}/{}: {label}", run + 1, plan.runs);
+        let result = SEARCH.run(SLA_P99_US, |rate| {
+            stopped()?;
+            measure(rate)
+        })?;
         println!(
-            "  run {}/{}: linux cluster {:.0} ops/s within p99 <= {SLA_P99_US} us{}",
+            "  run {}/{}: {label}: {:.0} ops/s within p99 <= {SLA_P99_US} us{}",
             run + 1,
             plan.runs,
             result.sla_qps,
@@ -243,17 +247,134 @@ fn run(plan: &Plan) -> Result<(), String> {
         found.push(result);
     }
     if found.is_empty() {
-        return Err("no run completed".to_owned());
+        return Err(format!("no run of {label} completed"));
     }
-    let mut report = report_with_load("cluster-memcached", "tcg", load_start);
-    report
-        .label(
-            "ebbflow_side",
-            "not measured: memcached as one cache on native nodes is not built yet",
+    Ok(Side { label, found })
+}
+
+/// Prints one measured point of `label`.
+fn say(label: &str, point: &Point) {
+    let split = match (point.local, point.remote) {
+        (Some(local), Some(remote)) => {
+            format!("  local p50 {:.0} / remote p50 {:.0} us", local.0, remote.0)
+        }
+        _ => String::new(),
+    };
+    println!(
+        "    {label}: offered {:7.0} achieved {:7.0} ops/s, p50 {:6.0} p99 {:8.0} us{split}{}",
+        point.offered,
+        point.achieved,
+        point.p50_us,
+        point.p99_us,
+        if point.within(SLA_P99_US) {
+            ""
+        } else {
+            "  (past the SLA)"
+        }
+    );
+}
+
+/// The Ebbflow cluster of `nodes` native nodes: booted, preloaded,
+/// searched, stopped.
+fn ebbflow_side(
+    plan: &Plan,
+    nodes: u32,
+    label: &'static str,
+    keys: &KeySpace,
+    cfg: &Config,
+    started: Instant,
+    stopped: &dyn Fn() -> Result<(), String>,
+) -> Result<(Side, String), String> {
+    let image =
+        ebb_testbed::native_image::build(&ebb_bench::report::workspace_root(), "memcached")?;
+    println!("cluster-memcached: booting {nodes} native memcached node(s) (TCG)...");
+    let log_dir = std::env::temp_dir().join(format!(
+        "ebb-bench-cluster-memcached-{}",
+        std::process::id()
+    ));
+    let settings = NodeSettings {
+        memory_mb: MEMORY_MB,
+        connections: CONNECTIONS,
+        vm_memory: NATIVE_VM_MEMORY.to_owned(),
+    };
+    let began = Instant::now();
+    let cluster = NativeCluster::boot(&image, nodes, &settings, keys, &log_dir)?;
+    println!(
+        "  {nodes} native node(s) serving one cache after {:.1} s (shard map epoch {})",
+        began.elapsed().as_secs_f64(),
+        cluster.map.epoch()
+    );
+    cluster.drive(cfg, 1.0, true)?;
+    let side = search_runs(plan, label, started, stopped, |rate| {
+        let mut cfg = cfg.clone();
+        cfg.duration = window_for(cfg.duration, rate);
+        let summaries = cluster.drive(&cfg, rate, false)?;
+        let point = Point::merge(&cluster.targets, &summaries);
+        say(label, &point);
+        Ok(point)
+    });
+    let command = cluster.command.clone();
+    let stopped_cleanly = cluster.stop();
+    let side = side?;
+    stopped_cleanly?;
+    let _ = std::fs::remove_dir_all(&log_dir);
+    Ok((side, command))
+}
+
+fn run(plan: &Plan) -> Result<(), String> {
+    let mut needs = vec![Need::Root, Need::Tun, Need::Ip, Need::Qemu];
+    if !plan.linux_only {
+        needs.push(Need::Etcd);
+    }
+    ebb_testbed::require(&needs)
+        .map_err(|why| format!("needs root, QEMU and etcd for the clusters ({why})"))?;
+    let stopped = stop_on_signals();
+    let started = Instant::now();
+    let load_start = load_average();
+    let keys = KeySpace::new(KEYS, SizeDist::Etc)?;
+    let cfg = client_config(plan);
+
+    println!("cluster-memcached: booting {NODES} Linux guests with stock memcached (TCG)...");
+    let (linux, linux_command, namespace) = {
+        let cluster = LinuxCluster::boot(&keys)?;
+        let with_serial = |e: String| format!("{e}\n{}", cluster.serial_tails());
+        cluster.drive(&cfg, 1.0, true).map_err(with_serial)?;
+        let side = search_runs(plan, "linux cluster", started, &stopped, |rate| {
+            cluster.measure(&cfg, rate)
+        })
+        .map_err(with_serial)?;
+        (
+            side,
+            cluster.guests[0].command.clone(),
+            cluster.network.namespace().name().to_owned(),
         )
-        .metric("sla_p99_us", SLA_P99_US, "us", "TCG")
-        .metric("nodes", f64::from(NODES), "", "per cluster");
-    for (r, result) in found.iter().enumerate() {
+    };
+
+    let ebbflow = if plan.linux_only {
+        None
+    } else {
+        let (three, command) = ebbflow_side(
+            plan,
+            NODES,
+            "ebbflow 3 nodes",
+            &keys,
+            &cfg,
+            started,
+            &stopped,
+        )?;
+        let (one, _) = ebbflow_side(plan, 1, "ebbflow 1 node", &keys, &cfg, started, &stopped)?;
+        Some((three, one, command))
+    };
+
+    let mut report = report_with_load("cluster-memcached", "tcg", load_start);
+    report.metric("sla_p99_us", SLA_P99_US, "us", "TCG").metric(
+        "nodes",
+        f64::from(NODES),
+        "",
+        "per cluster",
+    );
+    let mut sides = vec![&linux];
+    for (r, result) in linux.found.iter().enumerate() {
         report.metric(
             format!("aggregate_at_sla_linux_cluster_run{}", r + 1),
             result.sla_qps,
@@ -261,44 +382,147 @@ fn run(plan: &Plan) -> Result<(), String> {
             "highest achieved with p99 within the SLA",
         );
     }
-    let mut values: Vec<f64> = found.iter().map(|f| f.sla_qps).collect();
+    report.metric(
+        "aggregate_at_sla_linux_cluster",
+        linux.median_sla(),
+        "ops/s",
+        "3 Linux guests, stock memcached, client-side ketama; median of runs",
+    );
+    match &ebbflow {
+        None => {
+            report.label("ebbflow_side", "not measured (--linux-only)");
+        }
+        Some((three, one, command)) => {
+            sides.push(three);
+            sides.push(one);
+            for (r, result) in three.found.iter().enumerate() {
+                report.metric(
+                    format!("aggregate_at_sla_run{}", r + 1),
+                    result.sla_qps,
+                    "ops/s",
+                    "Ebbflow 3 native nodes, highest achieved with p99 within the SLA",
+                );
+            }
+            let aggregate = three.median_sla();
+            report
+                .metric(
+                    "aggregate_at_sla",
+                    aggregate,
+                    "ops/s",
+                    "3 native Ebbflow nodes, one cache, every node asked for every key; median of runs",
+                )
+                .metric(
+                    "aggregate_at_sla_1_node",
+                    one.median_sla(),
+                    "ops/s",
+                    "1 native Ebbflow node; median of runs",
+                )
+                .metric(
+                    "ratio_vs_linux_cluster",
+                    aggregate / linux.median_sla().max(f64::MIN_POSITIVE),
+                    "x",
+                    "target >= 2.0",
+                )
+                .metric(
+                    "scaling",
+                    aggregate / one.median_sla().max(f64::MIN_POSITIVE),
+                    "x",
+                    "3 nodes / 1 node; informational (2 host cores)",
+                );
+            // The local/remote split at the highest load within the SLA
+            // of each run, medians.
+            let mut local_p50 = Vec::new();
+            let mut remote_p50 = Vec::new();
+            let mut local_p99 = Vec::new();
+            let mut remote_p99 = Vec::new();
+            for found in &three.found {
+                if let Some(Point {
+                    local: Some(local),
+                    remote: Some(remote),
+                    ..
+                }) = found.best_within(SLA_P99_US)
+                {
+                    local_p50.push(local.0);
+                    local_p99.push(local.1);
+                    remote_p50.push(remote.0);
+                    remote_p99.push(remote.1);
+                }
+            }
+            if local_p50.is_empty() {
+                report.label("remote_hop", "no run had a point within the SLA");
+            } else {
+                let local = median(&mut local_p50);
+                let remote = median(&mut remote_p50);
+                report
+                    .metric(
+                        "local_get_p50_us",
+                        local,
+                        "us",
+                        "keys owned by the node asked",
+                    )
+                    .metric("local_get_p99_us", median(&mut local_p99), "us", "")
+                    .metric(
+                        "remote_get_p50_us",
+                        remote,
+                        "us",
+                        "keys forwarded to their owner",
+                    )
+                    .metric("remote_get_p99_us", median(&mut remote_p99), "us", "")
+                    .metric(
+                        "remote_hop_ratio",
+                        remote / local.max(f64::MIN_POSITIVE),
+                        "x",
+                        "remote p50 / local p50 at the highest load within the SLA; target <= 2.0",
+                    );
+            }
+            report.command(command.clone());
+        }
+    }
     report
         .metric(
-            "aggregate_at_sla_linux_cluster",
-            median(&mut values),
-            "ops/s",
-            "3 Linux guests, stock memcached, client-side ketama; median of runs",
+            "runs",
+            linux.found.len() as f64,
+            "",
+            "per cluster",
         )
-        .metric("runs", found.len() as f64, "", "")
         .metric(
             "elapsed_s",
             started.elapsed().as_secs_f64(),
             "s",
             "the whole benchmark",
         )
-        .command("./ebb bench cluster-memcached -- --linux-only")
-        .command(cluster.guests[0].command.clone())
+        .command(if plan.linux_only {
+            "./ebb bench cluster-memcached -- --linux-only"
+        } else {
+            "./ebb bench cluster-memcached"
+        })
+        .command(linux_command)
         .command(format!(
-            "ebb-loadgen (library) in namespace {}: ETC over {KEYS} keys, text, one run per server (ketama's keys, its share of the rate), 1 thread on CPU {CLIENT_CPU}, 2 connections, open loop, depth <= 64, windows of {} s (longer at low rates, for 1000 requests, up to 4x) after {} s warm-up; QEMUs not pinned",
-            cluster.network.namespace().name(),
+            "ebb-loadgen (library) in the cluster's namespace ({namespace} for the Linux cluster): ETC over {KEYS} keys, text; Linux: one run per server (ketama's keys, its share of the rate); Ebbflow: per node one run of its own keys and one of the others' (every node asked for every key, 1/N of the rate each); 1 thread on CPU {CLIENT_CPU}, 2 connections, open loop, depth <= 64, windows of {} s (longer at low rates, for 1000 requests, up to 4x) after {} s warm-up; QEMUs not pinned",
             plan.window.as_secs_f64(),
             plan.warmup.as_secs_f64()
         ));
     report.finish()?;
-    // The plot: the points of the run with the median throughput, by
+    // The plot: each cluster's run with the median throughput, by
     // offered load.
-    let mut order: Vec<usize> = (0..found.len()).collect();
-    order.sort_by(|&a, &b| found[a].sla_qps.total_cmp(&found[b].sla_qps));
-    let middle = &found[order[order.len() / 2]];
-    let mut points: Vec<&Point> = middle.points.iter().collect();
-    points.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+    let colors = ["#d62728", "#1f77b4", "#2ca02c"];
+    let curves = sides
+        .iter()
+        .zip(colors)
+        .map(|(side, color)| {
+            let mut points: Vec<&Point> = side.middle().points.iter().collect();
+            points.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+            Curve {
+                label: side.label.to_owned(),
+                color: color.to_owned(),
+                points: points.iter().map(|p| (p.achieved, p.p99_us)).collect(),
+            }
+        })
+        .collect();
     let panels = [Panel {
-        title: "ETC text, 3 nodes".to_owned(),
-        curves: vec![Curve {
-            label: "3 Linux guests, stock memcached, client ketama".to_owned(),
-            color: "#d62728".to_owned(),
-            points: points.iter().map(|p| (p.achieved, p.p99_us)).collect(),
-        }],
+        title: "ETC text: 3 Linux guests (client ketama) vs Ebbflow native nodes (one cache)"
+            .to_owned(),
+        curves,
     }];
     let svg = output_dir().join("cluster-memcached.svg");
     write_p99_svg(&panels, SLA_P99_US, &svg)?;
@@ -319,8 +543,7 @@ struct Args {
     /// Runs per cluster (default 3, 1 with --quick).
     #[arg(long, value_name = "N")]
     runs: Option<std::num::NonZeroUsize>,
-    /// Measure the Linux cluster baseline alone (the Ebbflow side is not
-    /// built yet).
+    /// Measure the Linux cluster baseline alone.
     #[arg(long)]
     linux_only: bool,
 }
