@@ -74,7 +74,8 @@ const SEARCH: Search = Search {
     max_steps: 14,
     refine: 3,
 };
-/// Past this, no new run starts.
+/// Past this, no new run of a cluster starts (each cluster has its own:
+/// three clusters are measured one after the other).
 const BUDGET: Duration = Duration::from_secs(12 * 60);
 
 /// Each native node's VM memory: the Linux guests' 512 MiB, the same
@@ -212,15 +213,15 @@ impl Side {
     }
 }
 
-/// `plan.runs` searches of one cluster (fewer if the time budget is
-/// spent), `measure` measuring one offered load.
+/// `plan.runs` searches of one cluster (fewer if the cluster's time
+/// budget is spent), `measure` measuring one offered load.
 fn search_runs(
     plan: &Plan,
     label: &'static str,
-    started: Instant,
     stopped: &dyn Fn() -> Result<(), String>,
     mut measure: impl FnMut(f64) -> Result<Point, String>,
 ) -> Result<Side, String> {
+    let started = Instant::now();
     let mut found = Vec::new();
     for run in 0..plan.runs {
         stopped()?;
@@ -282,7 +283,6 @@ fn ebbflow_side(
     label: &'static str,
     keys: &KeySpace,
     cfg: &Config,
-    started: Instant,
     stopped: &dyn Fn() -> Result<(), String>,
 ) -> Result<(Side, String), String> {
     let image =
@@ -305,7 +305,7 @@ fn ebbflow_side(
         cluster.map.epoch()
     );
     cluster.drive(cfg, 1.0, true)?;
-    let side = search_runs(plan, label, started, stopped, |rate| {
+    let side = search_runs(plan, label, stopped, |rate| {
         let mut cfg = cfg.clone();
         cfg.duration = window_for(cfg.duration, rate);
         let summaries = cluster.drive(&cfg, rate, false)?;
@@ -339,7 +339,7 @@ fn run(plan: &Plan) -> Result<(), String> {
         let cluster = LinuxCluster::boot(&keys)?;
         let with_serial = |e: String| format!("{e}\n{}", cluster.serial_tails());
         cluster.drive(&cfg, 1.0, true).map_err(with_serial)?;
-        let side = search_runs(plan, "linux cluster", started, &stopped, |rate| {
+        let side = search_runs(plan, "linux cluster", &stopped, |rate| {
             cluster.measure(&cfg, rate)
         })
         .map_err(with_serial)?;
@@ -353,16 +353,8 @@ fn run(plan: &Plan) -> Result<(), String> {
     let ebbflow = if plan.linux_only {
         None
     } else {
-        let (three, command) = ebbflow_side(
-            plan,
-            NODES,
-            "ebbflow 3 nodes",
-            &keys,
-            &cfg,
-            started,
-            &stopped,
-        )?;
-        let (one, _) = ebbflow_side(plan, 1, "ebbflow 1 node", &keys, &cfg, started, &stopped)?;
+        let (three, command) = ebbflow_side(plan, NODES, "ebbflow 3 nodes", &keys, &cfg, &stopped)?;
+        let (one, _) = ebbflow_side(plan, 1, "ebbflow 1 node", &keys, &cfg, &stopped)?;
         Some((three, one, command))
     };
 
