@@ -191,6 +191,28 @@ fn a_moved_key_is_served_by_neither_owner_until_every_node_adopted_the_move() {
             ForwardReply::Stored(_)
         ));
         assert_eq!(three.call(2, get(moved), b""), found(b"v4"));
+
+        // Every lease gone at once (the map unreachable longer than the
+        // time to live): the settled epoch read is that of no registered
+        // node, u64::MAX. It opens no fence of a map adopted later: node
+        // 3 takes node 2's keys at epoch 3 and still serves none of them
+        // until epoch 3 is settled.
+        let third = map(3, &[1, 3]);
+        let from_two = keys
+            .iter()
+            .find(|key| {
+                after.owner(key).unwrap().node.0 == 2 && third.owner(key).unwrap().node.0 == 3
+            })
+            .unwrap();
+        three.current.settle(u64::MAX).unwrap();
+        assert_eq!(three.adopt(third.clone()).await, Adopted::Swept(0));
+        assert!(!three.current.serves(from_two));
+        assert_eq!(
+            three.call(3, get(from_two), b"").0,
+            ForwardReply::NotOwner(3)
+        );
+        three.current.settle(3).unwrap();
+        assert!(three.current.serves(from_two));
     });
 }
 

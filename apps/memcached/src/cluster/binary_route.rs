@@ -434,10 +434,19 @@ mod tests {
                 ..
             }
         ));
-        // Over -I: refused here, as the local path refuses it.
+        // Over -I: a set becomes a delete at the owner (its value
+        // discarded here), other stores are refused here, as the local
+        // path refuses them.
         let large = vec![b'x'; SIZE_MAX + 1];
+        let refused = forwarded(&request(SET, 0, &extras, &far, &large));
+        assert_eq!(refused.consumed, 24 + extras.len() + far.len());
+        assert!(
+            matches!(&refused.op, BinaryOp::RefusedSet { key, discard } if *key == far && *discard == SIZE_MAX + 1),
+            "{:?}",
+            refused.op
+        );
         assert!(matches!(
-            route(&request(SET, 0, &extras, &far, &large)),
+            route(&request(APPEND, 0, &[], &far, &large)),
             BinaryRoute::Local
         ));
     }

@@ -298,6 +298,12 @@ impl CurrentMap {
     /// Not on a core.
     pub fn settle(&self, settled: u64) -> Result<(), EventError> {
         let mut next = rcu::read(|guard| self.standing.load(guard).clone());
+        // Never past the map in force: what is settled is said of maps
+        // this node adopted. A settled epoch read as "every registered
+        // node" of none (`u64::MAX`, every lease gone at once) must not
+        // open the fence of a map adopted later, which other nodes may
+        // not have adopted yet.
+        let settled = settled.min(next.map.epoch());
         if next.settled == settled {
             return Ok(());
         }
@@ -339,11 +345,15 @@ impl CurrentMap {
             let excess = earlier.len().saturating_sub(HISTORY);
             earlier.drain(..excess);
         }
+        // At most the epoch left behind (see `settle`): the new map's
+        // gained keys wait until it is settled.
+        let settled = old.settled.min(in_force);
         self.standing.replace(Standing {
             map: next,
             earlier,
-            settled: old.settled,
+            settled,
         })?;
+        self.settled.store(settled, Ordering::Release);
         self.epoch.store(epoch, Ordering::Release);
         grace_period().await?;
         // Requests arriving while the sweep yields are checked against
