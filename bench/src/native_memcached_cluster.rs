@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use ebb_cluster::frontend::{run_frontend, FrontendHandle, FrontendOptions, MapChoice};
 use ebb_loadgen::workload::KeySpace;
 use ebb_loadgen::{Config, Summary};
+use memcached_app::cluster::membership::adopted_key;
 use memcached_app::cluster::{ShardMap, SHARD_MAP_KEY};
 
 use crate::cluster_memcached::{drive, owner_targets, Target};
@@ -115,19 +116,31 @@ impl NativeCluster {
             });
             let _ = done_tx.send(code);
         });
-        let booted = booted_rx.recv_timeout(READY_WITHIN * 2).map_err(|_| {
-            format!(
-                "the {nodes} native nodes did not boot within {:?}",
-                READY_WITHIN * 2
-            )
-        })?;
+        // On a failure the frontend still tears its cluster down (nodes,
+        // namespace, etcd) once its program returns: wait for that
+        // (bounded) before saying so.
+        let torn_down = |stop: ebb_event::Sender<()>, why: String| {
+            drop(stop);
+            let _ = done.recv_timeout(READY_WITHIN + TEARDOWN_WITHIN);
+            why
+        };
+        let booted = match booted_rx.recv_timeout(READY_WITHIN * 2) {
+            Ok(booted) => booted,
+            Err(_) => {
+                let why = format!(
+                    "the {nodes} native nodes did not boot within {:?}",
+                    READY_WITHIN * 2
+                );
+                return Err(torn_down(stop, why));
+            }
+        };
         let (namespace, map, command) = match booted {
             Booted::Up {
                 namespace,
                 map,
                 command,
             } => (namespace, map, command),
-            Booted::Failed(why) => return Err(why),
+            Booted::Failed(why) => return Err(torn_down(stop, why)),
         };
         let mut cluster = NativeCluster {
             namespace,
@@ -168,12 +181,28 @@ impl NativeCluster {
     }
 
     /// Drives every target at `rate` (or preloads their keys) from inside
-    /// the cluster's namespace.
+    /// the cluster's namespace. A preload must have stored every key: a
+    /// cluster measured on misses would be measured on cheaper requests.
     pub fn drive(&self, cfg: &Config, rate: f64, preload: bool) -> Result<Vec<Summary>, String> {
         let targets = &self.targets;
-        ebb_testbed::netns::run_inside_named(&self.namespace, move || {
+        let summaries = ebb_testbed::netns::run_inside_named(&self.namespace, move || {
             drive(targets, cfg, rate, preload)
-        })?
+        })??;
+        if preload {
+            for summary in &summaries {
+                if summary.preload_errors > 0 || summary.preload_replies < summary.preload_keys {
+                    return Err(format!(
+                        "the preload through {} stored {} of {} keys ({} errors)",
+                        summary.server,
+                        summary.preload_replies
+                            - summary.preload_errors.min(summary.preload_replies),
+                        summary.preload_keys,
+                        summary.preload_errors
+                    ));
+                }
+            }
+        }
+        Ok(summaries)
     }
 
     /// Stops the nodes and the etcd; the frontend's exit code.
@@ -233,8 +262,26 @@ fn command_of(pid: u32) -> String {
         .unwrap_or_default()
 }
 
-/// Boots `count` nodes and waits for the stored shard map to name them
-/// all.
+/// Whether every member of `map` has published that it adopted it
+/// (`memcached/adopted/N`): until then a node holds back the keys it
+/// gained (the handover fence) and refuses writes to them.
+async fn all_adopted(frontend: &FrontendHandle, map: &ShardMap) -> bool {
+    for member in map.members() {
+        let promise = frontend.map().get(&adopted_key(member.node)).await;
+        let adopted = promise.ok().flatten().and_then(|bytes| {
+            core::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+        });
+        if adopted.is_none_or(|epoch| epoch < map.epoch()) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Boots `count` nodes and waits until the stored shard map names them
+/// all and each has adopted it.
 async fn boot_and_agree(frontend: &FrontendHandle, count: usize) -> Booted {
     let booted: Result<Vec<_>, _> = frontend.allocate(count).await.into_iter().collect();
     if let Err(error) = booted {
@@ -244,7 +291,7 @@ async fn boot_and_agree(frontend: &FrontendHandle, count: usize) -> Booted {
     while Instant::now() < deadline {
         if let Ok(Some(bytes)) = frontend.map().get(SHARD_MAP_KEY).await {
             if let Ok(map) = ShardMap::decode(&bytes) {
-                if map.members().len() == count {
+                if map.members().len() == count && all_adopted(frontend, &map).await {
                     return Booted::Up {
                         namespace: frontend.namespace().to_owned(),
                         map,
