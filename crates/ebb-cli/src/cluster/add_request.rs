@@ -137,15 +137,32 @@ pub fn wait_for_answer(
             return Ok((head == "ok", rest.to_owned()));
         }
         if !alive() {
-            return Err("./ebb cluster up ended before it answered".to_owned());
+            return Err(withdrawn(path, "./ebb cluster up ended before it answered"));
         }
         if Instant::now() >= deadline {
-            return Err(format!(
+            let why = format!(
                 "./ebb cluster up did not answer within {} s",
                 ANSWER_WITHIN.as_secs()
-            ));
+            );
+            return Err(withdrawn(path, &why));
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `why`, after taking back the request whose answer is `answer`: a
+/// request left behind would add nodes later, after `add` said it failed.
+/// If `up` had already taken it, the nodes may still come: said so.
+fn withdrawn(answer: &Path, why: &str) -> String {
+    let request = answer
+        .to_str()
+        .and_then(|path| path.strip_suffix(ANSWER))
+        .map(|stem| PathBuf::from(format!("{stem}{REQUEST}")));
+    match request.map(std::fs::remove_file) {
+        Some(Ok(())) => format!("{why}; the request is withdrawn, no node was added"),
+        _ => format!(
+            "{why}; it had taken the request, so nodes may still be added (./ebb cluster ps shows them)"
+        ),
     }
 }
 
@@ -215,12 +232,25 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         assert_eq!(
             wait_for_answer(&answer_file, deadline, || false),
-            Err("./ebb cluster up ended before it answered".to_owned())
+            Err(
+                "./ebb cluster up ended before it answered; the request is withdrawn, no node \
+                 was added"
+                    .to_owned()
+            )
         );
+        // Withdrawn: an `up` looking later finds nothing to do.
+        assert_eq!(take_requests(&dir), Vec::new());
+        // A request `up` took but did not answer: the nodes may still come.
+        let answer_file = send(&dir, 42, 1).expect("sent");
+        assert_eq!(take_requests(&dir).len(), 1);
         let past = Instant::now();
         assert_eq!(
             wait_for_answer(&answer_file, past, || true),
-            Err("./ebb cluster up did not answer within 600 s".to_owned())
+            Err(
+                "./ebb cluster up did not answer within 600 s; it had taken the request, so \
+                 nodes may still be added (./ebb cluster ps shows them)"
+                    .to_owned()
+            )
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
