@@ -9,9 +9,10 @@
 //! refuses (another epoch, not the owner), makes its keys misses: a miss
 //! is always a correct answer from a cache. A write that gets no answer
 //! from its owner (none within `forwarder::FORWARD_TIME_LIMIT`, among
-//! other failures) is a `SERVER_ERROR` naming the owner; it was not
-//! applied elsewhere. Either way the connection goes on with its next
-//! request.
+//! other failures) is a `SERVER_ERROR` naming the owner; a write that
+//! timed out may still reach the owner later, so its outcome is unknown
+//! (`docs/distributed-memcached.md`, "A time limit"). Either way the
+//! connection goes on with its next request.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
