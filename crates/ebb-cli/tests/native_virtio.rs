@@ -70,6 +70,23 @@ fn round_trip(port: u16, len: usize) {
     assert_eq!(first_difference, None, "echoed bytes differ");
 }
 
+/// Whether a new connection to echo carries 1 KiB there and back within
+/// 10 s, in words (a diagnostic).
+fn probe(port: u16) -> String {
+    let attempt = || -> std::io::Result<()> {
+        let address = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(&[7u8; 1024])?;
+        let mut back = [0u8; 1024];
+        stream.read_exact(&mut back)
+    };
+    match attempt() {
+        Ok(()) => "echoed".to_owned(),
+        Err(error) => format!("failed: {error}"),
+    }
+}
+
 /// The counter `key` of queue `queue` in the dump.
 fn counter(console: &str, queue: &str, key: &str) -> u64 {
     let line = console
@@ -165,9 +182,21 @@ fn the_device_resets_in_the_middle_of_a_transfer_and_traffic_continues() {
     skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let (guest, port) = boot_echo(&["virtio_reset_after=300"], 2);
-    round_trip(port, 2 << 20);
-    // And a new connection after the reset.
-    round_trip(port, 64 << 10);
+    let trips = std::panic::catch_unwind(|| {
+        round_trip(port, 2 << 20);
+        // And a new connection after the reset.
+        round_trip(port, 64 << 10);
+    });
+    if let Err(panic) = trips {
+        // It stalls now and then (under investigation): say whether the
+        // device still carries a new connection, and what the guest said.
+        eprintln!(
+            "a new connection after the stall: {}\n--- the guest's console ---\n{}",
+            probe(port),
+            guest.console()
+        );
+        std::panic::resume_unwind(panic);
+    }
     let console = guest.finish();
     assert!(
         console.contains("virtio-net reset after"),
