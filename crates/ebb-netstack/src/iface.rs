@@ -154,7 +154,12 @@ struct Inner<D> {
     echo_handler: Option<EchoReplyHandler>,
     /// Other cores' stacks on the same interface, if any.
     steering: Option<Rc<dyn Steering>>,
+    /// The time of the last poll, or of the last application call if
+    /// `clock` is set.
     now: Instant,
+    /// The platform's clock, read when the application sends, connects or
+    /// closes between polls (see [`Stack::set_clock`]).
+    clock: Option<fn() -> Instant>,
     ident: u16,
     stats: Stats,
 }
@@ -196,10 +201,23 @@ impl<D: Device + 'static> Stack<D> {
                 echo_handler: None,
                 steering: None,
                 now,
+                clock: None,
                 ident: 0,
                 stats: Stats::default(),
             })),
         }
+    }
+
+    /// Reads `clock` for the time of calls the application makes between
+    /// polls (sends, connects, closes). Without it they are stamped with
+    /// the last poll's time, right for a simulation that sets the time
+    /// itself, but on a real node the last poll may be seconds old after
+    /// a halt: a segment sent from a timer event then had its
+    /// retransmission deadline (RFC 6298 §5.1) already in the past and its
+    /// RTT sample (§2) inflated by the halt, so it was retransmitted at
+    /// the next poll and cwnd collapsed (RFC 5681 §3.1).
+    pub fn set_clock(&self, clock: fn() -> Instant) {
+        self.inner.borrow_mut().clock = Some(clock);
     }
 
     /// Processes every frame the device has at `now`, each run to
@@ -212,7 +230,12 @@ impl<D: Device + 'static> Stack<D> {
     /// retransmission, and for a FIN the RST our closed connection would
     /// then send to the peer's TIME-WAIT (the hazard of RFC 1337).
     pub fn poll(&self, now: Instant) -> bool {
-        self.inner.borrow_mut().now = now;
+        // Never backwards: a send since the caller read `now` may have
+        // read the clock later (`set_clock`).
+        {
+            let mut inner = self.inner.borrow_mut();
+            inner.now = inner.now.max(now);
+        }
         tcp_ops::drain(&self.inner);
         let mut any = false;
         loop {
@@ -364,7 +387,7 @@ impl<D: Device + 'static> Stack<D> {
     /// that asked).
     pub fn learn_neighbour(&self, ip: Ipv4Addr, hardware_addr: EthernetAddress, now: Instant) {
         let mut inner = self.inner.borrow_mut();
-        inner.now = now;
+        inner.now = inner.now.max(now);
         if hardware_addr.is_multicast() || ip.is_unspecified() {
             return;
         }
@@ -393,7 +416,10 @@ impl<D: Device + 'static> Stack<D> {
 
 impl<D: Device + 'static> Inner<D> {
     fn on_timers(&mut self, now: Instant) {
-        self.now = now;
+        self.now = self.now.max(now);
+        // The timers run at the stack's time, which a send may have moved
+        // past the caller's `now`.
+        let now = self.now;
         for ip in self.arp.poll(now) {
             self.send_arp_request(ip);
         }
@@ -857,7 +883,10 @@ impl<D: Device + 'static> TcpHost for Inner<D> {
         &mut self.tcp
     }
 
-    fn tcp_now(&self) -> Instant {
+    fn tcp_now(&mut self) -> Instant {
+        if let Some(clock) = self.clock {
+            self.now = self.now.max(clock());
+        }
         self.now
     }
 

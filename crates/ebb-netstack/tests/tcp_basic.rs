@@ -520,3 +520,43 @@ fn sequence_numbers_wrap_around() {
     assert_eq!(data[0].seq.0, a_nxt);
     assert_eq!(data[0].ack.0, x_nxt);
 }
+
+/// The time `stamped_clock` reads (a `fn` cannot capture).
+static CLOCK_NOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn stamped_clock() -> ebb_event::Instant {
+    ebb_event::Instant(CLOCK_NOW.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+#[test]
+fn a_send_between_polls_is_stamped_with_the_clock_not_the_last_poll() {
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    listen_recording(&b, 80, Recorder::new);
+    let conn = a
+        .connect(sock(IP_B, 80), Box::new(Recorder::new(Log::default())))
+        .unwrap();
+    run_ms(&mut sim, 10);
+    assert_eq!(only_state(&a), Some(State::Established));
+    // As on a node that halted for 5 s and woke on an application timer:
+    // the stack was last polled at the simulation's time, the clock says
+    // 5 s later.
+    let woke = sim.now().0 + 5_000_000_000;
+    CLOCK_NOW.store(woke, std::sync::atomic::Ordering::Relaxed);
+    a.set_clock(stamped_clock);
+    conn.send(IoChain::from(IoBuf::copy_from_slice(b"ping")))
+        .unwrap();
+    let sent_at = a.tcp(|t| {
+        t.trace()
+            .iter()
+            .rev()
+            .find(|e| matches!(e.kind, TraceKind::Sent { len: 4, .. }))
+            .map(|e| e.at)
+    });
+    assert_eq!(sent_at, Some(ebb_event::Instant(woke)));
+    // Its retransmission deadline (RFC 6298 §5.1) runs from then: the
+    // next poll, 1 ms later, does not find it due (stamped with the last
+    // poll's time, it was 5 s overdue and went out again).
+    a.poll(ebb_event::Instant(woke + 1_000_000));
+    let info = a.tcp(|t| t.info(t.ids()[0])).unwrap();
+    assert_eq!(info.retransmissions, 0);
+}

@@ -162,3 +162,63 @@ fn a_paused_connection_holds_its_data_in_few_buffers() {
         data.len()
     );
 }
+
+thread_local! {
+    /// The connection the late answerer paused, to answer and resume later.
+    static LATE_CONNECTION: std::cell::RefCell<Option<TcpConnection>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Pauses on a request and answers later, as a memcached node does with a
+/// get it forwards to the key's owner.
+struct AnswersLater;
+
+impl TcpHandler for AnswersLater {
+    fn on_data(&mut self, conn: &TcpConnection, _data: IoChain) {
+        conn.pause_receive();
+        LATE_CONNECTION.with(|late| *late.borrow_mut() = Some(conn.clone()));
+    }
+}
+
+/// A pause that held nothing leaves the window the peer knows as it was:
+/// resuming sends no window update, so the answer (which carries the ACK)
+/// is the only segment (RFC 9293 §3.8.6.2.2). It used to be followed by a
+/// bare ACK, one more frame per forwarded get.
+#[test]
+fn resuming_after_a_pause_that_held_nothing_sends_no_bare_ack() {
+    let (mut sim, a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    b.listen(
+        sock(IP_B, 11),
+        std::sync::Arc::new(|_conn: &TcpConnection| Box::new(AnswersLater) as Box<dyn TcpHandler>),
+    )
+    .unwrap();
+    let log = Log::default();
+    a.connect(
+        sock(IP_B, 11),
+        Box::new(Recorder {
+            to_send: Some(chunks(b"get k\r\n", 100)),
+            ..Recorder::new(log.clone())
+        }),
+    )
+    .unwrap();
+    sim.run_for(Duration::from_millis(10));
+    let conn = LATE_CONNECTION
+        .with(|late| late.borrow_mut().take())
+        .expect("the request arrived");
+    let sent_before = b.tcp(|t| t.trace().len());
+    conn.send(IoChain::from(ebb_iobuf::IoBuf::copy_from_slice(b"END\r\n")))
+        .unwrap();
+    conn.resume_receive();
+    let sent: Vec<_> = b.tcp(|t| {
+        t.trace()[sent_before..]
+            .iter()
+            .filter_map(|e| match e.kind {
+                ebb_netstack::tcp::TraceKind::Sent { len, .. } => Some(len),
+                _ => None,
+            })
+            .collect()
+    });
+    assert_eq!(sent, vec![5], "the answer alone, no bare ACK after it");
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(log.borrow().data, b"END\r\n");
+}

@@ -55,6 +55,8 @@ impl UserStack {
         // that still remembers it.
         config.tcp.seed = seed();
         let stack = Stack::new(device, config, now());
+        // Sends from timer events after a halt are stamped with the time now.
+        stack.set_clock(now);
         let user = Rc::new(UserStack {
             stack,
             tap,

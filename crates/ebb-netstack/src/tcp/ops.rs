@@ -22,8 +22,9 @@ use super::table::{Event, TcpLayer};
 pub(crate) trait TcpHost: 'static {
     /// The TCP layer.
     fn tcp(&mut self) -> &mut TcpLayer;
-    /// The time of the last poll.
-    fn tcp_now(&self) -> Instant;
+    /// The time now: the platform's clock if the interface has one,
+    /// else the last poll's (a simulation's) time.
+    fn tcp_now(&mut self) -> Instant;
     /// Our IPv4 address, once we have one.
     fn tcp_local_ip(&self) -> Option<Ipv4Addr>;
     /// Sends the segments the TCP layer queued.

@@ -524,22 +524,31 @@ impl Tcb {
     }
 
     /// The application reads again: held data is delivered and the window
-    /// reopens (a window update goes out).
+    /// reopens (a window update goes out if the pause held data).
     pub fn resume(&mut self, ctx: &mut Ctx<'_>) {
         if !self.paused {
             return;
         }
         self.paused = false;
         let held = core::mem::take(&mut self.held);
-        if !held.is_empty() {
+        // Only held data shrank the window we advertise (`rcv_wnd`): a
+        // pause that held nothing (a request answered late, as a forwarded
+        // memcached get is) left the peer's view right, and a window
+        // update would be a bare ACK just after the answer that carried
+        // the same ACK (RFC 9293 §3.8.6.2.2: no update the peer does not
+        // need).
+        let window_shrank = !held.is_empty();
+        if window_shrank {
             ctx.events.push(ConnEvent::Data(held));
         }
         if core::mem::take(&mut self.held_fin) {
             ctx.events.push(ConnEvent::PeerClosed);
         }
         if self.state.synchronized() {
-            self.ack_now = true;
-            self.ack_pending = true;
+            if window_shrank {
+                self.ack_now = true;
+                self.ack_pending = true;
+            }
             self.output(ctx);
         }
     }

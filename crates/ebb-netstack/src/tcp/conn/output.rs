@@ -139,8 +139,28 @@ impl Tcb {
             // A bare ACK carries SND.MAX: after a timeout SND.NXT went back
             // below what the peer may already have (RCV.NXT), and a
             // sequence number below its RCV.NXT would make the segment
-            // unacceptable there (and its ACK field ignored).
-            let ack = self.segment(self.snd_max, Flags::default());
+            // unacceptable there (and its ACK field ignored). Nor may it be
+            // past the window the peer offers (SND.UNA + SND.WND): when
+            // that window closed with our data beyond it unaccepted, a
+            // zero-window peer accepts only SEG.SEQ = RCV.NXT (RFC 9293
+            // §3.10.7.4), and an ACK it drops can be the one that would
+            // have let it send, and so reopen its window (as Linux's
+            // `tcp_acceptable_seq`).
+            // With the window open, the edge itself is one past what the
+            // peer accepts (SEG.SEQ < RCV.NXT + RCV.WND; Linux is lenient
+            // there, our own `acceptable` is not): its last byte.
+            let window_edge = self.snd_una.wrapping_add(self.snd_wnd);
+            let last_acceptable = if self.snd_wnd == 0 {
+                window_edge
+            } else {
+                Seq(window_edge.0.wrapping_sub(1))
+            };
+            let seq = if self.snd_max.gt(last_acceptable) {
+                last_acceptable
+            } else {
+                self.snd_max
+            };
+            let ack = self.segment(seq, Flags::default());
             self.transmit(ack, false, ctx);
         }
     }
@@ -258,6 +278,8 @@ impl Tcb {
 
 #[cfg(test)]
 mod tests {
+    use alloc::vec::Vec;
+
     use ebb_iobuf::IoBuf;
 
     use super::*;
@@ -276,5 +298,74 @@ mod tests {
             first.as_ptr().wrapping_add(2)
         );
         assert!(chain_range(&chain, 7, 3).is_empty());
+    }
+
+    /// A connection whose peer closed its window with 280 of our bytes
+    /// sent beyond it and unaccepted (the tail of a stall seen in the
+    /// paused-echo simulation with 2 % loss).
+    fn established_against_a_closed_window() -> Tcb {
+        let config = super::super::super::TcpConfig::default();
+        let ends = super::super::Endpoints {
+            local: (core::net::Ipv4Addr::new(10, 0, 0, 1), 1000),
+            remote: (core::net::Ipv4Addr::new(10, 0, 0, 2), 7),
+        };
+        let mut tcb = Tcb::new(&config, ends, Seq(1000), 1500);
+        tcb.state = State::Established;
+        tcb.snd_una = Seq(5000);
+        tcb.snd_nxt = Seq(5280);
+        tcb.snd_max = Seq(5280);
+        tcb.snd_wnd = 0;
+        tcb.rcv_nxt = Seq(9000);
+        tcb.ack_pending = true;
+        tcb.ack_now = true;
+        tcb
+    }
+
+    /// Runs `output` once; the bare ACK it owed.
+    fn owed_ack(tcb: &mut Tcb) -> OutSegment {
+        let mut out = Vec::new();
+        let mut events = Vec::new();
+        let mut trace = super::super::super::trace::Trace::default();
+        let mut ctx = Ctx {
+            now: ebb_event::Instant(0),
+            id: 1,
+            out: &mut out,
+            events: &mut events,
+            trace: &mut trace,
+        };
+        tcb.output(&mut ctx);
+        out.pop().expect("the owed ACK was sent")
+    }
+
+    #[test]
+    fn a_bare_ack_stays_inside_the_window_the_peer_offers() {
+        let mut tcb = established_against_a_closed_window();
+        let ack = owed_ack(&mut tcb);
+        assert!(ack.flags.ack && ack.payload.is_empty());
+        // RCV.NXT at a zero-window peer: the only acceptable SEG.SEQ.
+        assert_eq!(ack.seq, Seq(5000));
+        assert_eq!(ack.ack, Seq(9000));
+    }
+
+    #[test]
+    fn a_bare_ack_past_an_open_window_takes_its_last_byte() {
+        let mut tcb = established_against_a_closed_window();
+        // The peer shrank its window to 100 bytes with our 280 out.
+        tcb.snd_wnd = 100;
+        let ack = owed_ack(&mut tcb);
+        // RCV.NXT = 5000 and RCV.WND = 100 at the peer: 5099 is the last
+        // acceptable sequence number (RFC 9293 §3.10.7.4).
+        assert_eq!(ack.seq, Seq(5099));
+    }
+
+    #[test]
+    fn a_bare_ack_carries_snd_max_when_the_window_covers_it() {
+        let mut tcb = established_against_a_closed_window();
+        tcb.snd_wnd = 65_535;
+        // As after a timeout: SND.NXT went back to SND.UNA.
+        tcb.snd_nxt = Seq(5000);
+        tcb.send_queue = IoChain::new();
+        let ack = owed_ack(&mut tcb);
+        assert_eq!(ack.seq, Seq(5280));
     }
 }
