@@ -181,15 +181,16 @@ fn a_full_transmit_ring_holds_frames_back_without_losing_any() {
 fn the_device_resets_in_the_middle_of_a_transfer_and_traffic_continues() {
     skip_unless!(Need::Qemu);
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let (guest, port) = boot_echo(&["virtio_reset_after=300"], 2);
+    let (mut guest, port) = boot_echo(&["virtio_reset_after=300"], 2);
     let trips = std::panic::catch_unwind(|| {
         round_trip(port, 2 << 20);
         // And a new connection after the reset.
         round_trip(port, 64 << 10);
     });
     if let Err(panic) = trips {
-        // It stalls now and then (under investigation): say whether the
-        // device still carries a new connection, and what the guest said.
+        // On a stall, say whether the device still carries a new
+        // connection, and what the guest said (its counters are printed
+        // only when it exits).
         eprintln!(
             "a new connection after the stall: {}\n--- the guest's console ---\n{}",
             probe(port),
@@ -203,6 +204,10 @@ fn the_device_resets_in_the_middle_of_a_transfer_and_traffic_continues() {
         "no reset:\n{console}"
     );
     assert!(console.contains("resets=1"), "{console}");
+    // How often every receive buffer was lent (then frames are copied so
+    // the ring stays full: with the replies held for ACKs and the frames
+    // the reset lost, this happens under load; `--nocapture` shows it).
+    eprintln!("rx0 copied={}", counter(&console, "rx0", "copied"));
 }
 
 /// A TCP echo client for inside the namespace: 1 MiB to the guest and

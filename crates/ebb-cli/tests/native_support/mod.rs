@@ -117,8 +117,12 @@ impl Guest {
         });
     }
 
-    /// The console so far.
-    pub fn console(&self) -> String {
+    /// The console so far: the lines already looked at and those read
+    /// since (a diagnostic after a stall needs what the guest said last).
+    pub fn console(&mut self) -> String {
+        while let Ok(line) = self.console.try_recv() {
+            self.seen.push(line);
+        }
         self.seen.join("\n")
     }
 

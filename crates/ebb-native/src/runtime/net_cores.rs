@@ -333,6 +333,8 @@ fn start_pair(nic: VirtioNet, setup: Setup) {
     config.tcp.core = CoreId(usize::from(queue));
     let device = CoreDevice::new(nic, setup.shared, setup.dhcp && !core0);
     let stack = Stack::new(device, config, now());
+    // Sends from timer events after a halt are stamped with the time now.
+    stack.set_clock(now);
     if let Some(directory) = DIRECTORY.get().filter(|_| setup.shared) {
         stack.set_steering(Rc::new(Forwarder(directory)));
     }
@@ -556,7 +558,7 @@ pub fn report() {
         let q = q.lock();
         for (direction, stats) in [("rx", q.rx), ("tx", q.tx)] {
             crate::println!(
-                "ebbflow native: virtio-net queue {direction}{pair}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={} notifications={} suppressed={}",
+                "ebbflow native: virtio-net queue {direction}{pair}: packets={} bytes={} interrupts={} polls={} mode_switches={} dropped={} backlogged={} csum_offloaded={} notifications={} suppressed={} copied={}",
                 stats.packets,
                 stats.bytes,
                 stats.interrupts,
@@ -566,7 +568,8 @@ pub fn report() {
                 stats.backlogged,
                 stats.csum_offloaded,
                 stats.notifications,
-                stats.notifications_suppressed
+                stats.notifications_suppressed,
+                stats.copied
             );
         }
     }

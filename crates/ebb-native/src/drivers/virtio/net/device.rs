@@ -13,7 +13,14 @@
 //!   block the device writes (12-byte `virtio_net_hdr`, then the frame). A
 //!   received frame goes to the stack as an [`IoBuf`] whose owner is the
 //!   buffer itself; when the last view of it is dropped the buffer goes
-//!   back to a pool, and the next poll gives it to the device again.
+//!   back to a pool, and the next poll gives it to the device again. At
+//!   most [`MAX_RX_BUFFERS`] exist; once so many are lent that the rest
+//!   could not fill the ring, a frame is copied out and its buffer goes
+//!   straight back to the device, so the ring never runs dry. Otherwise
+//!   a stack holding every buffer (an echo whose replies wait for the
+//!   peer's ACKs, a reassembly queue after losses) could never receive
+//!   the ACKs that would let it free them: the device, without buffers,
+//!   delivers nothing (virtio 1.2 §5.1.6.3), and every connection stops.
 //! * **Transmit from the chain.** A frame's descriptors are its header
 //!   (one per ring slot, see `offload`) plus one per `IoChain` segment; the chain is kept until the device reports the
 //!   descriptors used, then dropped (its buffers released). Segments
@@ -53,6 +60,7 @@ use crate::drivers::virtio::net::features::{
     F_CSUM, F_CTRL_VQ, F_GUEST_CSUM, F_MAC, F_MQ, F_MRG_RXBUF, F_STATUS, WANTED,
 };
 use crate::drivers::virtio::net::offload::{self, HEADER};
+use crate::drivers::virtio::net::rx_lending::lending_would_starve_the_ring;
 use crate::drivers::virtio::net::stats::QueueStats;
 use crate::drivers::virtio::queue::split::{Segment, SplitQueue};
 use crate::drivers::virtio::transport::pci::{
@@ -381,6 +389,16 @@ impl VirtioNet {
         self.rx_stats.interrupts += 1;
     }
 
+    /// Whether the frame just popped is to be copied rather than lent
+    /// (`rx_lending`).
+    fn no_spare_rx_buffer(&self) -> bool {
+        lending_would_starve_the_ring(
+            self.rx_pool.lock().len(),
+            MAX_RX_BUFFERS - self.rx_allocated,
+            self.rx.free(),
+        )
+    }
+
     /// Gives the device every receive buffer the pool has (and new ones up
     /// to [`MAX_RX_BUFFERS`]) while the ring has room.
     fn refill(&mut self) {
@@ -576,14 +594,33 @@ impl Device for VirtioNet {
                 self.rx_stats.csum_offloaded += 1;
             }
             self.rx_stats.bytes += len as u64;
+            let frame = if self.no_spare_rx_buffer() {
+                // Lending this buffer too would leave the ring one short
+                // for good (see the module docs): copy, and give it back.
+                // The copy is fallible: this runs when memory is held, and
+                // a frame dropped for want of memory is one TCP resends.
+                let mut copy = Vec::new();
+                let copied = copy.try_reserve_exact(len).is_ok();
+                if copied {
+                    copy.extend_from_slice(&buffer[HEADER..HEADER + len]);
+                }
+                self.rx_pool.lock().push(buffer);
+                if !copied {
+                    self.rx_stats.dropped += 1;
+                    continue;
+                }
+                self.rx_stats.copied += 1;
+                IoBuf::from_vec(copy)
+            } else {
+                IoBuf::from_owner(RxFrame {
+                    buffer: Some(buffer),
+                    len,
+                    pool: Arc::clone(&self.rx_pool),
+                })
+            };
             if self.rx.free() >= self.rx.size() / 2 {
                 self.refill();
             }
-            let frame = IoBuf::from_owner(RxFrame {
-                buffer: Some(buffer),
-                len,
-                pool: Arc::clone(&self.rx_pool),
-            });
             return Some((frame, checksum));
         }
     }

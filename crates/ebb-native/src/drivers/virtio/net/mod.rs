@@ -10,8 +10,10 @@
 //! * `stats`: its per-queue counters;
 //!
 //! and what only this device has: the control queue (`ctrl`:
-//! VQ_PAIRS_SET) and the `virtio_net_hdr` for checksum offload
-//! (`offload`, host-tested with `ebb-netstack` as a host dev-dependency).
+//! VQ_PAIRS_SET), the `virtio_net_hdr` for checksum offload
+//! (`offload`, host-tested with `ebb-netstack` as a host dev-dependency)
+//! and when a received frame is copied rather than lent (`rx_lending`,
+//! host-tested).
 
 #[cfg(target_os = "none")]
 pub mod config;
@@ -23,5 +25,7 @@ pub mod device;
 pub mod features;
 #[cfg(any(target_os = "none", test))]
 pub mod offload;
+#[cfg(any(target_os = "none", test))]
+pub mod rx_lending;
 #[cfg(target_os = "none")]
 pub mod stats;

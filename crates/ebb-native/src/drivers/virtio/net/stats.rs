@@ -27,4 +27,8 @@ pub struct QueueStats {
     /// Notifications left out because the device said it needs none
     /// (`VIRTQ_USED_F_NO_NOTIFY`, §2.7.10).
     pub notifications_suppressed: u64,
+    /// Receive: frames copied out of their buffer, which went straight
+    /// back to the device, because every other receive buffer was lent to
+    /// the stack (see `device.rs`, "Receive without copies").
+    pub copied: u64,
 }

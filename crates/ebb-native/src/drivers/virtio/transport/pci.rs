@@ -50,6 +50,11 @@ const DRIVER_OK: u8 = 4;
 const FEATURES_OK: u8 = 8;
 const FAILED: u8 = 128;
 
+/// Status reads after writing reset before giving up on the device
+/// (QEMU resets at once; each read is a trip into the hypervisor, so this
+/// is well over a second).
+const RESET_READS: u32 = 1_000_000;
+
 /// No MSI-X vector (§4.1.5.1.2).
 pub const NO_VECTOR: u16 = 0xffff;
 /// Feature bit 32: the device follows virtio 1.x (§6).
@@ -72,6 +77,8 @@ pub enum VirtioError {
     VectorRefused,
     /// The device did not acknowledge a control-queue command (§5.1.6.5).
     CommandFailed(&'static str),
+    /// The device status did not read 0 after a reset (§4.1.4.3.2).
+    ResetTimeout,
     /// A reset was asked of one pair of a multi-queue device (a reset
     /// stops every queue; only single-queue devices are reset).
     MultiQueueReset,
@@ -87,6 +94,7 @@ impl core::fmt::Display for VirtioError {
             VirtioError::NoMemory => write!(f, "no memory for the queues"),
             VirtioError::VectorRefused => write!(f, "the device refused the MSI-X vector"),
             VirtioError::CommandFailed(what) => write!(f, "the device refused {what}"),
+            VirtioError::ResetTimeout => write!(f, "the device did not finish its reset"),
             VirtioError::MultiQueueReset => {
                 write!(f, "a multi-queue device is not reset (single-queue only)")
             }
@@ -216,8 +224,15 @@ impl Transport {
         required: u64,
     ) -> Result<u64, VirtioError> {
         self.common.write::<u8>(DEVICE_STATUS, 0);
-        while self.common.read::<u8>(DEVICE_STATUS) != 0 {
+        // The device may finish resetting later; the driver waits until
+        // status reads 0 (§4.1.4.3.2), boundedly: a device that never does
+        // is an error, not a hang.
+        let reset = (0..RESET_READS).any(|_| {
             core::hint::spin_loop();
+            self.common.read::<u8>(DEVICE_STATUS) == 0
+        });
+        if !reset {
+            return Err(VirtioError::ResetTimeout);
         }
         self.common.write::<u8>(DEVICE_STATUS, ACKNOWLEDGE);
         self.common.write::<u8>(DEVICE_STATUS, ACKNOWLEDGE | DRIVER);
