@@ -100,6 +100,9 @@ pub struct Connection {
     /// Bytes of the store's memory limit held for the unfinished request's
     /// value (`Context::reserved`).
     reserved: usize,
+    /// Whether `reserved` is for a value on its way to another node
+    /// (`Context::reserved_in_transit`).
+    reserved_in_transit: bool,
     /// The capacity of the buffer at the front of `input` that the
     /// request of `expected` bytes is being gathered into; 0 if none.
     gathering: usize,
@@ -113,6 +116,13 @@ pub struct Connection {
     pending: Option<Pending>,
     /// A forwarded request is on its way: the requests after it wait.
     forwarding: bool,
+    /// Bytes of the store's memory limit held for the value of the
+    /// forwarded store taken or on its way, until its owner answered
+    /// (`cluster::route::Arriving`).
+    forward_reserved: usize,
+    /// Whether `forward_reserved` was made in transit (it was, unless the
+    /// request was taken for a local one first and the map changed).
+    forward_in_transit: bool,
 }
 
 impl Connection {
@@ -126,12 +136,15 @@ impl Connection {
             discarding: 0,
             expected: 0,
             reserved: 0,
+            reserved_in_transit: false,
             gathering: 0,
             closing: false,
             paused: false,
             watcher: None,
             pending: None,
             forwarding: false,
+            forward_reserved: 0,
+            forward_in_transit: false,
         }
     }
 
@@ -163,6 +176,7 @@ impl Connection {
             watch: None,
             expected: 0,
             reserved: self.reserved,
+            reserved_in_transit: self.reserved_in_transit,
             gathered: self.finish_gathering(),
         };
         let arrived = self.input.len();
@@ -187,9 +201,25 @@ impl Connection {
                         let size_max = self.server.settings.item_size_max;
                         route_binary(&self.input, view, &self.server.store, size_max)
                     });
+                    let route = match route {
+                        BinaryRoute::Incomplete(arriving) => {
+                            if ctx.reserve_in_transit(arriving.block) {
+                                break;
+                            }
+                            // The values on their way fill -m.
+                            BinaryRoute::Forward(arriving.refused)
+                        }
+                        BinaryRoute::Forward(forwarded) => {
+                            let value_len = forwarded.op.value_len();
+                            match self.reserve_value_len(&mut ctx, value_len) {
+                                true => BinaryRoute::Forward(forwarded),
+                                false => BinaryRoute::Forward(forwarded.out_of_memory(0)),
+                            }
+                        }
+                        BinaryRoute::Local => BinaryRoute::Local,
+                    };
                     match route {
-                        BinaryRoute::Local => {}
-                        BinaryRoute::Incomplete => break,
+                        BinaryRoute::Local | BinaryRoute::Incomplete(_) => {}
                         BinaryRoute::Forward(forwarded) => {
                             if self.input.trim_front(forwarded.consumed).is_err() {
                                 self.input.clear();
@@ -209,9 +239,21 @@ impl Connection {
                         route_text(&self.input, view, size_max)
                     })
                 };
+                let route = match route {
+                    Route::Incomplete(arriving) => {
+                        if ctx.reserve_in_transit(arriving.block) {
+                            break;
+                        }
+                        // The values on their way fill -m.
+                        Route::Forward(arriving.refused)
+                    }
+                    Route::Forward(forwarded) => {
+                        Route::Forward(self.reserve_forwarded(&mut ctx, forwarded))
+                    }
+                    route => route,
+                };
                 match route {
-                    Route::Local => {}
-                    Route::Incomplete => break,
+                    Route::Local | Route::Incomplete(_) => {}
                     Route::Forward(forwarded) => {
                         if self.input.trim_front(forwarded.consumed).is_err() {
                             self.input.clear();
@@ -238,6 +280,7 @@ impl Connection {
             // Kept current, so that whatever way this call ends (a failed
             // send returns early) `Drop` releases only what is held.
             self.reserved = ctx.reserved;
+            self.reserved_in_transit = ctx.reserved_in_transit;
             // Only the first request can be the gathered one.
             ctx.gathered = 0;
             match outcome {
@@ -266,6 +309,7 @@ impl Connection {
         self.held = self.held.saturating_sub(consumed);
         self.expected = ctx.expected;
         self.reserved = ctx.reserved;
+        self.reserved_in_transit = ctx.reserved_in_transit;
         self.hold_rest();
         // Read first: the shared line is written only by a new peak.
         if self.held > self.server.held_input_peak.load(Ordering::Relaxed) {
@@ -367,10 +411,50 @@ impl Connection {
 }
 
 impl Connection {
+    /// Holds the value of `forwarded` (a store's, all arrived) in the
+    /// memory limit until its owner answered: the reservation made while
+    /// it arrived, or one made now; refused as out of memory when the
+    /// values on their way fill -m (`cluster::route::Arriving`).
+    fn reserve_forwarded(&mut self, ctx: &mut Context<'_>, forwarded: Forwarded) -> Forwarded {
+        let value_len = forwarded.op.value_len();
+        if self.reserve_value_len(ctx, value_len) {
+            forwarded
+        } else {
+            forwarded.out_of_memory(0)
+        }
+    }
+
+    /// Holds `value_len` bytes of a forwarded value (text or binary) in
+    /// the memory limit until its owner answered, as
+    /// [`Connection::reserve_forwarded`] says; false when they cannot be.
+    fn reserve_value_len(&mut self, ctx: &mut Context<'_>, value_len: usize) -> bool {
+        if ctx.reserved == 0 && value_len > 0 && !ctx.reserve_in_transit(value_len) {
+            return false;
+        }
+        // Moved from the arriving request to the forwarded one, whatever
+        // its length (an empty value's CRLF was reserved while it
+        // arrived), so that the next request reserves its own.
+        self.forward_reserved = core::mem::take(&mut ctx.reserved);
+        self.forward_in_transit = core::mem::take(&mut ctx.reserved_in_transit);
+        true
+    }
+
+    /// Gives back what the forwarded store's value held, as it was held.
+    fn release_forwarded(&mut self) {
+        let bytes = core::mem::take(&mut self.forward_reserved);
+        if core::mem::take(&mut self.forward_in_transit) {
+            self.server.store.release_in_transit(bytes);
+        } else if bytes > 0 {
+            self.server.store.release(bytes);
+        }
+    }
+
     /// Sends the reply of the forwarded request and goes on with the
     /// requests that waited for it.
     fn forward_done(&mut self, conn: &TcpConnection, reply: IoChain) {
         self.forwarding = false;
+        // Its value is no longer held.
+        self.release_forwarded();
         if !reply.is_empty() {
             if let Some(counters) = self.counters() {
                 Counters::add(&counters.bytes_written, reply.len() as u64);
@@ -483,8 +567,14 @@ impl Drop for Connection {
         self.stop_watching();
         // A value that never finished arriving.
         if self.reserved > 0 {
-            self.server.store.release(self.reserved);
+            if self.reserved_in_transit {
+                self.server.store.release_in_transit(self.reserved);
+            } else {
+                self.server.store.release(self.reserved);
+            }
         }
+        // A forwarded value whose owner never answered here.
+        self.release_forwarded();
         self.server.connections.fetch_sub(1, Ordering::Relaxed);
         if let Some(counters) = self.counters() {
             Counters::add(&counters.curr_connections, u64::MAX);

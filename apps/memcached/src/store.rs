@@ -519,6 +519,17 @@ impl Store {
     /// uploads cannot grow the server past `-m`, however many connections
     /// send them. Undone by [`Store::release`].
     pub fn reserve(&self, bytes: usize, now: u32) -> bool {
+        if !self.hold_arriving(bytes) {
+            return false;
+        }
+        self.cost.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.evict(&[], now);
+        true
+    }
+
+    /// Adds `bytes` to the values on their way unless that would take
+    /// them past `-m`; whether it did.
+    fn hold_arriving(&self, bytes: usize) -> bool {
         let bytes = bytes as u64;
         let limit = self.memory_limit() as u64;
         let before = self.reserved.fetch_add(bytes, Ordering::Relaxed);
@@ -526,8 +537,6 @@ impl Store {
             self.reserved.fetch_sub(bytes, Ordering::Relaxed);
             return false;
         }
-        self.cost.fetch_add(bytes, Ordering::Relaxed);
-        self.evict(&[], now);
         true
     }
 
@@ -537,6 +546,23 @@ impl Store {
         let bytes = bytes as u64;
         self.reserved.fetch_sub(bytes, Ordering::Relaxed);
         self.cost.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Holds `bytes` for a value passing through this node to another
+    /// (a store forwarded to its key's owner): counted with the values
+    /// arriving and refused past `-m` as [`Store::reserve`] is, but
+    /// without evicting. Such a value leaves a round trip later, and an
+    /// eviction is for good: on a full cache, evicting for every value
+    /// that passes through would cost the node as many of its own bytes
+    /// each time. The node's memory is then at most `-m` of items plus
+    /// `-m` on its way. Undone by [`Store::release_in_transit`].
+    pub fn reserve_in_transit(&self, bytes: usize) -> bool {
+        self.hold_arriving(bytes)
+    }
+
+    /// Gives back a reservation of [`Store::reserve_in_transit`].
+    pub fn release_in_transit(&self, bytes: usize) {
+        self.reserved.fetch_sub(bytes as u64, Ordering::Relaxed);
     }
 
     /// Bytes reserved for values still arriving.

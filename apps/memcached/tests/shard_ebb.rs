@@ -142,3 +142,74 @@ fn requests_are_answered_by_the_map_in_force_and_a_newer_map_sweeps() {
         );
     });
 }
+
+/// A forwarded meta command for `line`.
+fn meta(line: &[u8]) -> Command<'_> {
+    Command::Meta { line }
+}
+
+#[test]
+fn a_forwarded_meta_request_is_checked_whole_before_it_runs() {
+    on_a_core(|| async {
+        let server = server();
+        let current = member(1);
+        let root = ShardRoot { server, current };
+        let only = map(1, &[1]);
+        current.adopt(&server.store, only).await.unwrap();
+        current.settle(1).unwrap();
+        let value_of = |key: &[u8]| {
+            server
+                .store
+                .get(key, server.unix_now())
+                .map(|item| item.value.to_vec())
+        };
+        let set_old = |key: &[u8]| {
+            let stored = call(&root, 1, set(key), b"old").0;
+            assert!(matches!(stored, ForwardReply::Stored(_)), "{stored:?}");
+        };
+        set_old(b"k");
+        // md, mg and ma take no payload: with one they are refused and
+        // change nothing (md does not delete, mg T does not touch).
+        assert_eq!(
+            call(&root, 1, meta(b"md k\r\n"), b"junk").0,
+            ForwardReply::BadRequest
+        );
+        assert_eq!(
+            call(&root, 1, meta(b"mg k T30 v\r\n"), b"x").0,
+            ForwardReply::BadRequest
+        );
+        assert_eq!(value_of(b"k").as_deref(), Some(&b"old"[..]));
+        // ms with more than its data block (another request after it),
+        // or less: refused, the old value stays.
+        for payload in [&b"new\r\nmd k\r\n"[..], b"ne", b"new\r"] {
+            assert_eq!(
+                call(&root, 1, meta(b"ms k 3\r\n"), payload).0,
+                ForwardReply::BadRequest
+            );
+            assert_eq!(value_of(b"k").as_deref(), Some(&b"old"[..]));
+        }
+        // ms without its data block, which is within -I: refused.
+        assert_eq!(
+            call(&root, 1, meta(b"ms k 3\r\n"), b"").0,
+            ForwardReply::BadRequest
+        );
+        assert_eq!(value_of(b"k").as_deref(), Some(&b"old"[..]));
+        // A block of the right length not ending in CRLF: the handler's
+        // own error, as to a client, and nothing stored.
+        let (reply, bytes) = call(&root, 1, meta(b"ms k 3\r\n"), b"newxx");
+        assert_eq!(reply, ForwardReply::Meta);
+        assert_eq!(bytes, b"CLIENT_ERROR bad data chunk\r\n");
+        assert_eq!(value_of(b"k").as_deref(), Some(&b"old"[..]));
+        // Well-formed: served.
+        let (reply, bytes) = call(&root, 1, meta(b"ms k 3\r\n"), b"new\r\n");
+        assert_eq!((reply, bytes), (ForwardReply::Meta, b"HD\r\n".to_vec()));
+        assert_eq!(value_of(b"k").as_deref(), Some(&b"new"[..]));
+        // An ms over -I comes without its block (the forwarder threw it
+        // away): refused as a single memcached refuses it, old item gone.
+        let over = format!("ms k {} T0\r\n", (1 << 20) + 1);
+        let (reply, bytes) = call(&root, 1, meta(over.as_bytes()), b"");
+        assert_eq!(reply, ForwardReply::Meta);
+        assert_eq!(bytes, b"SERVER_ERROR object too large for cache\r\n");
+        assert_eq!(value_of(b"k"), None);
+    });
+}

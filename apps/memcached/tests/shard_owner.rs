@@ -12,7 +12,7 @@ mod shard_support;
 use ebb_core::NodeId;
 use ebb_iobuf::{IoBuf, IoChain};
 use memcached::cluster::current::View;
-use memcached::cluster::serve::serve;
+use memcached::cluster::serve::{get_values, serve, GetAsked, MAX_REPLY_PAYLOAD};
 use memcached::cluster::sweep::drop_unowned;
 use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, ShardMap, StoreMode};
 use memcached::Store;
@@ -392,5 +392,50 @@ fn the_sweep_lets_other_events_run_between_batches() {
             "the task never ran while the sweep did: saw {:?}",
             seen.borrow()
         );
+    });
+}
+
+#[test]
+fn a_multiget_reply_stays_within_the_payload_limit_and_answers_a_first_part() {
+    on_a_core(|| async {
+        let store = Store::new(1 << 20, 1 << 10);
+        let map = map(1, &[1]);
+        for key in [&b"a"[..], b"b", b"c"] {
+            call(&store, &map, 1, 1, set(key), &[b'v'; 100]);
+        }
+        let asked = GetAsked {
+            cas: false,
+            touch: None,
+        };
+        let get = |keys: &[&[u8]], limit: usize| {
+            let mut values = IoChain::new();
+            let entries = get_values(&store, NOW, asked, keys, limit, &mut values);
+            assert!(values.len() <= limit);
+            let found: Vec<bool> = entries.iter().map(Option::is_some).collect();
+            (found, values.len())
+        };
+        let found = Entry {
+            flags: 7,
+            cas: 0,
+            len: 100,
+        };
+        // 250 bytes: a and b fit, c is left for the next call; a missing
+        // key between them costs nothing.
+        assert_eq!(
+            get(&[b"a", b"missing", b"b", b"c"], 250),
+            (vec![true, false, true], 200)
+        );
+        assert_eq!(get(&[b"c"], 250), (vec![true], 100));
+        // Everything fits: every key answered.
+        assert_eq!(get(&[b"a", b"b", b"c"], 300), (vec![true; 3], 300));
+        // A first value over the limit alone is a miss, so that every
+        // call answers at least one key.
+        assert_eq!(get(&[b"a", b"b"], 50), (vec![false], 0));
+        // The entries are what a whole reply would say of those keys.
+        let mut values = IoChain::new();
+        let entries = get_values(&store, NOW, asked, &[b"a"], 100, &mut values);
+        assert_eq!(entries, vec![Some(found)]);
+        // The limit in force is the Messenger's payload limit.
+        assert_eq!(MAX_REPLY_PAYLOAD, 64 << 20);
     });
 }

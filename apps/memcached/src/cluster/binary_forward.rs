@@ -16,7 +16,8 @@ use super::serve::serve;
 use super::shard_map::ShardMap;
 use super::text_forward::ClusterLink;
 use crate::protocol::binary::opcodes::*;
-use crate::protocol::binary::Responder;
+use crate::protocol::binary::{refusal, Responder};
+use crate::store::Refused;
 use crate::Server;
 
 /// The message of a write whose owner gave no usable answer.
@@ -219,7 +220,8 @@ pub async fn execute_binary(
                 other => failed(&mut out, other.map(|(reply, _)| reply)),
             }
         }
-        BinaryOp::RefusedSet { key, .. } => {
+        BinaryOp::Refused { .. } => refusal(&responder, &mut out, Refused::NoMemory),
+        BinaryOp::RefusedSet { key, refused, .. } => {
             let deleted = if map.owner(&key).is_some_and(|o| o.node == link.current.me()) {
                 // Routed here because this node is fenced from its own
                 // key: deleting only ever makes a miss.
@@ -236,7 +238,7 @@ pub async fn execute_binary(
                 }
             };
             if deleted {
-                responder.send(&mut out, STATUS_E2BIG, 0, &[], &[], b"Too large.");
+                refusal(&responder, &mut out, refused);
             }
         }
         BinaryOp::Flush { delay } => match flush_everywhere(link, server, delay).await {

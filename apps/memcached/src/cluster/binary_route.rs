@@ -19,6 +19,7 @@ use super::forward::{Create, StoreMode};
 use crate::protocol::binary::header::{RequestHeader, HEADER_LEN};
 use crate::protocol::binary::opcodes::*;
 use crate::protocol::binary::{KEY_MAX_LENGTH, NO_CREATE, REQUEST_MAGIC};
+use crate::store::Refused;
 use crate::Store;
 
 /// Where the first binary request of a connection's input goes.
@@ -26,10 +27,21 @@ use crate::Store;
 pub enum BinaryRoute {
     /// Handle it here, as a single node would.
     Local,
-    /// A store for another node's key whose value is still arriving.
-    Incomplete,
+    /// A store for another node's key whose value is still arriving:
+    /// reserved from `-m` as a text one is (`route::Arriving`).
+    Incomplete(BinaryArriving),
     /// Forward it.
     Forward(BinaryForwarded),
+}
+
+/// A binary store for another node's key whose value is still arriving.
+#[derive(Debug)]
+pub struct BinaryArriving {
+    /// The value's length: what to reserve.
+    pub block: usize,
+    /// What to do instead when it cannot be reserved: the head taken,
+    /// the value thrown away as it arrives, and ENOMEM.
+    pub refused: BinaryForwarded,
 }
 
 /// A binary request to forward, taken out of the input.
@@ -103,13 +115,21 @@ pub enum BinaryOp {
         /// The delay (0: now).
         delay: i64,
     },
-    /// A set (or setq) refused for its size: memcached drops the old item
-    /// of a refused set (`process_bin_update`), so the owner is asked to
-    /// delete the key, then the client gets E2BIG; the value is discarded
-    /// as it arrives.
+    /// A set (or setq) refused for its size or for memory: memcached
+    /// drops the old item of a refused set (`process_bin_update`), so the
+    /// owner is asked to delete the key, then the client gets E2BIG or
+    /// ENOMEM; the value is discarded as it arrives.
     RefusedSet {
         /// The key.
         key: Vec<u8>,
+        /// Value bytes to discard after the request's head.
+        discard: usize,
+        /// Why.
+        refused: Refused,
+    },
+    /// add, replace, append, prepend refused for memory: ENOMEM, the old
+    /// item left, nothing forwarded.
+    Refused {
         /// Value bytes to discard after the request's head.
         discard: usize,
     },
@@ -121,9 +141,38 @@ impl BinaryOp {
     #[must_use]
     pub fn discard(&self) -> usize {
         match self {
-            BinaryOp::RefusedSet { discard, .. } => *discard,
+            BinaryOp::RefusedSet { discard, .. } | BinaryOp::Refused { discard } => *discard,
             _ => 0,
         }
+    }
+
+    /// The bytes of its value this node holds until the owner answered:
+    /// reserved from `-m` while it is on its way.
+    #[must_use]
+    pub fn value_len(&self) -> usize {
+        match self {
+            BinaryOp::Store { value, .. } => value.len(),
+            _ => 0,
+        }
+    }
+}
+
+impl BinaryForwarded {
+    /// The same request refused because its value cannot be reserved: a
+    /// set still drops the owner's old item, as memcached's does when it
+    /// cannot allocate the item; the other stores leave it. `discard`:
+    /// the value's bytes not yet taken from the input.
+    #[must_use]
+    pub fn out_of_memory(self, discard: usize) -> BinaryForwarded {
+        let op = match self.op {
+            BinaryOp::Store { cmd: SET, key, .. } => BinaryOp::RefusedSet {
+                key,
+                discard,
+                refused: Refused::NoMemory,
+            },
+            _ => BinaryOp::Refused { discard },
+        };
+        BinaryForwarded { op, ..self }
     }
 }
 
@@ -260,11 +309,31 @@ pub fn route_binary(
         let op = BinaryOp::RefusedSet {
             key: key.to_vec(),
             discard,
+            refused: Refused::TooLarge,
         };
         return forward(head, op);
     }
     if input.len() < head + value_len {
-        return BinaryRoute::Incomplete;
+        let taken = BinaryForwarded {
+            consumed: head,
+            opcode: header.opcode,
+            opaque: header.opaque,
+            quiet,
+            // Its value is not read yet.
+            op: BinaryOp::Store {
+                cmd,
+                mode: StoreMode::Set,
+                flags: 0,
+                exptime: 0,
+                cas: 0,
+                key: key.to_vec(),
+                value: IoBuf::from_static(b""),
+            },
+        };
+        return BinaryRoute::Incomplete(BinaryArriving {
+            block: value_len,
+            refused: taken.out_of_memory(value_len),
+        });
     }
     let Ok(value) = cursor
         .read_chain(value_len)
@@ -404,7 +473,7 @@ mod tests {
         let whole = request(SETQ, 0, &extras, &far, b"value");
         assert!(matches!(
             route(&whole[..whole.len() - 1]),
-            BinaryRoute::Incomplete
+            BinaryRoute::Incomplete(_)
         ));
         let set = forwarded(&whole);
         assert_eq!(set.consumed, whole.len());
@@ -441,7 +510,7 @@ mod tests {
         let refused = forwarded(&request(SET, 0, &extras, &far, &large));
         assert_eq!(refused.consumed, 24 + extras.len() + far.len());
         assert!(
-            matches!(&refused.op, BinaryOp::RefusedSet { key, discard } if *key == far && *discard == SIZE_MAX + 1),
+            matches!(&refused.op, BinaryOp::RefusedSet { key, discard, refused: Refused::TooLarge } if *key == far && *discard == SIZE_MAX + 1),
             "{:?}",
             refused.op
         );

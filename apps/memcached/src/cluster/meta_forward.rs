@@ -10,6 +10,13 @@
 //! first. The owner finds the key in the line itself with the function
 //! the forwarder used (`protocol::meta::acted_on_key`) and serves the
 //! command only if its map of the request's epoch gives it that key.
+//!
+//! The owner checks the whole request before its handler runs, so that a
+//! malformed one is refused (`BadRequest`) having changed nothing: one
+//! line, a key it serves, and the payload the line calls for
+//! ([`payload_fits`]). An `ms` whose value is over `-I` comes without its
+//! data block (`route.rs`): the owner's handler refuses it from the line,
+//! dropping the old item, as a single memcached's mset does.
 
 use alloc::vec::Vec;
 
@@ -20,6 +27,7 @@ use super::forward::{Command, ForwardReply, ForwardRequest};
 use super::forwarder::forward;
 use super::shard_map::ShardMap;
 use super::text_forward::ClusterLink;
+use crate::protocol::common::parse_i32;
 use crate::protocol::meta::acted_on_key;
 use crate::protocol::text::{tokenize, Request};
 use crate::protocol::{Context, Outcome, Protocol};
@@ -115,6 +123,9 @@ pub fn serve_meta(
     if !view.serves(&key) {
         return (ForwardReply::NotOwner(map.epoch()), out);
     }
+    if !payload_fits(line, payload.len(), server.settings.item_size_max) {
+        return (ForwardReply::BadRequest, out);
+    }
     let Ok(counters) = server.stats.get() else {
         return (ForwardReply::BadRequest, out);
     };
@@ -136,19 +147,44 @@ pub fn serve_meta(
         watch: None,
         expected: 0,
         reserved: 0,
+        reserved_in_transit: false,
         gathered: 0,
     };
     match Protocol::Text.handle(&input, &mut ctx, &mut out) {
         Outcome::Consumed(consumed) if consumed == input.len() => (ForwardReply::Meta, out),
-        // A refused ms swallows its data block, which is all here.
-        Outcome::Discard { consumed, discard } if consumed + discard == input.len() => {
+        // A refused ms swallows its data block, which is all here, or
+        // was not sent (over -I).
+        Outcome::Discard { consumed, discard }
+            if consumed + discard == input.len() || consumed == input.len() =>
+        {
             (ForwardReply::Meta, out)
         }
-        // A data block that is not what the line said.
+        // Not reached: `payload_fits` let through only what the handler
+        // takes whole.
         _ => {
             ctx.release_value();
             (ForwardReply::BadRequest, IoChain::new())
         }
+    }
+}
+
+/// Whether a forwarded meta `line` may come with `payload_len` bytes
+/// of payload, checked before its handler runs: `ms`'s data block as
+/// its datalen says (value and CRLF), or none for an `ms` whose value
+/// is over `item_size_max` (`-I`), which the handler then refuses from
+/// the line alone; none for `mg`, `md` and `ma`.
+fn payload_fits(line: &[u8], payload_len: usize, item_size_max: usize) -> bool {
+    let tokens = tokenize(line);
+    if tokens.list().first() != Some(&&b"ms"[..]) {
+        return payload_len == 0;
+    }
+    let Some(len) = parse_i32(tokens.get(2)).and_then(|len| usize::try_from(len).ok()) else {
+        // The handler answers its bad format from the line alone.
+        return payload_len == 0;
+    };
+    match payload_len {
+        0 => len > item_size_max,
+        sent => sent == len + 2,
     }
 }
 

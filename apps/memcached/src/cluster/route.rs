@@ -13,9 +13,11 @@
 //! old item (`refuse` in protocol/text/storage.rs), so the owner is sent
 //! a delete ([`TextOp::RefusedSet`]). A store whose value has not all
 //! arrived waits for it. The meta commands mg, ms, md and ma naming
-//! another node's key go to its owner as they are (`meta_forward.rs`);
-//! `me` is refused
-//! ([`META_REFUSED`]).
+//! another node's key go to its owner as they are (`meta_forward.rs`),
+//! except that an `ms` whose value is over `-I` goes without its data
+//! block, which is thrown away as it arrives: the owner's handler
+//! refuses it as a single memcached does, dropping the old item; `me` is
+//! refused ([`META_REFUSED`]).
 
 use alloc::vec::Vec;
 
@@ -28,13 +30,16 @@ use crate::protocol::common::{key_ok, parse_i32, parse_u32, parse_u64};
 use crate::protocol::text::line::{data_block, Block, Request};
 use crate::protocol::text::tokens::{all_tokens, tokenize};
 
+/// The reply to a set refused for its size, as a single memcached's.
+pub const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+
 /// What to do with the first request of a connection's input.
 #[derive(Debug)]
 pub enum Route {
     /// Handle it here, as a single node would.
     Local,
     /// A store for another node's key whose value is still arriving.
-    Incomplete,
+    Incomplete(Arriving),
     /// Forward it.
     Forward(Forwarded),
     /// Refuse it: take `consumed` bytes and answer `line`.
@@ -45,6 +50,25 @@ pub enum Route {
         line: &'static [u8],
     },
 }
+
+/// A store for another node's key whose value is still arriving: the
+/// connection holds its data block until it is all there and then until
+/// the owner answered, and reserves it from `-m` meanwhile, as a local
+/// store's value is (`Store::reserve`, `docs/distributed-memcached.md`,
+/// "Values on their way").
+#[derive(Debug)]
+pub struct Arriving {
+    /// The data block's length (value and CRLF): what to reserve.
+    pub block: usize,
+    /// What to do instead when it cannot be reserved: the line taken,
+    /// the block thrown away as it arrives, and memcached's
+    /// `SERVER_ERROR out of memory storing object`.
+    pub refused: Forwarded,
+}
+
+/// The reply to a store refused because the values on their way fill
+/// `-m`, as memcached's when `item_alloc` fails.
+pub const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
 
 /// The reply to `me` (memcached's debug dump of an item) on a node of
 /// several: it is not forwarded, and answering it from the node's own
@@ -123,17 +147,32 @@ pub enum TextOp {
         key: Vec<u8>,
         /// The command line, with its newline.
         line: Vec<u8>,
-        /// ms's data block with its CRLF; empty otherwise.
+        /// ms's data block with its CRLF; empty otherwise, and for an
+        /// ms whose value is over `-I`.
         block: IoChain,
+        /// The data block of an ms over `-I`, thrown away as it arrives
+        /// (0 otherwise).
+        discard: usize,
     },
-    /// A set refused for its value's size (over `-I`, not read): the
+    /// A set (or ms) refused for its value's size (over `-I`, not
+    /// read) or for memory (the values on their way fill `-m`): the
     /// owner deletes the key, as a single memcached drops the old item,
-    /// and the client gets memcached's "too large" error.
+    /// and the client gets memcached's error for the refusal.
     RefusedSet {
         /// The key.
         key: Vec<u8>,
         /// The value's bytes and its CRLF, thrown away as they arrive.
         discard: usize,
+        /// The reply once the old item is gone.
+        reply: &'static [u8],
+    },
+    /// A store refused here that leaves the old item (add, replace,
+    /// append, prepend, cas out of memory): `reply`, nothing forwarded.
+    Refused {
+        /// The value's bytes and its CRLF, thrown away as they arrive.
+        discard: usize,
+        /// The reply.
+        reply: &'static [u8],
     },
 }
 
@@ -143,9 +182,50 @@ impl TextOp {
     #[must_use]
     pub fn discard(&self) -> usize {
         match self {
-            TextOp::RefusedSet { discard, .. } => *discard,
+            TextOp::RefusedSet { discard, .. }
+            | TextOp::Refused { discard, .. }
+            | TextOp::Meta { discard, .. } => *discard,
             _ => 0,
         }
+    }
+
+    /// The bytes of its value this node holds until the owner answered
+    /// (a store's value, an ms's data block): reserved from `-m` while
+    /// it is on its way.
+    #[must_use]
+    pub fn value_len(&self) -> usize {
+        match self {
+            TextOp::Store { value, .. } => value.len(),
+            TextOp::Meta { block, .. } => block.len(),
+            _ => 0,
+        }
+    }
+}
+
+impl Forwarded {
+    /// The same request refused because its value cannot be reserved
+    /// (see [`Arriving`]): a set or ms still drops the owner's old item,
+    /// as memcached's do when `item_alloc` fails; the other stores leave
+    /// it. `discard`: the value's bytes not yet taken from the input.
+    #[must_use]
+    pub fn out_of_memory(self, discard: usize) -> Forwarded {
+        let op = match self.op {
+            TextOp::Store {
+                mode: StoreMode::Set,
+                key,
+                ..
+            }
+            | TextOp::Meta { key, .. } => TextOp::RefusedSet {
+                key,
+                discard,
+                reply: OUT_OF_MEMORY,
+            },
+            _ => TextOp::Refused {
+                discard,
+                reply: OUT_OF_MEMORY,
+            },
+        };
+        Forwarded { op, ..self }
     }
 }
 
@@ -245,11 +325,26 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
                 let op = TextOp::RefusedSet {
                     key: key.to_vec(),
                     discard: len + 2,
+                    reply: TOO_LARGE,
                 };
                 return forward(op, request.line_end);
             }
             let value = match data_block(input, request.line_end, len + 2) {
-                Block::Incomplete => return Route::Incomplete,
+                Block::Incomplete => {
+                    return arriving(
+                        TextOp::Store {
+                            mode,
+                            flags,
+                            exptime: i64::from(exptime),
+                            cas,
+                            key: key.to_vec(),
+                            value: IoBuf::from_static(b""),
+                        },
+                        request.line_end,
+                        tokens.noreply(),
+                        len + 2,
+                    )
+                }
                 Block::Bad => return Route::Local,
                 Block::Good(value) => value,
             };
@@ -324,29 +419,39 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
                 return Route::Local;
             }
             let mut block = IoChain::new();
+            let mut discard = 0;
             if command == b"ms" {
                 let Some(len) = parse_i32(tokens.get(2)).and_then(|len| usize::try_from(len).ok())
                 else {
                     return Route::Local;
                 };
+                // A length memcached calls bad format is the local
+                // handler's to answer.
+                if len > usize::try_from(i32::MAX - 2).unwrap_or(0) {
+                    return Route::Local;
+                }
                 if len > item_size_max {
-                    return Route::Local;
+                    // The owner refuses it from the line alone and drops
+                    // the old item, as a single memcached's mset does
+                    // (protocol/meta/set.rs): the value is not carried.
+                    discard = len + 2;
+                } else {
+                    match ms_block(input, request.line_end, len + 2) {
+                        Ok(copied) => block = copied,
+                        Err(None) => {
+                            let op = TextOp::Meta {
+                                key,
+                                line: Vec::new(),
+                                block,
+                                discard: 0,
+                            };
+                            // The owner's reply says what q leaves out,
+                            // and q never hides an error.
+                            return arriving(op, request.line_end, false, len + 2);
+                        }
+                        Err(Some(route)) => return route,
+                    }
                 }
-                match data_block(input, request.line_end, len + 2) {
-                    Block::Incomplete => return Route::Incomplete,
-                    Block::Bad => return Route::Local,
-                    Block::Good(_) => {}
-                }
-                let mut cursor = input.cursor();
-                let copied = cursor
-                    .skip(request.line_end)
-                    .and_then(|()| cursor.read_chain(len + 2))
-                    .and_then(|chain| chain.try_to_iobuf());
-                let Ok(copied) = copied else {
-                    // No memory for the copy: the local handler says so.
-                    return Route::Local;
-                };
-                block = IoChain::from(copied);
             }
             let Ok(line) = input
                 .cursor()
@@ -359,7 +464,12 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
                 consumed: request.line_end + block.len(),
                 // The owner's reply says what q leaves out.
                 noreply: false,
-                op: TextOp::Meta { key, line, block },
+                op: TextOp::Meta {
+                    key,
+                    line,
+                    block,
+                    discard,
+                },
             })
         }
         [b'm', b'e'] => Route::Refuse {
@@ -368,4 +478,40 @@ pub fn route_text(input: &IoChain, view: &View<'_>, item_size_max: usize) -> Rou
         },
         _ => Route::Local,
     }
+}
+
+/// The route of a store for another node's key whose data block of
+/// `block` bytes after the line (`line_end` bytes) is still arriving:
+/// `op` (its value not read yet) is what it refuses if the block cannot
+/// be reserved ([`Arriving`]).
+fn arriving(op: TextOp, line_end: usize, noreply: bool, block: usize) -> Route {
+    let taken = Forwarded {
+        consumed: line_end,
+        noreply,
+        op,
+    };
+    Route::Incomplete(Arriving {
+        block,
+        refused: taken.out_of_memory(block),
+    })
+}
+
+/// The data block of `block_len` bytes after an ms line ending at
+/// `line_end`, copied out of the receive buffers; `Err(None)` when it has
+/// not all arrived, or the route when it cannot be forwarded at all (not
+/// ending in CRLF, or no memory for the copy: the local handler answers
+/// those).
+fn ms_block(input: &IoChain, line_end: usize, block_len: usize) -> Result<IoChain, Option<Route>> {
+    match data_block(input, line_end, block_len) {
+        Block::Incomplete => return Err(None),
+        Block::Bad => return Err(Some(Route::Local)),
+        Block::Good(_) => {}
+    }
+    let mut cursor = input.cursor();
+    cursor
+        .skip(line_end)
+        .and_then(|()| cursor.read_chain(block_len))
+        .and_then(|chain| chain.try_to_iobuf())
+        .map(IoChain::from)
+        .map_err(|_| Some(Route::Local))
 }

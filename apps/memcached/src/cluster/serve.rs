@@ -14,6 +14,7 @@
 use alloc::vec::Vec;
 
 use ebb_iobuf::{IoBuf, IoChain};
+use ebb_messenger::Limits;
 
 use super::current::View;
 use super::forward::{Command, Create, Entry, ForwardReply, ForwardRequest, StoreMode};
@@ -51,23 +52,8 @@ pub fn serve(
     }
     let reply = match request.command {
         Command::Get { cas, touch, keys } => {
-            let entries = keys
-                .iter()
-                .map(|key| {
-                    let item = match touch {
-                        Some(exptime) => store.touch(key, expiry(exptime, now), now),
-                        None => store.get(key, now),
-                    }?;
-                    let entry = Entry {
-                        flags: item.flags,
-                        cas: if cas { store.shown_cas(item.cas) } else { 0 },
-                        // A value is at most -I (at most 1 GiB), so it fits.
-                        len: u32::try_from(item.value.len()).unwrap_or(u32::MAX),
-                    };
-                    values.push_back(item.value);
-                    Some(entry)
-                })
-                .collect();
+            let asked = GetAsked { cas, touch };
+            let entries = get_values(store, now, asked, &keys, MAX_REPLY_PAYLOAD, &mut values);
             ForwardReply::Values(entries)
         }
         // Served above, at any epoch.
@@ -100,6 +86,66 @@ pub fn serve(
         },
     };
     (reply, values)
+}
+
+/// The most value bytes a `Get` reply carries: the Messenger's payload
+/// limit (`ebb_messenger::Limits::DEFAULT`, 64 MiB), which every node
+/// accepts. A multiget whose values would pass it is answered in parts
+/// ([`get_values`]).
+pub const MAX_REPLY_PAYLOAD: usize = Limits::DEFAULT.max_payload_len as usize;
+
+/// What a forwarded `Get` asks of each key.
+#[derive(Clone, Copy, Debug)]
+pub struct GetAsked {
+    /// Show CAS values.
+    pub cas: bool,
+    /// gat, gats: the new expiry time.
+    pub touch: Option<i64>,
+}
+
+/// The entries of a `Get` reply for `keys`, their values appended to
+/// `values`, which stay within `payload_limit` bytes: the answer covers
+/// the keys in order up to the first whose value would pass it, and the
+/// forwarder asks for the rest in another call (`text_forward.rs`). At
+/// least the first key is answered, so every call makes progress: a first
+/// value larger than the limit alone (only with `-I` over it) is a miss.
+pub fn get_values(
+    store: &Store,
+    now: u32,
+    asked: GetAsked,
+    keys: &[&[u8]],
+    payload_limit: usize,
+    values: &mut IoChain,
+) -> Vec<Option<Entry>> {
+    let mut entries = Vec::with_capacity(keys.len());
+    for key in keys {
+        let item = match asked.touch {
+            Some(exptime) => store.touch(key, expiry(exptime, now), now),
+            None => store.get(key, now),
+        };
+        let Some(item) = item else {
+            entries.push(None);
+            continue;
+        };
+        if values.len() + item.value.len() > payload_limit {
+            if entries.is_empty() {
+                entries.push(None);
+            }
+            break;
+        }
+        entries.push(Some(Entry {
+            flags: item.flags,
+            cas: if asked.cas {
+                store.shown_cas(item.cas)
+            } else {
+                0
+            },
+            // A value is at most -I (at most 1 GiB), so it fits.
+            len: u32::try_from(item.value.len()).unwrap_or(u32::MAX),
+        }));
+        values.push_back(item.value);
+    }
+    entries
 }
 
 /// A forwarded store: admitted by the size rule first, then the value

@@ -23,10 +23,10 @@ use ebb_messenger::MessengerRef;
 
 use super::current::CurrentMap;
 use super::flush::{flush_everywhere, text_reply};
-use super::forward::{get_batches, Command, ForwardReply, ForwardRequest};
+use super::forward::{get_batches, Command, Entry, ForwardReply, ForwardRequest, MAX_GET_KEYS};
 use super::forwarder::forward;
 use super::meta_forward::execute_meta;
-use super::route::{Forwarded, TextOp};
+use super::route::{Forwarded, TextOp, OUT_OF_MEMORY, TOO_LARGE};
 use super::shard_map::{Member, ShardMap};
 use crate::protocol::common::push_u64;
 use crate::store::expiry;
@@ -42,8 +42,6 @@ pub struct ClusterLink {
 
 /// The reply to a write when no node owns its key (no map yet).
 const NO_OWNER: &[u8] = b"SERVER_ERROR the key has no owner node yet\r\n";
-/// The reply to a set refused for its size, as a single memcached's.
-const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 /// The reply to a write the owner refused because the maps disagree, or
 /// this node's own key it does not serve until the others adopted the
 /// map that gave it the key (the handover fence, `current.rs`).
@@ -71,9 +69,9 @@ pub async fn execute(link: &ClusterLink, server: &Server, request: Forwarded) ->
             touch,
             keys,
         } => get(link, server, &map, me, with_cas, touch, &keys).await,
-        TextOp::Meta { key, line, block } => {
-            execute_meta(link, server, &map, &key, &line, block).await
-        }
+        TextOp::Meta {
+            key, line, block, ..
+        } => execute_meta(link, server, &map, &key, &line, block).await,
         TextOp::Flush { delay } => {
             let outcome = flush_everywhere(link, server, delay).await;
             IoChain::from(IoBuf::from_vec(text_reply(outcome)))
@@ -129,11 +127,17 @@ async fn single(link: &ClusterLink, server: &Server, map: &ShardMap, op: TextOp)
             IoChain::new(),
         ),
         TextOp::RefusedSet { key, .. } => (key, Command::Delete { cas: 0, key }, IoChain::new()),
+        // Refused here, leaving the old item: nothing to ask the owner.
+        TextOp::Refused { reply, .. } => return reply.to_vec(),
         TextOp::Get { .. } | TextOp::Flush { .. } | TextOp::Meta { .. } => {
             return NO_OWNER.to_vec()
         }
     };
-    let refused_set = matches!(op, TextOp::RefusedSet { .. });
+    // A refused set's reply once the old item is gone.
+    let refused_set = match &op {
+        TextOp::RefusedSet { reply, .. } => Some(*reply),
+        _ => None,
+    };
     let Some(owner) = map.owner(key) else {
         return NO_OWNER.to_vec();
     };
@@ -141,9 +145,9 @@ async fn single(link: &ClusterLink, server: &Server, map: &ShardMap, op: TextOp)
         // Routed here because this node is fenced from its own key. A
         // set refused for its size still drops the old item, as on a
         // single memcached: deleting only ever makes a miss.
-        if refused_set {
+        if let Some(reply) = refused_set {
             server.store.delete(key, None, server.unix_now());
-            return TOO_LARGE.to_vec();
+            return reply.to_vec();
         }
         let fence = if link.current.view(|view| view.lease_live()) {
             MAP_CHANGING
@@ -158,7 +162,9 @@ async fn single(link: &ClusterLink, server: &Server, map: &ShardMap, op: TextOp)
     };
     let line: &[u8] = match forward(link.messenger, owner, &request, payload).await {
         // The old item is gone at the owner: the refusal's reply.
-        Ok((ForwardReply::Deleted | ForwardReply::NotFound, _)) if refused_set => TOO_LARGE,
+        Ok((ForwardReply::Deleted | ForwardReply::NotFound, _)) if refused_set.is_some() => {
+            refused_set.unwrap_or(TOO_LARGE)
+        }
         Ok((ForwardReply::Number { value, .. }, _)) => {
             let mut line = Vec::with_capacity(22);
             push_u64(&mut line, value);
@@ -172,7 +178,7 @@ async fn single(link: &ClusterLink, server: &Server, map: &ShardMap, op: TextOp)
         Ok((ForwardReply::Deleted, _)) => b"DELETED\r\n",
         Ok((ForwardReply::Touched, _)) => b"TOUCHED\r\n",
         Ok((ForwardReply::TooLarge, _)) => TOO_LARGE,
-        Ok((ForwardReply::OutOfMemory, _)) => b"SERVER_ERROR out of memory storing object\r\n",
+        Ok((ForwardReply::OutOfMemory, _)) => OUT_OF_MEMORY,
         Ok((ForwardReply::NonNumeric, _)) => {
             b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
         }
@@ -236,34 +242,34 @@ async fn get(
         }
     }
     for (owner, indices) in remote {
-        let owner_keys: Vec<&[u8]> = indices.iter().map(|&i| keys[i].as_slice()).collect();
-        let Ok(batches) = get_batches(map.epoch(), with_cas, touch, &owner_keys) else {
-            continue;
-        };
-        let mut at = 0;
-        for batch in batches {
+        let mut rest: &[usize] = &indices;
+        while !rest.is_empty() {
+            // One call's keys at most: a 4 MiB line may name two million
+            // keys, and encoding all that remain on every pass would be
+            // quadratic in them.
+            let window = &rest[..rest.len().min(MAX_GET_KEYS)];
+            let owner_keys: Vec<&[u8]> = window.iter().map(|&i| keys[i].as_slice()).collect();
+            let Ok(batches) = get_batches(map.epoch(), with_cas, touch, &owner_keys) else {
+                break;
+            };
+            let Some(batch) = batches.into_iter().next() else {
+                break;
+            };
             let asked = batch.keys().len();
-            let slots = &indices[at..at + asked];
-            at += asked;
-            let Ok((ForwardReply::Values(entries), mut values)) =
+            let Ok((ForwardReply::Values(entries), values)) =
                 forward(link.messenger, owner, &batch, IoChain::new()).await
             else {
-                continue;
+                // The batch's keys and the rest are misses.
+                break;
             };
-            if entries.len() != asked {
-                continue;
-            }
-            for (&slot, entry) in slots.iter().zip(entries) {
-                let Some(entry) = entry else { continue };
-                let Ok(value) = values.split_to(entry.len as usize) else {
-                    break;
-                };
-                found[slot] = Some(Found {
-                    flags: entry.flags,
-                    cas: entry.cas,
-                    value,
-                });
-            }
+            // The owner answers the first keys whose values fit one
+            // reply (`serve::get_values`), at least one: the others are
+            // asked again.
+            let Some(answered) = answered(asked, entries.len()) else {
+                break;
+            };
+            fill(&mut found, &rest[..answered], entries, values);
+            rest = &rest[answered..];
         }
     }
     let mut out = IoChain::new();
@@ -288,4 +294,45 @@ async fn get(
     }
     out.push_back(IoBuf::from_static(b"END\r\n"));
     out
+}
+
+/// How many of the `asked` keys a `Get` reply of `entries` entries
+/// answered: a first part, never none, never more than asked.
+fn answered(asked: usize, entries: usize) -> Option<usize> {
+    (1..=asked).contains(&entries).then_some(entries)
+}
+
+/// Puts a `Get` reply's `entries`, their values in `values` in order,
+/// into `found` at `slots`.
+fn fill(
+    found: &mut [Option<Found>],
+    slots: &[usize],
+    entries: Vec<Option<Entry>>,
+    mut values: IoChain,
+) {
+    for (&slot, entry) in slots.iter().zip(entries) {
+        let Some(entry) = entry else { continue };
+        let Ok(value) = values.split_to(entry.len as usize) else {
+            break;
+        };
+        found[slot] = Some(Found {
+            flags: entry.flags,
+            cas: entry.cas,
+            value,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_answering_a_first_part_of_the_keys_leaves_the_rest_to_ask() {
+        assert_eq!(answered(5, 5), Some(5));
+        assert_eq!(answered(5, 2), Some(2));
+        // None answered, or more than asked: not a reply to this call.
+        assert_eq!(answered(5, 0), None);
+        assert_eq!(answered(5, 6), None);
+    }
 }

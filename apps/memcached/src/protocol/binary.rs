@@ -416,7 +416,7 @@ fn set_mode(cmd: u8, cas: u64) -> SetMode {
 }
 
 /// memcached's reply to an item the store's size rule refuses.
-fn refusal(responder: &Responder, out: &mut IoChain, refused: Refused) {
+pub(crate) fn refusal(responder: &Responder, out: &mut IoChain, refused: Refused) {
     match refused {
         Refused::TooLarge => responder.send(out, STATUS_E2BIG, 0, &[], &[], b"Too large."),
         Refused::NoMemory => responder.send(

@@ -72,6 +72,9 @@ pub struct Context<'a> {
     /// value ([`Context::reserve_value`]), carried by the connection from
     /// call to call until the value has arrived or the connection ends.
     pub reserved: usize,
+    /// Whether `reserved` holds a value passing through to another node
+    /// ([`Context::reserve_in_transit`]), not one to store here.
+    pub reserved_in_transit: bool,
     /// Set by the connection for the one request it gathered into a
     /// buffer of its own as it arrived (see `expected`): that buffer's
     /// capacity, and the request is the first in the input; 0 otherwise.
@@ -95,13 +98,33 @@ impl Context<'_> {
         true
     }
 
-    /// Gives back what [`Context::reserve_value`] held: the value has
-    /// arrived (it is about to be charged as an item) or never will.
+    /// As [`Context::reserve_value`], for a value on its way to another
+    /// node ([`Store::reserve_in_transit`]: nothing here is evicted).
+    pub fn reserve_in_transit(&mut self, bytes: usize) -> bool {
+        if self.reserved > 0 {
+            return true;
+        }
+        if !self.store.reserve_in_transit(bytes) {
+            return false;
+        }
+        self.reserved = bytes;
+        self.reserved_in_transit = true;
+        true
+    }
+
+    /// Gives back what [`Context::reserve_value`] (or
+    /// [`Context::reserve_in_transit`]) held: the value has arrived (it is
+    /// about to be charged as an item, or forwarded) or never will.
     pub fn release_value(&mut self) {
         if self.reserved > 0 {
-            self.store.release(self.reserved);
+            if self.reserved_in_transit {
+                self.store.release_in_transit(self.reserved);
+            } else {
+                self.store.release(self.reserved);
+            }
             self.reserved = 0;
         }
+        self.reserved_in_transit = false;
     }
 
     /// Logs, when anyone watches `fetchers`, the lookup memcached makes of

@@ -102,6 +102,7 @@ impl Harness {
             watch: None,
             expected: 0,
             reserved: self.reserved.get(),
+            reserved_in_transit: false,
             gathered: 0,
         };
         loop {
