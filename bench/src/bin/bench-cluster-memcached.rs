@@ -17,7 +17,8 @@
 //! once (`ebb_bench::cluster_memcached`): for the Linux cluster each server
 //! gets the keys ketama gives it; an Ebbflow cluster is asked through every
 //! node for every key. Every key is set once first. Per run, a bounded
-//! search (`Search`: ×1.5 from 100 ops/s, at most 14 steps, then 3
+//! search (`Search`: ×1.5 from 100 ops/s, at most 14 steps, a step past
+//! the SLA measured once more before the ramp ends there, then 3
 //! bisections) finds `aggregate_at_sla`, the highest achieved throughput
 //! with p99 ≤ 5 ms, errors none and achieved ≥ 95 % of offered.
 //!
@@ -73,6 +74,7 @@ const SEARCH: Search = Search {
     factor: 1.5,
     max_steps: 14,
     refine: 3,
+    confirm: 1,
 };
 /// Past this, no new run of a cluster starts (each cluster has its own:
 /// three clusters are measured one after the other).

@@ -3,7 +3,7 @@
 
 use std::process::{Command, ExitStatus};
 
-use crate::stop;
+use crate::{build_profile, stop};
 
 /// The shell's exit code for `status`: the code itself, or 128 + the signal
 /// number for a child killed by a signal.
@@ -39,14 +39,18 @@ pub enum Built {
     Stopped(u8),
 }
 
-/// `cargo build --release -p PACKAGE` in `root` (hosted), saying so
-/// first; the binary named after the package, in the target directory
-/// (`CARGO_TARGET_DIR` or `root/target`).
+/// `cargo build --profile P -p PACKAGE` in `root` (hosted), saying so
+/// first, where P is the profile this program was built with
+/// ([`build_profile::calling_profile`]: release under `./ebb`,
+/// test-release under the tests); the binary named after the package, in
+/// the target directory (`CARGO_TARGET_DIR` or `root/target`).
 pub fn build_hosted(root: &std::path::Path, package: &str) -> Result<Built, String> {
-    eprintln!("ebb: building {package} (release, hosted)...");
+    let target = build_profile::target_dir(root, std::env::var_os("CARGO_TARGET_DIR"));
+    let profile = build_profile::calling_profile(&target);
+    eprintln!("ebb: building {package} ({}, hosted)...", profile.name);
     let mut build = Command::new("cargo");
     build
-        .args(["build", "--release", "-p", package])
+        .args(["build", "--profile", &profile.name, "-p", package])
         .current_dir(root);
     let built = run(&mut build)?;
     if let Some(code) = stop::report(&format!("building {package}")) {
@@ -55,12 +59,7 @@ pub fn build_hosted(root: &std::path::Path, package: &str) -> Result<Built, Stri
     if built != 0 {
         return Err(format!("building {package} failed (exit code {built})"));
     }
-    Ok(Built::Binary(
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| root.join("target"), std::path::PathBuf::from)
-            .join("release")
-            .join(package),
-    ))
+    Ok(Built::Binary(target.join(profile.dir).join(package)))
 }
 
 /// `program arg arg ...` of `command`, for messages.

@@ -6,6 +6,7 @@
 //! binary is the command line on top; benchmarks (`bench/`) boot native
 //! images with the same QEMU command lines through this library.
 
+pub mod build_profile;
 pub mod child;
 pub mod cluster;
 pub mod native;

@@ -157,6 +157,16 @@ impl ClusterNetwork {
         bridge.attach(FRONTEND_PORT)?;
         let cidr = format!("{}/{}", plan.frontend(), AddressPlan::PREFIX_LEN);
         namespace.ip(&["addr", "add", &cidr, "dev", FRONTEND_IF])?;
+        // ARP answers for the frontend only from the interface that has
+        // its address (arp_ignore=1, Linux's ip-sysctl.rst): by default
+        // the bridge answers too, with its own MAC, and a node got two
+        // replies for 10.96.0.1 with different addresses, keeping
+        // whichever came first (the kernel's arp locktime).
+        namespace.exec(&[
+            "sh",
+            "-c",
+            "echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore",
+        ])?;
         Ok(ClusterNetwork {
             taps: Mutex::new(Vec::new()),
             _veth: veth,
