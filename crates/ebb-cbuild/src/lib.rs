@@ -1,0 +1,16 @@
+//! Ebbflow's C build (host side): Debian source packages, fetched with
+//! `apt-get source` and unpacked by `dpkg-source` into a cache
+//! ([`debian_source`]), and musl built from one with its system-call entry
+//! turned into calls to `__ebb_syscall` by a build-time patch ([`musl`]),
+//! whose changed lines against upstream are counted ([`patch`]).
+#![forbid(unsafe_code)]
+
+pub mod cache_dir;
+pub mod command;
+pub mod debian_source;
+pub mod line_diff;
+pub mod musl;
+pub mod musl_patch;
+pub mod patch;
+pub mod print_uris;
+pub mod stable_hash;

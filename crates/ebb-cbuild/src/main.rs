@@ -1,0 +1,140 @@
+//! `ebb-cbuild`: fetches Debian source packages and builds musl for
+//! Ebbflow; prints what it did, the patch's changed lines included.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ebb_cbuild::{debian_source, musl};
+
+const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
+       ebb-cbuild musl [--cache DIR] [--out DIR]
+  fetch  unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
+  musl   builds musl (Debian's source package) with system calls as calls
+         to __ebb_syscall; prints the patch's changed lines and the outputs
+  --cache DIR  where source packages go (default: target/debian-src)
+  --out DIR    where musl builds go (default: target/musl)";
+
+struct Options {
+    command: String,
+    package: Option<String>,
+    cache: PathBuf,
+    out: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        command: String::new(),
+        package: None,
+        cache: PathBuf::from("target/debian-src"),
+        out: PathBuf::from("target/musl"),
+    };
+    let mut args = args.iter();
+    options.command = args.next().ok_or("no command")?.clone();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--cache" => options.cache = args.next().ok_or("--cache needs a directory")?.into(),
+            "--out" => options.out = args.next().ok_or("--out needs a directory")?.into(),
+            other if other.starts_with('-') => return Err(format!("unknown option {other}")),
+            other if options.package.is_none() => options.package = Some(other.to_owned()),
+            other => return Err(format!("unexpected argument {other}")),
+        }
+    }
+    match (options.command.as_str(), &options.package) {
+        ("fetch", Some(_)) | ("musl", None) => Ok(options),
+        ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
+        ("musl", Some(extra)) => Err(format!("unexpected argument {extra}")),
+        (other, _) => Err(format!("unknown command {other}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let options = match parse(&args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("ebb-cbuild: {error}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match execute(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ebb-cbuild: error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    let package = options.package.as_deref().unwrap_or("musl");
+    let tree = debian_source::fetch(package, &options.cache)?;
+    println!(
+        "source {} {}: {}",
+        tree.package,
+        tree.version,
+        tree.dir.display()
+    );
+    if options.command == "musl" {
+        let build = musl::build(&tree, &options.out, &musl::MuslFlags::default())?;
+        println!("{}", build.patch);
+        println!("libc.a {}", build.libc_a.display());
+        println!("crt1.o {}", build.crt1.display());
+        println!("include {}", build.include_dir.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn commands_and_options_parse() {
+        let fetch = parse(&args("fetch sqlite3 --cache /c")).unwrap();
+        assert_eq!(
+            (fetch.command.as_str(), fetch.package.as_deref()),
+            ("fetch", Some("sqlite3"))
+        );
+        assert_eq!(fetch.cache, PathBuf::from("/c"));
+        let musl = parse(&args("musl --out /o")).unwrap();
+        assert_eq!(
+            (musl.out, musl.cache),
+            (PathBuf::from("/o"), PathBuf::from("target/debian-src"))
+        );
+    }
+
+    #[test]
+    fn bad_command_lines_say_what_is_wrong() {
+        assert_eq!(parse(&[]).err().unwrap(), "no command");
+        assert_eq!(
+            parse(&args("fetch")).err().unwrap(),
+            "fetch needs a PACKAGE"
+        );
+        assert_eq!(
+            parse(&args("musl extra")).err().unwrap(),
+            "unexpected argument extra"
+        );
+        assert_eq!(
+            parse(&args("build")).err().unwrap(),
+            "unknown command build"
+        );
+        assert_eq!(
+            parse(&args("musl --cache")).err().unwrap(),
+            "--cache needs a directory"
+        );
+        assert_eq!(
+            parse(&args("musl --fast")).err().unwrap(),
+            "unknown option --fast"
+        );
+    }
+}
