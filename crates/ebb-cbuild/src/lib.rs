@@ -2,9 +2,11 @@
 //! `apt-get source` and unpacked by `dpkg-source` into a cache
 //! ([`debian_source`]), and musl built from one with its system-call entry
 //! turned into calls to `__ebb_syscall` by a build-time patch ([`musl`]),
-//! whose changed lines against upstream are counted ([`patch`]).
+//! whose changed lines against upstream are counted ([`patch`]); C
+//! programs built with it for the POSIX personality ([`c_program`]).
 #![forbid(unsafe_code)]
 
+pub mod c_program;
 pub mod cache_dir;
 pub mod command;
 pub mod debian_source;
@@ -12,5 +14,6 @@ pub mod line_diff;
 pub mod musl;
 pub mod musl_patch;
 pub mod patch;
+pub mod posix_programs;
 pub mod print_uris;
 pub mod stable_hash;

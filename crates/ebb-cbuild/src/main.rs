@@ -6,21 +6,30 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ebb_cbuild::{debian_source, musl};
+use ebb_cbuild::{c_program, debian_source, musl, posix_programs};
 
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
-  fetch  unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
-  musl   builds musl (Debian's source package) with system calls as calls
-         to __ebb_syscall; prints the patch's changed lines and the outputs
-  --cache DIR  where source packages go (default: target/debian-src)
-  --out DIR    where musl builds go (default: target/musl)";
+       ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
+  fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
+  musl            builds musl (Debian's source package) with system calls as
+                  calls to __ebb_syscall; prints the patch's changed lines and
+                  the outputs
+  posix-programs  builds musl, the hosted POSIX personality (cargo) and each
+                  program of crates/ebb-posix/programs, with them and for
+                  Linux; prints `program NAME EBBFLOW LINUX` per program
+  --cache DIR       where source packages go (default: target/debian-src)
+  --out DIR         where musl builds go (default: target/musl)
+  --target-dir DIR  cargo's target directory (default: target); programs
+                    go to DIR/posix-programs
+Run from the workspace's root.";
 
 struct Options {
     command: String,
     package: Option<String>,
     cache: PathBuf,
     out: PathBuf,
+    target_dir: PathBuf,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -29,6 +38,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         package: None,
         cache: PathBuf::from("target/debian-src"),
         out: PathBuf::from("target/musl"),
+        target_dir: PathBuf::from("target"),
     };
     let mut args = args.iter();
     options.command = args.next().ok_or("no command")?.clone();
@@ -36,15 +46,18 @@ fn parse(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--cache" => options.cache = args.next().ok_or("--cache needs a directory")?.into(),
             "--out" => options.out = args.next().ok_or("--out needs a directory")?.into(),
+            "--target-dir" => {
+                options.target_dir = args.next().ok_or("--target-dir needs a directory")?.into();
+            }
             other if other.starts_with('-') => return Err(format!("unknown option {other}")),
             other if options.package.is_none() => options.package = Some(other.to_owned()),
             other => return Err(format!("unexpected argument {other}")),
         }
     }
     match (options.command.as_str(), &options.package) {
-        ("fetch", Some(_)) | ("musl", None) => Ok(options),
+        ("fetch", Some(_)) | ("musl" | "posix-programs", None) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
-        ("musl", Some(extra)) => Err(format!("unexpected argument {extra}")),
+        ("musl" | "posix-programs", Some(extra)) => Err(format!("unexpected argument {extra}")),
         (other, _) => Err(format!("unknown command {other}")),
     }
 }
@@ -80,12 +93,32 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         tree.version,
         tree.dir.display()
     );
-    if options.command == "musl" {
-        let build = musl::build(&tree, &options.out, &musl::MuslFlags::default())?;
-        println!("{}", build.patch);
-        println!("libc.a {}", build.libc_a.display());
-        println!("crt1.o {}", build.crt1.display());
-        println!("include {}", build.include_dir.display());
+    if options.command == "fetch" {
+        return Ok(());
+    }
+    let build = musl::build(&tree, &options.out, &musl::MuslFlags::default())?;
+    println!("{}", build.patch);
+    println!("libc.a {}", build.libc_a.display());
+    println!("crt1.o {}", build.crt1.display());
+    println!("crti.o {}", build.crti.display());
+    println!("crtn.o {}", build.crtn.display());
+    println!("include {}", build.include_dir.display());
+    if options.command == "posix-programs" {
+        let workspace = std::env::current_dir()?;
+        let target_dir = std::path::absolute(&options.target_dir)?;
+        eprintln!("ebb-cbuild: building the hosted POSIX personality (cargo)...");
+        let personality = c_program::build_hosted_personality(&workspace, &target_dir)?;
+        println!("personality {}", personality.display());
+        let programs_dir = workspace.join("crates/ebb-posix/programs");
+        let out_dir = target_dir.join("posix-programs");
+        for program in posix_programs::build_all(&build, &personality, &programs_dir, &out_dir)? {
+            println!(
+                "program {} {} {}",
+                program.name,
+                program.ebbflow.display(),
+                program.linux.display()
+            );
+        }
     }
     Ok(())
 }
@@ -111,6 +144,9 @@ mod tests {
             (musl.out, musl.cache),
             (PathBuf::from("/o"), PathBuf::from("target/debian-src"))
         );
+        let programs = parse(&args("posix-programs --target-dir /t")).unwrap();
+        assert_eq!(programs.command, "posix-programs");
+        assert_eq!(programs.target_dir, PathBuf::from("/t"));
     }
 
     #[test]
@@ -131,6 +167,10 @@ mod tests {
         assert_eq!(
             parse(&args("musl --cache")).err().unwrap(),
             "--cache needs a directory"
+        );
+        assert_eq!(
+            parse(&args("posix-programs --target-dir")).err().unwrap(),
+            "--target-dir needs a directory"
         );
         assert_eq!(
             parse(&args("musl --fast")).err().unwrap(),

@@ -1,6 +1,7 @@
 //! musl for Ebbflow: a copy of Debian's musl source tree, patched so that
 //! every system call is a call ([`crate::musl_patch`]), built as a static
-//! `libc.a` with `crt1.o` and the installed headers.
+//! `libc.a` with the start files (`crt1.o`, `crti.o`, `crtn.o`) and the
+//! installed headers.
 //!
 //! Builds are cached under `out_dir/musl-VERSION-KEY`, where KEY hashes
 //! the patch and the compiler flags: `./ebb test` builds it once, and a
@@ -44,6 +45,10 @@ pub struct MuslBuild {
     pub libc_a: PathBuf,
     /// The program entry object (`_start`).
     pub crt1: PathBuf,
+    /// The prologue of `_init`/`_fini`, linked before every other object.
+    pub crti: PathBuf,
+    /// Their epilogue, linked after every other object.
+    pub crtn: PathBuf,
     /// The installed headers (`make install-headers`).
     pub include_dir: PathBuf,
     /// The patched files alone, at their paths in the tree.
@@ -96,9 +101,17 @@ impl From<PatchError> for MuslError {
 /// The stamp that marks a complete build.
 const STAMP: &str = ".ebb-built";
 
-/// The cache key of a build: the patch and the flags.
+/// What a build leaves, in `lib/`; a change here is a new cache key.
+const LIB_FILES: [&str; 4] = ["libc.a", "crt1.o", "crti.o", "crtn.o"];
+
+/// The cache key of a build: the patch, the flags and what it leaves.
 pub fn build_key(flags: &MuslFlags) -> u64 {
-    let key = format!("{:016x} {}", patch::fingerprint(REPLACEMENTS), flags.cflags);
+    let key = format!(
+        "{:016x} {} {}",
+        patch::fingerprint(REPLACEMENTS),
+        flags.cflags,
+        LIB_FILES.join(" ")
+    );
     fnv1a64(key.as_bytes())
 }
 
@@ -125,6 +138,8 @@ pub fn build(tree: &SourceTree, out_dir: &Path, flags: &MuslFlags) -> Result<Mus
     let result = |dir: &Path| MuslBuild {
         libc_a: dir.join("lib/libc.a"),
         crt1: dir.join("lib/crt1.o"),
+        crti: dir.join("lib/crti.o"),
+        crtn: dir.join("lib/crtn.o"),
         include_dir: dir.join("include"),
         patched_dir: dir.join("patched"),
         dir: dir.to_owned(),
@@ -172,7 +187,17 @@ fn build_in(
     )?;
     step(
         "make",
-        run("make", &["-j2", "lib/libc.a", "lib/crt1.o"], &source),
+        run(
+            "make",
+            &[
+                "-j2",
+                "lib/libc.a",
+                "lib/crt1.o",
+                "lib/crti.o",
+                "lib/crtn.o",
+            ],
+            &source,
+        ),
     )?;
     let includedir = format!("includedir={}", work.join("include").display());
     step(
@@ -181,7 +206,7 @@ fn build_in(
     )?;
     let lib = work.join("lib");
     fs::create_dir_all(&lib).map_err(io(format!("creating {}", lib.display())))?;
-    for file in ["libc.a", "crt1.o"] {
+    for file in LIB_FILES {
         fs::rename(source.join("lib").join(file), lib.join(file))
             .map_err(io(format!("moving lib/{file}")))?;
     }

@@ -9,88 +9,37 @@
 //! with the reason. The build is cached under target/musl, so only the
 //! first run builds (about a minute on two cores).
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
-use ebb_cbuild::debian_source::{self, SourceError, SourceTree};
 use ebb_cbuild::musl;
+use support::{fetch_musl, missing, printed_path, run_bounded, target_dir};
 
-/// apt-get source: listing, download (1 MB) and unpacking.
-const FETCH_LIMIT: Duration = Duration::from_secs(300);
 /// The build on a loaded two-core machine, with room to spare.
 const BUILD_LIMIT: Duration = Duration::from_secs(600);
 
-/// Cargo's target directory: `CARGO_TARGET_DIR` if set, as cargo does.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-        PathBuf::from,
-    )
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
-/// Fetches musl's source, bounded in time; `Err(reason)` when apt cannot
-/// (no deb-src entry, no network): the test is then skipped.
-fn fetch_musl() -> Result<SourceTree, String> {
-    let cache = target_dir().join("debian-src");
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(debian_source::fetch("musl", &cache));
-    });
-    match receiver.recv_timeout(FETCH_LIMIT) {
-        Ok(Ok(tree)) => Ok(tree),
-        Ok(Err(error @ (SourceError::NoDebSrc(_) | SourceError::Download { .. }))) => {
-            Err(error.to_string())
-        }
-        Ok(Err(other)) => panic!("fetching musl: {other}"),
-        Err(_) => panic!("fetching musl took more than {FETCH_LIMIT:?}"),
-    }
-}
-
-/// Runs `ebb-cbuild musl` in its own process group, killed whole (make
-/// and the compilers too) if it outlives `BUILD_LIMIT`; its stdout.
+/// Runs `ebb-cbuild musl`, bounded by `BUILD_LIMIT`; its stdout.
 fn run_build() -> String {
     let target = target_dir();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ebb-cbuild"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ebb-cbuild"));
+    command
         .args(["musl", "--cache"])
         .arg(target.join("debian-src"))
         .arg("--out")
-        .arg(target.join("musl"))
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("starting ebb-cbuild");
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for ebb-cbuild") {
-            break status;
-        }
-        if started.elapsed() > BUILD_LIMIT {
-            let group = format!("-{}", child.id());
-            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-            let _ = child.wait();
-            panic!("ebb-cbuild musl took more than {BUILD_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let text = reader.join().expect("reading ebb-cbuild's output");
-    assert!(status.success(), "ebb-cbuild musl: {status}\n{text}");
-    text
+        .arg(target.join("musl"));
+    let finished = run_bounded(&mut command, BUILD_LIMIT);
+    assert!(
+        finished.status.success(),
+        "ebb-cbuild musl: {}\n{}{}",
+        finished.status,
+        finished.stdout,
+        finished.stderr
+    );
+    finished.stdout
 }
 
 /// `changed N (-R +A) FILE` lines and the total line of the build's output.
@@ -107,16 +56,6 @@ fn printed_counts(output: &str) -> (BTreeMap<String, usize>, usize) {
         }
     }
     (files, total.expect("the total is printed"))
-}
-
-/// A path the build printed as `LABEL PATH`.
-fn printed_path(output: &str, label: &str) -> PathBuf {
-    let prefix = format!("{label} ");
-    output
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("no {label} line in:\n{output}"))
 }
 
 fn tool_output(program: &str, args: &[&std::ffi::OsStr]) -> String {
@@ -181,8 +120,8 @@ fn musl_builds_with_every_system_call_a_call() {
         "objdump",
         "diff",
     ];
-    if let Some(missing) = needed.iter().find(|program| !on_path(program)) {
-        ebb_testbed::skip(ebb_testbed::function_name!(), &format!("no {missing}"));
+    if let Some(reason) = missing(&needed) {
+        ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
         return;
     }
     let tree = match fetch_musl() {
@@ -199,6 +138,8 @@ fn musl_builds_with_every_system_call_a_call() {
     let libc_a = printed_path(&output, "libc.a");
     assert!(libc_a.is_file(), "{}", libc_a.display());
     assert!(printed_path(&output, "crt1.o").is_file());
+    assert!(printed_path(&output, "crti.o").is_file());
+    assert!(printed_path(&output, "crtn.o").is_file());
     assert!(printed_path(&output, "include").join("stdio.h").is_file());
 
     // Every system call is a call: the dispatcher's entries are undefined

@@ -17,6 +17,9 @@
 #    yet: too slow for the budget.)
 #    Tests that make system calls Miri lacks or are too slow for it are
 #    `#[cfg_attr(miri, ignore = "...")]` with the reason.
+#    ebb-posix-hosted's unsafe is the `syscall` instruction and the thread
+#    entries in assembly, which Miri cannot run: its C programs run end to
+#    end instead (crates/ebb-cbuild/tests/posix_hosted.rs, test step).
 #
 # Without nightly Miri the Miri half prints one `SKIPPED:` line, except
 # under CI=true, where it must run.

@@ -1,0 +1,179 @@
+//! C programs built for the POSIX personality (issue 18): compiled
+//! against Ebbflow's musl ([`crate::musl`]) and linked with the static
+//! library of a platform that provides `__ebb_syscall`, `__ebb_clone` and
+//! `__ebb_unmapself` (hosted: `ebb-posix-hosted`, built by
+//! [`build_hosted_personality`]); and the same sources built as an
+//! ordinary Linux program (the system's gcc and glibc), the reference a
+//! personality's output is compared with.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::command::{run, RunFailure};
+use crate::musl::{MuslBuild, MuslFlags};
+
+/// The hosted personality's package, built for the freestanding target
+/// (its `Cargo.toml` says why).
+pub const HOSTED_PERSONALITY: &str = "ebb-posix-hosted";
+/// Where cargo puts it.
+pub const FREESTANDING_TARGET: &str = "x86_64-unknown-none";
+
+/// Why a program could not be built.
+#[derive(Debug)]
+pub enum ProgramError {
+    /// A tool (gcc, cargo) failed: which step, and how.
+    Step {
+        /// What was being done.
+        step: String,
+        /// How it failed.
+        failure: RunFailure,
+    },
+    /// A file operation failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The system's error.
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for ProgramError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramError::Step { step, failure } => write!(f, "{step} failed: {failure}"),
+            ProgramError::Io { what, error } => write!(f, "{what}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ProgramError {}
+
+/// Builds the hosted personality's static library with `cargo` (the
+/// `CARGO` the caller runs under, else the one on the path) from the
+/// workspace at `workspace`, into `target_dir`; the library's path.
+pub fn build_hosted_personality(
+    workspace: &Path,
+    target_dir: &Path,
+) -> Result<PathBuf, ProgramError> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let target_arg = target_dir.to_string_lossy().into_owned();
+    let args = [
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        HOSTED_PERSONALITY,
+        "--target",
+        FREESTANDING_TARGET,
+        "--target-dir",
+        &target_arg,
+    ];
+    step(
+        &format!("cargo build -p {HOSTED_PERSONALITY} --target {FREESTANDING_TARGET}"),
+        run(&cargo, &args, workspace),
+    )?;
+    let library = format!("lib{}.a", HOSTED_PERSONALITY.replace('-', "_"));
+    Ok(target_dir
+        .join(FREESTANDING_TARGET)
+        .join("release")
+        .join(library))
+}
+
+/// Compiles `sources` against `musl`'s headers with its flags and links
+/// them with musl and `personality` into the static executable `out`.
+pub fn build_with_musl(
+    musl: &MuslBuild,
+    personality: &Path,
+    sources: &[PathBuf],
+    out: &Path,
+) -> Result<PathBuf, ProgramError> {
+    let objects_dir = out.with_extension("objects");
+    fs::create_dir_all(&objects_dir).map_err(io(format!("creating {}", objects_dir.display())))?;
+    // gcc's own headers (stdarg.h's builtins, intrinsics) stay visible;
+    // the C library's are musl's alone.
+    let gcc_include = run("gcc", &["-print-file-name=include"], Path::new("/"))
+        .map(|path| path.trim().to_owned())
+        .map_err(|failure| ProgramError::Step {
+            step: "asking gcc for its include directory".to_owned(),
+            failure,
+        })?;
+    let cflags = MuslFlags::default().cflags;
+    let include = musl.include_dir.to_string_lossy().into_owned();
+    let mut objects = Vec::new();
+    for source in sources {
+        let stem = source.file_stem().unwrap_or_default().to_string_lossy();
+        let object = objects_dir.join(format!("{stem}.o"));
+        let (source_arg, object_arg) = (lossy(source), lossy(&object));
+        let mut args: Vec<&str> = cflags.split_whitespace().collect();
+        args.extend([
+            "-nostdinc",
+            "-isystem",
+            &include,
+            "-isystem",
+            &gcc_include,
+            "-c",
+            &source_arg,
+            "-o",
+            &object_arg,
+        ]);
+        step(
+            &format!("compiling {source_arg}"),
+            run("gcc", &args, Path::new("/")),
+        )?;
+        objects.push(object_arg);
+    }
+    let libgcc = run("gcc", &["-print-libgcc-file-name"], Path::new("/"))
+        .map(|path| path.trim().to_owned())
+        .map_err(|failure| ProgramError::Step {
+            step: "asking gcc for libgcc".to_owned(),
+            failure,
+        })?;
+    let (crt1, crti, crtn) = (lossy(&musl.crt1), lossy(&musl.crti), lossy(&musl.crtn));
+    let (libc, personality, out_arg) = (lossy(&musl.libc_a), lossy(personality), lossy(out));
+    // crt1 and crti first, crtn last (musl's INSTALL); libc and the
+    // personality need each other, hence the group.
+    let mut args = vec!["-static", "-nostdlib", "-o", &out_arg, &crt1, &crti];
+    args.extend(objects.iter().map(String::as_str));
+    args.extend([
+        "-Wl,--start-group",
+        &libc,
+        &personality,
+        &libgcc,
+        "-Wl,--end-group",
+        &crtn,
+    ]);
+    step(
+        &format!("linking {out_arg}"),
+        run("gcc", &args, Path::new("/")),
+    )?;
+    Ok(out.to_owned())
+}
+
+/// Builds `sources` as an ordinary Linux program (gcc, glibc, threads
+/// on) into `out`: the reference.
+pub fn build_for_linux(sources: &[PathBuf], out: &Path) -> Result<PathBuf, ProgramError> {
+    let out_arg = lossy(out);
+    let source_args: Vec<String> = sources.iter().map(|source| lossy(source)).collect();
+    let mut args = vec!["-O2", "-pthread", "-o", &out_arg];
+    args.extend(source_args.iter().map(String::as_str));
+    step(
+        &format!("building {out_arg} for Linux"),
+        run("gcc", &args, Path::new("/")),
+    )?;
+    Ok(out.to_owned())
+}
+
+fn lossy(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn step<T>(step: &str, result: Result<T, RunFailure>) -> Result<T, ProgramError> {
+    result.map_err(|failure| ProgramError::Step {
+        step: step.to_owned(),
+        failure,
+    })
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> ProgramError {
+    move |error| ProgramError::Io { what, error }
+}

@@ -1,0 +1,38 @@
+//! Linux errno values (x86_64, `asm-generic/errno-base.h` and
+//! `errno.h`) that the personality itself returns. A system call returns
+//! `-errno` on failure, as the kernel does; musl's `__syscall_ret` turns
+//! that into `-1` and `errno`.
+
+/// Operation not permitted.
+pub const EPERM: isize = 1;
+/// No such file or directory.
+pub const ENOENT: isize = 2;
+/// Interrupted system call.
+pub const EINTR: isize = 4;
+/// Bad file descriptor.
+pub const EBADF: isize = 9;
+/// Try again.
+pub const EAGAIN: isize = 11;
+/// Out of memory.
+pub const ENOMEM: isize = 12;
+/// Permission denied.
+pub const EACCES: isize = 13;
+/// Bad address.
+pub const EFAULT: isize = 14;
+/// File exists.
+pub const EEXIST: isize = 17;
+/// Not a directory.
+pub const ENOTDIR: isize = 20;
+/// Is a directory.
+pub const EISDIR: isize = 21;
+/// Invalid argument.
+pub const EINVAL: isize = 22;
+/// Not a terminal (an `ioctl` a file does not answer).
+pub const ENOTTY: isize = 25;
+/// Illegal seek.
+pub const ESPIPE: isize = 29;
+/// Function not implemented: a system call this personality does not
+/// serve.
+pub const ENOSYS: isize = 38;
+/// Directory not empty.
+pub const ENOTEMPTY: isize = 39;
