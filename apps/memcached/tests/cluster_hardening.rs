@@ -13,7 +13,10 @@
 //!   single memcached refuses it, and the node goes on serving;
 //! - an owner that never answers costs a get a miss and a write a
 //!   `SERVER_ERROR` naming it, within the forwarding time limit, and the
-//!   connection goes on with its next request.
+//!   connection goes on with its next request;
+//! - a multiget the owner answers in parts (as it does when the values
+//!   would pass the Messenger's payload limit) comes back whole and in
+//!   the client's order (review finding 10 of session 12).
 
 mod cluster_support;
 
@@ -21,7 +24,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::ops::Range;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -33,13 +36,14 @@ use ebb_core::{EbbId, GlobalIdMap, InProcessGlobalIdMap, NodeId};
 use ebb_event::Sender;
 use ebb_hosted::net::{BUFFER_COUNT, BUFFER_SIZE};
 use ebb_hosted::node_thread::start_node as start_hosted_node;
+use ebb_iobuf::{IoBuf, IoChain};
 use ebb_messenger::{
     acceptor, announce, create_messenger, Answer, Message, MessengerSettings, NodeEntry, Request,
     Service, ServiceError,
 };
 use memcached::cluster::membership::{publish_adopted, register};
 use memcached::cluster::node::LEASE_TTL;
-use memcached::cluster::{Member, ShardMap};
+use memcached::cluster::{Command, Entry, ForwardReply, ForwardRequest, Member, ShardMap};
 use memcached::store::CAS_NODE_BITS;
 
 const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";
@@ -273,6 +277,19 @@ fn start_silent_member(
     ids: Range<u32>,
     map: Arc<InProcessGlobalIdMap>,
 ) -> Sender<()> {
+    start_fake_member(node, frontend, ids, map, || Rc::new(Silent))
+}
+
+/// Node `node`, a member of the cache whose shard Ebb is the service
+/// `make` makes on the node's core; it runs until the returned sender is
+/// used (or dropped).
+fn start_fake_member(
+    node: u32,
+    frontend: SocketAddrV4,
+    ids: Range<u32>,
+    map: Arc<InProcessGlobalIdMap>,
+    make: impl FnOnce() -> Rc<dyn Service> + Send + 'static,
+) -> Sender<()> {
     start_hosted_node(
         node_config(),
         node,
@@ -283,7 +300,7 @@ fn start_silent_member(
             let messenger = create_messenger(MessengerSettings::new(me)).unwrap();
             let shard = EbbId::new(contract.ebb_ids_start).unwrap();
             let rep = messenger.get().unwrap();
-            rep.local().register(shard, Rc::new(Silent));
+            rep.local().register(shard, make());
             let listening =
                 ebb_net::listen("127.0.0.1:0".parse().unwrap(), acceptor(messenger)).unwrap();
             let entry = NodeEntry {
@@ -337,6 +354,97 @@ fn an_owner_that_never_answers_costs_a_miss_or_an_error_naming_it() {
     assert_eq!(client.line(), "here\r\n");
     assert_eq!(client.line(), "END\r\n");
     cluster.stop([stop_1, silent]);
+}
+
+/// A shard Ebb that answers a forwarded get for its first key only, as
+/// an owner does when the next value would pass the reply's payload
+/// limit (`serve::get_values`), so a multiget takes one call per key.
+/// Every key has the value `v:KEY`, flags 7 and CAS 9. It counts the
+/// calls.
+struct OneKeyPerCall {
+    calls: Arc<AtomicUsize>,
+}
+
+impl Service for OneKeyPerCall {
+    fn handle(&self, request: Request) -> Result<Message, ServiceError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let control = request.body.control.to_vec();
+        let forwarded = ForwardRequest::decode(&control, request.body.payload.len())
+            .map_err(|_| ServiceError::UnknownMessage)?;
+        let Command::Get { keys, .. } = forwarded.command else {
+            return Err(ServiceError::UnknownMessage);
+        };
+        let value = [b"v:", keys[0]].concat();
+        let entry = Entry {
+            flags: 7,
+            cas: 9,
+            len: u32::try_from(value.len()).unwrap(),
+        };
+        let reply = ForwardReply::Values(vec![Some(entry)]).encode().unwrap();
+        Ok(Message {
+            control: IoChain::from(IoBuf::from_vec(reply)),
+            payload: IoChain::from(IoBuf::from_vec(value)),
+        })
+    }
+}
+
+#[test]
+fn a_multiget_answered_in_parts_comes_back_whole_and_in_order() {
+    let cluster = TestCluster::start(2);
+    let (stop_1, node_1) = cluster.join(1);
+    let ids = cluster.frontend.ranges[1].clone();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let owner = start_fake_member(
+        2,
+        cluster.frontend.addr,
+        ids,
+        Arc::clone(&cluster.map),
+        || Rc::new(OneKeyPerCall { calls: counted }),
+    );
+    let map = wait_for_agreement(&cluster.map, &[&node_1], 2);
+    let mut client = Client::connect(node_1.clients);
+    let (mine_1, mine_2) = (key_of(&map, 1, "mine-1"), key_of(&map, 1, "mine-2"));
+    assert_eq!(client.store("set", &mine_1, b"here 1", ""), "STORED\r\n");
+    assert_eq!(client.store("set", &mine_2, b"here 2", ""), "STORED\r\n");
+    let theirs: Vec<Vec<u8>> = ["a", "b", "c"].iter().map(|p| key_of(&map, 2, p)).collect();
+    // The client's order, node 2's keys around and between node 1's.
+    let asked = vec![
+        theirs[0].clone(),
+        mine_1.clone(),
+        theirs[1].clone(),
+        mine_2.clone(),
+        theirs[2].clone(),
+    ];
+    for command in ["get", "gets"] {
+        calls.store(0, Ordering::SeqCst);
+        let found = client.get(command, &asked);
+        let keys: Vec<&[u8]> = found.iter().map(|(key, _, _)| key.as_slice()).collect();
+        assert_eq!(
+            keys,
+            asked.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+            "{command}"
+        );
+        for (key, value, cas) in &found {
+            let expected = if key == &mine_1 {
+                b"here 1".to_vec()
+            } else if key == &mine_2 {
+                b"here 2".to_vec()
+            } else {
+                [b"v:", key.as_slice()].concat()
+            };
+            assert_eq!(
+                value,
+                &expected,
+                "{command} {}",
+                String::from_utf8_lossy(key)
+            );
+            assert_eq!(cas.is_some(), command == "gets");
+        }
+        // One call per part: the owner answered one key each time.
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "{command}");
+    }
+    cluster.stop([stop_1, owner]);
 }
 
 /// What node 1's memory limit is cut to, and how long the values are
