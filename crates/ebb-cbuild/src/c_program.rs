@@ -1,10 +1,11 @@
 //! C programs built for the POSIX personality (issue 18): compiled
-//! against Ebbflow's musl ([`crate::musl`]) and linked with the static
-//! library of a platform that provides `__ebb_syscall`, `__ebb_clone` and
-//! `__ebb_unmapself` (hosted: `ebb-posix-hosted`, built by
-//! [`build_hosted_personality`]); and the same sources built as an
-//! ordinary Linux program (the system's gcc and glibc), the reference a
-//! personality's output is compared with.
+//! against Ebbflow's musl ([`crate::musl`]), then linked with a platform
+//! that provides `__ebb_syscall`, `__ebb_clone` and `__ebb_unmapself`:
+//! hosted, into a static executable with `ebb-posix-hosted`'s library
+//! (built by [`build_hosted_personality`]); natively, into a native image
+//! by `apps/c-program`, which takes [`native_inputs`]. And the same
+//! sources built as an ordinary Linux program (the system's gcc and
+//! glibc), the reference a personality's output is compared with.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -79,24 +80,17 @@ pub fn build_hosted_personality(
         .join(library))
 }
 
-/// Compiles `sources` against `musl`'s headers with its flags and links
-/// them with musl and `personality` into the static executable `out`.
-pub fn build_with_musl(
+/// Compiles `sources` against `musl`'s headers with its flags into
+/// `objects_dir`; the objects, in the order of `sources`.
+pub fn compile_with_musl(
     musl: &MuslBuild,
-    personality: &Path,
     sources: &[PathBuf],
-    out: &Path,
-) -> Result<PathBuf, ProgramError> {
-    let objects_dir = out.with_extension("objects");
-    fs::create_dir_all(&objects_dir).map_err(io(format!("creating {}", objects_dir.display())))?;
+    objects_dir: &Path,
+) -> Result<Vec<PathBuf>, ProgramError> {
+    fs::create_dir_all(objects_dir).map_err(io(format!("creating {}", objects_dir.display())))?;
     // gcc's own headers (stdarg.h's builtins, intrinsics) stay visible;
     // the C library's are musl's alone.
-    let gcc_include = run("gcc", &["-print-file-name=include"], Path::new("/"))
-        .map(|path| path.trim().to_owned())
-        .map_err(|failure| ProgramError::Step {
-            step: "asking gcc for its include directory".to_owned(),
-            failure,
-        })?;
+    let gcc_include = gcc_print("-print-file-name=include")?;
     let cflags = MuslFlags::default().cflags;
     let include = musl.include_dir.to_string_lossy().into_owned();
     let mut objects = Vec::new();
@@ -120,16 +114,34 @@ pub fn build_with_musl(
             &format!("compiling {source_arg}"),
             run("gcc", &args, Path::new("/")),
         )?;
-        objects.push(object_arg);
+        objects.push(object);
     }
-    let libgcc = run("gcc", &["-print-libgcc-file-name"], Path::new("/"))
-        .map(|path| path.trim().to_owned())
-        .map_err(|failure| ProgramError::Step {
-            step: "asking gcc for libgcc".to_owned(),
-            failure,
-        })?;
+    Ok(objects)
+}
+
+/// What a native image links for a program of `objects`: the objects,
+/// musl's `libc.a` and gcc's `libgcc.a` (the image's linker resolves
+/// archives in any order); `apps/c-program` takes them in
+/// `EBB_C_PROGRAM`, joined by `:`.
+pub fn native_inputs(musl: &MuslBuild, objects: &[PathBuf]) -> Result<Vec<PathBuf>, ProgramError> {
+    let mut inputs = objects.to_vec();
+    inputs.push(musl.libc_a.clone());
+    inputs.push(PathBuf::from(gcc_print("-print-libgcc-file-name")?));
+    Ok(inputs)
+}
+
+/// Links `objects` with musl and `personality` into the static
+/// executable `out` (hosted).
+pub fn link_with_musl(
+    musl: &MuslBuild,
+    personality: &Path,
+    objects: &[PathBuf],
+    out: &Path,
+) -> Result<PathBuf, ProgramError> {
+    let libgcc = gcc_print("-print-libgcc-file-name")?;
     let (crt1, crti, crtn) = (lossy(&musl.crt1), lossy(&musl.crti), lossy(&musl.crtn));
     let (libc, personality, out_arg) = (lossy(&musl.libc_a), lossy(personality), lossy(out));
+    let objects: Vec<String> = objects.iter().map(|object| lossy(object)).collect();
     // crt1 and crti first, crtn last (musl's INSTALL); libc and the
     // personality need each other, hence the group.
     let mut args = vec!["-static", "-nostdlib", "-o", &out_arg, &crt1, &crti];
@@ -147,6 +159,16 @@ pub fn build_with_musl(
         run("gcc", &args, Path::new("/")),
     )?;
     Ok(out.to_owned())
+}
+
+/// `gcc ARG`'s answer (a path), trimmed.
+fn gcc_print(arg: &str) -> Result<String, ProgramError> {
+    run("gcc", &[arg], Path::new("/"))
+        .map(|path| path.trim().to_owned())
+        .map_err(|failure| ProgramError::Step {
+            step: format!("asking gcc {arg}"),
+            failure,
+        })
 }
 
 /// Builds `sources` as an ordinary Linux program (gcc, glibc, threads

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ebb_cbuild::{c_program, debian_source, musl, posix_programs};
+use ebb_cbuild::{debian_source, musl, posix_programs};
 
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
@@ -17,7 +17,8 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   the outputs
   posix-programs  builds musl, the hosted POSIX personality (cargo) and each
                   program of crates/ebb-posix/programs, with them and for
-                  Linux; prints `program NAME EBBFLOW LINUX` per program
+                  Linux; prints `program NAME EBBFLOW LINUX` and `native NAME
+                  INPUTS` (for apps/c-program's EBB_C_PROGRAM) per program
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -85,6 +86,34 @@ fn main() -> ExitCode {
 }
 
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    if options.command == "posix-programs" {
+        eprintln!(
+            "ebb-cbuild: building musl, the hosted POSIX personality (cargo) and the programs..."
+        );
+        let dirs = posix_programs::Dirs {
+            workspace: std::env::current_dir()?,
+            target_dir: std::path::absolute(&options.target_dir)?,
+            source_cache: options.cache.clone(),
+            musl_out: options.out.clone(),
+        };
+        let (build, programs) = posix_programs::prepare(&dirs)?;
+        print_musl(&build);
+        for program in programs {
+            println!(
+                "program {} {} {}",
+                program.name,
+                program.ebbflow.display(),
+                program.linux.display()
+            );
+            let inputs: Vec<String> = program
+                .native_inputs
+                .iter()
+                .map(|input| input.display().to_string())
+                .collect();
+            println!("native {} {}", program.name, inputs.join(":"));
+        }
+        return Ok(());
+    }
     let package = options.package.as_deref().unwrap_or("musl");
     let tree = debian_source::fetch(package, &options.cache)?;
     println!(
@@ -93,34 +122,24 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         tree.version,
         tree.dir.display()
     );
-    if options.command == "fetch" {
-        return Ok(());
+    if options.command == "musl" {
+        print_musl(&musl::build(
+            &tree,
+            &options.out,
+            &musl::MuslFlags::default(),
+        )?);
     }
-    let build = musl::build(&tree, &options.out, &musl::MuslFlags::default())?;
+    Ok(())
+}
+
+/// The patch's changed lines and the build's outputs.
+fn print_musl(build: &musl::MuslBuild) {
     println!("{}", build.patch);
     println!("libc.a {}", build.libc_a.display());
     println!("crt1.o {}", build.crt1.display());
     println!("crti.o {}", build.crti.display());
     println!("crtn.o {}", build.crtn.display());
     println!("include {}", build.include_dir.display());
-    if options.command == "posix-programs" {
-        let workspace = std::env::current_dir()?;
-        let target_dir = std::path::absolute(&options.target_dir)?;
-        eprintln!("ebb-cbuild: building the hosted POSIX personality (cargo)...");
-        let personality = c_program::build_hosted_personality(&workspace, &target_dir)?;
-        println!("personality {}", personality.display());
-        let programs_dir = workspace.join("crates/ebb-posix/programs");
-        let out_dir = target_dir.join("posix-programs");
-        for program in posix_programs::build_all(&build, &personality, &programs_dir, &out_dir)? {
-            println!(
-                "program {} {} {}",
-                program.name,
-                program.ebbflow.display(),
-                program.linux.display()
-            );
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,21 +1,29 @@
 //! The POSIX personality's test programs (`crates/ebb-posix/programs`):
 //! each `NAME.c` there is one program (the headers beside them are
-//! shared), built twice: with Ebbflow's musl and a personality's library
-//! (`NAME`), and for Linux as the reference (`NAME.linux`).
+//! shared), built twice: with Ebbflow's musl and the hosted personality's
+//! library (`NAME`), and for Linux as the reference (`NAME.linux`); its
+//! musl objects (`NAME.objects/`) are what a native image links.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::c_program::{build_for_linux, build_with_musl, ProgramError};
-use crate::musl::MuslBuild;
+use crate::c_program::{
+    build_for_linux, build_hosted_personality, compile_with_musl, link_with_musl, native_inputs,
+    ProgramError,
+};
+use crate::debian_source::{self, SourceError};
+use crate::musl::{self, MuslBuild, MuslError, MuslFlags};
 
 /// One program, built both ways.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltProgram {
     /// Its name: the source file's stem.
     pub name: String,
-    /// Built with musl and the personality.
+    /// Built with musl and the hosted personality.
     pub ebbflow: PathBuf,
+    /// What a native image links for it (`apps/c-program`'s
+    /// `EBB_C_PROGRAM`, joined by `:`).
+    pub native_inputs: Vec<PathBuf>,
     /// Built for Linux (gcc, glibc).
     pub linux: PathBuf,
 }
@@ -57,15 +65,98 @@ pub fn build_all(
     let mut built = Vec::new();
     for (name, source) in sources(programs_dir)? {
         let sources = [source];
-        let ebbflow = build_with_musl(musl, personality, &sources, &out_dir.join(&name))?;
+        let objects = compile_with_musl(musl, &sources, &out_dir.join(format!("{name}.objects")))?;
+        let ebbflow = link_with_musl(musl, personality, &objects, &out_dir.join(&name))?;
         let linux = build_for_linux(&sources, &out_dir.join(format!("{name}.linux")))?;
         built.push(BuiltProgram {
+            native_inputs: native_inputs(musl, &objects)?,
             name,
             ebbflow,
             linux,
         });
     }
     Ok(built)
+}
+
+/// Why the programs could not be prepared.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// musl's source could not be had.
+    Source(SourceError),
+    /// musl did not build.
+    Musl(MuslError),
+    /// The personality or a program did not build.
+    Program(ProgramError),
+}
+
+impl PrepareError {
+    /// Whether the machine lacks what apt needs (no `deb-src` entry, no
+    /// network): a reason for a test to skip, not a failure.
+    #[must_use]
+    pub fn is_unavailable_source(&self) -> bool {
+        matches!(
+            self,
+            PrepareError::Source(SourceError::NoDebSrc(_) | SourceError::Download { .. })
+        )
+    }
+}
+
+impl std::fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrepareError::Source(error) => error.fmt(f),
+            PrepareError::Musl(error) => error.fmt(f),
+            PrepareError::Program(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PrepareError {}
+
+/// Where [`prepare`] works.
+#[derive(Debug, Clone)]
+pub struct Dirs {
+    /// The workspace's root (the programs are in
+    /// `crates/ebb-posix/programs`; cargo runs here).
+    pub workspace: PathBuf,
+    /// Cargo's target directory: the personality goes under it, the
+    /// programs to `posix-programs/`.
+    pub target_dir: PathBuf,
+    /// Where source packages are unpacked.
+    pub source_cache: PathBuf,
+    /// Where musl builds go.
+    pub musl_out: PathBuf,
+}
+
+impl Dirs {
+    /// The defaults under `target_dir`: `debian-src/`, `musl/`.
+    #[must_use]
+    pub fn under(workspace: &Path, target_dir: &Path) -> Dirs {
+        Dirs {
+            workspace: workspace.to_owned(),
+            target_dir: target_dir.to_owned(),
+            source_cache: target_dir.join("debian-src"),
+            musl_out: target_dir.join("musl"),
+        }
+    }
+}
+
+/// Everything the programs need, built (each step cached): musl from
+/// Debian's source, the hosted personality, and every program both ways.
+pub fn prepare(dirs: &Dirs) -> Result<(MuslBuild, Vec<BuiltProgram>), PrepareError> {
+    let tree = debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
+    let musl =
+        musl::build(&tree, &dirs.musl_out, &MuslFlags::default()).map_err(PrepareError::Musl)?;
+    let personality = build_hosted_personality(&dirs.workspace, &dirs.target_dir)
+        .map_err(PrepareError::Program)?;
+    let programs = build_all(
+        &musl,
+        &personality,
+        &dirs.workspace.join("crates/ebb-posix/programs"),
+        &dirs.target_dir.join("posix-programs"),
+    )
+    .map_err(PrepareError::Program)?;
+    Ok((musl, programs))
 }
 
 #[cfg(test)]

@@ -39,6 +39,9 @@ pub mod runtime;
 #[cfg(target_os = "none")]
 pub use mm::{large, regions};
 
+/// Nanoseconds since boot: the monotonic clock (TSC or kvmclock).
+#[cfg(target_os = "none")]
+pub use arch::x86_64::clock::nanos as monotonic_nanos;
 #[cfg(target_os = "none")]
 pub use arch::x86_64::cpu::interrupt_stacks;
 #[cfg(target_os = "none")]

@@ -14,13 +14,13 @@ use crate::raw;
 pub struct Linux;
 
 impl Backend for Linux {
-    fn serve(&self, call: &SysCall, _group: Group) -> isize {
+    fn serve(&self, call: &SysCall, _group: Group) -> Option<isize> {
         if call.number == nr::CLONE && call.args[1] != 0 {
             // A child on a new stack would return into this function's
             // frame on a stack that does not hold it. Threads start
             // through `__ebb_clone` (`thread_entry.rs`); a clone without
             // a new stack (fork-like) is safe and passes.
-            return -EINVAL;
+            return Some(-EINVAL);
         }
         // SAFETY: the C program asked for exactly this call with these
         // arguments, as the `syscall` instruction of unpatched musl
@@ -28,7 +28,7 @@ impl Backend for Linux {
         // one call whose effect differs when made from inside a function
         // (clone onto a new stack) is refused above. Bad pointers are
         // the kernel's to refuse (`-EFAULT`).
-        unsafe { raw::syscall6(call.number, call.args) }
+        Some(unsafe { raw::syscall6(call.number, call.args) })
     }
 
     fn log(&self, line: &str) {
@@ -58,7 +58,7 @@ mod tests {
             args: [0; 6],
         };
         let pid = Linux.serve(&call, Group::Process);
-        assert_eq!(pid, isize::try_from(std::process::id()).unwrap());
+        assert_eq!(pid, Some(isize::try_from(std::process::id()).unwrap()));
     }
 
     #[test]
@@ -67,6 +67,6 @@ mod tests {
             number: nr::CLONE,
             args: [0, 0x1000, 0, 0, 0, 0],
         };
-        assert_eq!(Linux.serve(&call, Group::Threads), -EINVAL);
+        assert_eq!(Linux.serve(&call, Group::Threads), Some(-EINVAL));
     }
 }

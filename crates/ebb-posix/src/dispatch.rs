@@ -25,8 +25,9 @@ pub struct SysCall {
 /// place for log lines.
 pub trait Backend {
     /// Makes `call`, which belongs to `group`, and returns what Linux
-    /// would: the result, or `-errno`.
-    fn serve(&self, call: &SysCall, group: Group) -> isize;
+    /// would: the result, or `-errno`; `None` when this platform does not
+    /// provide the call yet (answered as an unserved call is).
+    fn serve(&self, call: &SysCall, group: Group) -> Option<isize>;
 
     /// Writes `line` (no newline at its end) where the platform's log
     /// goes: the console natively, standard error hosted.
@@ -34,10 +35,11 @@ pub trait Backend {
 }
 
 /// Dispatches `call` to `backend`, or answers `-ENOSYS` for a call the
-/// personality does not serve, saying so once per number in `logged`.
+/// personality does not serve or the platform does not provide, saying
+/// so once per number in `logged`.
 pub fn dispatch(backend: &impl Backend, logged: &LoggedCalls, call: &SysCall) -> isize {
-    if let Some(group) = group_of(call.number) {
-        return backend.serve(call, group);
+    if let Some(result) = group_of(call.number).and_then(|group| backend.serve(call, group)) {
+        return result;
     }
     if logged.first_time(call.number) {
         let mut line = LineBuf::new();
@@ -112,17 +114,19 @@ mod tests {
     use super::*;
     use crate::sysno::nr;
 
-    /// Records what reaches it; serves every call with `7`.
+    /// Records what reaches it; serves every call with `7` but
+    /// `not_provided`.
     #[derive(Default)]
     struct Recorder {
         served: RefCell<Vec<(SysCall, Group)>>,
         lines: RefCell<Vec<String>>,
+        not_provided: Option<usize>,
     }
 
     impl Backend for Recorder {
-        fn serve(&self, call: &SysCall, group: Group) -> isize {
+        fn serve(&self, call: &SysCall, group: Group) -> Option<isize> {
             self.served.borrow_mut().push((*call, group));
-            7
+            (Some(call.number) != self.not_provided).then_some(7)
         }
 
         fn log(&self, line: &str) {
@@ -164,6 +168,23 @@ mod tests {
             backend.lines.borrow()[1],
             "ebb-posix: system call 99999 (not an x86_64 Linux call) is not provided: ENOSYS (said once)"
         );
+    }
+
+    #[test]
+    fn a_call_the_platform_does_not_provide_is_enosys_and_said_once() {
+        let backend = Recorder {
+            not_provided: Some(nr::OPENAT),
+            ..Recorder::default()
+        };
+        let logged = LoggedCalls::new();
+        for _ in 0..2 {
+            assert_eq!(dispatch(&backend, &logged, &call(nr::OPENAT)), -ENOSYS);
+        }
+        assert_eq!(
+            backend.lines.borrow().as_slice(),
+            &["ebb-posix: system call 257 (openat) is not provided: ENOSYS (said once per call)"]
+        );
+        assert_eq!(dispatch(&backend, &logged, &call(nr::READ)), 7);
     }
 
     #[test]

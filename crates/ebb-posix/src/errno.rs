@@ -36,3 +36,7 @@ pub const ESPIPE: isize = 29;
 pub const ENOSYS: isize = 38;
 /// Directory not empty.
 pub const ENOTEMPTY: isize = 39;
+/// No such device (mmap of a file that cannot be mapped).
+pub const ENODEV: isize = 19;
+/// No such process.
+pub const ESRCH: isize = 3;

@@ -256,6 +256,7 @@ unsafe fn make_gdt(tss: *const TaskStateSegment) -> Gdt {
 
 /// Loads `gdt` (its segments and TSS) and the shared IDT on this core.
 fn load(gdt: &'static Gdt) {
+    super::fpu::enable();
     gdt.table.load();
     // SAFETY: the selector names this GDT's flat 64-bit code segment, which
     // maps the same addresses as the boot GDT's; no translation changes.

@@ -21,6 +21,8 @@ pub(crate) mod cpu;
 pub mod cpu_features;
 #[cfg(target_os = "none")]
 pub(crate) mod debug_exit;
+#[cfg(target_os = "none")]
+pub(crate) mod fpu;
 pub mod ioapic;
 #[cfg(target_os = "none")]
 pub(crate) mod lapic_modes;

@@ -1,0 +1,156 @@
+//! Issue 18, natively: the syscall-group programs of
+//! `crates/ebb-posix/programs` linked into a native image
+//! (`apps/c-program`, `./ebb run c-program --native`) print what the same
+//! programs print hosted, as Linux processes with the hosted personality;
+//! the program's exit code is the one `./ebb run` exits with; and a call
+//! the personality does not provide is `ENOSYS` with the same log line
+//! once per call number, after which the program goes on.
+//!
+//! This slice: memory, time, process and the unknown call. Files (the
+//! in-memory file system) and threads (stackful events) come next, with
+//! their programs.
+//!
+//! Needs QEMU and what `crates/ebb-cbuild/tests/posix_hosted.rs` needs
+//! (apt's deb-src entries, gcc, make, the `x86_64-unknown-none` target);
+//! without them it is SKIPPED with the reason.
+
+mod native_support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ebb_cbuild::posix_programs::{self, BuiltProgram, Dirs};
+use ebb_testbed::{skip_unless, Need};
+use native_support::{root, BOOT, EBB};
+
+/// musl (cached after the first build), the hosted personality and the
+/// programs, on a loaded two-core machine.
+const PREPARE_LIMIT: Duration = Duration::from_secs(900);
+
+/// The programs this slice runs natively, and their exit codes.
+const NATIVE_PROGRAMS: [(&str, i32); 4] =
+    [("memory", 0), ("time", 0), ("process", 7), ("unknown", 0)];
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// The programs, built; `Err(reason)` when the machine cannot build them.
+fn prepare() -> Result<Vec<BuiltProgram>, String> {
+    if let Some(tool) = ["apt-get", "dpkg-source", "gcc", "make"]
+        .into_iter()
+        .find(|t| !on_path(t))
+    {
+        return Err(format!("no {tool}"));
+    }
+    let dirs = Dirs::under(&root(), &target_dir());
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(posix_programs::prepare(&dirs));
+    });
+    match receiver.recv_timeout(PREPARE_LIMIT) {
+        Ok(Ok((_, programs))) => Ok(programs),
+        Ok(Err(error)) if error.is_unavailable_source() => Err(error.to_string()),
+        Ok(Err(error)) => panic!("building the POSIX programs: {error}"),
+        Err(_) => panic!("building the POSIX programs took more than {PREPARE_LIMIT:?}"),
+    }
+}
+
+/// What a run printed: the program's own lines (`NAME: ...`) and the
+/// personality's log lines (`ebb-posix: ...`), and its exit code.
+struct Printed {
+    program: Vec<String>,
+    log: Vec<String>,
+    code: Option<i32>,
+}
+
+fn printed(name: &str, text: &str, code: Option<i32>) -> Printed {
+    let prefix = format!("{name}: ");
+    let lines = || text.lines().map(|line| line.trim_end_matches('\r'));
+    Printed {
+        program: lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect(),
+        log: lines()
+            .filter(|l| l.starts_with("ebb-posix: "))
+            .map(str::to_owned)
+            .collect(),
+        code,
+    }
+}
+
+fn run_hosted(program: &BuiltProgram) -> Printed {
+    let output = Command::new(&program.ebbflow)
+        .output()
+        .expect("running the hosted program");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    printed(&program.name, &text, output.status.code())
+}
+
+fn run_native(program: &BuiltProgram) -> (Printed, String) {
+    let inputs: Vec<String> = program
+        .native_inputs
+        .iter()
+        .map(|input| input.display().to_string())
+        .collect();
+    let output = Command::new(EBB)
+        .args(["run", "c-program", "--native", "--timeout", "120", "--"])
+        .env("EBB_ROOT", root())
+        .env("EBB_C_PROGRAM", inputs.join(":"))
+        .output()
+        .expect("running ebb-cli");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (printed(&program.name, &text, output.status.code()), text)
+}
+
+#[test]
+fn syscall_group_programs_print_the_same_natively_and_hosted() {
+    skip_unless!(Need::Qemu);
+    let programs = match prepare() {
+        Ok(programs) => programs,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    for (name, code) in NATIVE_PROGRAMS {
+        let program = programs
+            .iter()
+            .find(|program| program.name == name)
+            .unwrap_or_else(|| panic!("no program {name} was built"));
+        let hosted = run_hosted(program);
+        let (native, console) = run_native(program);
+        assert!(!hosted.program.is_empty(), "{name} printed nothing hosted");
+        assert_eq!(
+            native.program, hosted.program,
+            "{name}'s lines, natively:\n{console}"
+        );
+        assert_eq!(
+            native.log, hosted.log,
+            "{name}'s log lines, natively:\n{console}"
+        );
+        assert_eq!(hosted.code, Some(code), "{name}'s exit code hosted");
+        assert_eq!(
+            native.code,
+            Some(code),
+            "{name}'s exit code natively:\n{console}"
+        );
+    }
+}

@@ -1,0 +1,29 @@
+//! The POSIX personality natively (issue 18): a C program built with
+//! Ebbflow's musl is linked into a native image, and its system calls
+//! (`__ebb_syscall`) are served by the library OS through
+//! [`ebb_posix::dispatch`].
+//!
+//! The bookkeeping is platform-neutral and tested on the host: anonymous
+//! mappings ([`mappings`]) and the program break ([`brk`]). The rest
+//! (`native/`, built for `x86_64-unknown-none` only) reads and writes the
+//! program's memory, the clocks and the console, and starts the program
+//! through musl's `__libc_start_main` ([`start_c_program`]).
+//!
+//! What this slice provides natively: memory, time, process, standard
+//! streams (to the console), and the single-threaded part of the threads
+//! group (TLS through the FS base, signal masks, affinity). Files (an
+//! in-memory file system behind the FileSystem interface) and threads as
+//! stackful events come next; until then those calls answer `ENOSYS` with
+//! a log line, as any unserved call does.
+
+#![no_std]
+
+extern crate alloc;
+
+pub mod brk;
+pub mod mappings;
+#[cfg(target_os = "none")]
+mod native;
+
+#[cfg(target_os = "none")]
+pub use native::start::start_c_program;

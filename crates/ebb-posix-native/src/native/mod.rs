@@ -1,0 +1,10 @@
+//! The native half: built for `x86_64-unknown-none` only.
+
+mod backend;
+mod clock;
+mod console;
+mod entries;
+mod memory;
+mod process;
+pub mod start;
+mod user;

@@ -1,0 +1,163 @@
+//! The process group and the single-threaded part of the threads group
+//! natively: ids, uname, getrandom, limits, usage; TLS through the FS
+//! base, signal masks, affinity, the thread-id address.
+//!
+//! The program is process 1 and its main thread thread 1, run as root
+//! (ids 0): the image is its own machine.
+
+use ebb_posix::errno::{EINVAL, EPERM, ESRCH};
+use x86_64::registers::model_specific::FsBase;
+use x86_64::VirtAddr;
+
+use super::user;
+
+/// The program's process id (and its main thread's id).
+pub const PID: isize = 1;
+
+/// getrlimit's resources that have a limit here (`asm-generic/resource.h`).
+const RLIMIT_STACK: usize = 3;
+const RLIMIT_NOFILE: usize = 7;
+const RLIM_INFINITY: u64 = u64::MAX;
+/// The program's stack: the core's stack it runs on
+/// (`ebb_native`'s `CORE_STACK_SIZE`).
+const STACK_LIMIT: u64 = 512 * 1024;
+/// Descriptors: the file system's table (next slice) will hold this many.
+const OPEN_FILES_LIMIT: u64 = 1024;
+
+/// arch_prctl's codes (`asm/prctl.h`).
+const ARCH_SET_FS: usize = 0x1002;
+const ARCH_GET_FS: usize = 0x1003;
+
+fn done(outcome: Result<(), isize>) -> isize {
+    match outcome {
+        Ok(()) => 0,
+        Err(errno) => -errno,
+    }
+}
+
+/// uname(2): `struct utsname`, six fields of 65 bytes.
+pub fn uname(addr: usize) -> isize {
+    const FIELD: usize = 65;
+    let fields: [&[u8]; 6] = [
+        b"Ebbflow",
+        b"ebbflow",
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        b"ebbflow native",
+        b"x86_64",
+        b"(none)",
+    ];
+    let buffer = match user::bytes_mut(addr, FIELD * fields.len()) {
+        Ok(buffer) => buffer,
+        Err(errno) => return -errno,
+    };
+    buffer.fill(0);
+    for (slot, field) in buffer.chunks_mut(FIELD).zip(fields) {
+        slot[..field.len()].copy_from_slice(field);
+    }
+    0
+}
+
+/// getrandom(2): RDRAND where the CPU has it (QEMU's `-cpu max` and
+/// current hosts do). Without it the call is not provided yet (`None`:
+/// ENOSYS and a log line); the fallback issue 18 asks for, a seed from
+/// the launcher feeding a CSPRNG, is next.
+pub fn getrandom(addr: usize, len: usize) -> Option<isize> {
+    let source = x86_64::instructions::random::RdRand::new()?;
+    let buffer = match user::bytes_mut(addr, len) {
+        Ok(buffer) => buffer,
+        Err(errno) => return Some(-errno),
+    };
+    for chunk in buffer.chunks_mut(8) {
+        // RDRAND may fail transiently (Intel's DRNG guide, §5.2.1: retry
+        // up to ten times).
+        let word = (0..10).find_map(|_| source.get_u64())?;
+        chunk.copy_from_slice(&word.to_ne_bytes()[..chunk.len()]);
+    }
+    Some(isize::try_from(len).unwrap_or(isize::MAX))
+}
+
+fn limit_of(resource: usize) -> Option<[u64; 2]> {
+    match resource {
+        RLIMIT_STACK => Some([STACK_LIMIT, STACK_LIMIT]),
+        RLIMIT_NOFILE => Some([OPEN_FILES_LIMIT, OPEN_FILES_LIMIT]),
+        // Linux's RLIM_NLIMITS is 16.
+        0..=15 => Some([RLIM_INFINITY, RLIM_INFINITY]),
+        _ => None,
+    }
+}
+
+/// getrlimit(2).
+pub fn getrlimit(resource: usize, addr: usize) -> isize {
+    let Some(limit) = limit_of(resource) else {
+        return -EINVAL;
+    };
+    done(user::put(addr, limit))
+}
+
+/// prlimit64(2): reading this process's limits; they cannot be changed.
+pub fn prlimit64(pid: usize, resource: usize, new: usize, old: usize) -> isize {
+    if pid != 0 && pid != PID.unsigned_abs() {
+        return -ESRCH;
+    }
+    let Some(limit) = limit_of(resource) else {
+        return -EINVAL;
+    };
+    if new != 0 {
+        return -EPERM;
+    }
+    if old == 0 {
+        return 0;
+    }
+    done(user::put(old, limit))
+}
+
+/// getrusage(2): `struct rusage` (144 bytes on x86_64), all zero: the
+/// image does not account CPU time per program.
+pub fn getrusage(addr: usize) -> isize {
+    match user::bytes_mut(addr, 144) {
+        Ok(usage) => {
+            usage.fill(0);
+            0
+        }
+        Err(errno) => -errno,
+    }
+}
+
+/// arch_prctl(2): the FS base is the C thread pointer (musl's
+/// `__set_thread_area`); the platform's own code does not use FS.
+pub fn arch_prctl(code: usize, addr: usize) -> isize {
+    match code {
+        ARCH_SET_FS => {
+            let Ok(base) = VirtAddr::try_new(addr as u64) else {
+                return -EINVAL;
+            };
+            FsBase::write(base);
+            0
+        }
+        ARCH_GET_FS => done(user::put(addr, FsBase::read().as_u64())),
+        _ => -EINVAL,
+    }
+}
+
+/// rt_sigprocmask(2): there are no signals; the old mask reads empty.
+pub fn rt_sigprocmask(old: usize, size: usize) -> isize {
+    if size != 8 {
+        return -EINVAL;
+    }
+    if old != 0 {
+        return done(user::put(old, 0u64));
+    }
+    0
+}
+
+/// sched_getaffinity(2): the program runs on one CPU; Linux returns the
+/// bytes of mask it wrote.
+pub fn sched_getaffinity(size: usize, addr: usize) -> isize {
+    if size < 8 || !size.is_multiple_of(8) {
+        return -EINVAL;
+    }
+    match user::put(addr, 1u64) {
+        Ok(()) => 8,
+        Err(errno) => -errno,
+    }
+}
