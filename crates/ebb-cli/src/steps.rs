@@ -37,13 +37,13 @@ pub const STEPS: &[Step] = &[
     Step {
         name: "no_std",
         command:
-            "cargo build --release -p ebb-boot-abi -p ebb-core -p ebb-event -p ebb-mem -p ebb-messenger -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-native --target x86_64-unknown-none",
+            "cargo build --release -p ebb-boot-abi -p ebb-core -p ebb-event -p ebb-mem -p ebb-messenger -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-files -p ebb-posix-native --target x86_64-unknown-none",
         quick: false,
         note: "the shared crates build for the bare-metal target",
     },
     Step {
         name: "native",
-        command: "cargo clippy --release -p ebb-native -p hello -p echo -p memcached -p netpipe -p native-tests -p ring -p filecheck -p ebb-messenger -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-native -p c-program --target x86_64-unknown-none -- -D warnings",
+        command: "cargo clippy --release -p ebb-native -p hello -p echo -p memcached -p netpipe -p native-tests -p ring -p filecheck -p ebb-messenger -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-files -p ebb-posix-native -p c-program --target x86_64-unknown-none -- -D warnings",
         quick: false,
         note: "the native platform and the native apps, linted for the bare-metal target",
     },

@@ -6,9 +6,9 @@
 //! the personality does not provide is `ENOSYS` with the same log line
 //! once per call number, after which the program goes on.
 //!
-//! This slice: memory, time, process and the unknown call. Files (the
-//! in-memory file system) and threads (stackful events) come next, with
-//! their programs.
+//! This slice: memory, time, files (natively on the in-memory file
+//! system, in its empty `/tmp`; hosted in an empty scratch directory),
+//! process and the unknown call. Threads (stackful events) come next.
 //!
 //! Needs QEMU and what `crates/ebb-cbuild/tests/posix_hosted.rs` needs
 //! (apt's deb-src entries, gcc, make, the `x86_64-unknown-none` target);
@@ -30,8 +30,16 @@ use native_support::{root, BOOT, EBB};
 const PREPARE_LIMIT: Duration = Duration::from_secs(900);
 
 /// The programs this slice runs natively, and their exit codes.
-const NATIVE_PROGRAMS: [(&str, i32); 4] =
-    [("memory", 0), ("time", 0), ("process", 7), ("unknown", 0)];
+const NATIVE_PROGRAMS: [(&str, i32); 5] = [
+    ("memory", 0),
+    ("time", 0),
+    ("files", 0),
+    ("process", 7),
+    ("unknown", 0),
+];
+
+/// `files` works in the directory it is given, which must be empty.
+const NATIVE_SCRATCH: &str = "/tmp";
 
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
@@ -88,9 +96,16 @@ fn printed(name: &str, text: &str, code: Option<i32>) -> Printed {
 }
 
 fn run_hosted(program: &BuiltProgram) -> Printed {
-    let output = Command::new(&program.ebbflow)
-        .output()
-        .expect("running the hosted program");
+    let mut command = Command::new(&program.ebbflow);
+    let scratch = target_dir().join(format!("posix-programs/native-test-{}", std::process::id()));
+    if program.name == "files" {
+        std::fs::create_dir_all(&scratch).expect("a scratch directory");
+        command.arg(&scratch);
+    }
+    let output = command.output().expect("running the hosted program");
+    if program.name == "files" {
+        std::fs::remove_dir_all(&scratch).expect("removing the scratch directory");
+    }
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -105,8 +120,12 @@ fn run_native(program: &BuiltProgram) -> (Printed, String) {
         .iter()
         .map(|input| input.display().to_string())
         .collect();
-    let output = Command::new(EBB)
-        .args(["run", "c-program", "--native", "--timeout", "120", "--"])
+    let mut command = Command::new(EBB);
+    command.args(["run", "c-program", "--native", "--timeout", "120", "--"]);
+    if program.name == "files" {
+        command.arg(NATIVE_SCRATCH);
+    }
+    let output = command
         .env("EBB_ROOT", root())
         .env("EBB_C_PROGRAM", inputs.join(":"))
         .output()

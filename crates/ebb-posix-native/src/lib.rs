@@ -9,11 +9,11 @@
 //! program's memory, the clocks and the console, and starts the program
 //! through musl's `__libc_start_main` ([`start_c_program`]).
 //!
-//! What this slice provides natively: memory, time, process, standard
-//! streams (to the console), and the single-threaded part of the threads
-//! group (TLS through the FS base, signal masks, affinity). Files (an
-//! in-memory file system behind the FileSystem interface) and threads as
-//! stackful events come next; until then those calls answer `ENOSYS` with
+//! What this slice provides natively: memory, time, files (an in-memory
+//! file system, `ebb-posix-files`), process, standard streams (to the
+//! console), and the single-threaded part of the threads group (TLS
+//! through the FS base, signal masks, affinity). Threads as stackful
+//! events come next; until then `clone` and `futex` answer `ENOSYS` with
 //! a log line, as any unserved call does.
 
 #![no_std]

@@ -40,3 +40,13 @@ pub const ENOTEMPTY: isize = 39;
 pub const ENODEV: isize = 19;
 /// No such process.
 pub const ESRCH: isize = 3;
+/// File name too long.
+pub const ENAMETOOLONG: isize = 36;
+/// Result too large (a buffer too small for the answer).
+pub const ERANGE: isize = 34;
+/// Too many open files.
+pub const EMFILE: isize = 24;
+/// No space left (a file past the size the file system allows).
+pub const EFBIG: isize = 27;
+/// Device or resource busy (renaming or removing the root).
+pub const EBUSY: isize = 16;

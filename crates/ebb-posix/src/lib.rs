@@ -12,7 +12,9 @@
 //! prints the same natively and hosted.
 //!
 //! No allocation and no `unsafe`: this is policy and bookkeeping, run on
-//! every system call of a C program.
+//! every system call of a C program (and linked into the hosted
+//! personality, which has no allocator). The files group's logic, which
+//! allocates, is `ebb-posix-files`.
 
 #![no_std]
 #![forbid(unsafe_code)]

@@ -5,7 +5,12 @@ use ebb_posix::errno::EINVAL;
 use ebb_posix::sysno::nr;
 use ebb_posix::{Backend, Group, SysCall};
 
-use super::{clock, console, memory, process};
+use super::{clock, files, memory, process};
+
+/// `AT_FDCWD` as the raw argument the `*at` calls get.
+const AT_FDCWD: usize = usize::MAX - 99;
+/// unlinkat's flag for rmdir.
+const AT_REMOVEDIR: usize = 0x200;
 
 /// Ebbflow natively.
 pub struct Native;
@@ -28,13 +33,39 @@ impl Backend for Native {
             nr::TIME => clock::time(a),
             nr::NANOSLEEP => clock::nanosleep(a),
             nr::CLOCK_NANOSLEEP => clock::clock_nanosleep(a, b, c),
-            // standard streams
-            nr::WRITE => console::write(a, b, c),
-            nr::WRITEV => console::writev(a, b, c),
-            nr::READ => console::read(a),
-            nr::IOCTL => console::ioctl(a),
-            nr::LSEEK => console::lseek(a),
-            nr::CLOSE => console::close(a)?,
+            // files and standard streams
+            nr::READ => files::read(a, b, c),
+            nr::WRITE => files::write(a, b, c),
+            nr::READV => files::readv(a, b, c),
+            nr::WRITEV => files::writev(a, b, c),
+            nr::PREAD64 => files::pread(a, b, c, d),
+            nr::PWRITE64 => files::pwrite(a, b, c, d),
+            nr::LSEEK => files::lseek(a, b, c),
+            nr::IOCTL => files::ioctl(a),
+            nr::OPEN => files::open(AT_FDCWD, a, b, c),
+            nr::OPENAT => files::open(a, b, c, d),
+            nr::CLOSE => files::close(a),
+            nr::FSTAT => files::fstat(a, b),
+            nr::STAT | nr::LSTAT => files::stat_at(AT_FDCWD, a, b, 0),
+            nr::NEWFSTATAT => files::stat_at(a, b, c, d),
+            nr::ACCESS => files::access(AT_FDCWD, a),
+            nr::FACCESSAT => files::access(a, b),
+            nr::FTRUNCATE => files::ftruncate(a, b),
+            nr::FSYNC | nr::FDATASYNC => files::fsync(a),
+            nr::MKDIR => files::mkdir(AT_FDCWD, a, b),
+            nr::MKDIRAT => files::mkdir(a, b, c),
+            nr::UNLINK => files::unlink(AT_FDCWD, a, 0),
+            nr::RMDIR => files::unlink(AT_FDCWD, a, AT_REMOVEDIR),
+            nr::UNLINKAT => files::unlink(a, b, c),
+            nr::RENAME => files::rename(AT_FDCWD, a, AT_FDCWD, b),
+            nr::RENAMEAT => files::rename(a, b, c, d),
+            nr::GETDENTS64 => files::getdents(a, b, c),
+            nr::GETCWD => files::getcwd(a, b),
+            nr::CHDIR => files::chdir(a),
+            nr::DUP => files::dup(a),
+            nr::DUP2 => files::dup2(a, b),
+            nr::DUP3 => files::dup3(a, b, c),
+            nr::FCNTL => files::fcntl(a, b, c),
             // process
             nr::GETPID | nr::GETTID => process::PID,
             nr::GETPPID | nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => 0,

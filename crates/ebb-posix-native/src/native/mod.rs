@@ -4,6 +4,7 @@ mod backend;
 mod clock;
 mod console;
 mod entries;
+mod files;
 mod memory;
 mod process;
 pub mod start;

@@ -12,7 +12,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::{memory, process};
+use super::{files, memory, process};
 
 extern "C" {
     /// musl's `src/env/__libc_start_main.c`; the three function pointers
@@ -48,6 +48,7 @@ const AT_EXECFN: usize = 31;
 /// program's exit ends the image).
 pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     memory::init();
+    files::init();
     let strings: Vec<&'static [u8]> = core::iter::once(name)
         .chain(args.iter().copied())
         .map(|word| {

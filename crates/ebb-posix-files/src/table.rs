@@ -1,0 +1,671 @@
+//! Descriptors and the files group's calls over a [`MemFs`]: open file
+//! descriptions shared by `dup`s (one offset, one status), per-descriptor
+//! close-on-exec, the working directory, and each call's checks and
+//! errors as Linux gives them (open(2), read(2), lseek(2), dup(2),
+//! fcntl(2), getdents64(2), getcwd(2)).
+//!
+//! Descriptors 0, 1 and 2 are the standard streams: the platform does
+//! their I/O ([`Target::Stream`]); here they are descriptors like the
+//! others, so `dup`, `close` and `fcntl` treat them alike.
+
+use alloc::vec::Vec;
+
+use crate::layout::{self, StatFields, S_IFCHR, S_IFDIR, S_IFREG};
+use crate::memfs::{Ino, Kind, MemFs, ROOT};
+use crate::path;
+use ebb_posix::errno::{EBADF, EEXIST, EINVAL, EISDIR, EMFILE, ENOENT, ENOTDIR, ERANGE, ESPIPE};
+
+/// open(2)'s flags (`asm-generic/fcntl.h`).
+pub const O_ACCMODE: u32 = 0o3;
+/// Read only.
+pub const O_RDONLY: u32 = 0;
+/// Write only.
+pub const O_WRONLY: u32 = 0o1;
+/// Read and write.
+pub const O_RDWR: u32 = 0o2;
+/// Create if missing.
+pub const O_CREAT: u32 = 0o100;
+/// With O_CREAT: fail if it exists.
+pub const O_EXCL: u32 = 0o200;
+/// Truncate to 0.
+pub const O_TRUNC: u32 = 0o1000;
+/// Every write at the end.
+pub const O_APPEND: u32 = 0o2000;
+/// Must be a directory.
+pub const O_DIRECTORY: u32 = 0o200_000;
+/// Close on exec.
+pub const O_CLOEXEC: u32 = 0o2_000_000;
+/// The status flags F_SETFL may change (Linux: O_APPEND, O_NONBLOCK,
+/// O_ASYNC, O_DIRECT, O_NOATIME).
+const SETTABLE: u32 = O_APPEND | 0o4000 | 0o20000 | 0o40000 | 0o1_000_000;
+
+/// The working-directory descriptor of the `*at` calls.
+pub const AT_FDCWD: i64 = -100;
+/// unlinkat: remove a directory.
+pub const AT_REMOVEDIR: u32 = 0x200;
+
+/// `FD_CLOEXEC`.
+pub const FD_CLOEXEC: u32 = 1;
+/// Descriptors a program may hold (RLIMIT_NOFILE).
+pub const MAX_FDS: usize = 1024;
+
+/// What a descriptor refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Standard input (0), output (1) or error (2).
+    Stream(u8),
+    /// A file or directory of the tree.
+    Node(Ino),
+}
+
+#[derive(Debug)]
+struct Description {
+    target: Target,
+    offset: u64,
+    flags: u32,
+    refs: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Fd {
+    description: usize,
+    cloexec: bool,
+}
+
+/// A program's files: the tree, its descriptors, its working directory.
+#[derive(Debug)]
+pub struct Files {
+    fs: MemFs,
+    fds: Vec<Option<Fd>>,
+    descriptions: Vec<Option<Description>>,
+    cwd: Ino,
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        Files::new()
+    }
+}
+
+impl Files {
+    /// The standard streams on 0, 1, 2; a tree holding an empty `/tmp`;
+    /// the root as working directory.
+    #[must_use]
+    pub fn new() -> Files {
+        let mut fs = MemFs::new();
+        let _ = fs.mkdir(ROOT, b"tmp", 0o1777);
+        let mut files = Files {
+            fs,
+            fds: Vec::new(),
+            descriptions: Vec::new(),
+            cwd: ROOT,
+        };
+        for (stream, access) in [(0u8, O_RDONLY), (1, O_WRONLY), (2, O_WRONLY)] {
+            let description = files.describe(Target::Stream(stream), access);
+            files.fds.push(Some(Fd {
+                description,
+                cloexec: false,
+            }));
+        }
+        files
+    }
+
+    /// The tree (to fill it at start).
+    pub fn fs_mut(&mut self) -> &mut MemFs {
+        &mut self.fs
+    }
+
+    fn describe(&mut self, target: Target, flags: u32) -> usize {
+        let description = Description {
+            target,
+            offset: 0,
+            flags,
+            refs: 0,
+        };
+        match self.descriptions.iter().position(Option::is_none) {
+            Some(free) => {
+                self.descriptions[free] = Some(description);
+                free
+            }
+            None => {
+                self.descriptions.push(Some(description));
+                self.descriptions.len() - 1
+            }
+        }
+    }
+
+    /// Installs `description` on the lowest free descriptor ≥ `min`.
+    fn install(&mut self, description: usize, min: usize, cloexec: bool) -> Result<usize, isize> {
+        let fd = (min..MAX_FDS)
+            .find(|&fd| self.fds.get(fd).is_none_or(Option::is_none))
+            .ok_or(EMFILE)?;
+        self.place(fd, description, cloexec);
+        Ok(fd)
+    }
+
+    fn place(&mut self, fd: usize, description: usize, cloexec: bool) {
+        if self.fds.len() <= fd {
+            self.fds.resize(fd + 1, None);
+        }
+        self.fds[fd] = Some(Fd {
+            description,
+            cloexec,
+        });
+        if let Some(Some(described)) = self.descriptions.get_mut(description) {
+            described.refs += 1;
+        }
+    }
+
+    fn fd(&self, fd: usize) -> Result<Fd, isize> {
+        self.fds.get(fd).copied().flatten().ok_or(EBADF)
+    }
+
+    fn description(&self, fd: usize) -> Result<&Description, isize> {
+        let Fd { description, .. } = self.fd(fd)?;
+        self.descriptions[description].as_ref().ok_or(EBADF)
+    }
+
+    fn description_mut(&mut self, fd: usize) -> Result<&mut Description, isize> {
+        let Fd { description, .. } = self.fd(fd)?;
+        self.descriptions[description].as_mut().ok_or(EBADF)
+    }
+
+    /// What `fd` refers to.
+    pub fn target(&self, fd: usize) -> Result<Target, isize> {
+        Ok(self.description(fd)?.target)
+    }
+
+    /// The resolved components of `path`, relative to `dirfd` (or the
+    /// working directory for [`AT_FDCWD`]).
+    fn resolve(&self, dirfd: i64, path: &[u8]) -> Result<Vec<Vec<u8>>, isize> {
+        let base_dir = if path.first() == Some(&b'/') {
+            ROOT
+        } else if dirfd == AT_FDCWD {
+            self.cwd
+        } else {
+            let fd = usize::try_from(dirfd).map_err(|_| EBADF)?;
+            match self.target(fd)? {
+                Target::Node(ino) if self.fs.kind(ino)? == Kind::Dir => ino,
+                _ => return Err(ENOTDIR),
+            }
+        };
+        let base = self.fs.path_of(base_dir)?;
+        let base: Vec<&[u8]> = base.iter().map(Vec::as_slice).collect();
+        Ok(path::resolve(&base, path)?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect())
+    }
+
+    fn lookup(&self, dirfd: i64, path: &[u8]) -> Result<Ino, isize> {
+        let parts = self.resolve(dirfd, path)?;
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let ino = self.fs.lookup(&parts)?;
+        if path::wants_directory(path) && self.fs.kind(ino)? != Kind::Dir {
+            return Err(ENOTDIR);
+        }
+        Ok(ino)
+    }
+
+    /// openat(2).
+    pub fn open(&mut self, dirfd: i64, path: &[u8], flags: u32, mode: u32) -> Result<usize, isize> {
+        let parts = self.resolve(dirfd, path)?;
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let access = flags & O_ACCMODE;
+        if access == O_ACCMODE {
+            return Err(EINVAL);
+        }
+        let ino = match self.fs.lookup(&parts) {
+            Ok(_) if flags & O_CREAT != 0 && flags & O_EXCL != 0 => return Err(EEXIST),
+            Ok(ino) => ino,
+            Err(ENOENT) if flags & O_CREAT != 0 => {
+                if path::wants_directory(path) {
+                    return Err(EISDIR);
+                }
+                let (dir, name) = self.fs.parent(&parts)?;
+                self.fs.create(dir, name, mode)?
+            }
+            Err(error) => return Err(error),
+        };
+        match self.fs.kind(ino)? {
+            Kind::Dir if access != O_RDONLY || flags & O_CREAT != 0 => return Err(EISDIR),
+            Kind::File if flags & O_DIRECTORY != 0 || path::wants_directory(path) => {
+                return Err(ENOTDIR)
+            }
+            Kind::File if flags & O_TRUNC != 0 => self.fs.truncate(ino, 0)?,
+            _ => {}
+        }
+        let description = self.describe(Target::Node(ino), flags & (O_ACCMODE | SETTABLE));
+        match self.install(description, 0, flags & O_CLOEXEC != 0) {
+            Ok(fd) => {
+                self.fs.opened(ino)?;
+                Ok(fd)
+            }
+            Err(error) => {
+                self.descriptions[description] = None;
+                Err(error)
+            }
+        }
+    }
+
+    /// close(2).
+    pub fn close(&mut self, fd: usize) -> Result<(), isize> {
+        let Fd { description, .. } = self.fd(fd)?;
+        self.fds[fd] = None;
+        let Some(described) = self.descriptions[description].as_mut() else {
+            return Ok(());
+        };
+        described.refs -= 1;
+        if described.refs == 0 {
+            if let Target::Node(ino) = described.target {
+                self.fs.closed(ino);
+            }
+            self.descriptions[description] = None;
+        }
+        Ok(())
+    }
+
+    fn readable(&self, fd: usize) -> Result<Ino, isize> {
+        let description = self.description(fd)?;
+        if description.flags & O_ACCMODE == O_WRONLY {
+            return Err(EBADF);
+        }
+        match description.target {
+            Target::Node(ino) => Ok(ino),
+            Target::Stream(_) => Err(ESPIPE),
+        }
+    }
+
+    fn writable(&self, fd: usize) -> Result<Ino, isize> {
+        let description = self.description(fd)?;
+        if description.flags & O_ACCMODE == O_RDONLY {
+            return Err(EBADF);
+        }
+        match description.target {
+            Target::Node(ino) => Ok(ino),
+            Target::Stream(_) => Err(ESPIPE),
+        }
+    }
+
+    /// read(2) of a file at its description's offset.
+    pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize, isize> {
+        let ino = self.readable(fd)?;
+        let offset = self.description(fd)?.offset;
+        let count = self.fs.read_at(ino, offset, buf)?;
+        self.description_mut(fd)?.offset = offset + count as u64;
+        Ok(count)
+    }
+
+    /// pread64(2).
+    pub fn pread(&self, fd: usize, buf: &mut [u8], offset: i64) -> Result<usize, isize> {
+        let ino = self.readable(fd)?;
+        let offset = u64::try_from(offset).map_err(|_| EINVAL)?;
+        self.fs.read_at(ino, offset, buf)
+    }
+
+    /// write(2) of a file: at its offset, or its end under `O_APPEND`.
+    pub fn write(&mut self, fd: usize, bytes: &[u8]) -> Result<usize, isize> {
+        let ino = self.writable(fd)?;
+        let description = self.description(fd)?;
+        let offset = if description.flags & O_APPEND != 0 {
+            self.fs.size(ino)?
+        } else {
+            description.offset
+        };
+        let count = self.fs.write_at(ino, offset, bytes)?;
+        self.description_mut(fd)?.offset = offset + count as u64;
+        Ok(count)
+    }
+
+    /// pwrite64(2) (Linux appends under `O_APPEND` whatever the offset).
+    pub fn pwrite(&mut self, fd: usize, bytes: &[u8], offset: i64) -> Result<usize, isize> {
+        let ino = self.writable(fd)?;
+        let offset = u64::try_from(offset).map_err(|_| EINVAL)?;
+        let offset = if self.description(fd)?.flags & O_APPEND != 0 {
+            self.fs.size(ino)?
+        } else {
+            offset
+        };
+        self.fs.write_at(ino, offset, bytes)
+    }
+
+    /// lseek(2): `SEEK_SET` 0, `SEEK_CUR` 1, `SEEK_END` 2; `EINVAL` for
+    /// a negative result or another whence, `ESPIPE` on a stream.
+    pub fn lseek(&mut self, fd: usize, offset: i64, whence: u32) -> Result<u64, isize> {
+        let description = self.description(fd)?;
+        let Target::Node(ino) = description.target else {
+            return Err(ESPIPE);
+        };
+        let base = match whence {
+            0 => 0,
+            1 => i64::try_from(description.offset).map_err(|_| EINVAL)?,
+            2 if self.fs.kind(ino)? == Kind::File => {
+                i64::try_from(self.fs.size(ino)?).map_err(|_| EINVAL)?
+            }
+            2 => 0,
+            _ => return Err(EINVAL),
+        };
+        let position = base.checked_add(offset).ok_or(EINVAL)?;
+        let position = u64::try_from(position).map_err(|_| EINVAL)?;
+        self.description_mut(fd)?.offset = position;
+        Ok(position)
+    }
+
+    fn stat_of(&self, target: Target) -> Result<StatFields, isize> {
+        match target {
+            Target::Stream(stream) => Ok(StatFields {
+                ino: u64::from(stream) + 1,
+                mode: S_IFCHR | 0o620,
+                nlink: 1,
+                size: 0,
+            }),
+            Target::Node(ino) => {
+                let stat = self.fs.stat(ino)?;
+                let kind = if stat.kind == Kind::Dir {
+                    S_IFDIR
+                } else {
+                    S_IFREG
+                };
+                Ok(StatFields {
+                    ino: ino as u64,
+                    mode: kind | stat.mode,
+                    nlink: u64::from(stat.links),
+                    size: stat.size,
+                })
+            }
+        }
+    }
+
+    /// fstat(2).
+    pub fn fstat(&self, fd: usize) -> Result<StatFields, isize> {
+        self.stat_of(self.target(fd)?)
+    }
+
+    /// stat(2), lstat(2) and newfstatat(2) of a path (no symbolic links:
+    /// all three agree).
+    pub fn stat(&self, dirfd: i64, path: &[u8]) -> Result<StatFields, isize> {
+        self.stat_of(Target::Node(self.lookup(dirfd, path)?))
+    }
+
+    /// access(2) and faccessat(2): whether it exists (the program runs as
+    /// root, so every permission is granted).
+    pub fn access(&self, dirfd: i64, path: &[u8]) -> Result<(), isize> {
+        self.lookup(dirfd, path).map(|_| ())
+    }
+
+    /// ftruncate(2): `EINVAL` unless open for writing or for a negative
+    /// length (Linux's answers).
+    pub fn ftruncate(&mut self, fd: usize, len: i64) -> Result<(), isize> {
+        let ino = self.writable(fd).map_err(|_| EINVAL)?;
+        let len = u64::try_from(len).map_err(|_| EINVAL)?;
+        self.fs.truncate(ino, len)
+    }
+
+    /// fsync(2), fdatasync(2): memory is where the data lives; `EINVAL`
+    /// for a stream (as for a terminal on Linux).
+    pub fn fsync(&self, fd: usize) -> Result<(), isize> {
+        match self.target(fd)? {
+            Target::Node(_) => Ok(()),
+            Target::Stream(_) => Err(EINVAL),
+        }
+    }
+
+    /// mkdirat(2).
+    pub fn mkdir(&mut self, dirfd: i64, path: &[u8], mode: u32) -> Result<(), isize> {
+        let parts = self.resolve(dirfd, path)?;
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        if parts.is_empty() {
+            return Err(EEXIST);
+        }
+        let (dir, name) = self.fs.parent(&parts)?;
+        self.fs.mkdir(dir, name, mode).map(|_| ())
+    }
+
+    /// unlinkat(2): a file, or with [`AT_REMOVEDIR`] an empty directory.
+    pub fn unlink(&mut self, dirfd: i64, path: &[u8], flags: u32) -> Result<(), isize> {
+        let parts = self.resolve(dirfd, path)?;
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let (dir, name) = self.fs.parent(&parts)?;
+        if flags & AT_REMOVEDIR != 0 {
+            self.fs.rmdir(dir, name)
+        } else {
+            self.fs.unlink(dir, name)
+        }
+    }
+
+    /// renameat(2).
+    pub fn rename(
+        &mut self,
+        from_dirfd: i64,
+        from: &[u8],
+        to_dirfd: i64,
+        to: &[u8],
+    ) -> Result<(), isize> {
+        let from = self.resolve(from_dirfd, from)?;
+        let to = self.resolve(to_dirfd, to)?;
+        let from: Vec<&[u8]> = from.iter().map(Vec::as_slice).collect();
+        let to: Vec<&[u8]> = to.iter().map(Vec::as_slice).collect();
+        let (from_dir, from_name) = self.fs.parent(&from)?;
+        let (to_dir, to_name) = self.fs.parent(&to)?;
+        self.fs.rename(from_dir, from_name, to_dir, to_name)
+    }
+
+    /// getcwd(2): the path and its NUL into `buf`; the length written,
+    /// `ERANGE` if it does not fit.
+    pub fn getcwd(&self, buf: &mut [u8]) -> Result<usize, isize> {
+        let names = self.fs.path_of(self.cwd)?;
+        let mut path = Vec::new();
+        for name in &names {
+            path.push(b'/');
+            path.extend_from_slice(name);
+        }
+        if path.is_empty() {
+            path.push(b'/');
+        }
+        path.push(0);
+        let out = buf.get_mut(..path.len()).ok_or(ERANGE)?;
+        out.copy_from_slice(&path);
+        Ok(path.len())
+    }
+
+    /// chdir(2).
+    pub fn chdir(&mut self, path: &[u8]) -> Result<(), isize> {
+        let ino = self.lookup(AT_FDCWD, path)?;
+        if self.fs.kind(ino)? != Kind::Dir {
+            return Err(ENOTDIR);
+        }
+        self.cwd = ino;
+        Ok(())
+    }
+
+    /// dup(2) and fcntl's `F_DUPFD`: the lowest free descriptor ≥ `min`.
+    pub fn dup(&mut self, fd: usize, min: usize, cloexec: bool) -> Result<usize, isize> {
+        let Fd { description, .. } = self.fd(fd)?;
+        if min >= MAX_FDS {
+            return Err(EINVAL);
+        }
+        self.install(description, min, cloexec)
+    }
+
+    /// dup3(2) (dup2(2) is dup3 without flags, but the same descriptor
+    /// twice is itself there and `EINVAL` here).
+    pub fn dup3(&mut self, old: usize, new: usize, flags: u32) -> Result<usize, isize> {
+        let Fd { description, .. } = self.fd(old)?;
+        if flags & !O_CLOEXEC != 0 || old == new {
+            return Err(EINVAL);
+        }
+        if new >= MAX_FDS {
+            return Err(EBADF);
+        }
+        if self.fd(new).is_ok() {
+            self.close(new)?;
+        }
+        self.place(new, description, flags & O_CLOEXEC != 0);
+        Ok(new)
+    }
+
+    /// dup2(2).
+    pub fn dup2(&mut self, old: usize, new: usize) -> Result<usize, isize> {
+        if old == new {
+            return self.fd(old).map(|_| new);
+        }
+        self.dup3(old, new, 0)
+    }
+
+    /// fcntl(2)'s descriptor and status commands: `F_DUPFD` 0, `F_GETFD` 1,
+    /// `F_SETFD` 2, `F_GETFL` 3, `F_SETFL` 4, `F_DUPFD_CLOEXEC` 1030;
+    /// `None` for another command (the platform's: locks).
+    pub fn fcntl(&mut self, fd: usize, command: u32, arg: usize) -> Option<Result<usize, isize>> {
+        let answer = match command {
+            0 => self.dup(fd, arg, false),
+            1030 => self.dup(fd, arg, true),
+            1 => self.fd(fd).map(|entry| usize::from(entry.cloexec)),
+            2 => self.fd(fd).map(|entry| {
+                self.fds[fd] = Some(Fd {
+                    cloexec: arg & FD_CLOEXEC as usize != 0,
+                    ..entry
+                });
+                0
+            }),
+            3 => self
+                .description(fd)
+                .map(|description| description.flags as usize),
+            4 => self.description_mut(fd).map(|description| {
+                let settable = u32::try_from(arg).unwrap_or(0) & SETTABLE;
+                description.flags = (description.flags & !SETTABLE) | settable;
+                0
+            }),
+            _ => return None,
+        };
+        Some(answer)
+    }
+
+    /// getdents64(2): as many `linux_dirent64` records as fit `buf`, from
+    /// where the last call stopped; 0 at the end; `EINVAL` when not even
+    /// one fits, `ENOTDIR` for a file.
+    pub fn getdents(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize, isize> {
+        let description = self.description(fd)?;
+        let Target::Node(dir) = description.target else {
+            return Err(ENOTDIR);
+        };
+        let start = usize::try_from(description.offset).unwrap_or(usize::MAX);
+        let entries = self.fs.list(dir)?;
+        let mut used = 0;
+        let mut position = start;
+        for (name, ino, kind) in entries.iter().skip(start) {
+            let kind = if *kind == Kind::Dir {
+                layout::DT_DIR
+            } else {
+                layout::DT_REG
+            };
+            let next = position as u64 + 1;
+            match layout::put_dirent(buf, used, *ino as u64, next, kind, name) {
+                Some(len) => used += len,
+                None if used == 0 => return Err(layout::TOO_SMALL),
+                None => break,
+            }
+            position += 1;
+        }
+        self.description_mut(fd)?.offset = position as u64;
+        Ok(used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(files: &mut Files, path: &str, flags: u32) -> Result<usize, isize> {
+        files.open(AT_FDCWD, path.as_bytes(), flags, 0o644)
+    }
+
+    #[test]
+    fn the_streams_are_the_first_descriptors_and_new_ones_the_lowest_free() {
+        let mut files = Files::new();
+        assert_eq!(files.target(1), Ok(Target::Stream(1)));
+        let fd = open(&mut files, "/tmp/f", O_CREAT | O_RDWR).unwrap();
+        assert_eq!(fd, 3);
+        files.close(0).unwrap();
+        assert_eq!(open(&mut files, "/tmp/f", O_RDONLY), Ok(0));
+        assert_eq!(files.close(7), Err(EBADF));
+    }
+
+    #[test]
+    fn dups_share_the_offset_and_not_close_on_exec() {
+        let mut files = Files::new();
+        let fd = open(&mut files, "/tmp/f", O_CREAT | O_RDWR | O_CLOEXEC).unwrap();
+        files.write(fd, b"hello").unwrap();
+        let copy = files.dup(fd, 0, false).unwrap();
+        assert_eq!(files.lseek(copy, 1, 0), Ok(1));
+        assert_eq!(files.lseek(fd, 0, 1), Ok(1));
+        assert_eq!(files.fcntl(fd, 1, 0), Some(Ok(1)));
+        assert_eq!(files.fcntl(copy, 1, 0), Some(Ok(0)));
+        assert_eq!(files.dup2(fd, 100), Ok(100));
+        assert_eq!(files.dup3(fd, fd, 0), Err(EINVAL));
+        files.close(fd).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(files.read(copy, &mut buf), Ok(4));
+        assert_eq!(&buf, b"ello");
+    }
+
+    #[test]
+    fn access_modes_and_kinds_give_linux_errors() {
+        let mut files = Files::new();
+        let fd = open(&mut files, "/tmp/f", O_CREAT | O_WRONLY).unwrap();
+        assert_eq!(files.read(fd, &mut [0; 1]), Err(EBADF));
+        assert_eq!(open(&mut files, "/tmp", O_WRONLY), Err(EISDIR));
+        assert_eq!(open(&mut files, "/tmp/f/x", O_RDONLY), Err(ENOTDIR));
+        assert_eq!(
+            open(&mut files, "/tmp/f", O_CREAT | O_EXCL | O_RDWR),
+            Err(EEXIST)
+        );
+        assert_eq!(open(&mut files, "/tmp/missing", O_RDONLY), Err(ENOENT));
+        assert_eq!(files.lseek(fd, -1, 0), Err(EINVAL));
+        assert_eq!(files.lseek(1, 0, 0), Err(ESPIPE));
+        assert_eq!(files.ftruncate(0, 1), Err(EINVAL));
+    }
+
+    #[test]
+    fn append_writes_at_the_end_and_truncate_zero_fills() {
+        let mut files = Files::new();
+        let fd = open(&mut files, "/tmp/f", O_CREAT | O_RDWR).unwrap();
+        files.write(fd, b"abc").unwrap();
+        files.ftruncate(fd, 6).unwrap();
+        assert_eq!(files.fcntl(fd, 4, O_APPEND as usize), Some(Ok(0)));
+        files.lseek(fd, 0, 0).unwrap();
+        files.write(fd, b"Z").unwrap();
+        assert_eq!(files.lseek(fd, 0, 1), Ok(7));
+        let mut buf = [9u8; 7];
+        assert_eq!(files.pread(fd, &mut buf, 0), Ok(7));
+        assert_eq!(&buf, b"abc\0\0\0Z");
+    }
+
+    #[test]
+    fn directories_list_rename_and_change() {
+        let mut files = Files::new();
+        files.chdir(b"/tmp").unwrap();
+        files.mkdir(AT_FDCWD, b"d", 0o755).unwrap();
+        let fd = open(&mut files, "d/f", O_CREAT | O_RDWR).unwrap();
+        files.close(fd).unwrap();
+        files.rename(AT_FDCWD, b"d/f", AT_FDCWD, b"d/g").unwrap();
+        let dir = open(&mut files, "d", O_RDONLY | O_DIRECTORY).unwrap();
+        let mut buf = [0u8; 256];
+        let used = files.getdents(dir, &mut buf).unwrap();
+        assert_eq!(used, 24 + 24 + 24);
+        assert_eq!(files.getdents(dir, &mut buf), Ok(0));
+        assert_eq!(files.getdents(dir, &mut [0u8; 8]), Ok(0));
+        files.lseek(dir, 0, 0).unwrap();
+        assert_eq!(files.getdents(dir, &mut [0u8; 8]), Err(EINVAL));
+        let mut cwd = [0u8; 16];
+        assert_eq!(files.getcwd(&mut cwd), Ok(5));
+        assert_eq!(&cwd[..5], b"/tmp\0");
+        assert_eq!(files.getcwd(&mut [0u8; 3]), Err(ERANGE));
+        assert_eq!(
+            files.unlink(AT_FDCWD, b"d", AT_REMOVEDIR),
+            Err(ebb_posix::errno::ENOTEMPTY)
+        );
+        files.unlink(AT_FDCWD, b"d/g", 0).unwrap();
+        files.unlink(AT_FDCWD, b"d", AT_REMOVEDIR).unwrap();
+        assert_eq!(files.chdir(b"d"), Err(ENOENT));
+    }
+}
