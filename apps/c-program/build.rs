@@ -1,7 +1,7 @@
 //! Links the C program named by `EBB_C_PROGRAM` into the native image:
-//! a list of object files and archives (the program's objects, musl's
-//! `libc.a`, `libgcc.a`) separated by `:`, as `ebb-cbuild
-//! native-program` prints it. Without it the image says no program was
+//! a list of object files and archives (the program's objects and musl's
+//! `libc.a`) separated by `:`, as `ebb-cbuild posix-programs` prints it on
+//! its `native NAME INPUTS` lines. Without it the image says no program was
 //! linked (cfg `no_c_program`), so `cargo build --workspace` and clippy
 //! build this crate too.
 

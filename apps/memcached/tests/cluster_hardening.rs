@@ -374,7 +374,8 @@ impl Service for OneKeyPerCall {
         let Command::Get { keys, .. } = forwarded.command else {
             return Err(ServiceError::UnknownMessage);
         };
-        let value = [b"v:", keys[0]].concat();
+        let first = keys.first().ok_or(ServiceError::UnknownMessage)?;
+        let value = [b"v:", *first].concat();
         let entry = Entry {
             flags: 7,
             cas: 9,

@@ -119,15 +119,17 @@ pub fn compile_with_musl(
     Ok(objects)
 }
 
-/// What a native image links for a program of `objects`: the objects,
-/// musl's `libc.a` and gcc's `libgcc.a` (the image's linker resolves
-/// archives in any order); `apps/c-program` takes them in
-/// `EBB_C_PROGRAM`, joined by `:`.
-pub fn native_inputs(musl: &MuslBuild, objects: &[PathBuf]) -> Result<Vec<PathBuf>, ProgramError> {
+/// What a native image links for a program of `objects`: the objects
+/// and musl's `libc.a` (the image's linker resolves archives in any
+/// order); `apps/c-program` takes them in `EBB_C_PROGRAM`, joined by `:`.
+/// Not gcc's `libgcc.a`: Debian builds it with the red zone, which an
+/// interrupt on the same stack would overwrite natively; the image's own
+/// `compiler_builtins` (built for `x86_64-unknown-none`, no red zone)
+/// provides the same helpers.
+pub fn native_inputs(musl: &MuslBuild, objects: &[PathBuf]) -> Vec<PathBuf> {
     let mut inputs = objects.to_vec();
     inputs.push(musl.libc_a.clone());
-    inputs.push(PathBuf::from(gcc_print("-print-libgcc-file-name")?));
-    Ok(inputs)
+    inputs
 }
 
 /// Links `objects` with musl and `personality` into the static

@@ -23,7 +23,8 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
                     go to DIR/posix-programs
-Run from the workspace's root.";
+Run from the workspace's root. Exit status 3: apt cannot provide the source
+(no deb-src entry, or no network); 1: any other failure.";
 
 struct Options {
     command: String,
@@ -80,9 +81,28 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("ebb-cbuild: error: {error}");
-            ExitCode::FAILURE
+            if source_unavailable(error.as_ref()) {
+                ExitCode::from(SOURCE_UNAVAILABLE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// The exit status when apt cannot provide a source package at all (no
+/// deb-src entry, no network): tests skip on it instead of failing.
+const SOURCE_UNAVAILABLE: u8 = 3;
+
+fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
+    use debian_source::SourceError;
+    if let Some(prepare) = error.downcast_ref::<posix_programs::PrepareError>() {
+        return prepare.is_unavailable_source();
+    }
+    matches!(
+        error.downcast_ref::<SourceError>(),
+        Some(SourceError::NoDebSrc(_) | SourceError::Download { .. })
+    )
 }
 
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {

@@ -168,6 +168,12 @@ pub const REPLACEMENTS: &[Replacement] = &[
     // __cp_begin <= pc < __cp_end as "not yet made", no longer sees the
     // thread inside the range; the stack is popped at __cp_end (next
     // replacement).
+    // Cancellation (pthread_cancel) acts on a thread inside
+    // [__cp_begin, __cp_end) when a signal arrives; with the call, a
+    // blocked thread is inside the dispatcher instead, so a cancellation
+    // would wait for the call to return. That is right only while signals
+    // are not served (tkill and rt_sigaction answer ENOSYS); serving them
+    // means the dispatcher checks for cancellation itself.
     Replacement {
         file: "src/thread/x86_64/syscall_cp.s",
         upstream: "\tmov %rdi,%r11\n\
@@ -273,7 +279,11 @@ pub const REPLACEMENTS: &[Replacement] = &[
                \tadd $8,%rsp\n",
     },
     // __restore_rt: the return address of signal handlers, with rsp at the
-    // signal frame; rt_sigreturn (15) never returns. The frame's address
+    // signal frame; rt_sigreturn (15) never returns. This only holds while
+    // the personality serves no signals (rt_sigaction answers ENOSYS, so
+    // no handler ever returns here): a dispatcher that serves them must
+    // restore the frame itself, since Linux reads it at rsp and a call
+    // has moved rsp; the hosted personality could not pass it on. The frame's address
     // goes as the first argument (the kernel takes none) since the call
     // moves rsp, which is then aligned for the call; ud2 traps should the
     // dispatcher ever return.

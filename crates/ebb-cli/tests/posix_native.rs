@@ -18,16 +18,26 @@ mod native_support;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::Duration;
 
-use ebb_cbuild::posix_programs::{self, BuiltProgram, Dirs};
+use ebb_testbed::child::run_bounded;
 use ebb_testbed::{skip_unless, Need};
 use native_support::{root, BOOT, EBB};
 
 /// musl (cached after the first build), the hosted personality and the
 /// programs, on a loaded two-core machine.
 const PREPARE_LIMIT: Duration = Duration::from_secs(900);
+/// One hosted run (the slowest sleeps 40 ms).
+const HOSTED_LIMIT: Duration = Duration::from_secs(60);
+
+/// A program as `ebb-cbuild posix-programs` built it.
+struct BuiltProgram {
+    name: String,
+    /// Linked with musl and the hosted personality.
+    ebbflow: PathBuf,
+    /// What a native image links (`EBB_C_PROGRAM`).
+    native_inputs: String,
+}
 
 /// The programs this slice runs natively, and their exit codes.
 const NATIVE_PROGRAMS: [(&str, i32); 5] = [
@@ -50,25 +60,61 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// The programs, built; `Err(reason)` when the machine cannot build them.
+/// The programs, built by `ebb-cbuild posix-programs` (through cargo, in
+/// its own process group, killed whole past its limit); `Err(reason)`
+/// when the machine cannot build them.
 fn prepare() -> Result<Vec<BuiltProgram>, String> {
     if let Some(tool) = ["apt-get", "dpkg-source", "gcc", "make"]
         .into_iter()
-        .find(|t| !on_path(t))
+        .find(|tool| !on_path(tool))
     {
         return Err(format!("no {tool}"));
     }
-    let dirs = Dirs::under(&root(), &target_dir());
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(posix_programs::prepare(&dirs));
-    });
-    match receiver.recv_timeout(PREPARE_LIMIT) {
-        Ok(Ok((_, programs))) => Ok(programs),
-        Ok(Err(error)) if error.is_unavailable_source() => Err(error.to_string()),
-        Ok(Err(error)) => panic!("building the POSIX programs: {error}"),
-        Err(_) => panic!("building the POSIX programs took more than {PREPARE_LIMIT:?}"),
+    let target = target_dir();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command
+        .args(["run", "--release", "--quiet", "-p", "ebb-cbuild", "--"])
+        .args(["posix-programs", "--target-dir"])
+        .arg(&target)
+        .arg("--cache")
+        .arg(target.join("debian-src"))
+        .arg("--out")
+        .arg(target.join("musl"))
+        .current_dir(root());
+    let finished = run_bounded(&mut command, PREPARE_LIMIT);
+    if !finished.status.success() {
+        // Status 3: apt cannot provide musl's source (no deb-src entries,
+        // no network), a reason to skip (ebb-cbuild's usage).
+        if finished.status.code() == Some(3) {
+            return Err(finished.stderr.trim().to_owned());
+        }
+        panic!(
+            "ebb-cbuild posix-programs: {}\n{}{}",
+            finished.status, finished.stdout, finished.stderr
+        );
     }
+    let field = |line: &str, kind: &str| -> Option<(String, String)> {
+        let rest = line.strip_prefix(kind)?.strip_prefix(' ')?;
+        let (name, rest) = rest.split_once(' ')?;
+        Some((name.to_owned(), rest.to_owned()))
+    };
+    let mut programs = Vec::new();
+    for line in finished.stdout.lines() {
+        if let Some((name, rest)) = field(line, "program") {
+            let ebbflow = PathBuf::from(rest.split(' ').next().unwrap_or_default());
+            programs.push(BuiltProgram {
+                name,
+                ebbflow,
+                native_inputs: String::new(),
+            });
+        } else if let Some((name, inputs)) = field(line, "native") {
+            if let Some(program) = programs.iter_mut().find(|program| program.name == name) {
+                program.native_inputs = inputs;
+            }
+        }
+    }
+    Ok(programs)
 }
 
 /// What a run printed: the program's own lines (`NAME: ...`) and the
@@ -95,39 +141,32 @@ fn printed(name: &str, text: &str, code: Option<i32>) -> Printed {
     }
 }
 
-fn run_hosted(program: &BuiltProgram) -> Printed {
+fn run_hosted(program: &BuiltProgram, args: &[&str]) -> Printed {
     let mut command = Command::new(&program.ebbflow);
+    command.args(args);
     let scratch = target_dir().join(format!("posix-programs/native-test-{}", std::process::id()));
     if program.name == "files" {
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         command.arg(&scratch);
     }
-    let output = command.output().expect("running the hosted program");
+    let finished = run_bounded(&mut command, HOSTED_LIMIT);
     if program.name == "files" {
         std::fs::remove_dir_all(&scratch).expect("removing the scratch directory");
     }
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    printed(&program.name, &text, output.status.code())
+    let text = format!("{}{}", finished.stdout, finished.stderr);
+    printed(&program.name, &text, finished.status.code())
 }
 
-fn run_native(program: &BuiltProgram) -> (Printed, String) {
-    let inputs: Vec<String> = program
-        .native_inputs
-        .iter()
-        .map(|input| input.display().to_string())
-        .collect();
+fn run_native(program: &BuiltProgram, args: &[&str]) -> (Printed, String) {
     let mut command = Command::new(EBB);
     command.args(["run", "c-program", "--native", "--timeout", "120", "--"]);
     if program.name == "files" {
         command.arg(NATIVE_SCRATCH);
     }
+    command.args(args);
     let output = command
         .env("EBB_ROOT", root())
-        .env("EBB_C_PROGRAM", inputs.join(":"))
+        .env("EBB_C_PROGRAM", &program.native_inputs)
         .output()
         .expect("running ebb-cli");
     let text = format!(
@@ -154,8 +193,8 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
             .iter()
             .find(|program| program.name == name)
             .unwrap_or_else(|| panic!("no program {name} was built"));
-        let hosted = run_hosted(program);
-        let (native, console) = run_native(program);
+        let hosted = run_hosted(program, &[]);
+        let (native, console) = run_native(program, &[]);
         assert!(!hosted.program.is_empty(), "{name} printed nothing hosted");
         assert_eq!(
             native.program, hosted.program,
@@ -171,5 +210,27 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
             Some(code),
             "{name}'s exit code natively:\n{console}"
         );
+    }
+    // Exit codes: one QEMU's exit device carries arrives as it is; one
+    // past its 0..=126 is said on the console and leaves as 1.
+    let exitcode = programs
+        .iter()
+        .find(|program| program.name == "exitcode")
+        .expect("the exitcode program was built");
+    for (code, native_code, said) in [(42, 42, false), (103, 103, true), (200, 1, true)] {
+        let argument = code.to_string();
+        let hosted = run_hosted(exitcode, &[&argument]);
+        let (native, console) = run_native(exitcode, &[&argument]);
+        assert_eq!(hosted.code, Some(code), "exit {code} hosted");
+        assert_eq!(native.program, hosted.program, "exit {code}:\n{console}");
+        assert_eq!(
+            native.code,
+            Some(native_code),
+            "exit {code} natively:\n{console}"
+        );
+        let line = format!(
+            "ebb-posix: the program exited with {code} (the image exits with {native_code})"
+        );
+        assert_eq!(native.log.contains(&line), said, "exit {code}:\n{console}");
     }
 }

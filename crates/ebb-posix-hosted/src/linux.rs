@@ -15,11 +15,13 @@ pub struct Linux;
 
 impl Backend for Linux {
     fn serve(&self, call: &SysCall, _group: Group) -> Option<isize> {
-        if call.number == nr::CLONE && call.args[1] != 0 {
+        if call.number == nr::CLONE && !is_fork_like(call.args[0], call.args[1]) {
             // A child on a new stack would return into this function's
-            // frame on a stack that does not hold it. Threads start
-            // through `__ebb_clone` (`thread_entry.rs`); a clone without
-            // a new stack (fork-like) is safe and passes.
+            // frame on a stack that does not hold it; a child sharing the
+            // parent's memory on the parent's stack (CLONE_VM without a
+            // new stack, as vfork) would return through the parent's
+            // frames and overwrite them before the parent resumes.
+            // Threads start through `__ebb_clone` (`thread_entry.rs`).
             return Some(-EINVAL);
         }
         // SAFETY: the C program asked for exactly this call with these
@@ -34,6 +36,16 @@ impl Backend for Linux {
     fn log(&self, line: &str) {
         write_stderr_line(line);
     }
+}
+
+/// clone(2)'s flag for a child sharing the parent's memory (`sched.h`).
+const CLONE_VM: usize = 0x100;
+
+/// Whether clone(`flags`, `stack`) is a fork: a copy of the parent's
+/// memory, on its own copy of the stack, which may return through this
+/// function as the parent does.
+fn is_fork_like(flags: usize, stack: usize) -> bool {
+    stack == 0 && flags & CLONE_VM == 0
 }
 
 /// Writes `line` and a newline to standard error in one `write`, so that
@@ -62,11 +74,18 @@ mod tests {
     }
 
     #[test]
-    fn clone_onto_a_new_stack_is_refused() {
-        let call = SysCall {
-            number: nr::CLONE,
-            args: [0, 0x1000, 0, 0, 0, 0],
-        };
-        assert_eq!(Linux.serve(&call, Group::Threads), Some(-EINVAL));
+    fn clone_onto_a_new_stack_or_into_the_same_memory_is_refused() {
+        for (flags, stack) in [(0, 0x1000), (CLONE_VM, 0), (CLONE_VM | 0x4000, 0)] {
+            let call = SysCall {
+                number: nr::CLONE,
+                args: [flags, stack, 0, 0, 0, 0],
+            };
+            assert_eq!(
+                Linux.serve(&call, Group::Threads),
+                Some(-EINVAL),
+                "{flags:#x}"
+            );
+        }
+        assert!(is_fork_like(17, 0), "SIGCHLD alone: fork");
     }
 }

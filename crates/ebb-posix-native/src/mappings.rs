@@ -77,7 +77,11 @@ impl Mappings {
     /// A new zeroed mapping of `len` bytes: its address, or `-errno`
     /// (`EINVAL` for 0 bytes, `ENOMEM` without memory).
     pub fn map(&mut self, memory: &mut impl PageMemory, len: usize) -> Result<usize, isize> {
-        let pages = pages_of(len).ok_or(EINVAL)?;
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        // Longer than the address space: no memory (mmap(2): ENOMEM).
+        let pages = pages_of(len).ok_or(ENOMEM)?;
         let bytes = pages.checked_mul(PAGE).ok_or(ENOMEM)?;
         let addr = memory.allocate(bytes).ok_or(ENOMEM)?;
         self.blocks.insert(
@@ -114,7 +118,10 @@ impl Mappings {
             let (from, to) = (addr.max(start), end.min(block_end));
             memory.zero(from, to - from);
             for page in (from - start) / PAGE..(to - start) / PAGE {
-                mapping.mapped[page] = false;
+                // Past `mapped`'s end: pages a shrinking remap gave up.
+                if let Some(mapped) = mapping.mapped.get_mut(page) {
+                    *mapped = false;
+                }
             }
             if mapping.mapped_pages() == 0 {
                 emptied.push(start);
@@ -166,8 +173,9 @@ impl Mappings {
         Ok(moved)
     }
 
-    /// `madvise(MADV_DONTNEED)`: the mapped pages of the range read as
-    /// zeros again. `EINVAL` for an unaligned address.
+    /// `madvise(MADV_DONTNEED)`: the mapped pages of the range (whole
+    /// pages: the length is rounded up, madvise(2)) read as zeros again.
+    /// `EINVAL` for an unaligned address.
     pub fn discard(
         &self,
         memory: &mut impl PageMemory,
@@ -177,7 +185,7 @@ impl Mappings {
         if !addr.is_multiple_of(PAGE) {
             return Err(EINVAL);
         }
-        let end = addr.saturating_add(len);
+        let end = addr.saturating_add(pages_of(len).unwrap_or(0).saturating_mul(PAGE));
         for (&start, mapping) in self.blocks.range(..end) {
             let block_end = start + mapping.len;
             if block_end > addr {
@@ -274,7 +282,7 @@ mod tests {
     fn bad_arguments_are_einval_and_no_memory_enomem() {
         let (mut memory, mut maps) = (FakeMemory::default(), Mappings::new());
         assert_eq!(maps.map(&mut memory, 0), Err(EINVAL));
-        assert_eq!(maps.map(&mut memory, usize::MAX), Err(EINVAL));
+        assert_eq!(maps.map(&mut memory, usize::MAX), Err(ENOMEM));
         assert_eq!(maps.map(&mut memory, 65 * PAGE), Err(ENOMEM));
         assert_eq!(maps.unmap(&mut memory, 12, PAGE), Err(EINVAL));
         assert_eq!(maps.unmap(&mut memory, PAGE, 0), Err(EINVAL));
@@ -324,5 +332,10 @@ mod tests {
         maps.discard(&mut memory, addr + PAGE, 10 * PAGE).unwrap();
         assert_eq!(memory.byte(addr), 7);
         assert_eq!(memory.byte(addr + PAGE), 0);
+        // A length inside a page covers the whole page.
+        memory.fill(addr, 2 * PAGE, 7);
+        maps.discard(&mut memory, addr, 1).unwrap();
+        assert_eq!(memory.byte(addr + PAGE - 1), 0);
+        assert_eq!(memory.byte(addr + PAGE), 7);
     }
 }

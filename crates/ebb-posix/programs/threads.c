@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "report.h"
 
@@ -105,15 +106,22 @@ int main(void)
 
 	long sum = 0;
 	pthread_t producer, consumer;
-	pthread_create(&producer, NULL, produce, NULL);
-	pthread_create(&consumer, NULL, consume, &sum);
+	int queue_started = pthread_create(&producer, NULL, produce, NULL) == 0;
+	queue_started = queue_started && pthread_create(&consumer, NULL, consume, &sum) == 0;
+	check("threads", "a producer and a consumer", queue_started);
+	if (!queue_started)
+		return report_exit();
 	pthread_join(producer, NULL);
 	pthread_join(consumer, NULL);
 	check("threads", "a condition-variable queue passed 1000 items in order", sum == (long)ITEMS * (ITEMS + 1) / 2);
 
 	pthread_t callers[3];
+	int callers_started = 1;
 	for (int i = 0; i < 3; i++)
-		pthread_create(&callers[i], NULL, call_once, NULL);
+		callers_started &= pthread_create(&callers[i], NULL, call_once, NULL) == 0;
+	check("threads", "three pthread_once callers", callers_started);
+	if (!callers_started)
+		return report_exit();
 	for (int i = 0; i < 3; i++)
 		pthread_join(callers[i], NULL);
 	check("threads", "pthread_once ran once", once_runs == 1);
@@ -128,6 +136,11 @@ int main(void)
 		pthread_cond_wait(&done_cond, &done_lock);
 	pthread_mutex_unlock(&done_lock);
 	check("threads", "the detached thread ran", detached_done);
+	/* Time for it to finish exiting, which unmaps its own stack
+	 * (__unmapself), before the process ends: a broken unmap crashes the
+	 * program here rather than going unseen under exit_group. */
+	struct timespec settle = {0, 50000000};
+	nanosleep(&settle, NULL);
 
 	check("threads", "sched_yield", sched_yield() == 0);
 	cpu_set_t cpus;

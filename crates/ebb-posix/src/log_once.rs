@@ -4,8 +4,8 @@
 //!
 //! One bit per number below [`TRACKED`] (x86_64's highest is 450); every
 //! number at or above it (none is a real x86_64 call: the x32 ABI's set
-//! bit 30) shares one last bit, so the first such call is logged and the
-//! rest are counted silently.
+//! bit 30) shares one more bit, so the first such call is logged and the
+//! rest are answered silently.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,8 +14,8 @@ pub const TRACKED: usize = 512;
 
 const WORDS: usize = TRACKED / 64 + 1;
 
-/// Which numbers have been logged: one bit each, the last bit of the last
-/// word for every number at or above [`TRACKED`].
+/// Which numbers have been logged: one bit each, and bit 0 of the extra
+/// last word for every number at or above [`TRACKED`].
 pub struct LoggedCalls {
     bits: [AtomicU64; WORDS],
 }

@@ -1,6 +1,8 @@
 //! The system-call table (`src/sysno.rs`) against the kernel header this
 //! machine has (`asm/unistd_64.h` from Debian's `linux-libc-dev`, which
-//! `./ebb test` installs): every number and name the same, none missing.
+//! `./ebb test` installs): every call of ours is the header's with the
+//! same number, and every call of the header up to our highest number is
+//! ours. A newer header's new calls (higher numbers) are not a failure.
 
 use ebb_posix::sysno;
 
@@ -23,5 +25,10 @@ fn the_table_matches_the_installed_kernel_header() {
         .collect();
     from_header.sort();
     let ours: Vec<(usize, String)> = sysno::all().map(|(n, name)| (n, name.to_owned())).collect();
-    assert_eq!(ours, from_header);
+    let highest = ours.last().map_or(0, |(number, _)| *number);
+    let known: Vec<(usize, String)> = from_header
+        .into_iter()
+        .filter(|(number, _)| *number <= highest)
+        .collect();
+    assert_eq!(ours, known);
 }

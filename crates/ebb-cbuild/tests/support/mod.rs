@@ -1,16 +1,13 @@
 //! What the tests that build C with `ebb-cbuild` share: where cargo's
 //! target directory is, musl's source fetched in bounded time (or the
-//! reason to skip), and child processes run in their own process group,
-//! killed whole when they outlive their limit.
+//! reason to skip), and (from `ebb-testbed`) child processes run in their
+//! own process group, killed whole when they outlive their limit.
 
 #![allow(dead_code)]
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ebb_cbuild::debian_source::{self, SourceError, SourceTree};
 
@@ -59,55 +56,9 @@ pub fn fetch_musl() -> Result<SourceTree, String> {
     }
 }
 
-/// How a bounded run ended.
-pub struct Finished {
-    /// Its exit status.
-    pub status: ExitStatus,
-    /// What it wrote to stdout.
-    pub stdout: String,
-    /// What it wrote to stderr.
-    pub stderr: String,
-}
-
-/// Runs `command` in its own process group with stdout and stderr
-/// captured; kills the whole group (make and compilers included) and
-/// panics if it outlives `limit`.
-pub fn run_bounded(command: &mut Command, limit: Duration) -> Finished {
-    let described = format!("{command:?}");
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {described}: {e}"));
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().expect("piped")));
-    let stderr = reader(Box::new(child.stderr.take().expect("piped")));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for the child") {
-            break status;
-        }
-        if started.elapsed() > limit {
-            let group = format!("-{}", child.id());
-            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-            let _ = child.wait();
-            panic!("{described} took more than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Finished {
-        status,
-        stdout: stdout.join().expect("reading stdout"),
-        stderr: stderr.join().expect("reading stderr"),
-    }
-}
+// Each test binary uses its own part.
+#[allow(unused_imports)]
+pub use ebb_testbed::child::{run_bounded, Finished};
 
 /// A path `ebb-cbuild` printed as `LABEL PATH`.
 pub fn printed_path(output: &str, label: &str) -> PathBuf {

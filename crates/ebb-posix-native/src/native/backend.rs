@@ -102,7 +102,23 @@ impl Backend for Native {
 /// exit_group(2) (and exit(2) of the only thread): the program's exit
 /// code is the image's, which `./ebb run` exits with. musl has flushed
 /// its streams before it calls this.
+///
+/// QEMU's exit device carries codes 0 to 126 only, and the platform's own
+/// failures use 101 to 103 (`ebb_boot_abi::exit`). So a code from 101 up
+/// is also said on the console, and one above 126 leaves as 1.
 fn exit(code: usize) -> ! {
     // Linux keeps the low 8 bits (exit(3): `status & 0377`).
-    ebb_native::exit(i32::from(code.to_le_bytes()[0]))
+    let code = code.to_le_bytes()[0];
+    if code > ebb_boot_abi::EXIT_PANIC - 1 {
+        let leaves = if code > ebb_boot_abi::MAX_EXIT_CODE {
+            1
+        } else {
+            code
+        };
+        Native.log(&alloc::format!(
+            "ebb-posix: the program exited with {code} (the image exits with {leaves})"
+        ));
+        ebb_native::exit(i32::from(leaves));
+    }
+    ebb_native::exit(i32::from(code))
 }

@@ -11,12 +11,7 @@ pub fn write(stream: u8, bytes: &[u8]) -> Result<usize, isize> {
     if stream == 0 {
         return Err(EBADF);
     }
-    for chunk in bytes.utf8_chunks() {
-        ebb_native::arch::x86_64::console::print(format_args!("{}", chunk.valid()));
-        if !chunk.invalid().is_empty() {
-            ebb_native::arch::x86_64::console::print(format_args!("\u{fffd}"));
-        }
-    }
+    ebb_native::arch::x86_64::console::write_bytes(bytes);
     Ok(bytes.len())
 }
 

@@ -42,7 +42,8 @@ pub extern "C" fn __ebb_clone(
     _ctid: usize,
 ) -> i32 {
     if LOGGED.first_time(nr::CLONE) {
-        Native.log("ebb-posix: system call 56 (clone) is not provided natively yet: ENOSYS (said once per call)");
+        Native
+            .log("ebb-posix: system call 56 (clone) is not provided: ENOSYS (said once per call)");
     }
     -38
 }

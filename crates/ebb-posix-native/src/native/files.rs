@@ -13,7 +13,7 @@ use ebb_posix_files::table::{Files, Target};
 use spin::Mutex;
 
 use super::console;
-use super::user::{self, IoVec};
+use super::user::{self, IoVec, MAX_RW_COUNT};
 
 /// The program's files: the standard streams and an empty `/tmp`.
 static FILES: Mutex<Option<Files>> = Mutex::new(None);
@@ -99,7 +99,7 @@ pub fn read(fd: usize, addr: usize, len: usize) -> isize {
     answer(target(fd).and_then(|target| match target {
         Target::Stream(stream) => console::read(stream),
         Target::Node(_) => {
-            let buf = user::bytes_mut(addr, len)?;
+            let buf = user::bytes_mut(addr, len.min(MAX_RW_COUNT))?;
             with(|files| files.read(fd, buf))
         }
     }))
@@ -108,7 +108,7 @@ pub fn read(fd: usize, addr: usize, len: usize) -> isize {
 /// write(2).
 pub fn write(fd: usize, addr: usize, len: usize) -> isize {
     answer(target(fd).and_then(|target| {
-        let bytes = user::bytes(addr, len)?;
+        let bytes = user::bytes(addr, len.min(MAX_RW_COUNT))?;
         match target {
             Target::Stream(stream) => console::write(stream, bytes),
             Target::Node(_) => with(|files| files.write(fd, bytes)),
@@ -122,7 +122,13 @@ fn iovecs(iov: usize, count: usize) -> Result<Vec<IoVec>, isize> {
         return Err(EINVAL);
     }
     (0..count)
-        .map(|index| user::get::<IoVec>(iov + index * core::mem::size_of::<IoVec>()))
+        .map(|index| {
+            let at = index
+                .checked_mul(core::mem::size_of::<IoVec>())
+                .and_then(|offset| iov.checked_add(offset))
+                .ok_or(EFAULT)?;
+            user::get::<IoVec>(at)
+        })
         .collect()
 }
 

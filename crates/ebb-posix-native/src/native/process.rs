@@ -63,17 +63,26 @@ pub fn uname(addr: usize) -> isize {
 /// the launcher feeding a CSPRNG, is next.
 pub fn getrandom(addr: usize, len: usize) -> Option<isize> {
     let source = x86_64::instructions::random::RdRand::new()?;
+    // Linux returns at most 32 MiB - 1 per call (getrandom(2)).
+    let len = len.min((32 << 20) - 1);
     let buffer = match user::bytes_mut(addr, len) {
         Ok(buffer) => buffer,
         Err(errno) => return Some(-errno),
     };
+    let mut filled = 0;
     for chunk in buffer.chunks_mut(8) {
         // RDRAND may fail transiently (Intel's DRNG guide, §5.2.1: retry
-        // up to ten times).
-        let word = (0..10).find_map(|_| source.get_u64())?;
+        // up to ten times); what was filled before a failure is returned.
+        let Some(word) = (0..10).find_map(|_| source.get_u64()) else {
+            break;
+        };
         chunk.copy_from_slice(&word.to_ne_bytes()[..chunk.len()]);
+        filled += chunk.len();
     }
-    Some(isize::try_from(len).unwrap_or(isize::MAX))
+    if filled == 0 && len > 0 {
+        return Some(-ebb_posix::errno::EAGAIN);
+    }
+    Some(isize::try_from(filled).unwrap_or(isize::MAX))
 }
 
 fn limit_of(resource: usize) -> Option<[u64; 2]> {
@@ -128,8 +137,9 @@ pub fn getrusage(addr: usize) -> isize {
 pub fn arch_prctl(code: usize, addr: usize) -> isize {
     match code {
         ARCH_SET_FS => {
+            // Linux refuses a non-canonical base with EPERM.
             let Ok(base) = VirtAddr::try_new(addr as u64) else {
-                return -EINVAL;
+                return -EPERM;
             };
             FsBase::write(base);
             0

@@ -1,32 +1,49 @@
-//! The program's memory, as the system calls read and write it: the
-//! pointers a C program passes, checked for null (`EFAULT`, as Linux
-//! answers) and otherwise used as they are. A library OS has one address
-//! space, and the program is trusted with it like the rest of the image:
-//! a bad pointer faults the image with the platform's report, as it would
-//! kill the process on Linux.
+//! The program's memory, as the system calls read and write it.
+//!
+//! A library OS has one address space and no protection between the C
+//! program and the rest of the image: the program is trusted with it
+//! like the rest of the image. So a pointer is checked only for what the
+//! kernel would refuse without looking at page tables: null (`EFAULT`),
+//! and a range that wraps around the address space or is longer than a
+//! Rust slice may be (`EFAULT`). A pointer into unmapped memory faults the
+//! image with the platform's report (as it would kill the process on
+//! Linux); a pointer into the image's own memory is written as asked,
+//! which on Linux would have been `EFAULT` or another process's memory.
 
 use ebb_posix::errno::EFAULT;
 
-/// Writes `value` at `addr`.
-pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {
-    if addr == 0 {
+/// The most bytes one read or write moves (Linux's `MAX_RW_COUNT`,
+/// `INT_MAX` rounded down to a page: larger requests are cut to it).
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+/// Whether `[addr, addr + len)` is a range a slice may cover: not null,
+/// not wrapping, at most `isize::MAX` bytes (`core::slice::from_raw_parts`'
+/// requirements besides validity).
+fn checked(addr: usize, len: usize) -> Result<(), isize> {
+    if addr == 0 || len > isize::MAX.unsigned_abs() || addr.checked_add(len).is_none() {
         return Err(EFAULT);
     }
+    Ok(())
+}
+
+/// Writes `value` at `addr`.
+pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {
+    checked(addr, core::mem::size_of::<T>())?;
     // SAFETY: the program passed `addr` for the system call to store a
-    // `T` there, as the kernel would; unaligned is allowed, as for
-    // copy_to_user.
+    // `T` there, as the kernel would (the module's trust model); the
+    // range neither is null nor wraps (`checked`); unaligned is allowed,
+    // as for copy_to_user.
     unsafe { (addr as *mut T).write_unaligned(value) };
     Ok(())
 }
 
 /// Reads a `T` from `addr`.
 pub fn get<T: Copy>(addr: usize) -> Result<T, isize> {
-    if addr == 0 {
-        return Err(EFAULT);
-    }
+    checked(addr, core::mem::size_of::<T>())?;
     // SAFETY: the program passed `addr` for the system call to read a
-    // `T` from, as the kernel would; `T` is plain data (`Copy`, and the
-    // callers' types are integers and structs of them).
+    // `T` from, as the kernel would (the module's trust model); the range
+    // neither is null nor wraps; `T` is plain data (the callers' types
+    // are integers and structs of them, valid for any bits).
     Ok(unsafe { (addr as *const T).read_unaligned() })
 }
 
@@ -35,11 +52,11 @@ pub fn bytes<'a>(addr: usize, len: usize) -> Result<&'a [u8], isize> {
     if len == 0 {
         return Ok(&[]);
     }
-    if addr == 0 {
-        return Err(EFAULT);
-    }
+    checked(addr, len)?;
     // SAFETY: the program passed `len` bytes at `addr` to be read during
-    // this call, and does not write them meanwhile (it is in the call).
+    // this call (the module's trust model) and does not write them
+    // meanwhile (its only thread is in the call); the range is not null,
+    // does not wrap and is at most isize::MAX bytes (`checked`).
     Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len) })
 }
 
@@ -48,11 +65,11 @@ pub fn bytes_mut<'a>(addr: usize, len: usize) -> Result<&'a mut [u8], isize> {
     if len == 0 {
         return Ok(&mut []);
     }
-    if addr == 0 {
-        return Err(EFAULT);
-    }
+    checked(addr, len)?;
     // SAFETY: the program passed `len` bytes at `addr` to be filled by
-    // this call and does not touch them meanwhile (it is in the call).
+    // this call (the module's trust model) and does not touch them
+    // meanwhile (its only thread is in the call); the range is not null,
+    // does not wrap and is at most isize::MAX bytes (`checked`).
     Ok(unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) })
 }
 

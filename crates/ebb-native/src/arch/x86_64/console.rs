@@ -44,6 +44,25 @@ pub fn print(args: fmt::Arguments<'_>) {
     });
 }
 
+/// Writes `bytes` as they are (a C program's output, which need not be
+/// UTF-8, split anywhere), with `\n` sent as `\r\n` as [`print`] does.
+pub fn write_bytes(bytes: &[u8]) {
+    x86_64::instructions::interrupts::without_interrupts(|| {
+        if let Some(uart) = CONSOLE.lock().as_mut() {
+            let uart = uart.inner_mut();
+            for line in bytes.split_inclusive(|&byte| byte == b'\n') {
+                match line.strip_suffix(b"\n") {
+                    Some(text) => {
+                        uart.send_bytes_exact(text);
+                        uart.send_bytes_exact(b"\r\n");
+                    }
+                    None => uart.send_bytes_exact(line),
+                }
+            }
+        }
+    });
+}
+
 /// A writer straight to COM1's registers, with `\n` turned into `\r\n`.
 struct Raw;
 
