@@ -21,30 +21,11 @@ pub mod raw;
 pub mod thread_entry;
 
 use ebb_posix::log_once::LoggedCalls;
-use ebb_posix::{dispatch, SysCall};
 
 /// The unserved calls this process has said.
 static LOGGED: LoggedCalls = LoggedCalls::new();
 
-/// musl's system-call entry: call `number` with Linux's arguments;
-/// Linux's result, or `-errno`. `long` in C is 64 bits here, passed in
-/// the same registers as `usize`.
-#[no_mangle]
-pub extern "C" fn __ebb_syscall(
-    number: usize,
-    a: usize,
-    b: usize,
-    c: usize,
-    d: usize,
-    e: usize,
-    f: usize,
-) -> isize {
-    let call = SysCall {
-        number,
-        args: [a, b, c, d, e, f],
-    };
-    dispatch(&linux::Linux, &LOGGED, &call)
-}
+ebb_posix::syscall_entry!(linux::Linux, LOGGED);
 
 /// A panic here is a bug in this library: say so on standard error and
 /// end the process as `abort` would (134 = 128 + SIGABRT).

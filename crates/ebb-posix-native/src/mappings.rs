@@ -110,13 +110,11 @@ impl Mappings {
         let pages = pages_of(len).ok_or(EINVAL)?;
         let end = addr.checked_add(pages * PAGE).ok_or(EINVAL)?;
         let mut emptied = Vec::new();
-        for (&start, mapping) in self.blocks.range_mut(..end) {
-            let block_end = start + mapping.len;
-            if block_end <= addr {
-                continue;
-            }
-            let (from, to) = (addr.max(start), end.min(block_end));
+        for (start, from, to) in self.overlaps(addr, end) {
             memory.zero(from, to - from);
+            let Some(mapping) = self.blocks.get_mut(&start) else {
+                continue;
+            };
             for page in (from - start) / PAGE..(to - start) / PAGE {
                 // Past `mapped`'s end: pages a shrinking remap gave up.
                 if let Some(mapped) = mapping.mapped.get_mut(page) {
@@ -186,14 +184,21 @@ impl Mappings {
             return Err(EINVAL);
         }
         let end = addr.saturating_add(pages_of(len).unwrap_or(0).saturating_mul(PAGE));
-        for (&start, mapping) in self.blocks.range(..end) {
-            let block_end = start + mapping.len;
-            if block_end > addr {
-                let (from, to) = (addr.max(start), end.min(block_end));
-                memory.zero(from, to - from);
-            }
+        for (_, from, to) in self.overlaps(addr, end) {
+            memory.zero(from, to - from);
         }
         Ok(())
+    }
+
+    /// The blocks `[addr, end)` overlaps: each block's start and the
+    /// overlapping part `[from, to)`.
+    fn overlaps(&self, addr: usize, end: usize) -> Vec<(usize, usize, usize)> {
+        self.blocks
+            .range(..end)
+            .map(|(&start, mapping)| (start, start + mapping.len))
+            .filter(|&(_, block_end)| block_end > addr)
+            .map(|(start, block_end)| (start, addr.max(start), end.min(block_end)))
+            .collect()
     }
 
     /// How many blocks are held (for tests and reports).

@@ -62,6 +62,36 @@ pub fn dispatch(backend: &impl Backend, logged: &LoggedCalls, call: &SysCall) ->
     -ENOSYS
 }
 
+/// Defines `__ebb_syscall`, the entry musl's patched system calls call
+/// (its contract: `ebb-cbuild`'s `musl_patch.rs`), as [`dispatch`] to
+/// `$backend` with the calls said so far in `$logged` (a
+/// [`LoggedCalls`] static). Each platform's library invokes it once.
+/// `long` in C is 64 bits on x86_64, passed in the same registers as
+/// `usize`.
+#[macro_export]
+macro_rules! syscall_entry {
+    ($backend:expr, $logged:expr) => {
+        /// musl's system-call entry: call `number` with Linux's
+        /// arguments; the result, or `-errno`.
+        #[no_mangle]
+        pub extern "C" fn __ebb_syscall(
+            number: usize,
+            a: usize,
+            b: usize,
+            c: usize,
+            d: usize,
+            e: usize,
+            f: usize,
+        ) -> isize {
+            let call = $crate::SysCall {
+                number,
+                args: [a, b, c, d, e, f],
+            };
+            $crate::dispatch(&$backend, &$logged, &call)
+        }
+    };
+}
+
 /// A log line built without allocating: at most [`LineBuf::CAPACITY`]
 /// bytes, cut at a character boundary.
 struct LineBuf {

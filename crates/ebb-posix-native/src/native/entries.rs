@@ -4,30 +4,14 @@
 use ebb_posix::errno::ENOSYS;
 use ebb_posix::log_once::LoggedCalls;
 use ebb_posix::sysno::nr;
-use ebb_posix::{dispatch, Backend, SysCall};
+use ebb_posix::Backend;
 
 use super::backend::Native;
 
 /// The unserved calls this program has said.
 pub static LOGGED: LoggedCalls = LoggedCalls::new();
 
-/// musl's system-call entry.
-#[no_mangle]
-pub extern "C" fn __ebb_syscall(
-    number: usize,
-    a: usize,
-    b: usize,
-    c: usize,
-    d: usize,
-    e: usize,
-    f: usize,
-) -> isize {
-    let call = SysCall {
-        number,
-        args: [a, b, c, d, e, f],
-    };
-    dispatch(&Native, &LOGGED, &call)
-}
+ebb_posix::syscall_entry!(Native, LOGGED);
 
 /// musl's `__clone`: threads are stackful events in the next slice;
 /// until then `pthread_create` fails (musl turns this into `EAGAIN`).
