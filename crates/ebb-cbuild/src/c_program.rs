@@ -80,11 +80,13 @@ pub fn build_hosted_personality(
         .join(library))
 }
 
-/// Compiles `sources` against `musl`'s headers with its flags into
-/// `objects_dir`; the objects, in the order of `sources`.
+/// Compiles `sources` against `musl`'s headers with its flags (and the
+/// program's own headers in `include_dirs`) into `objects_dir`; the
+/// objects, in the order of `sources`.
 pub fn compile_with_musl(
     musl: &MuslBuild,
     sources: &[PathBuf],
+    include_dirs: &[PathBuf],
     objects_dir: &Path,
 ) -> Result<Vec<PathBuf>, ProgramError> {
     fs::create_dir_all(objects_dir).map_err(io(format!("creating {}", objects_dir.display())))?;
@@ -93,12 +95,17 @@ pub fn compile_with_musl(
     let gcc_include = gcc_print("-print-file-name=include")?;
     let cflags = MuslFlags::default().cflags;
     let include = musl.include_dir.to_string_lossy().into_owned();
+    let own_includes: Vec<String> = include_dirs
+        .iter()
+        .map(|dir| format!("-I{}", dir.display()))
+        .collect();
     let mut objects = Vec::new();
     for source in sources {
         let stem = source.file_stem().unwrap_or_default().to_string_lossy();
         let object = objects_dir.join(format!("{stem}.o"));
         let (source_arg, object_arg) = (lossy(source), lossy(&object));
         let mut args: Vec<&str> = cflags.split_whitespace().collect();
+        args.extend(own_includes.iter().map(String::as_str));
         args.extend([
             "-nostdinc",
             "-isystem",
@@ -174,12 +181,23 @@ fn gcc_print(arg: &str) -> Result<String, ProgramError> {
 }
 
 /// Builds `sources` as an ordinary Linux program (gcc, glibc, threads
-/// on) into `out`: the reference.
-pub fn build_for_linux(sources: &[PathBuf], out: &Path) -> Result<PathBuf, ProgramError> {
+/// on, libm) with the program's headers in `include_dirs` into `out`: the
+/// reference.
+pub fn build_for_linux(
+    sources: &[PathBuf],
+    include_dirs: &[PathBuf],
+    out: &Path,
+) -> Result<PathBuf, ProgramError> {
     let out_arg = lossy(out);
     let source_args: Vec<String> = sources.iter().map(|source| lossy(source)).collect();
+    let own_includes: Vec<String> = include_dirs
+        .iter()
+        .map(|dir| format!("-I{}", dir.display()))
+        .collect();
     let mut args = vec!["-O2", "-pthread", "-o", &out_arg];
+    args.extend(own_includes.iter().map(String::as_str));
     args.extend(source_args.iter().map(String::as_str));
+    args.push("-lm");
     step(
         &format!("building {out_arg} for Linux"),
         run("gcc", &args, Path::new("/")),

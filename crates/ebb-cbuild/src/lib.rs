@@ -3,7 +3,8 @@
 //! ([`debian_source`]), and musl built from one with its system-call entry
 //! turned into calls to `__ebb_syscall` by a build-time patch ([`musl`]),
 //! whose changed lines against upstream are counted ([`patch`]); C
-//! programs built with it for the POSIX personality ([`c_program`]).
+//! programs built with it for the POSIX personality ([`c_program`]), and
+//! SQLite's speedtest1 among them ([`sqlite`]).
 #![forbid(unsafe_code)]
 
 pub mod c_program;
@@ -16,4 +17,5 @@ pub mod musl_patch;
 pub mod patch;
 pub mod posix_programs;
 pub mod print_uris;
+pub mod sqlite;
 pub mod stable_hash;

@@ -6,11 +6,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ebb_cbuild::{debian_source, musl, posix_programs};
+use ebb_cbuild::{debian_source, musl, posix_programs, sqlite};
 
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
        ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
+       ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
   fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
   musl            builds musl (Debian's source package) with system calls as
                   calls to __ebb_syscall; prints the patch's changed lines and
@@ -19,6 +20,10 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   program of crates/ebb-posix/programs, with them and for
                   Linux; prints `program NAME EBBFLOW LINUX` and `native NAME
                   INPUTS` (for apps/c-program's EBB_C_PROGRAM) per program
+  sqlite          builds SQLite's speedtest1 from Debian's sqlite3 source
+                  (unchanged: prints 0 changed lines) with musl and the
+                  hosted personality, and for Linux; prints `speedtest1
+                  EBBFLOW LINUX` and `native speedtest1 INPUTS`
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -57,9 +62,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     match (options.command.as_str(), &options.package) {
-        ("fetch", Some(_)) | ("musl" | "posix-programs", None) => Ok(options),
+        ("fetch", Some(_)) | ("musl" | "posix-programs" | "sqlite", None) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
-        ("musl" | "posix-programs", Some(extra)) => Err(format!("unexpected argument {extra}")),
+        ("musl" | "posix-programs" | "sqlite", Some(extra)) => {
+            Err(format!("unexpected argument {extra}"))
+        }
         (other, _) => Err(format!("unknown command {other}")),
     }
 }
@@ -106,6 +113,28 @@ fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    if options.command == "sqlite" {
+        eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and SQLite's speedtest1 (a few minutes the first time)...");
+        let dirs = posix_programs::Dirs {
+            workspace: std::env::current_dir()?,
+            target_dir: std::path::absolute(&options.target_dir)?,
+            source_cache: options.cache.clone(),
+            musl_out: options.out.clone(),
+        };
+        let speedtest = sqlite::prepare_speedtest(&dirs, true)?;
+        println!(
+            "speedtest1 {} {}",
+            speedtest.ebbflow.display(),
+            speedtest.linux.display()
+        );
+        let inputs: Vec<String> = speedtest
+            .native_inputs
+            .iter()
+            .map(|input| input.display().to_string())
+            .collect();
+        println!("native speedtest1 {}", inputs.join(":"));
+        return Ok(());
+    }
     if options.command == "posix-programs" {
         eprintln!(
             "ebb-cbuild: building musl, the hosted POSIX personality (cargo) and the programs..."

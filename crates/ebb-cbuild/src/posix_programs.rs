@@ -65,9 +65,14 @@ pub fn build_all(
     let mut built = Vec::new();
     for (name, source) in sources(programs_dir)? {
         let sources = [source];
-        let objects = compile_with_musl(musl, &sources, &out_dir.join(format!("{name}.objects")))?;
+        let objects = compile_with_musl(
+            musl,
+            &sources,
+            &[],
+            &out_dir.join(format!("{name}.objects")),
+        )?;
         let ebbflow = link_with_musl(musl, personality, &objects, &out_dir.join(&name))?;
-        let linux = build_for_linux(&sources, &out_dir.join(format!("{name}.linux")))?;
+        let linux = build_for_linux(&sources, &[], &out_dir.join(format!("{name}.linux")))?;
         built.push(BuiltProgram {
             native_inputs: native_inputs(musl, &objects),
             name,

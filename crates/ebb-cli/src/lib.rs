@@ -7,6 +7,7 @@
 //! images with the same QEMU command lines through this library.
 
 pub mod build_profile;
+pub mod c_apps;
 pub mod child;
 pub mod cluster;
 pub mod native;

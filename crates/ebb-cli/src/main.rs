@@ -17,7 +17,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
-use ebb_cli::{child, cluster, native, stop, tap};
+use ebb_cli::{c_apps, child, cluster, native, stop, tap};
 
 /// Exit code for a name that is not an application or benchmark.
 const EXIT_UNKNOWN_NAME: u8 = 2;
@@ -60,6 +60,27 @@ fn main() -> ExitCode {
 /// exit code and a message for the user.
 fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
     match command {
+        Command::Run {
+            app,
+            native: options,
+            args,
+        } if c_apps::is_c_app(&app) => {
+            stop::watch(&[stop::SIGTERM, stop::SIGINT]);
+            let built = c_apps::build(root, &app).map_err(|e| (EXIT_ERROR, e))?;
+            if !options.native {
+                return c_apps::run_hosted(&app, &built, &args).map_err(|e| (EXIT_ERROR, e));
+            }
+            // The native image's build script reads the program to link
+            // from the environment, which cargo passes on; one thread
+            // here so far (the signal watcher only waits).
+            std::env::set_var(c_apps::LINK_ENV, &built.native_inputs);
+            let settings = native_settings(&options);
+            match options.net.unwrap_or_default() {
+                cli::NetKind::User => native::run(root, c_apps::IMAGE, &settings, &args),
+                cli::NetKind::Tap => tap::run(root, c_apps::IMAGE, &settings, &args),
+            }
+            .map_err(|e| (EXIT_ERROR, e))
+        }
         Command::Run {
             app,
             native: options,
@@ -153,8 +174,9 @@ fn require_app(root: &Path, app: &str) -> Result<(), (u8, String)> {
     Err((
         EXIT_UNKNOWN_NAME,
         format!(
-            "no application '{app}'; available: {}",
-            root::join_names(&root::apps(root))
+            "no application '{app}'; available: {} (C programs: {})",
+            root::join_names(&root::apps(root)),
+            c_apps::C_APPS.join(", ")
         ),
     ))
 }

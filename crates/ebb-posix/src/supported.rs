@@ -13,8 +13,9 @@
 //! - `mremap` (memory): musl's `realloc` of a large, mapped block;
 //! - `rmdir`, `unlinkat`, `renameat`, `mkdirat`, `faccessat` (files): the
 //!   `*at` forms of the listed calls;
-//! - `getuid`, `geteuid`, `getgid`, `getegid`, `getppid` (process):
-//!   SQLite's Unix VFS asks `geteuid` before it changes a file's owner.
+//! - `getuid`, `geteuid`, `getgid`, `getegid`, `getppid` (process), and
+//!   `fchown`, `fchmod` (files): SQLite's Unix VFS asks `geteuid` and, as
+//!   root, gives a new journal the database's owner and mode.
 
 use crate::sysno::nr;
 
@@ -79,7 +80,9 @@ pub fn group_of(number: usize) -> Option<Group> {
         | nr::DUP2
         | nr::DUP3
         | nr::GETCWD
-        | nr::CHDIR => Group::Files,
+        | nr::CHDIR
+        | nr::FCHOWN
+        | nr::FCHMOD => Group::Files,
         nr::CLONE
         | nr::FUTEX
         | nr::SET_TID_ADDRESS

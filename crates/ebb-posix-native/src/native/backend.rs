@@ -52,6 +52,7 @@ impl Backend for Native {
             nr::FACCESSAT => files::access(a, b),
             nr::FTRUNCATE => files::ftruncate(a, b),
             nr::FSYNC | nr::FDATASYNC => files::fsync(a),
+            nr::FCHOWN | nr::FCHMOD => files::fchange(a),
             nr::MKDIR => files::mkdir(AT_FDCWD, a, b),
             nr::MKDIRAT => files::mkdir(a, b, c),
             nr::UNLINK => files::unlink(AT_FDCWD, a, 0),

@@ -225,6 +225,11 @@ pub fn fsync(fd: usize) -> isize {
     answer(with(|files| files.fsync(fd).map(|()| 0)))
 }
 
+/// fchown(2), fchmod(2).
+pub fn fchange(fd: usize) -> isize {
+    answer(with(|files| files.fchange(fd).map(|()| 0)))
+}
+
 /// mkdirat(2).
 pub fn mkdir(dir: usize, addr: usize, mode: usize) -> isize {
     answer(

@@ -1,0 +1,159 @@
+//! SQLite, unchanged (issue 18): Debian's `sqlite3` source package, its
+//! amalgamation (`sqlite3.c`, made by the tree's own `configure` and
+//! `make sqlite3.c`, which need gcc and tclsh), and `test/speedtest1.c`,
+//! SQLite's own benchmark, built three ways: with Ebbflow's musl and the
+//! hosted personality, as objects a native image links, and for Linux.
+//!
+//! Nothing of SQLite is changed: the changed-line count against the
+//! source package is 0, and the build says so. Compile-time options are
+//! SQLite's defaults.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::c_program::{
+    build_for_linux, build_hosted_personality, compile_with_musl, link_with_musl, native_inputs,
+    ProgramError,
+};
+use crate::cache_dir::place_stamped;
+use crate::command::run;
+use crate::debian_source::{self, SourceTree};
+use crate::musl::{self, MuslBuild, MuslFlags};
+use crate::posix_programs::{Dirs, PrepareError};
+use crate::stable_hash::fnv1a64;
+
+/// The stamp of a finished amalgamation or object build.
+const STAMP: &str = ".ebb-built";
+
+/// speedtest1, built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speedtest {
+    /// The SQLite version (Debian's).
+    pub version: String,
+    /// Linked with musl and the hosted personality.
+    pub ebbflow: PathBuf,
+    /// Built for Linux (gcc, glibc).
+    pub linux: PathBuf,
+    /// What a native image links (`apps/c-program`'s `EBB_C_PROGRAM`).
+    pub native_inputs: Vec<PathBuf>,
+}
+
+/// The amalgamation of `tree` under `out_dir` (cached): its directory,
+/// holding `sqlite3.c` and `sqlite3.h`.
+pub fn amalgamation(tree: &SourceTree, out_dir: &Path) -> Result<PathBuf, ProgramError> {
+    let compiler = run("gcc", &["-dumpfullversion"], Path::new("/")).unwrap_or_default();
+    let key = fnv1a64(format!("{} {}", tree.version, compiler.trim()).as_bytes());
+    let dir = out_dir.join(format!("sqlite3-{}-{key:016x}", tree.version));
+    if dir.join(STAMP).exists() {
+        return Ok(dir);
+    }
+    let work = out_dir.join(format!(".tmp-sqlite3-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
+    let configure = tree.dir.join("configure").to_string_lossy().into_owned();
+    // Out of the source tree (SQLite's README: "building in a separate
+    // directory"), without the Tcl extension, which only the test
+    // harness needs; tclsh itself still generates the amalgamation.
+    step("configure", run(&configure, &["--disable-tcl"], &work))?;
+    step("make sqlite3.c", run("make", &["sqlite3.c"], &work))?;
+    let placed = work.join("placed");
+    fs::create_dir_all(&placed).map_err(io(format!("creating {}", placed.display())))?;
+    for file in ["sqlite3.c", "sqlite3.h"] {
+        fs::rename(work.join(file), placed.join(file)).map_err(io(format!("moving {file}")))?;
+    }
+    fs::write(placed.join(STAMP), &tree.version).map_err(io("stamping".to_owned()))?;
+    let placed_result = place_stamped(&placed, &dir, STAMP)
+        .map_err(|(what, error)| ProgramError::Io { what, error });
+    let _ = fs::remove_dir_all(&work);
+    placed_result.map(|()| dir)
+}
+
+/// Everything speedtest1 needs, built (each step cached but the link):
+/// musl, the hosted personality, SQLite's amalgamation, and speedtest1
+/// three ways. Prints the changed-line count when `say` is set.
+pub fn prepare_speedtest(dirs: &Dirs, say: bool) -> Result<Speedtest, PrepareError> {
+    let musl_tree =
+        debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
+    let musl = musl::build(&musl_tree, &dirs.musl_out, &MuslFlags::default())
+        .map_err(PrepareError::Musl)?;
+    let personality = build_hosted_personality(&dirs.workspace, &dirs.target_dir)
+        .map_err(PrepareError::Program)?;
+    let tree = debian_source::fetch("sqlite3", &dirs.source_cache).map_err(PrepareError::Source)?;
+    if say {
+        println!("source sqlite3 {}: {}", tree.version, tree.dir.display());
+        // Nothing of the source package is patched.
+        println!("changed lines against upstream: 0");
+    }
+    let out_dir = dirs.target_dir.join("sqlite");
+    let amalgamation = amalgamation(&tree, &out_dir).map_err(PrepareError::Program)?;
+    let sources = [
+        amalgamation.join("sqlite3.c"),
+        tree.dir.join("test/speedtest1.c"),
+    ];
+    let includes = [amalgamation.clone()];
+    let objects =
+        musl_objects(&musl, &sources, &includes, &amalgamation).map_err(PrepareError::Program)?;
+    let ebbflow = link_with_musl(&musl, &personality, &objects, &out_dir.join("speedtest1"))
+        .map_err(PrepareError::Program)?;
+    let linux = linux_build(&sources, &includes, &amalgamation).map_err(PrepareError::Program)?;
+    Ok(Speedtest {
+        version: tree.version,
+        ebbflow,
+        linux,
+        native_inputs: native_inputs(&musl, &objects),
+    })
+}
+
+/// The musl objects of `sources` (SQLite's are large: a minute to
+/// compile), cached beside the amalgamation per musl build.
+fn musl_objects(
+    musl: &MuslBuild,
+    sources: &[PathBuf],
+    includes: &[PathBuf],
+    amalgamation: &Path,
+) -> Result<Vec<PathBuf>, ProgramError> {
+    let musl_name = musl.dir.file_name().unwrap_or_default().to_string_lossy();
+    let dir = amalgamation.join(format!("objects-{musl_name}"));
+    let objects: Vec<PathBuf> = sources
+        .iter()
+        .map(|source| {
+            dir.join(format!(
+                "{}.o",
+                source.file_stem().unwrap_or_default().to_string_lossy()
+            ))
+        })
+        .collect();
+    if dir.join(STAMP).exists() {
+        return Ok(objects);
+    }
+    let compiled = compile_with_musl(musl, sources, includes, &dir)?;
+    fs::write(dir.join(STAMP), "").map_err(io("stamping the objects".to_owned()))?;
+    Ok(compiled)
+}
+
+/// speedtest1 for Linux, cached beside the amalgamation.
+fn linux_build(
+    sources: &[PathBuf],
+    includes: &[PathBuf],
+    amalgamation: &Path,
+) -> Result<PathBuf, ProgramError> {
+    let out = amalgamation.join("speedtest1.linux");
+    let stamp = amalgamation.join(".linux-built");
+    if stamp.exists() && out.exists() {
+        return Ok(out);
+    }
+    build_for_linux(sources, includes, &out)?;
+    fs::write(&stamp, "").map_err(io("stamping the Linux build".to_owned()))?;
+    Ok(out)
+}
+
+fn step<T>(step: &str, result: Result<T, crate::command::RunFailure>) -> Result<T, ProgramError> {
+    result.map_err(|failure| ProgramError::Step {
+        step: format!("SQLite's {step}"),
+        failure,
+    })
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> ProgramError {
+    move |error| ProgramError::Io { what, error }
+}

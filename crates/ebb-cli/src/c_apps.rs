@@ -1,0 +1,88 @@
+//! C programs `./ebb run` knows by name (issue 18): built from Debian's
+//! source packages with Ebbflow's musl (`ebb-cbuild`), then run hosted as
+//! a Linux process with the hosted POSIX personality, or natively as
+//! `apps/c-program` with the program linked in (`EBB_C_PROGRAM`).
+//!
+//! `speedtest1`: SQLite's own benchmark (`test/speedtest1.c` of Debian's
+//! `sqlite3`), e.g. `./ebb run speedtest1 --native -- --size 10 /tmp/t.db`.
+
+use std::path::Path;
+use std::process::Command;
+
+use ebb_cbuild::posix_programs::Dirs;
+use ebb_cbuild::sqlite;
+
+use crate::{child, stop};
+
+/// The C programs `./ebb run` builds and runs.
+pub const C_APPS: &[&str] = &["speedtest1"];
+
+/// Whether `name` is one of them.
+#[must_use]
+pub fn is_c_app(name: &str) -> bool {
+    C_APPS.contains(&name)
+}
+
+/// The native image that takes a linked C program.
+pub const IMAGE: &str = "c-program";
+
+/// The environment variable `apps/c-program`'s build reads.
+pub const LINK_ENV: &str = "EBB_C_PROGRAM";
+
+/// What running `app` needs: the hosted executable and the native image's
+/// link inputs, built (each step cached).
+pub struct Built {
+    /// The program linked with musl and the hosted personality.
+    pub hosted: std::path::PathBuf,
+    /// `EBB_C_PROGRAM` for the native image.
+    pub native_inputs: String,
+}
+
+/// Builds `app` in `root`'s workspace, saying so first.
+pub fn build(root: &Path, app: &str) -> Result<Built, String> {
+    eprintln!(
+        "ebb: building {app} from Debian's sources with Ebbflow's musl (minutes the first time)..."
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    let dirs = Dirs::under(root, &target);
+    let speedtest = match app {
+        "speedtest1" => sqlite::prepare_speedtest(&dirs, false)
+            .map_err(|error| format!("building {app}: {error}"))?,
+        other => return Err(format!("no C program '{other}'")),
+    };
+    let inputs: Vec<String> = speedtest
+        .native_inputs
+        .iter()
+        .map(|input| input.display().to_string())
+        .collect();
+    Ok(Built {
+        hosted: speedtest.ebbflow,
+        native_inputs: inputs.join(":"),
+    })
+}
+
+/// Runs the hosted build of `built` with `args`; its exit code.
+pub fn run_hosted(app: &str, built: &Built, args: &[String]) -> Result<u8, String> {
+    let code = child::run(Command::new(&built.hosted).args(args))?;
+    Ok(stop::report(app).unwrap_or(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_programs_are_known_by_name_and_never_shadow_an_application() {
+        assert!(is_c_app("speedtest1"));
+        assert!(!is_c_app("memcached"));
+        let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+        for name in C_APPS {
+            assert!(
+                !apps.join(name).exists(),
+                "{name} is both an application and a C program"
+            );
+        }
+        assert!(apps.join(IMAGE).join("Cargo.toml").is_file());
+    }
+}
