@@ -20,10 +20,11 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   program of crates/ebb-posix/programs, with them and for
                   Linux; prints `program NAME EBBFLOW LINUX` and `native NAME
                   INPUTS` (for apps/c-program's EBB_C_PROGRAM) per program
-  sqlite          builds SQLite's speedtest1 from Debian's sqlite3 source
-                  (unchanged: prints 0 changed lines) with musl and the
-                  hosted personality, and for Linux; prints `speedtest1
-                  EBBFLOW LINUX` and `native speedtest1 INPUTS`
+  sqlite          builds SQLite from Debian's sqlite3 source (unchanged:
+                  prints 0 changed lines) and its programs speedtest1 and
+                  sqlite-kv with musl and the hosted personality, and for
+                  Linux; prints `program NAME EBBFLOW LINUX` and `native
+                  NAME INPUTS` per program
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -114,25 +115,27 @@ fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
 
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
     if options.command == "sqlite" {
-        eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and SQLite's speedtest1 (a few minutes the first time)...");
+        eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and SQLite's programs (a few minutes the first time)...");
         let dirs = posix_programs::Dirs {
             workspace: std::env::current_dir()?,
             target_dir: std::path::absolute(&options.target_dir)?,
             source_cache: options.cache.clone(),
             musl_out: options.out.clone(),
         };
-        let speedtest = sqlite::prepare_speedtest(&dirs, true)?;
-        println!(
-            "speedtest1 {} {}",
-            speedtest.ebbflow.display(),
-            speedtest.linux.display()
-        );
-        let inputs: Vec<String> = speedtest
-            .native_inputs
-            .iter()
-            .map(|input| input.display().to_string())
-            .collect();
-        println!("native speedtest1 {}", inputs.join(":"));
+        for program in sqlite::prepare(&dirs, true)? {
+            println!(
+                "program {} {} {}",
+                program.name,
+                program.ebbflow.display(),
+                program.linux.display()
+            );
+            let inputs: Vec<String> = program
+                .native_inputs
+                .iter()
+                .map(|input| input.display().to_string())
+                .collect();
+            println!("native {} {}", program.name, inputs.join(":"));
+        }
         return Ok(());
     }
     if options.command == "posix-programs" {

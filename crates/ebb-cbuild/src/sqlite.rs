@@ -1,8 +1,10 @@
 //! SQLite, unchanged (issue 18): Debian's `sqlite3` source package, its
 //! amalgamation (`sqlite3.c`, made by the tree's own `configure` and
-//! `make sqlite3.c`, which need gcc and tclsh), and `test/speedtest1.c`,
-//! SQLite's own benchmark, built three ways: with Ebbflow's musl and the
-//! hosted personality, as objects a native image links, and for Linux.
+//! `make sqlite3.c`, which need gcc and tclsh), and two programs on it,
+//! each built three ways (with Ebbflow's musl and the hosted personality,
+//! as objects a native image links, and for Linux):
+//! - `speedtest1`: SQLite's own benchmark, `test/speedtest1.c`;
+//! - `sqlite-kv`: our key-value load (`apps/sqlite-kv/sqlite-kv.c`).
 //!
 //! Nothing of SQLite is changed: the changed-line count against the
 //! source package is 0, and the build says so. Compile-time options are
@@ -25,9 +27,11 @@ use crate::stable_hash::fnv1a64;
 /// The stamp of a finished amalgamation or object build.
 const STAMP: &str = ".ebb-built";
 
-/// speedtest1, built.
+/// A program on SQLite, built.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Speedtest {
+pub struct SqliteProgram {
+    /// Its name: `speedtest1` or `sqlite-kv`.
+    pub name: String,
     /// The SQLite version (Debian's).
     pub version: String,
     /// Linked with musl and the hosted personality.
@@ -68,10 +72,10 @@ pub fn amalgamation(tree: &SourceTree, out_dir: &Path) -> Result<PathBuf, Progra
     placed_result.map(|()| dir)
 }
 
-/// Everything speedtest1 needs, built (each step cached but the link):
-/// musl, the hosted personality, SQLite's amalgamation, and speedtest1
-/// three ways. Prints the changed-line count when `say` is set.
-pub fn prepare_speedtest(dirs: &Dirs, say: bool) -> Result<Speedtest, PrepareError> {
+/// Everything the SQLite programs need, built (each step cached but the
+/// links): musl, the hosted personality, SQLite's amalgamation, and both
+/// programs three ways. Prints the changed-line count when `say` is set.
+pub fn prepare(dirs: &Dirs, say: bool) -> Result<Vec<SqliteProgram>, PrepareError> {
     let musl_tree =
         debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
     let musl = musl::build(&musl_tree, &dirs.musl_out, &MuslFlags::default())
@@ -86,34 +90,62 @@ pub fn prepare_speedtest(dirs: &Dirs, say: bool) -> Result<Speedtest, PrepareErr
     }
     let out_dir = dirs.target_dir.join("sqlite");
     let amalgamation = amalgamation(&tree, &out_dir).map_err(PrepareError::Program)?;
-    let sources = [
-        amalgamation.join("sqlite3.c"),
-        tree.dir.join("test/speedtest1.c"),
-    ];
+    let library = amalgamation.join("sqlite3.c");
     let includes = [amalgamation.clone()];
-    let objects =
-        musl_objects(&musl, &sources, &includes, &amalgamation).map_err(PrepareError::Program)?;
-    let ebbflow = link_with_musl(&musl, &personality, &objects, &out_dir.join("speedtest1"))
+    let mains = [
+        ("speedtest1", tree.dir.join("test/speedtest1.c")),
+        (
+            "sqlite-kv",
+            dirs.workspace.join("apps/sqlite-kv/sqlite-kv.c"),
+        ),
+    ];
+    let mut programs = Vec::new();
+    for (name, main) in mains {
+        let sources = [library.clone(), main.clone()];
+        let built = (|| {
+            let mut objects = musl_objects(
+                &musl,
+                std::slice::from_ref(&library),
+                &includes,
+                &amalgamation,
+                "sqlite3",
+            )?;
+            objects.extend(musl_objects(
+                &musl,
+                &[main],
+                &includes,
+                &amalgamation,
+                name,
+            )?);
+            let ebbflow = link_with_musl(&musl, &personality, &objects, &out_dir.join(name))?;
+            let linux = linux_build(&sources, &includes, &amalgamation, name)?;
+            Ok(SqliteProgram {
+                name: name.to_owned(),
+                version: tree.version.clone(),
+                ebbflow,
+                linux,
+                native_inputs: native_inputs(&musl, &objects),
+            })
+        })()
         .map_err(PrepareError::Program)?;
-    let linux = linux_build(&sources, &includes, &amalgamation).map_err(PrepareError::Program)?;
-    Ok(Speedtest {
-        version: tree.version,
-        ebbflow,
-        linux,
-        native_inputs: native_inputs(&musl, &objects),
-    })
+        programs.push(built);
+    }
+    Ok(programs)
 }
 
-/// The musl objects of `sources` (SQLite's are large: a minute to
-/// compile), cached beside the amalgamation per musl build.
+/// The musl objects of `sources` under the name `name` (SQLite's own,
+/// compiled once for every program, is large: a minute), cached beside
+/// the amalgamation per musl build and checked against the sources'
+/// modification times.
 fn musl_objects(
     musl: &MuslBuild,
     sources: &[PathBuf],
     includes: &[PathBuf],
     amalgamation: &Path,
+    name: &str,
 ) -> Result<Vec<PathBuf>, ProgramError> {
     let musl_name = musl.dir.file_name().unwrap_or_default().to_string_lossy();
-    let dir = amalgamation.join(format!("objects-{musl_name}"));
+    let dir = amalgamation.join(format!("objects-{name}-{musl_name}"));
     let objects: Vec<PathBuf> = sources
         .iter()
         .map(|source| {
@@ -123,7 +155,7 @@ fn musl_objects(
             ))
         })
         .collect();
-    if dir.join(STAMP).exists() {
+    if is_newer_than_sources(&dir.join(STAMP), sources) {
         return Ok(objects);
     }
     let compiled = compile_with_musl(musl, sources, includes, &dir)?;
@@ -131,15 +163,27 @@ fn musl_objects(
     Ok(compiled)
 }
 
-/// speedtest1 for Linux, cached beside the amalgamation.
+/// Whether `stamp` exists and is newer than every one of `sources`.
+fn is_newer_than_sources(stamp: &Path, sources: &[PathBuf]) -> bool {
+    let modified = |path: &Path| fs::metadata(path).and_then(|meta| meta.modified()).ok();
+    let Some(stamped) = modified(stamp) else {
+        return false;
+    };
+    sources
+        .iter()
+        .all(|source| modified(source).is_some_and(|time| time <= stamped))
+}
+
+/// A program for Linux, cached beside the amalgamation.
 fn linux_build(
     sources: &[PathBuf],
     includes: &[PathBuf],
     amalgamation: &Path,
+    name: &str,
 ) -> Result<PathBuf, ProgramError> {
-    let out = amalgamation.join("speedtest1.linux");
-    let stamp = amalgamation.join(".linux-built");
-    if stamp.exists() && out.exists() {
+    let out = amalgamation.join(format!("{name}.linux"));
+    let stamp = amalgamation.join(format!(".{name}.linux-built"));
+    if out.exists() && is_newer_than_sources(&stamp, sources) {
         return Ok(out);
     }
     build_for_linux(sources, includes, &out)?;

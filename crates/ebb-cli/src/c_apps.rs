@@ -3,8 +3,11 @@
 //! a Linux process with the hosted POSIX personality, or natively as
 //! `apps/c-program` with the program linked in (`EBB_C_PROGRAM`).
 //!
-//! `speedtest1`: SQLite's own benchmark (`test/speedtest1.c` of Debian's
-//! `sqlite3`), e.g. `./ebb run speedtest1 --native -- --size 10 /tmp/t.db`.
+//! - `speedtest1`: SQLite's own benchmark (`test/speedtest1.c` of
+//!   Debian's `sqlite3`), e.g. `./ebb run speedtest1 --native -- --size
+//!   10 /tmp/t.db`;
+//! - `sqlite-kv`: a key-value load on SQLite (`apps/sqlite-kv`), e.g.
+//!   `./ebb run sqlite-kv --native -- --operations 10000 /tmp/kv.db`.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,7 +18,7 @@ use ebb_cbuild::sqlite;
 use crate::{child, stop};
 
 /// The C programs `./ebb run` builds and runs.
-pub const C_APPS: &[&str] = &["speedtest1"];
+pub const C_APPS: &[&str] = &["speedtest1", "sqlite-kv"];
 
 /// Whether `name` is one of them.
 #[must_use]
@@ -46,18 +49,19 @@ pub fn build(root: &Path, app: &str) -> Result<Built, String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), std::path::PathBuf::from);
     let dirs = Dirs::under(root, &target);
-    let speedtest = match app {
-        "speedtest1" => sqlite::prepare_speedtest(&dirs, false)
-            .map_err(|error| format!("building {app}: {error}"))?,
-        other => return Err(format!("no C program '{other}'")),
-    };
-    let inputs: Vec<String> = speedtest
+    let programs =
+        sqlite::prepare(&dirs, false).map_err(|error| format!("building {app}: {error}"))?;
+    let program = programs
+        .into_iter()
+        .find(|program| program.name == app)
+        .ok_or_else(|| format!("no C program '{app}'"))?;
+    let inputs: Vec<String> = program
         .native_inputs
         .iter()
         .map(|input| input.display().to_string())
         .collect();
     Ok(Built {
-        hosted: speedtest.ebbflow,
+        hosted: program.ebbflow,
         native_inputs: inputs.join(":"),
     })
 }
