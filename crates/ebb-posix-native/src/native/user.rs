@@ -31,8 +31,8 @@ pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {
     checked(addr, core::mem::size_of::<T>())?;
     // SAFETY: the program passed `addr` for the system call to store a
     // `T` there, as the kernel would (the module's trust model); the
-    // range neither is null nor wraps (`checked`); unaligned is allowed,
-    // as for copy_to_user.
+    // range neither is null nor wraps (`checked`); `write_unaligned`
+    // needs no alignment, and programs may pass unaligned addresses.
     unsafe { (addr as *mut T).write_unaligned(value) };
     Ok(())
 }
