@@ -80,13 +80,15 @@ pub fn build_hosted_personality(
         .join(library))
 }
 
-/// Compiles `sources` against `musl`'s headers with its flags (and the
-/// program's own headers in `include_dirs`) into `objects_dir`; the
-/// objects, in the order of `sources`.
+/// Compiles `sources` against `musl`'s headers with its flags, then
+/// `extra_cflags` (later flags win: `-mred-zone` undoes musl's
+/// `-mno-red-zone`), and the program's own headers in `include_dirs`,
+/// into `objects_dir`; the objects, in the order of `sources`.
 pub fn compile_with_musl(
     musl: &MuslBuild,
     sources: &[PathBuf],
     include_dirs: &[PathBuf],
+    extra_cflags: &[String],
     objects_dir: &Path,
 ) -> Result<Vec<PathBuf>, ProgramError> {
     fs::create_dir_all(objects_dir).map_err(io(format!("creating {}", objects_dir.display())))?;
@@ -105,6 +107,7 @@ pub fn compile_with_musl(
         let object = objects_dir.join(format!("{stem}.o"));
         let (source_arg, object_arg) = (lossy(source), lossy(&object));
         let mut args: Vec<&str> = cflags.split_whitespace().collect();
+        args.extend(extra_cflags.iter().map(String::as_str));
         args.extend(own_includes.iter().map(String::as_str));
         args.extend([
             "-nostdinc",

@@ -64,13 +64,10 @@ pub fn build_all(
     })?;
     let mut built = Vec::new();
     for (name, source) in sources(programs_dir)? {
+        let extra_cflags = cflags_of(&source)?;
         let sources = [source];
-        let objects = compile_with_musl(
-            musl,
-            &sources,
-            &[],
-            &out_dir.join(format!("{name}.objects")),
-        )?;
+        let objects_dir = out_dir.join(format!("{name}.objects"));
+        let objects = compile_with_musl(musl, &sources, &[], &extra_cflags, &objects_dir)?;
         let ebbflow = link_with_musl(musl, personality, &objects, &out_dir.join(&name))?;
         let linux = build_for_linux(&sources, &[], &out_dir.join(format!("{name}.linux")))?;
         built.push(BuiltProgram {
@@ -81,6 +78,41 @@ pub fn build_all(
         });
     }
     Ok(built)
+}
+
+/// The extra compiler flags a program asks for on a line of its own:
+/// `/* ebb-cflags: FLAG ... */` (e.g. `redzone.c`'s `-mred-zone`). A
+/// flag that is not `-m…` or `-f…` is refused: the line is for code
+/// generation, not for paths or definitions.
+pub fn cflags_of(source: &Path) -> Result<Vec<String>, ProgramError> {
+    let text = fs::read_to_string(source).map_err(|error| ProgramError::Io {
+        what: format!("reading {}", source.display()),
+        error,
+    })?;
+    let Some(line) = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("/* ebb-cflags:"))
+    else {
+        return Ok(Vec::new());
+    };
+    let flags: Vec<String> = line
+        .trim_end_matches("*/")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if let Some(bad) = flags
+        .iter()
+        .find(|flag| !flag.starts_with("-m") && !flag.starts_with("-f"))
+    {
+        return Err(ProgramError::Io {
+            what: format!("{}: ebb-cflags", source.display()),
+            error: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{bad} is not a -m or -f code generation flag"),
+            ),
+        });
+    }
+    Ok(flags)
 }
 
 /// Why the programs could not be prepared.
@@ -178,8 +210,20 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["exitcode", "files", "memory", "process", "threads", "time", "unknown"]
+            ["exitcode", "files", "memory", "process", "redzone", "threads", "time", "unknown"]
         );
+    }
+
+    #[test]
+    fn a_program_asks_for_its_own_code_generation_flags() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ebb-posix/programs");
+        assert_eq!(cflags_of(&dir.join("redzone.c")).unwrap(), ["-mred-zone"]);
+        assert!(cflags_of(&dir.join("time.c")).unwrap().is_empty());
+        let bad = std::env::temp_dir().join(format!("ebb-cflags-{}.c", std::process::id()));
+        fs::write(&bad, "/* ebb-cflags: -Dx=1 */\n").unwrap();
+        let error = cflags_of(&bad).unwrap_err().to_string();
+        fs::remove_file(&bad).unwrap();
+        assert!(error.contains("-Dx=1 is not a -m or -f"), "{error}");
     }
 
     #[test]

@@ -158,7 +158,7 @@ fn musl_objects(
     if is_newer_than_sources(&dir.join(STAMP), sources) {
         return Ok(objects);
     }
-    let compiled = compile_with_musl(musl, sources, includes, &dir)?;
+    let compiled = compile_with_musl(musl, sources, includes, &[], &dir)?;
     fs::write(dir.join(STAMP), "").map_err(io("stamping the objects".to_owned()))?;
     Ok(compiled)
 }

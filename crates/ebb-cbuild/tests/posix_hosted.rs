@@ -120,7 +120,13 @@ fn syscall_group_programs_print_what_they_print_on_linux() {
             return;
         }
     };
-    for (name, exit_code) in [("memory", 0), ("time", 0), ("process", 7), ("threads", 0)] {
+    for (name, exit_code) in [
+        ("memory", 0),
+        ("time", 0),
+        ("process", 7),
+        ("threads", 0),
+        ("redzone", 0),
+    ] {
         let (ebbflow, linux) = programs.get(name);
         assert_same(name, &run(ebbflow, &[]), &run(linux, &[]), exit_code);
     }

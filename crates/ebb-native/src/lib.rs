@@ -57,6 +57,17 @@ pub use mm::memory::stats as page_allocator_bytes;
 #[cfg(target_os = "none")]
 pub use runtime::{run, NativeError};
 
+/// Runs the rest of this core's work with interrupts on and a periodic
+/// timer interrupt every `period_ns`, for a core that runs no event loop:
+/// a C program's (`ebb-posix-native`), which thereby runs as a
+/// preemptible thread will. Interrupts take their own stack (an IST), so
+/// code compiled with a red zone loses nothing to them.
+#[cfg(target_os = "none")]
+pub fn start_ticks(period_ns: u64) {
+    arch::x86_64::apic::set_tick(period_ns);
+    x86_64::instructions::interrupts::enable();
+}
+
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the
 /// platform is up (CPU, paging, heap, clock) and returns the exit code the

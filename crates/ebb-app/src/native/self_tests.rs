@@ -32,7 +32,7 @@ pub const NATIVE_TESTS: &[Test] = &[
     },
 ];
 
-/// Every core's four interrupt stacks (core 0's included, which start as
+/// Every core's five interrupt stacks (core 0's included, which start as
 /// statics) lie in the stacks' region, mapped, with an unmapped guard page
 /// below each: an overflow faults instead of corrupting memory.
 async fn interrupt_stack_guards() -> Outcome {

@@ -44,6 +44,11 @@ const AT_SECURE: usize = 23;
 const AT_RANDOM: usize = 25;
 const AT_EXECFN: usize = 31;
 
+/// The program's tick: a timer interrupt every 10 ms (Linux's HZ=100),
+/// with interrupts on while it runs, as a preemptible thread will run;
+/// interrupts take their own stack, so a red zone is safe (issue 18).
+const TICK_NS: u64 = 10_000_000;
+
 /// Runs the linked C program as `name` with `args`; never returns (the
 /// program's exit ends the image).
 pub fn start_c_program(name: &str, args: &[&str]) -> ! {
@@ -89,6 +94,7 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     }
     let block = block.leak();
     let argc = i32::try_from(strings.len()).unwrap_or(i32::MAX);
+    ebb_native::start_ticks(TICK_NS);
     // SAFETY: the block has Linux's initial layout, argc pointers to
     // NUL-terminated strings first, and is leaked, so it lives as long as
     // the program; `main` is the linked C program's; musl's start-up

@@ -168,6 +168,30 @@ pub fn disarm() {
     write(TIMER_INITIAL, 0);
 }
 
+/// Per LAPIC id (low 8 bits): the period of that core's tick in
+/// nanoseconds, 0 for none. A tick is for a core that runs no event loop
+/// (which arms the timer itself): a C program's (`ebb-posix-native`).
+static TICK_NS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
+
+/// Starts this core's periodic tick: its timer fires every `period_ns`
+/// (re-armed by [`tick`] at each firing); 0 stops it.
+pub fn set_tick(period_ns: u64) {
+    TICK_NS[(id() & 0xff) as usize].store(period_ns, Ordering::Relaxed);
+    if period_ns == 0 {
+        disarm();
+    } else {
+        arm(period_ns);
+    }
+}
+
+/// After this core's timer fired: arms the next tick, if it has one.
+pub fn tick() {
+    let period = TICK_NS[(id() & 0xff) as usize].load(Ordering::Relaxed);
+    if period != 0 {
+        arm(period);
+    }
+}
+
 /// Signals the end of the interrupt being handled.
 pub fn eoi() {
     write(EOI, 0);

@@ -32,14 +32,31 @@ use crate::arch::x86_64::{apic, console, paging};
 
 /// Bytes of each interrupt stack (IST).
 const IST_STACK_SIZE: usize = 16 * 1024;
-/// IST slots: 1 double fault, 2 NMI, 3 machine check, 4 page fault (the
-/// TSS numbers them from 1; the array from 0). The page fault has its own
-/// stack so that a stack overflow into a guard page is reported as the page
-/// fault it is, not as a double fault.
+/// IST slots: 1 double fault, 2 NMI, 3 machine check, 4 page fault, 5
+/// every interrupt (the TSS numbers them from 1; the array from 0). The
+/// page fault has its own stack so that a stack overflow into a guard page
+/// is reported as the page fault it is, not as a double fault.
+///
+/// Interrupts (vectors 32 to 255) have one too, so that an interrupt never
+/// pushes its frame onto the stack it interrupted: code compiled with a
+/// red zone (the 128 bytes below rsp a leaf function may use without
+/// moving rsp, psABI §3.2.2), as C programs linked into the image may be,
+/// keeps it intact (issue 18). One stack serves them all: handlers run
+/// with interrupts off and never nest. Exceptions 0 to 31 besides the four
+/// above stay on the current stack; they are fatal and reported.
 const IST_DOUBLE_FAULT: usize = 0;
 const IST_NMI: usize = 1;
 const IST_MACHINE_CHECK: usize = 2;
 const IST_PAGE_FAULT: usize = 3;
+const IST_INTERRUPTS: usize = 4;
+/// Every IST slot in use, in slot order.
+const IST_SLOTS: [usize; 5] = [
+    IST_DOUBLE_FAULT,
+    IST_NMI,
+    IST_MACHINE_CHECK,
+    IST_PAGE_FAULT,
+    IST_INTERRUPTS,
+];
 
 /// The registers an interrupt stub saves, lowest address first, then what
 /// the stub and the CPU pushed.
@@ -204,12 +221,8 @@ unsafe impl Sync for Stack {}
 /// Core 0's first interrupt stacks: statics, because the IDT is loaded
 /// before the page allocator exists (so that boot faults are reported).
 /// [`guard_core0_stacks`] replaces them with guarded ones.
-static BOOT_IST_STACKS: [Stack; 4] = [
-    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
-    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
-    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
-    Stack(UnsafeCell::new([0; IST_STACK_SIZE])),
-];
+static BOOT_IST_STACKS: [Stack; IST_SLOTS.len()] =
+    [const { Stack(UnsafeCell::new([0; IST_STACK_SIZE])) }; IST_SLOTS.len()];
 
 /// Core 0's TSS, written once more after the heap exists.
 struct Core0Tss(UnsafeCell<TaskStateSegment>);
@@ -225,8 +238,8 @@ const MAX_CORES: usize = 64;
 
 /// The tops of each core's interrupt stacks (0: not set), by core number,
 /// for [`interrupt_stacks`] and `crash=ist-overflow`.
-static IST_TOPS: [[AtomicU64; 4]; MAX_CORES] =
-    [const { [const { AtomicU64::new(0) }; 4] }; MAX_CORES];
+static IST_TOPS: [[AtomicU64; IST_SLOTS.len()]; MAX_CORES] =
+    [const { [const { AtomicU64::new(0) }; IST_SLOTS.len()] }; MAX_CORES];
 
 struct Gdt {
     table: GlobalDescriptorTable,
@@ -284,6 +297,7 @@ fn load(gdt: &'static Gdt) {
                 2 => IST_NMI + 1,
                 18 => IST_MACHINE_CHECK + 1,
                 14 => IST_PAGE_FAULT + 1,
+                32.. => IST_INTERRUPTS + 1,
                 _ => 0,
             };
             idt.0[vector as usize] = Gate::new(stub, gdt.code, ist as u8);
@@ -322,7 +336,7 @@ pub fn init_core0() {
 /// no IST stack is in use).
 pub fn guard_core0_stacks() -> Result<(), paging::PagingError> {
     let tss = CORE0_TSS.0.get();
-    for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
+    for slot in IST_SLOTS {
         let top = paging::map_stack(IST_STACK_SIZE as u64)?;
         // The CPU reads IST entries from memory at each interrupt, so the
         // loaded TSS needs no reload. Maskable interrupts are off at boot.
@@ -339,7 +353,7 @@ pub fn guard_core0_stacks() -> Result<(), paging::PagingError> {
 /// Runs on that core, once, with the heap up.
 pub fn init_other_core(core: usize) -> Result<(), paging::PagingError> {
     let mut tss = TaskStateSegment::new();
-    for slot in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT] {
+    for slot in IST_SLOTS {
         let top = paging::map_stack(IST_STACK_SIZE as u64)?;
         tss.interrupt_stack_table[slot] = VirtAddr::new(top);
         if let Some(tops) = IST_TOPS.get(core) {
@@ -354,12 +368,12 @@ pub fn init_other_core(core: usize) -> Result<(), paging::PagingError> {
 }
 
 /// Core `core`'s interrupt stacks as `[bottom, top)`, double fault, NMI,
-/// machine check, page fault in that order; `None` until they are in the
-/// stacks' region (for core 0: until `guard_core0_stacks`). Each has an
-/// unmapped guard page below `bottom`.
-pub fn interrupt_stacks(core: usize) -> Option<[(u64, u64); 4]> {
+/// machine check, page fault, interrupts in that order; `None` until they
+/// are in the stacks' region (for core 0: until `guard_core0_stacks`).
+/// Each has an unmapped guard page below `bottom`.
+pub fn interrupt_stacks(core: usize) -> Option<[(u64, u64); IST_SLOTS.len()]> {
     let tops = IST_TOPS.get(core)?;
-    let mut stacks = [(0, 0); 4];
+    let mut stacks = [(0, 0); IST_SLOTS.len()];
     for (stack, top) in stacks.iter_mut().zip(tops) {
         let top = top.load(Ordering::Relaxed);
         if top == 0 {
@@ -378,7 +392,11 @@ extern "C" fn interrupt(frame: *mut Frame) {
     match frame.vector {
         14 => page_fault(frame),
         0..=31 => exception(frame, None),
-        apic::TIMER_VECTOR | apic::WAKE_VECTOR => apic::eoi(),
+        apic::TIMER_VECTOR => {
+            apic::eoi();
+            apic::tick();
+        }
+        apic::WAKE_VECTOR => apic::eoi(),
         apic::DEVICE_VECTOR => apic::device_interrupt(),
         apic::SPURIOUS_VECTOR => {}
         _ => exception(frame, None),
