@@ -87,6 +87,17 @@ static int64_t zipf_key(const uint64_t *cumulative, int64_t records, uint64_t *s
 	return (int64_t)(((uint64_t)low * 2654435761ULL) % (uint64_t)records);
 }
 
+/* A whole number from `text` in [min, max], or -1 (all the options are
+ * counts, never negative). */
+static long long number(const char *text, long long min, long long max)
+{
+	char *end;
+	long long value = strtoll(text, &end, 10);
+	if (end == text || *end != 0 || value < min || value > max)
+		return -1;
+	return value;
+}
+
 static double now_ms(void)
 {
 	struct timespec t;
@@ -102,18 +113,17 @@ static void exec(sqlite3 *db, const char *sql)
 
 int main(int argc, char **argv)
 {
-	int64_t records = 10000, operations = 100000;
-	int runs = 20, reads = 50;
+	long long records = 10000, operations = 100000, runs = 20, reads = 50;
 	const char *path = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (i + 1 < argc && strcmp(argv[i], "--records") == 0)
-			records = atoll(argv[++i]);
+			records = number(argv[++i], 1, 100000000);
 		else if (i + 1 < argc && strcmp(argv[i], "--operations") == 0)
-			operations = atoll(argv[++i]);
+			operations = number(argv[++i], 0, 1000000000);
 		else if (i + 1 < argc && strcmp(argv[i], "--runs") == 0)
-			runs = atoi(argv[++i]);
+			runs = number(argv[++i], 1, 1000000);
 		else if (i + 1 < argc && strcmp(argv[i], "--reads") == 0)
-			reads = atoi(argv[++i]);
+			reads = number(argv[++i], 0, 100);
 		else if (argv[i][0] != '-' && !path)
 			path = argv[i];
 		else {
@@ -122,8 +132,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	if (!path || records < 1 || operations < 0 || runs < 1 || reads < 0 || reads > 100) {
-		fprintf(stderr, "usage: sqlite-kv [--records N] [--operations N] [--runs N] [--reads PERCENT] DATABASE\n");
+	if (!path || records < 1 || operations < 0 || runs < 1 || reads < 0) {
+		fprintf(stderr, "usage: sqlite-kv [--records 1..1e8] [--operations 0..1e9] [--runs 1..1e6] [--reads 0..100] DATABASE\n");
 		return 2;
 	}
 	sqlite3 *db;
@@ -138,7 +148,7 @@ int main(int argc, char **argv)
 		die(db, "preparing the statements");
 	unsigned char value[VALUE_BYTES];
 	exec(db, "BEGIN");
-	for (int64_t key = 0; key < records; key++) {
+	for (long long key = 0; key < records; key++) {
 		value_of(key, 0, value);
 		sqlite3_bind_int64(insert, 1, key);
 		sqlite3_bind_blob(insert, 2, value, VALUE_BYTES, SQLITE_STATIC);
@@ -147,14 +157,14 @@ int main(int argc, char **argv)
 		sqlite3_reset(insert);
 	}
 	exec(db, "COMMIT");
-	printf("sqlite-kv: %lld records, %d runs of %lld operations, %d%% reads\n",
-	       (long long)records, runs, (long long)operations, reads);
+	printf("sqlite-kv: %lld records, %lld runs of %lld operations, %lld%% reads\n",
+	       records, runs, operations, reads);
 
 	uint64_t *cumulative = zipf_table(records);
 	uint64_t state = 42, read_sum = 0xcbf29ce484222325ULL, version = 0;
-	for (int run = 1; run <= runs; run++) {
+	for (long long run = 1; run <= runs; run++) {
 		double start = now_ms();
-		for (int64_t op = 0; op < operations; op++) {
+		for (long long op = 0; op < operations; op++) {
 			int64_t key = zipf_key(cumulative, records, &state);
 			int is_read = (int)(next_random(&state) % 100) < reads;
 			if (is_read) {
@@ -172,7 +182,7 @@ int main(int argc, char **argv)
 				sqlite3_reset(update);
 			}
 		}
-		printf("run %d: %.3f ms\n", run, now_ms() - start);
+		printf("run %lld: %.3f ms\n", run, now_ms() - start);
 	}
 
 	sqlite3_stmt *all;

@@ -184,11 +184,12 @@ fn gcc_print(arg: &str) -> Result<String, ProgramError> {
 }
 
 /// Builds `sources` as an ordinary Linux program (gcc, glibc, threads
-/// on, libm) with the program's headers in `include_dirs` into `out`: the
-/// reference.
+/// on, libm) with the program's own code generation flags and headers in
+/// `include_dirs` into `out`: the reference.
 pub fn build_for_linux(
     sources: &[PathBuf],
     include_dirs: &[PathBuf],
+    extra_cflags: &[String],
     out: &Path,
 ) -> Result<PathBuf, ProgramError> {
     let out_arg = lossy(out);
@@ -198,6 +199,7 @@ pub fn build_for_linux(
         .map(|dir| format!("-I{}", dir.display()))
         .collect();
     let mut args = vec!["-O2", "-pthread", "-o", &out_arg];
+    args.extend(extra_cflags.iter().map(String::as_str));
     args.extend(own_includes.iter().map(String::as_str));
     args.extend(source_args.iter().map(String::as_str));
     args.push("-lm");

@@ -69,7 +69,8 @@ pub fn build_all(
         let objects_dir = out_dir.join(format!("{name}.objects"));
         let objects = compile_with_musl(musl, &sources, &[], &extra_cflags, &objects_dir)?;
         let ebbflow = link_with_musl(musl, personality, &objects, &out_dir.join(&name))?;
-        let linux = build_for_linux(&sources, &[], &out_dir.join(format!("{name}.linux")))?;
+        let linux_out = out_dir.join(format!("{name}.linux"));
+        let linux = build_for_linux(&sources, &[], &extra_cflags, &linux_out)?;
         built.push(BuiltProgram {
             native_inputs: native_inputs(musl, &objects),
             name,
@@ -100,15 +101,14 @@ pub fn cflags_of(source: &Path) -> Result<Vec<String>, ProgramError> {
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    if let Some(bad) = flags
-        .iter()
-        .find(|flag| !flag.starts_with("-m") && !flag.starts_with("-f"))
-    {
+    let is_codegen =
+        |flag: &&String| (flag.starts_with("-m") || flag.starts_with("-f")) && !flag.contains('/');
+    if let Some(bad) = flags.iter().find(|flag| !is_codegen(flag)) {
         return Err(ProgramError::Io {
             what: format!("{}: ebb-cflags", source.display()),
             error: std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("{bad} is not a -m or -f code generation flag"),
+                format!("{bad} is not a -m or -f code generation flag without a path"),
             ),
         });
     }
@@ -222,8 +222,10 @@ mod tests {
         let bad = std::env::temp_dir().join(format!("ebb-cflags-{}.c", std::process::id()));
         fs::write(&bad, "/* ebb-cflags: -Dx=1 */\n").unwrap();
         let error = cflags_of(&bad).unwrap_err().to_string();
-        fs::remove_file(&bad).unwrap();
         assert!(error.contains("-Dx=1 is not a -m or -f"), "{error}");
+        fs::write(&bad, "/* ebb-cflags: -fplugin=/tmp/p.so */\n").unwrap();
+        assert!(cflags_of(&bad).is_err(), "a path in a flag");
+        fs::remove_file(&bad).unwrap();
     }
 
     #[test]

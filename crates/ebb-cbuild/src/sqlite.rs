@@ -158,9 +158,23 @@ fn musl_objects(
     if is_newer_than_sources(&dir.join(STAMP), sources) {
         return Ok(objects);
     }
-    let compiled = compile_with_musl(musl, sources, includes, &[], &dir)?;
-    fs::write(dir.join(STAMP), "").map_err(io("stamping the objects".to_owned()))?;
-    Ok(compiled)
+    // Compiled aside and renamed into place whole, so that a run at the
+    // same time never links a half-written object; the stamp is taken
+    // before compiling, so a source changed meanwhile is newer than it.
+    let work = amalgamation.join(format!(".tmp-objects-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
+    fs::write(work.join(STAMP), "").map_err(io("stamping the objects".to_owned()))?;
+    let compiled = compile_with_musl(musl, sources, includes, &[], &work);
+    let placed = compiled.and_then(|_| {
+        // A stale build (its sources changed) gives way.
+        if dir.exists() && !is_newer_than_sources(&dir.join(STAMP), sources) {
+            fs::remove_dir_all(&dir).map_err(io(format!("removing {}", dir.display())))?;
+        }
+        place_stamped(&work, &dir, STAMP).map_err(|(what, error)| ProgramError::Io { what, error })
+    });
+    let _ = fs::remove_dir_all(&work);
+    placed.map(|()| objects)
 }
 
 /// Whether `stamp` exists and is newer than every one of `sources`.
@@ -186,7 +200,7 @@ fn linux_build(
     if out.exists() && is_newer_than_sources(&stamp, sources) {
         return Ok(out);
     }
-    build_for_linux(sources, includes, &out)?;
+    build_for_linux(sources, includes, &[], &out)?;
     fs::write(&stamp, "").map_err(io("stamping the Linux build".to_owned()))?;
     Ok(out)
 }

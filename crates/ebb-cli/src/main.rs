@@ -71,8 +71,9 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                 return c_apps::run_hosted(&app, &built, &args).map_err(|e| (EXIT_ERROR, e));
             }
             // The native image's build script reads the program to link
-            // from the environment, which cargo passes on; one thread
-            // here so far (the signal watcher only waits).
+            // from the environment, which cargo passes on. Set before any
+            // thread of ours reads the environment (`stop::watch` only
+            // registers signal flags; it starts no thread).
             std::env::set_var(c_apps::LINK_ENV, &built.native_inputs);
             let settings = native_settings(&options);
             match options.net.unwrap_or_default() {
@@ -278,7 +279,11 @@ mod tests {
                 },
                 &dir.0
             ),
-            Err((2, "no application 'nope'; available: hello".to_owned()))
+            Err((
+                2,
+                "no application 'nope'; available: hello (C programs: speedtest1, sqlite-kv)"
+                    .to_owned()
+            ))
         );
         assert_eq!(
             dispatch(

@@ -68,6 +68,12 @@ pub fn start_ticks(period_ns: u64) {
     x86_64::instructions::interrupts::enable();
 }
 
+/// The timer interrupts this core took since [`start_ticks`].
+#[cfg(target_os = "none")]
+pub fn ticks_taken() -> u64 {
+    arch::x86_64::apic::ticks_taken()
+}
+
 /// Declares the application's native entry point: `main` gets the
 /// application's arguments (the kernel command line after `--`) once the
 /// platform is up (CPU, paging, heap, clock) and returns the exit code the

@@ -7,6 +7,8 @@ use ebb_posix::errno::EINVAL;
 /// What a `struct stat` says, here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StatFields {
+    /// The device number.
+    pub dev: u64,
     /// The inode number.
     pub ino: u64,
     /// The type bits (`S_IFREG`, `S_IFDIR`, `S_IFCHR`) and permissions.
@@ -27,11 +29,12 @@ pub const S_IFCHR: u32 = 0o020_000;
 /// The size of `struct stat`.
 pub const STAT_SIZE: usize = 144;
 
-/// `fields` as a `struct stat`: dev 0, uid/gid 0, times 0, blocks of 512
+/// `fields` as a `struct stat`: uid/gid 0, times 0, blocks of 512
 /// bytes rounded up, I/O block size 4096.
 #[must_use]
 pub fn stat_bytes(fields: &StatFields) -> [u8; STAT_SIZE] {
     let mut out = [0u8; STAT_SIZE];
+    out[0..8].copy_from_slice(&fields.dev.to_le_bytes());
     out[8..16].copy_from_slice(&fields.ino.to_le_bytes());
     out[16..24].copy_from_slice(&fields.nlink.to_le_bytes());
     out[24..28].copy_from_slice(&fields.mode.to_le_bytes());
@@ -80,6 +83,7 @@ mod tests {
     #[test]
     fn stat_puts_each_field_at_its_offset() {
         let bytes = stat_bytes(&StatFields {
+            dev: 1,
             ino: 7,
             mode: S_IFREG | 0o644,
             nlink: 1,

@@ -64,10 +64,13 @@ pub struct Stat {
     pub links: u32,
 }
 
-/// The tree.
+/// The tree. Inode numbers are never reused: a working directory or an
+/// open description that still names a removed inode must not come to
+/// name a new one.
 #[derive(Debug)]
 pub struct MemFs {
-    inodes: Vec<Option<Inode>>,
+    inodes: BTreeMap<Ino, Inode>,
+    next: Ino,
 }
 
 impl Default for MemFs {
@@ -88,19 +91,17 @@ impl MemFs {
             parent: ROOT,
         };
         MemFs {
-            inodes: vec![None, Some(root)],
+            inodes: BTreeMap::from([(ROOT, root)]),
+            next: ROOT + 1,
         }
     }
 
     fn inode(&self, ino: Ino) -> Result<&Inode, isize> {
-        self.inodes.get(ino).and_then(Option::as_ref).ok_or(ENOENT)
+        self.inodes.get(&ino).ok_or(ENOENT)
     }
 
     fn inode_mut(&mut self, ino: Ino) -> Result<&mut Inode, isize> {
-        self.inodes
-            .get_mut(ino)
-            .and_then(Option::as_mut)
-            .ok_or(ENOENT)
+        self.inodes.get_mut(&ino).ok_or(ENOENT)
     }
 
     fn entries(&self, dir: Ino) -> Result<&BTreeMap<Vec<u8>, Ino>, isize> {
@@ -171,17 +172,9 @@ impl MemFs {
             opened: 0,
             parent: dir,
         };
-        let ino = match self.inodes.iter().skip(ROOT + 1).position(Option::is_none) {
-            Some(free) => {
-                let ino = free + ROOT + 1;
-                self.inodes[ino] = Some(inode);
-                ino
-            }
-            None => {
-                self.inodes.push(Some(inode));
-                self.inodes.len() - 1
-            }
-        };
+        let ino = self.next;
+        self.next += 1;
+        self.inodes.insert(ino, inode);
         self.entries_mut(dir)?.insert(name.to_vec(), ino);
         Ok(ino)
     }
@@ -200,7 +193,7 @@ impl MemFs {
     fn release_if_unused(&mut self, ino: Ino) {
         if let Ok(inode) = self.inode(ino) {
             if inode.links == 0 && inode.opened == 0 {
-                self.inodes[ino] = None;
+                self.inodes.remove(&ino);
             }
         }
     }
@@ -332,6 +325,11 @@ impl MemFs {
     /// Writes `bytes` at `offset`, zero-filling any gap: the bytes
     /// written (`EFBIG` past [`MAX_FILE`]).
     pub fn write_at(&mut self, ino: Ino, offset: u64, bytes: &[u8]) -> Result<usize, isize> {
+        if bytes.is_empty() {
+            // Nothing written, nothing grown (write(2) of 0 bytes).
+            self.data(ino)?;
+            return Ok(0);
+        }
         let end = offset
             .checked_add(bytes.len() as u64)
             .filter(|&end| end <= MAX_FILE)
@@ -361,6 +359,33 @@ impl MemFs {
         let len = usize::try_from(len).map_err(|_| EFBIG)?;
         self.data_mut(ino)?.resize(len, 0);
         Ok(())
+    }
+
+    /// Directory `dir`'s names after `after` (all of them for `None`), in
+    /// byte order, each with its inode and kind: where a listing resumes,
+    /// whatever was added or removed since (`table.rs`, getdents64).
+    pub fn names_after(
+        &self,
+        dir: Ino,
+        after: Option<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Ino, Kind)>, isize> {
+        use core::ops::Bound;
+        let entries = self.entries(dir)?;
+        let start = match after {
+            Some(name) => Bound::Excluded(name),
+            None => Bound::Unbounded,
+        };
+        let mut names = Vec::new();
+        for (name, &ino) in entries.range::<[u8], _>((start, Bound::Unbounded)) {
+            names.push((name.clone(), ino, self.kind(ino)?));
+        }
+        Ok(names)
+    }
+
+    /// Directory `dir`'s parent (the root's is itself).
+    pub fn parent_of(&self, dir: Ino) -> Result<Ino, isize> {
+        self.entries(dir)?;
+        Ok(self.inode(dir)?.parent)
     }
 
     /// Directory `dir`'s entries as getdents64(2) lists them: `.`, `..`,
@@ -413,6 +438,8 @@ mod tests {
     fn files_grow_with_zeros_and_truncate() {
         let mut fs = fs_with(&[b"f"]);
         let f = fs.lookup(&[b"f"]).unwrap();
+        assert_eq!(fs.write_at(f, 1000, b""), Ok(0));
+        assert_eq!(fs.size(f), Ok(0), "an empty write grows nothing");
         assert_eq!(fs.write_at(f, 4, b"ab").unwrap(), 2);
         let mut buf = [9u8; 8];
         assert_eq!(fs.read_at(f, 0, &mut buf).unwrap(), 6);
@@ -453,6 +480,9 @@ mod tests {
         assert_eq!(fs.read_at(f, 0, &mut buf).unwrap(), 4);
         fs.closed(f);
         assert_eq!(fs.stat(f), Err(ENOENT));
+        // Its number is not given to the next file.
+        let g = fs.create(ROOT, b"g", 0o644).unwrap();
+        assert_ne!(g, f);
     }
 
     #[test]

@@ -44,6 +44,16 @@ pub const AT_FDCWD: i64 = -100;
 /// unlinkat: remove a directory.
 pub const AT_REMOVEDIR: u32 = 0x200;
 
+/// `st_dev` of the tree's files and of the console (the standard
+/// streams): distinct, so that no `(st_dev, st_ino)` pair of one is the
+/// other's.
+pub const TREE_DEVICE: u64 = 1;
+/// The console's device number.
+pub const CONSOLE_DEVICE: u64 = 2;
+/// The file mode creation mask (umask(2)): Linux's default, 022, so that
+/// files come out with the modes they have on Linux.
+pub const UMASK: u32 = 0o022;
+
 /// `FD_CLOEXEC`.
 pub const FD_CLOEXEC: u32 = 1;
 /// Descriptors a program may hold (RLIMIT_NOFILE).
@@ -61,9 +71,28 @@ pub enum Target {
 #[derive(Debug)]
 struct Description {
     target: Target,
+    /// A file's offset; a directory's count of entries listed, its
+    /// getdents64 `d_off`.
     offset: u64,
     flags: u32,
     refs: u32,
+    /// Where a directory's listing resumes.
+    listed: Listed,
+}
+
+/// How far a directory's listing got: by name, not by position, so that
+/// names added or removed meanwhile move nothing (readdir(3): every entry
+/// neither added nor removed since the start is returned once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Listed {
+    /// Nothing yet.
+    Start,
+    /// `.`.
+    Dot,
+    /// `.` and `..`.
+    DotDot,
+    /// Up to and with this name.
+    After(Vec<u8>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +150,7 @@ impl Files {
             offset: 0,
             flags,
             refs: 0,
+            listed: Listed::Start,
         };
         match self.descriptions.iter().position(Option::is_none) {
             Some(free) => {
@@ -212,8 +242,14 @@ impl Files {
         let parts = self.resolve(dirfd, path)?;
         let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
         let access = flags & O_ACCMODE;
-        if access == O_ACCMODE {
+        // Checked before anything changes: a bad combination, or no free
+        // descriptor, leaves the tree as it was (open(2): O_CREAT with
+        // O_DIRECTORY is EINVAL since Linux 6.4).
+        if access == O_ACCMODE || flags & (O_CREAT | O_DIRECTORY) == O_CREAT | O_DIRECTORY {
             return Err(EINVAL);
+        }
+        if !(0..MAX_FDS).any(|fd| self.fds.get(fd).is_none_or(Option::is_none)) {
+            return Err(EMFILE);
         }
         let ino = match self.fs.lookup(&parts) {
             Ok(_) if flags & O_CREAT != 0 && flags & O_EXCL != 0 => return Err(EEXIST),
@@ -223,12 +259,15 @@ impl Files {
                     return Err(EISDIR);
                 }
                 let (dir, name) = self.fs.parent(&parts)?;
-                self.fs.create(dir, name, mode)?
+                self.fs.create(dir, name, mode & !UMASK)?
             }
             Err(error) => return Err(error),
         };
         match self.fs.kind(ino)? {
-            Kind::Dir if access != O_RDONLY || flags & O_CREAT != 0 => return Err(EISDIR),
+            // O_TRUNC asks to write, which a directory refuses.
+            Kind::Dir if access != O_RDONLY || flags & (O_CREAT | O_TRUNC) != 0 => {
+                return Err(EISDIR)
+            }
             Kind::File if flags & O_DIRECTORY != 0 || path::wants_directory(path) => {
                 return Err(ENOTDIR)
             }
@@ -347,13 +386,26 @@ impl Files {
         };
         let position = base.checked_add(offset).ok_or(EINVAL)?;
         let position = u64::try_from(position).map_err(|_| EINVAL)?;
-        self.description_mut(fd)?.offset = position;
+        // A directory's offset is a count of entries listed: seeking to
+        // one restarts the listing there (rewinddir, seekdir).
+        let listed = match self.fs.kind(ino)? {
+            Kind::Dir => Some(self.listed_after(ino, position)?),
+            Kind::File => None,
+        };
+        let description = self.description_mut(fd)?;
+        description.offset = position;
+        if let Some(listed) = listed {
+            description.listed = listed;
+        }
         Ok(position)
     }
 
     fn stat_of(&self, target: Target) -> Result<StatFields, isize> {
         match target {
+            // The console, a device of its own: neither its device nor its
+            // inode numbers are the tree's.
             Target::Stream(stream) => Ok(StatFields {
+                dev: CONSOLE_DEVICE,
                 ino: u64::from(stream) + 1,
                 mode: S_IFCHR | 0o620,
                 nlink: 1,
@@ -367,6 +419,7 @@ impl Files {
                     S_IFREG
                 };
                 Ok(StatFields {
+                    dev: TREE_DEVICE,
                     ino: ino as u64,
                     mode: kind | stat.mode,
                     nlink: u64::from(stat.links),
@@ -396,6 +449,7 @@ impl Files {
     /// ftruncate(2): `EINVAL` unless open for writing or for a negative
     /// length (Linux's answers).
     pub fn ftruncate(&mut self, fd: usize, len: i64) -> Result<(), isize> {
+        self.fd(fd)?;
         let ino = self.writable(fd).map_err(|_| EINVAL)?;
         let len = u64::try_from(len).map_err(|_| EINVAL)?;
         self.fs.truncate(ino, len)
@@ -424,11 +478,25 @@ impl Files {
             return Err(EEXIST);
         }
         let (dir, name) = self.fs.parent(&parts)?;
-        self.fs.mkdir(dir, name, mode).map(|_| ())
+        self.fs.mkdir(dir, name, mode & !UMASK).map(|_| ())
     }
 
     /// unlinkat(2): a file, or with [`AT_REMOVEDIR`] an empty directory.
     pub fn unlink(&mut self, dirfd: i64, path: &[u8], flags: u32) -> Result<(), isize> {
+        let last = path
+            .rsplit(|&byte| byte == b'/')
+            .find(|part| !part.is_empty());
+        if flags & AT_REMOVEDIR != 0 && last == Some(b".") {
+            // rmdir(2): EINVAL when the last component is `.`.
+            return Err(EINVAL);
+        }
+        if path::wants_directory(path) {
+            // A trailing slash names a directory: a file there is ENOTDIR.
+            let ino = self.lookup(dirfd, path)?;
+            if flags & AT_REMOVEDIR == 0 && self.fs.kind(ino)? == Kind::Dir {
+                return Err(EISDIR);
+            }
+        }
         let parts = self.resolve(dirfd, path)?;
         let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
         let (dir, name) = self.fs.parent(&parts)?;
@@ -447,6 +515,14 @@ impl Files {
         to_dirfd: i64,
         to: &[u8],
     ) -> Result<(), isize> {
+        // A trailing slash on either name asks for a directory: moving a
+        // file so is ENOTDIR.
+        if path::wants_directory(from) || path::wants_directory(to) {
+            let moving = self.lookup(from_dirfd, from.strip_suffix(b"/").unwrap_or(from))?;
+            if self.fs.kind(moving)? != Kind::Dir {
+                return Err(ENOTDIR);
+            }
+        }
         let from = self.resolve(from_dirfd, from)?;
         let to = self.resolve(to_dirfd, to)?;
         let from: Vec<&[u8]> = from.iter().map(Vec::as_slice).collect();
@@ -480,6 +556,10 @@ impl Files {
         if self.fs.kind(ino)? != Kind::Dir {
             return Err(ENOTDIR);
         }
+        // The working directory holds its inode as an open descriptor
+        // does: removed, it stays itself (and getcwd says ENOENT).
+        self.fs.opened(ino)?;
+        self.fs.closed(self.cwd);
         self.cwd = ino;
         Ok(())
     }
@@ -554,26 +634,64 @@ impl Files {
         let Target::Node(dir) = description.target else {
             return Err(ENOTDIR);
         };
-        let start = usize::try_from(description.offset).unwrap_or(usize::MAX);
-        let entries = self.fs.list(dir)?;
+        let (mut listed, mut count) = (description.listed.clone(), description.offset);
         let mut used = 0;
-        let mut position = start;
-        for (name, ino, kind) in entries.iter().skip(start) {
-            let kind = if *kind == Kind::Dir {
+        loop {
+            let (name, ino, kind, next) = match &listed {
+                Listed::Start => (b".".to_vec(), dir, Kind::Dir, Listed::Dot),
+                Listed::Dot => (
+                    b"..".to_vec(),
+                    self.fs.parent_of(dir)?,
+                    Kind::Dir,
+                    Listed::DotDot,
+                ),
+                Listed::DotDot | Listed::After(_) => {
+                    let after = match &listed {
+                        Listed::After(name) => Some(name.as_slice()),
+                        _ => None,
+                    };
+                    let Some((name, ino, kind)) =
+                        self.fs.names_after(dir, after)?.into_iter().next()
+                    else {
+                        break;
+                    };
+                    let next = Listed::After(name.clone());
+                    (name, ino, kind, next)
+                }
+            };
+            let kind = if kind == Kind::Dir {
                 layout::DT_DIR
             } else {
                 layout::DT_REG
             };
-            let next = position as u64 + 1;
-            match layout::put_dirent(buf, used, *ino as u64, next, kind, name) {
+            match layout::put_dirent(buf, used, ino as u64, count + 1, kind, &name) {
                 Some(len) => used += len,
                 None if used == 0 => return Err(layout::TOO_SMALL),
                 None => break,
             }
-            position += 1;
+            listed = next;
+            count += 1;
         }
-        self.description_mut(fd)?.offset = position as u64;
+        let description = self.description_mut(fd)?;
+        description.listed = listed;
+        description.offset = count;
         Ok(used)
+    }
+
+    /// Where a listing of `dir` stands after its first `count` entries
+    /// (lseek(2) of a directory to a `d_off` getdents64 gave).
+    fn listed_after(&self, dir: Ino, count: u64) -> Result<Listed, isize> {
+        Ok(match count {
+            0 => Listed::Start,
+            1 => Listed::Dot,
+            2 => Listed::DotDot,
+            n => {
+                let index = usize::try_from(n - 3).map_err(|_| EINVAL)?;
+                let names = self.fs.names_after(dir, None)?;
+                let (name, _, _) = names.get(index).ok_or(EINVAL)?;
+                Listed::After(name.clone())
+            }
+        })
     }
 }
 
@@ -644,6 +762,89 @@ mod tests {
         let mut buf = [9u8; 7];
         assert_eq!(files.pread(fd, &mut buf, 0), Ok(7));
         assert_eq!(&buf, b"abc\0\0\0Z");
+    }
+
+    #[test]
+    fn a_listing_survives_unlinks_between_calls() {
+        let mut files = Files::new();
+        for i in 0..20 {
+            let fd = open(
+                &mut files,
+                &alloc::format!("/tmp/f{i:02}"),
+                O_CREAT | O_WRONLY,
+            )
+            .unwrap();
+            files.close(fd).unwrap();
+        }
+        let dir = open(&mut files, "/tmp", O_RDONLY | O_DIRECTORY).unwrap();
+        let mut removed = 0;
+        // Small reads, unlinking what each returned, as rm -r does.
+        loop {
+            let mut buf = [0u8; 80];
+            let used = files.getdents(dir, &mut buf).unwrap();
+            if used == 0 {
+                break;
+            }
+            let mut at = 0;
+            while at < used {
+                let len = usize::from(u16::from_le_bytes([buf[at + 16], buf[at + 17]]));
+                let name: Vec<u8> = buf[at + 19..at + len]
+                    .iter()
+                    .copied()
+                    .take_while(|&b| b != 0)
+                    .collect();
+                if name != b"." && name != b".." {
+                    let path = [&b"/tmp/"[..], &name].concat();
+                    files.unlink(AT_FDCWD, &path, 0).unwrap();
+                    removed += 1;
+                }
+                at += len;
+            }
+        }
+        assert_eq!(removed, 20);
+        files.lseek(dir, 0, 0).unwrap();
+        assert_eq!(
+            files.getdents(dir, &mut [0u8; 256]),
+            Ok(48),
+            "only . and .. left"
+        );
+    }
+
+    #[test]
+    fn the_working_directory_stays_itself_when_removed() {
+        let mut files = Files::new();
+        files.mkdir(AT_FDCWD, b"/tmp/a", 0o755).unwrap();
+        files.chdir(b"/tmp/a").unwrap();
+        assert_eq!(files.unlink(AT_FDCWD, b".", AT_REMOVEDIR), Err(EINVAL));
+        files.unlink(AT_FDCWD, b"/tmp/a", AT_REMOVEDIR).unwrap();
+        files.mkdir(AT_FDCWD, b"/tmp/b", 0o755).unwrap();
+        assert_eq!(files.getcwd(&mut [0u8; 64]), Err(ENOENT));
+        assert_eq!(open(&mut files, "x", O_CREAT | O_WRONLY), Err(ENOENT));
+    }
+
+    #[test]
+    fn slashes_flags_and_modes_as_linux() {
+        let mut files = Files::new();
+        let fd = open(&mut files, "/tmp/f", O_CREAT | O_WRONLY).unwrap();
+        assert_eq!(files.fstat(fd).unwrap().mode, S_IFREG | 0o644, "umask 022");
+        assert_eq!(files.unlink(AT_FDCWD, b"/tmp/f/", 0), Err(ENOTDIR));
+        assert_eq!(
+            files.rename(AT_FDCWD, b"/tmp/f", AT_FDCWD, b"/tmp/g/"),
+            Err(ENOTDIR)
+        );
+        assert_eq!(
+            open(&mut files, "/tmp/n", O_CREAT | O_DIRECTORY),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            files.access(AT_FDCWD, b"/tmp/n"),
+            Err(ENOENT),
+            "nothing created"
+        );
+        assert_eq!(open(&mut files, "/tmp", O_RDONLY | O_TRUNC), Err(EISDIR));
+        assert_eq!(files.ftruncate(77, 0), Err(EBADF));
+        let (console, tree) = (files.fstat(1).unwrap(), files.fstat(fd).unwrap());
+        assert_ne!(console.dev, tree.dev);
     }
 
     #[test]

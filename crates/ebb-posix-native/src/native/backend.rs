@@ -110,6 +110,12 @@ impl Backend for Native {
 fn exit(code: usize) -> ! {
     // Linux keeps the low 8 bits (exit(3): `status & 0377`).
     let code = code.to_le_bytes()[0];
+    if ebb_native::runtime::options().verbose {
+        Native.log(&alloc::format!(
+            "ebb-posix: the program took {} timer interrupts",
+            ebb_native::ticks_taken()
+        ));
+    }
     if code > ebb_boot_abi::EXIT_PANIC - 1 {
         let leaves = if code > ebb_boot_abi::MAX_EXIT_CODE {
             1

@@ -133,14 +133,29 @@ fn iovecs(iov: usize, count: usize) -> Result<Vec<IoVec>, isize> {
 }
 
 /// readv(2): each buffer in turn, stopping at a short read.
+/// What was moved, once something was (readv(2)/writev(2): a later
+/// buffer's failure does not undo the earlier ones), else the error.
+fn so_far(total: usize, error: isize) -> Result<usize, isize> {
+    if total > 0 {
+        Ok(total)
+    } else {
+        Err(error)
+    }
+}
+
+/// readv(2): each buffer in turn, stopping at a short read, at most
+/// `MAX_RW_COUNT` bytes in all.
 pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
     answer(iovecs(iov, count).and_then(|entries| {
         let mut total = 0usize;
         for entry in entries {
-            let done = read(fd, entry.base, entry.len);
-            let done = usize::try_from(done).map_err(|_| -done)?;
+            let room = entry.len.min(MAX_RW_COUNT - total);
+            let done = read(fd, entry.base, room);
+            let Ok(done) = usize::try_from(done) else {
+                return so_far(total, -done);
+            };
             total += done;
-            if done < entry.len {
+            if done < entry.len || total == MAX_RW_COUNT {
                 break;
             }
         }
@@ -153,8 +168,15 @@ pub fn writev(fd: usize, iov: usize, count: usize) -> isize {
     answer(iovecs(iov, count).and_then(|entries| {
         let mut total = 0usize;
         for entry in entries {
-            let done = write(fd, entry.base, entry.len);
-            total += usize::try_from(done).map_err(|_| -done)?;
+            let room = entry.len.min(MAX_RW_COUNT - total);
+            let done = write(fd, entry.base, room);
+            let Ok(done) = usize::try_from(done) else {
+                return so_far(total, -done);
+            };
+            total += done;
+            if done < entry.len || total == MAX_RW_COUNT {
+                break;
+            }
         }
         Ok(total)
     }))
@@ -163,7 +185,7 @@ pub fn writev(fd: usize, iov: usize, count: usize) -> isize {
 /// pread64(2).
 pub fn pread(fd: usize, addr: usize, len: usize, offset: usize) -> isize {
     answer(
-        user::bytes_mut(addr, len)
+        user::bytes_mut(addr, len.min(MAX_RW_COUNT))
             .and_then(|buf| with(|files| files.pread(fd, buf, signed(offset)))),
     )
 }
@@ -171,7 +193,7 @@ pub fn pread(fd: usize, addr: usize, len: usize, offset: usize) -> isize {
 /// pwrite64(2).
 pub fn pwrite(fd: usize, addr: usize, len: usize, offset: usize) -> isize {
     answer(
-        user::bytes(addr, len)
+        user::bytes(addr, len.min(MAX_RW_COUNT))
             .and_then(|bytes| with(|files| files.pwrite(fd, bytes, signed(offset)))),
     )
 }
@@ -200,9 +222,12 @@ pub fn fstat(fd: usize, out: usize) -> isize {
 pub fn stat_at(dir: usize, addr: usize, out: usize, at_flags: usize) -> isize {
     let result = path(addr).and_then(|p| {
         if p.is_empty() && flags(at_flags) & 0x1000 != 0 {
-            with(|files| {
-                files.fstat(usize::try_from(dirfd(dir)).map_err(|_| ebb_posix::errno::EBADF)?)
-            })
+            // AT_EMPTY_PATH: the descriptor itself, or the working
+            // directory for AT_FDCWD.
+            match usize::try_from(dirfd(dir)) {
+                Ok(fd) => with(|files| files.fstat(fd)),
+                Err(_) => with(|files| files.stat(dirfd(dir), b".")),
+            }
         } else {
             with(|files| files.stat(dirfd(dir), &p))
         }

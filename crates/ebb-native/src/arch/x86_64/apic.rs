@@ -184,12 +184,23 @@ pub fn set_tick(period_ns: u64) {
     }
 }
 
-/// After this core's timer fired: arms the next tick, if it has one.
+/// Per LAPIC id (low 8 bits): the timer interrupts a ticking core took.
+static TICKS_TAKEN: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
+
+/// After this core's timer fired: arms the next tick, if it has one, and
+/// counts it.
 pub fn tick() {
-    let period = TICK_NS[(id() & 0xff) as usize].load(Ordering::Relaxed);
+    let core = (id() & 0xff) as usize;
+    let period = TICK_NS[core].load(Ordering::Relaxed);
     if period != 0 {
+        TICKS_TAKEN[core].fetch_add(1, Ordering::Relaxed);
         arm(period);
     }
+}
+
+/// The ticks this core took since [`set_tick`] started them.
+pub fn ticks_taken() -> u64 {
+    TICKS_TAKEN[(id() & 0xff) as usize].load(Ordering::Relaxed)
 }
 
 /// Signals the end of the interrupt being handled.
