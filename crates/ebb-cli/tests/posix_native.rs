@@ -18,30 +18,22 @@
 //! (apt's deb-src entries, gcc, make, the `x86_64-unknown-none` target);
 //! without them it is SKIPPED with the reason.
 
+mod c_support;
 mod native_support;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use c_support::{named, target_dir, Built};
 use ebb_testbed::child::run_bounded;
 use ebb_testbed::{skip_unless, Need};
-use native_support::{root, BOOT, EBB};
+use native_support::BOOT;
 
 /// musl (cached after the first build), the hosted personality and the
 /// programs, on a loaded two-core machine.
 const PREPARE_LIMIT: Duration = Duration::from_secs(900);
-/// One hosted run (the slowest sleeps 40 ms).
+/// One hosted run (the slowest sleeps 300 ms).
 const HOSTED_LIMIT: Duration = Duration::from_secs(60);
-
-/// A program as `ebb-cbuild posix-programs` built it.
-struct BuiltProgram {
-    name: String,
-    /// Linked with musl and the hosted personality.
-    ebbflow: PathBuf,
-    /// What a native image links (`EBB_C_PROGRAM`).
-    native_inputs: String,
-}
 
 /// The programs this slice runs natively, and their exit codes.
 const NATIVE_PROGRAMS: [(&str, i32); 6] = [
@@ -55,72 +47,6 @@ const NATIVE_PROGRAMS: [(&str, i32); 6] = [
 
 /// `files` works in the directory it is given, which must be empty.
 const NATIVE_SCRATCH: &str = "/tmp";
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
-/// The programs, built by `ebb-cbuild posix-programs` (through cargo, in
-/// its own process group, killed whole past its limit); `Err(reason)`
-/// when the machine cannot build them.
-fn prepare() -> Result<Vec<BuiltProgram>, String> {
-    if let Some(tool) = ["apt-get", "dpkg-source", "gcc", "make"]
-        .into_iter()
-        .find(|tool| !on_path(tool))
-    {
-        return Err(format!("no {tool}"));
-    }
-    let target = target_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command
-        .args(["run", "--release", "--quiet", "-p", "ebb-cbuild", "--"])
-        .args(["posix-programs", "--target-dir"])
-        .arg(&target)
-        .arg("--cache")
-        .arg(target.join("debian-src"))
-        .arg("--out")
-        .arg(target.join("musl"))
-        .current_dir(root());
-    let finished = run_bounded(&mut command, PREPARE_LIMIT);
-    if !finished.status.success() {
-        // Status 3: apt cannot provide musl's source (no deb-src entries,
-        // no network), a reason to skip (ebb-cbuild's usage).
-        if finished.status.code() == Some(3) {
-            return Err(finished.stderr.trim().to_owned());
-        }
-        panic!(
-            "ebb-cbuild posix-programs: {}\n{}{}",
-            finished.status, finished.stdout, finished.stderr
-        );
-    }
-    let field = |line: &str, kind: &str| -> Option<(String, String)> {
-        let rest = line.strip_prefix(kind)?.strip_prefix(' ')?;
-        let (name, rest) = rest.split_once(' ')?;
-        Some((name.to_owned(), rest.to_owned()))
-    };
-    let mut programs = Vec::new();
-    for line in finished.stdout.lines() {
-        if let Some((name, rest)) = field(line, "program") {
-            let ebbflow = PathBuf::from(rest.split(' ').next().unwrap_or_default());
-            programs.push(BuiltProgram {
-                name,
-                ebbflow,
-                native_inputs: String::new(),
-            });
-        } else if let Some((name, inputs)) = field(line, "native") {
-            if let Some(program) = programs.iter_mut().find(|program| program.name == name) {
-                program.native_inputs = inputs;
-            }
-        }
-    }
-    Ok(programs)
-}
 
 /// What a run printed: the program's own lines (`NAME: ...`) and the
 /// personality's log lines (`ebb-posix: ...`), and its exit code.
@@ -146,7 +72,7 @@ fn printed(name: &str, text: &str, code: Option<i32>) -> Printed {
     }
 }
 
-fn run_hosted(program: &BuiltProgram, args: &[&str]) -> Printed {
+fn run_hosted(program: &Built, args: &[&str]) -> Printed {
     let mut command = Command::new(&program.ebbflow);
     command.args(args);
     let scratch = target_dir().join(format!("posix-programs/native-test-{}", std::process::id()));
@@ -162,36 +88,24 @@ fn run_hosted(program: &BuiltProgram, args: &[&str]) -> Printed {
     printed(&program.name, &text, finished.status.code())
 }
 
-fn run_native(program: &BuiltProgram, args: &[&str]) -> (Printed, String) {
-    let mut command = Command::new(EBB);
-    command.args(["run", "c-program", "--native", "--timeout", "120"]);
-    if program.name == "redzone" {
-        // The platform says how many ticks the program took (below).
-        command.arg("--verbose");
-    }
-    command.arg("--");
+fn run_native(program: &Built, args: &[&str]) -> (Printed, String) {
+    // redzone: the platform says how many ticks the program took (below).
+    let verbose = program.name == "redzone";
+    let mut all_args = Vec::new();
     if program.name == "files" {
-        command.arg(NATIVE_SCRATCH);
+        all_args.push(NATIVE_SCRATCH);
     }
-    command.args(args);
-    let output = command
-        .env("EBB_ROOT", root())
-        .env("EBB_C_PROGRAM", &program.native_inputs)
-        .output()
-        .expect("running ebb-cli");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (printed(&program.name, &text, output.status.code()), text)
+    all_args.extend_from_slice(args);
+    let (code, text) = c_support::run_native(program, verbose, &all_args);
+    (printed(&program.name, &text, code), text)
 }
 
 #[test]
 fn syscall_group_programs_print_the_same_natively_and_hosted() {
     skip_unless!(Need::Qemu);
-    let programs = match prepare() {
-        Ok(programs) => programs,
+    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
+    let programs = match c_support::build("posix-programs", &tools, PREPARE_LIMIT) {
+        Ok((programs, _)) => programs,
         Err(reason) => {
             ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
             return;
@@ -199,10 +113,7 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
     };
     let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     for (name, code) in NATIVE_PROGRAMS {
-        let program = programs
-            .iter()
-            .find(|program| program.name == name)
-            .unwrap_or_else(|| panic!("no program {name} was built"));
+        let program = named(&programs, name);
         let hosted = run_hosted(program, &[]);
         let (native, console) = run_native(program, &[]);
         assert!(!hosted.program.is_empty(), "{name} printed nothing hosted");
@@ -245,10 +156,7 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
     }
     // Exit codes: one QEMU's exit device carries arrives as it is; one
     // past its 0..=126 is said on the console and leaves as 1.
-    let exitcode = programs
-        .iter()
-        .find(|program| program.name == "exitcode")
-        .expect("the exitcode program was built");
+    let exitcode = named(&programs, "exitcode");
     for (code, native_code, said) in [(42, 42, false), (103, 103, true), (200, 1, true)] {
         let argument = code.to_string();
         let hosted = run_hosted(exitcode, &[&argument]);

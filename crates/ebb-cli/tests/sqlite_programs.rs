@@ -13,15 +13,16 @@
 //! Needs QEMU, apt's deb-src entries, gcc, make and tclsh (SQLite's
 //! amalgamation); without them it is SKIPPED with the reason.
 
+mod c_support;
 mod native_support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
+use c_support::{named, target_dir, Built};
 use ebb_testbed::child::{run_bounded, Finished};
 use ebb_testbed::{skip_unless, Need};
-use native_support::{root, BOOT, EBB};
+use native_support::BOOT;
 
 /// musl, the personality and SQLite (the amalgamation and its compile are
 /// minutes on two cores; cached after the first time).
@@ -30,92 +31,6 @@ const PREPARE_LIMIT: Duration = Duration::from_secs(1500);
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// speedtest1's relative size: small enough for TCG (about 10 s).
 const SIZE: &str = "5";
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
-/// A program built three ways.
-struct Built {
-    ebbflow: PathBuf,
-    linux: PathBuf,
-    native_inputs: String,
-}
-
-/// speedtest1 and sqlite-kv.
-struct Programs {
-    speedtest1: Built,
-    sqlite_kv: Built,
-}
-
-/// `ebb-cbuild sqlite` (through cargo, bounded); `Err(reason)` when the
-/// machine cannot build it.
-fn prepare() -> Result<Programs, String> {
-    let tools = ["apt-get", "dpkg-source", "gcc", "make", "tclsh"];
-    if let Some(tool) = tools.into_iter().find(|tool| !on_path(tool)) {
-        return Err(format!("no {tool}"));
-    }
-    let target = target_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command
-        .args(["run", "--release", "--quiet", "-p", "ebb-cbuild", "--"])
-        .args(["sqlite", "--target-dir"])
-        .arg(&target)
-        .arg("--cache")
-        .arg(target.join("debian-src"))
-        .arg("--out")
-        .arg(target.join("musl"))
-        .current_dir(root());
-    let finished = run_bounded(&mut command, PREPARE_LIMIT);
-    if finished.status.code() == Some(3) {
-        // apt cannot provide the sources (ebb-cbuild's usage).
-        return Err(finished.stderr.trim().to_owned());
-    }
-    assert!(
-        finished.status.success(),
-        "ebb-cbuild sqlite: {}\n{}{}",
-        finished.status,
-        finished.stdout,
-        finished.stderr
-    );
-    assert!(
-        finished
-            .stdout
-            .lines()
-            .any(|line| line == "changed lines against upstream: 0"),
-        "SQLite is built unchanged:\n{}",
-        finished.stdout
-    );
-    let after = |prefix: &str| {
-        finished
-            .stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{}", finished.stdout))
-            .to_owned()
-    };
-    let built = |name: &str| {
-        let programs = after(&format!("program {name} "));
-        let (ebbflow, linux) = programs
-            .split_once(' ')
-            .expect("program NAME EBBFLOW LINUX");
-        Built {
-            ebbflow: PathBuf::from(ebbflow),
-            linux: PathBuf::from(linux),
-            native_inputs: after(&format!("native {name} ")),
-        }
-    };
-    Ok(Programs {
-        speedtest1: built("speedtest1"),
-        sqlite_kv: built("sqlite-kv"),
-    })
-}
 
 /// What speedtest1 found, without its timings: each test's number and
 /// name (` 100 - 2500 INSERTs into table with no index`), and the
@@ -137,7 +52,10 @@ fn results(output: &str) -> Vec<String> {
 }
 
 fn process(program: &PathBuf, args: &[&str], database: &PathBuf) -> Finished {
-    let finished = run_bounded(Command::new(program).args(args).arg(database), RUN_LIMIT);
+    let finished = run_bounded(
+        std::process::Command::new(program).args(args).arg(database),
+        RUN_LIMIT,
+    );
     assert!(
         finished.status.success(),
         "{}: {}\n{}{}",
@@ -152,19 +70,7 @@ fn process(program: &PathBuf, args: &[&str], database: &PathBuf) -> Finished {
 /// The native image's run of `built` with `args`: its exit code and
 /// console.
 fn native(built: &Built, args: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(EBB)
-        .args(["run", "c-program", "--native", "--timeout", "600", "--"])
-        .args(args)
-        .env("EBB_ROOT", root())
-        .env("EBB_C_PROGRAM", &built.native_inputs)
-        .output()
-        .expect("running ebb-cli");
-    let console = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), console)
+    c_support::run_native(built, false, args)
 }
 
 /// sqlite-kv's checksum line (the rest are timings).
@@ -191,8 +97,17 @@ fn scratch() -> PathBuf {
 #[test]
 fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
     skip_unless!(Need::Qemu);
-    let programs = match prepare() {
-        Ok(programs) => programs,
+    let tools = ["apt-get", "dpkg-source", "gcc", "make", "tclsh"];
+    let programs = match c_support::build("sqlite", &tools, PREPARE_LIMIT) {
+        Ok((programs, printed)) => {
+            assert!(
+                printed
+                    .lines()
+                    .any(|line| line == "changed lines against upstream: 0"),
+                "SQLite is built unchanged:\n{printed}"
+            );
+            programs
+        }
         Err(reason) => {
             ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
             return;
@@ -204,7 +119,7 @@ fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
 
     // speedtest1.
     let speedtest = ["--size", SIZE, "--verify"];
-    let built = &programs.speedtest1;
+    let built = named(&programs, "speedtest1");
     let linux = process(
         &built.linux,
         &speedtest,
@@ -249,7 +164,7 @@ fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
     );
 
     // sqlite-kv, both mixes.
-    let built = &programs.sqlite_kv;
+    let built = named(&programs, "sqlite-kv");
     for reads in ["50", "100"] {
         let load = [
             "--records",

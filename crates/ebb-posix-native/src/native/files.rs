@@ -143,14 +143,14 @@ fn so_far(total: usize, error: isize) -> Result<usize, isize> {
     }
 }
 
-/// readv(2): each buffer in turn, stopping at a short read, at most
-/// `MAX_RW_COUNT` bytes in all.
-pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
+/// readv(2) and writev(2): `one` (read or write) on each buffer in turn,
+/// stopping at a short transfer, at most `MAX_RW_COUNT` bytes in all.
+fn vectored(fd: usize, iov: usize, count: usize, one: fn(usize, usize, usize) -> isize) -> isize {
     answer(iovecs(iov, count).and_then(|entries| {
         let mut total = 0usize;
         for entry in entries {
             let room = entry.len.min(MAX_RW_COUNT - total);
-            let done = read(fd, entry.base, room);
+            let done = one(fd, entry.base, room);
             let Ok(done) = usize::try_from(done) else {
                 return so_far(total, -done);
             };
@@ -163,23 +163,14 @@ pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
     }))
 }
 
+/// readv(2).
+pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
+    vectored(fd, iov, count, read)
+}
+
 /// writev(2).
 pub fn writev(fd: usize, iov: usize, count: usize) -> isize {
-    answer(iovecs(iov, count).and_then(|entries| {
-        let mut total = 0usize;
-        for entry in entries {
-            let room = entry.len.min(MAX_RW_COUNT - total);
-            let done = write(fd, entry.base, room);
-            let Ok(done) = usize::try_from(done) else {
-                return so_far(total, -done);
-            };
-            total += done;
-            if done < entry.len || total == MAX_RW_COUNT {
-                break;
-            }
-        }
-        Ok(total)
-    }))
+    vectored(fd, iov, count, write)
 }
 
 /// pread64(2).
