@@ -160,6 +160,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
         Command::Cluster { action } => cluster_command(action, root),
         Command::List => {
             println!("applications: {}", root::join_names(&root::apps(root)));
+            println!("C programs:   {}", c_apps::C_APPS.join(", "));
             println!("benchmarks:   {}", root::join_names(&root::benches(root)));
             Ok(0)
         }
