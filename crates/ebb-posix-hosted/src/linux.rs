@@ -24,12 +24,10 @@ impl Backend for Linux {
             // Threads start through `__ebb_clone` (`thread_entry.rs`).
             return Some(-EINVAL);
         }
-        // SAFETY: the C program asked for exactly this call with these
-        // arguments, as the `syscall` instruction of unpatched musl
-        // would have made it, so it has the effect it has on Linux; the
-        // one call whose effect differs when made from inside a function
-        // (clone onto a new stack) is refused above. Bad pointers are
-        // the kernel's to refuse (`-EFAULT`).
+        // SAFETY: the program asked for this very call, as unpatched musl's
+        // `syscall` would make it, so it acts as on Linux (clone onto a new
+        // stack, the one call that differs from inside a function, is
+        // refused first); the kernel refuses bad pointers with -EFAULT.
         Some(unsafe { raw::syscall6(call.number, call.args) })
     }
 

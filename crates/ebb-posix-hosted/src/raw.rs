@@ -16,10 +16,9 @@ use core::arch::asm;
 /// which returns `-EFAULT` for a bad one.
 pub unsafe fn syscall6(number: usize, args: [usize; 6]) -> isize {
     let result: usize;
-    // SAFETY: the caller vouches for the call (above); the asm names
-    // every register the x86_64 syscall ABI reads or writes, touches no
-    // stack (the kernel does not use the user stack) and preserves flags
-    // only as the ABI allows (not `preserves_flags`).
+    // SAFETY: the caller vouches for the call (this fn's contract); the
+    // asm names every register the syscall ABI reads or clobbers, uses no
+    // user stack, and does not claim `preserves_flags`.
     unsafe {
         asm!(
             "syscall",

@@ -95,11 +95,10 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     let block = block.leak();
     let argc = i32::try_from(strings.len()).unwrap_or(i32::MAX);
     ebb_native::start_ticks(TICK_NS);
-    // SAFETY: the block has Linux's initial layout, argc pointers to
-    // NUL-terminated strings first, and is leaked, so it lives as long as
-    // the program; `main` is the linked C program's; musl's start-up
-    // runs on this stack and ends the program with exit_group, which
-    // ends the image.
+    // SAFETY: the block has Linux's initial layout (argc pointers to
+    // NUL-terminated strings first) and is leaked, so it outlives the
+    // program; `main` is the linked program's, and musl's start-up ends in
+    // exit_group, which ends the image.
     unsafe { __libc_start_main(main, argc, block.as_mut_ptr(), 0, 0, 0) };
     ebb_native::exit(1)
 }

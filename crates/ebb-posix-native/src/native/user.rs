@@ -29,10 +29,9 @@ fn checked(addr: usize, len: usize) -> Result<(), isize> {
 /// Writes `value` at `addr`.
 pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {
     checked(addr, core::mem::size_of::<T>())?;
-    // SAFETY: the program passed `addr` for the system call to store a
-    // `T` there, as the kernel would (the module's trust model); the
-    // range neither is null nor wraps (`checked`); `write_unaligned`
-    // needs no alignment, and programs may pass unaligned addresses.
+    // SAFETY: the program passed `addr` for this call to store a `T` (the
+    // module's trust model); `checked` refused null and wrapping ranges;
+    // `write_unaligned` needs no alignment.
     unsafe { (addr as *mut T).write_unaligned(value) };
     Ok(())
 }
@@ -40,10 +39,9 @@ pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {
 /// Reads a `T` from `addr`.
 pub fn get<T: Copy>(addr: usize) -> Result<T, isize> {
     checked(addr, core::mem::size_of::<T>())?;
-    // SAFETY: the program passed `addr` for the system call to read a
-    // `T` from, as the kernel would (the module's trust model); the range
-    // neither is null nor wraps; `T` is plain data (the callers' types
-    // are integers and structs of them, valid for any bits).
+    // SAFETY: the program passed `addr` for this call to read a `T` (the
+    // module's trust model); `checked` refused null and wrapping ranges;
+    // `T` is plain data (integers and structs of them: any bits valid).
     Ok(unsafe { (addr as *const T).read_unaligned() })
 }
 
@@ -53,10 +51,9 @@ pub fn bytes<'a>(addr: usize, len: usize) -> Result<&'a [u8], isize> {
         return Ok(&[]);
     }
     checked(addr, len)?;
-    // SAFETY: the program passed `len` bytes at `addr` to be read during
-    // this call (the module's trust model) and does not write them
-    // meanwhile (its only thread is in the call); the range is not null,
-    // does not wrap and is at most isize::MAX bytes (`checked`).
+    // SAFETY: the program passed these bytes to be read by this call (the
+    // module's trust model) and its only thread is in the call; `checked`
+    // refused null, wrapping and over-isize::MAX ranges.
     Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len) })
 }
 
@@ -66,10 +63,9 @@ pub fn bytes_mut<'a>(addr: usize, len: usize) -> Result<&'a mut [u8], isize> {
         return Ok(&mut []);
     }
     checked(addr, len)?;
-    // SAFETY: the program passed `len` bytes at `addr` to be filled by
-    // this call (the module's trust model) and does not touch them
-    // meanwhile (its only thread is in the call); the range is not null,
-    // does not wrap and is at most isize::MAX bytes (`checked`).
+    // SAFETY: the program passed these bytes to be filled by this call
+    // (the module's trust model) and its only thread is in the call;
+    // `checked` refused null, wrapping and over-isize::MAX ranges.
     Ok(unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) })
 }
 
