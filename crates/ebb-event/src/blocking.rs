@@ -17,6 +17,7 @@ use core::task::{Context, Poll, Waker};
 use corosensei::stack::{Stack, StackPointer, STACK_ALIGNMENT};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+use crate::foreign_stack::ForeignStack;
 use crate::manager::manager;
 use crate::{spawn_task, EventError, JoinHandle};
 
@@ -65,47 +66,100 @@ unsafe impl Stack for HeapStack {
 
 const _: () = assert!(core::mem::align_of::<u128>() >= STACK_ALIGNMENT);
 
-/// What `block_on` needs from the running stackful event: its yielder and
-/// the waker of the task that drives it.
+/// What `block_on` needs from the running stackful event: its yielder, the
+/// waker of the task that drives it, and whether it may end early.
 struct Current {
-    yielder: *const Yielder<Waker, ()>,
+    yielder: *const Yielder<Waker, Suspend>,
     waker: Waker,
+    /// Started by [`spawn_stackful_on`], so [`end_stackful`] may end it.
+    endable: bool,
 }
 
-/// Drives a coroutine as a future. A coroutine still suspended when it is
-/// dropped (its core shut down) is leaked, stack and all: unwinding it
-/// needs the `unwind` feature, which a `no_std` build lacks.
-struct Stackful<R: 'static> {
-    coroutine: ManuallyDrop<Coroutine<Waker, (), R, HeapStack>>,
-    /// The lowest word of the coroutine's stack.
-    canary: *const u128,
+/// Why a stackful event gave its core back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Suspend {
+    /// It waits in `block_on`; its waker resumes it.
+    Blocked,
+    /// It called `end_stackful`: it is never resumed.
+    Ended,
 }
 
-impl<R: 'static> Future for Stackful<R> {
-    type Output = R;
+/// Drives a coroutine as a future; `None` if it ended early
+/// ([`end_stackful`]). A coroutine still suspended when it is dropped (its
+/// core shut down) is leaked, stack and all: unwinding it needs the
+/// `unwind` feature, which a `no_std` build lacks.
+struct Stackful<R: 'static, S: Stack + 'static> {
+    coroutine: ManuallyDrop<Coroutine<Waker, Suspend, R, S>>,
+    /// The lowest word of the coroutine's stack, on stacks that have one.
+    canary: Option<*const u128>,
+}
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+// The coroutine's state lives on its own stack and in the heap, never in
+// `Stackful` by address: moving it is harmless.
+impl<R: 'static, S: Stack + 'static> Unpin for Stackful<R, S> {}
+
+impl<R: 'static, S: Stack + 'static> Future for Stackful<R, S> {
+    type Output = Option<R>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<R>> {
         let result = self.coroutine.resume(cx.waker().clone());
-        // SAFETY: `canary` points into the stack the coroutine owns, which
-        // lives as long as `self`; nothing runs on that stack now.
-        let canary = unsafe { self.canary.read() };
-        assert!(
-            canary == CANARY,
-            "a stackful event overflowed its {DEFAULT_STACK_BYTES}-byte stack"
-        );
+        if let Some(canary) = self.canary {
+            // SAFETY: `canary` points into the heap stack the coroutine
+            // owns, which lives as long as `self`; nothing runs on it now.
+            let canary = unsafe { canary.read() };
+            assert!(
+                canary == CANARY,
+                "a stackful event overflowed its {DEFAULT_STACK_BYTES}-byte stack"
+            );
+        }
         match result {
-            CoroutineResult::Yield(()) => Poll::Pending,
-            CoroutineResult::Return(value) => Poll::Ready(value),
+            CoroutineResult::Yield(Suspend::Blocked) => Poll::Pending,
+            CoroutineResult::Yield(Suspend::Ended) => {
+                // SAFETY: `end_stackful`'s caller promised that nothing on
+                // the coroutine's stack needs its destructor run; the
+                // coroutine is never resumed again.
+                unsafe { self.coroutine.force_reset() };
+                Poll::Ready(None)
+            }
+            CoroutineResult::Return(value) => Poll::Ready(Some(value)),
         }
     }
 }
 
-impl<R: 'static> Drop for Stackful<R> {
+impl<R: 'static, S: Stack + 'static> Drop for Stackful<R, S> {
     fn drop(&mut self) {
         if self.coroutine.done() || !self.coroutine.started() {
             // SAFETY: dropped once, here, and not used afterwards.
             unsafe { ManuallyDrop::drop(&mut self.coroutine) };
         }
+    }
+}
+
+/// `body` as a coroutine on `stack`, to be driven as a task on a core.
+fn on_stack<R: 'static, S: Stack + 'static>(
+    stack: S,
+    canary: Option<*const u128>,
+    endable: bool,
+    body: impl FnOnce() -> R + 'static,
+) -> Stackful<R, S> {
+    let coroutine = Coroutine::with_stack(
+        stack,
+        move |yielder: &Yielder<Waker, Suspend>, waker: Waker| {
+            let local = manager().expect("stackful events run on a core");
+            let current = Current {
+                yielder,
+                waker,
+                endable,
+            };
+            let outer = local.stackful.replace((&current as *const Current).cast());
+            let result = body();
+            local.stackful.set(outer);
+            result
+        },
+    );
+    Stackful {
+        coroutine: ManuallyDrop::new(coroutine),
+        canary,
     }
 }
 
@@ -118,19 +172,68 @@ impl<R: 'static> Drop for Stackful<R> {
 pub fn spawn_stackful<R: 'static>(body: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let stack = HeapStack::new(DEFAULT_STACK_BYTES);
     let canary = stack.canary();
-    let coroutine =
-        Coroutine::with_stack(stack, move |yielder: &Yielder<Waker, ()>, waker: Waker| {
-            let local = manager().expect("stackful events run on a core");
-            let current = Current { yielder, waker };
-            let outer = local.stackful.replace((&current as *const Current).cast());
-            let result = body();
-            local.stackful.set(outer);
-            result
-        });
-    spawn_task(Stackful {
-        coroutine: ManuallyDrop::new(coroutine),
-        canary,
+    let event = on_stack(stack, Some(canary), false, body);
+    spawn_task(async move {
+        match event.await {
+            Some(value) => value,
+            // `end_stackful` refuses events that are not endable.
+            None => unreachable!("an event of spawn_stackful ended early"),
+        }
     })
+}
+
+/// Runs `body` as a stackful event on this core, on a stack the caller
+/// provides (a C thread's, which its C library mapped): it may call
+/// [`block_on`] and end early with [`end_stackful`]. The handle yields
+/// `Some` of `body`'s result, or `None` if it ended early.
+///
+/// # Panics
+///
+/// If the calling thread is not a core.
+pub fn spawn_stackful_on<R: 'static>(
+    stack: ForeignStack,
+    body: impl FnOnce() -> R + 'static,
+) -> JoinHandle<Option<R>> {
+    spawn_task(on_stack(stack, None, true, body))
+}
+
+/// Ends the running stackful event now, without returning to its body:
+/// its handle yields `None`. Only events of [`spawn_stackful_on`] may end
+/// early; it returns (an error) only when it cannot end the caller.
+///
+/// # Safety
+///
+/// Every frame between the event's body and this call is abandoned, as by
+/// `longjmp`: no destructor on them runs. None of them may own anything
+/// whose destructor soundness depends on (a pinned future registered with
+/// a timer or a wait list, a lock guard); what they own is leaked.
+pub unsafe fn end_stackful() -> EventError {
+    let Some(local) = manager() else {
+        return EventError::NotOnCore;
+    };
+    if local.rcu.in_read_section() {
+        return EventError::InsideRcuRead;
+    }
+    let current = local.stackful.get().cast::<Current>();
+    if current.is_null() {
+        return EventError::NotStackful;
+    }
+    // SAFETY: `stackful` points at the running coroutine's `Current`, alive
+    // while it runs (see `block_on`).
+    let current = unsafe { &*current };
+    if !current.endable {
+        return EventError::NotEndable;
+    }
+    // The frame holding `current` is abandoned, so its waker (a reference
+    // to the task) would leak: move it out and drop it here, once.
+    // SAFETY: `current.waker` is valid, and the abandoned frame never uses
+    // or drops it again.
+    drop(unsafe { core::ptr::read(&current.waker) });
+    local.stackful.set(core::ptr::null());
+    // SAFETY: the yielder lives on this coroutine's stack while it runs.
+    let yielder = unsafe { &*current.yielder };
+    yielder.suspend(Suspend::Ended);
+    unreachable!("an ended stackful event was resumed")
 }
 
 /// Waits for `future` inside a stackful event: while it is pending, the
@@ -163,7 +266,7 @@ pub fn block_on<F: Future>(future: F) -> Result<F::Output, EventError> {
         let ours = local.stackful.replace(core::ptr::null());
         // SAFETY: the yielder lives on this coroutine's stack frame for as
         // long as the coroutine runs, and we are running on it now.
-        let _resumed_by: Waker = unsafe { &*current.yielder }.suspend(());
+        let _resumed_by: Waker = unsafe { &*current.yielder }.suspend(Suspend::Blocked);
         local.stackful.set(ours);
     }
 }

@@ -20,6 +20,9 @@ pub enum EventError {
     AlreadyStopping,
     /// `block_on` was called outside a stackful event.
     NotStackful,
+    /// `end_stackful` was called in an event that may not end early (one
+    /// of `spawn_stackful`, whose handle promises a result).
+    NotEndable,
     /// `block_on` was called inside an RCU read-side section, which must
     /// not span a yield.
     InsideRcuRead,
@@ -42,6 +45,9 @@ impl fmt::Display for EventError {
             }
             EventError::NotStackful => f.write_str(
                 "block_on works only inside a stackful event (see spawn_stackful); use .await in tasks",
+            ),
+            EventError::NotEndable => f.write_str(
+                "end_stackful ends only events of spawn_stackful_on; this one must return its result",
             ),
             EventError::InsideRcuRead => {
                 f.write_str("cannot block inside an RCU read-side section")

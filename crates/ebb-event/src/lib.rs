@@ -21,12 +21,16 @@
 //! resume it on its home core. Code that must look synchronous runs as a
 //! stackful event ([`spawn_stackful`]) and may [`block_on`] a future: its
 //! stack and registers are saved and the loop goes on until it is resumed.
+//! A stackful event may also run on a stack someone else owns
+//! ([`spawn_stackful_on`], a C thread's) and end early ([`end_stackful`],
+//! a C thread's `exit`).
 #![no_std]
 
 extern crate alloc;
 
 mod blocking;
 mod error;
+mod foreign_stack;
 mod idle;
 mod mailbox;
 mod manager;
@@ -41,8 +45,11 @@ mod task;
 mod time;
 mod timer;
 
-pub use blocking::{block_on, spawn_stackful, DEFAULT_STACK_BYTES};
+pub use blocking::{
+    block_on, end_stackful, spawn_stackful, spawn_stackful_on, DEFAULT_STACK_BYTES,
+};
 pub use error::EventError;
+pub use foreign_stack::{ForeignStack, MIN_FOREIGN_STACK_BYTES};
 pub use idle::IdleId;
 pub use manager::{
     add_idle_handler, cancel_timer, core_count, cpu_time, current_core, memory_bytes, now,

@@ -18,7 +18,8 @@ use common::{on_node, wait_until, BACKENDS};
 use ebb_core::{CoreId, EbbError, EbbRef, Shared};
 use ebb_event::{
     add_idle_handler, block_on, core_count, current_core, oneshot, remove_idle_handler, shutdown,
-    sleep, spawn, spawn_on, spawn_stackful, spawn_task, spawn_task_on, timer_after, EventError,
+    sleep, spawn, spawn_on, spawn_stackful, spawn_stackful_on, spawn_task, spawn_task_on,
+    timer_after, EventError, ForeignStack,
 };
 
 #[test]
@@ -272,6 +273,68 @@ fn a_blocked_stackful_event_resumes_with_its_state_intact() {
         assert_eq!(state, [0, 40, 101, 0, 1], "{backend:?}");
         assert!(others_ran > 0);
     }
+}
+
+#[test]
+fn an_event_on_a_borrowed_stack_blocks_runs_on_that_stack_and_ends_early() {
+    for backend in BACKENDS {
+        let (ended, finished, ran_on_it, after_end) = on_node(1, backend, || async {
+            // Two borrowed stacks of 32 KiB: someone else's memory, as a C
+            // library's mapping for a thread would be.
+            let memory: &'static mut [u128] = Box::leak(vec![0u128; 4096].into_boxed_slice());
+            let range = memory.as_mut_ptr_range();
+            let (limit, base) = (range.start as usize, range.end as usize);
+            let middle = limit + (base - limit) / 2;
+            // SAFETY: the upper half of the leaked memory is used by
+            // nothing but this event.
+            let upper = unsafe { ForeignStack::new(middle, base) }.unwrap();
+            // SAFETY: the lower half is used by nothing but the second.
+            let lower = unsafe { ForeignStack::new(limit, middle) }.unwrap();
+            let on_it = Rc::new(Cell::new(false));
+            let reached = Rc::new(Cell::new(false));
+            let (seen, after) = (Rc::clone(&on_it), Rc::clone(&reached));
+            let ending = spawn_stackful_on(upper, move || {
+                let local = 0u8;
+                seen.set((middle..base).contains(&(std::ptr::addr_of!(local) as usize)));
+                block_on(sleep(Duration::from_millis(2))).unwrap();
+                // SAFETY: the frames abandoned here own two `Rc`s (leaked,
+                // which is safe) and nothing registered anywhere.
+                let error = unsafe { ebb_event::end_stackful() };
+                after.set(true);
+                error
+            });
+            let finishing = spawn_stackful_on(lower, || 7);
+            let ended = ending.await.unwrap();
+            let finished = finishing.await.unwrap();
+            (ended.is_none(), finished, on_it.get(), reached.get())
+        });
+        assert!(
+            ended,
+            "{backend:?}: the handle of an ended event yields None"
+        );
+        assert_eq!(finished, Some(7), "{backend:?}");
+        assert!(
+            ran_on_it,
+            "{backend:?}: the event ran on the borrowed stack"
+        );
+        assert!(!after_end, "{backend:?}: nothing after end_stackful ran");
+    }
+}
+
+#[test]
+fn only_events_on_borrowed_stacks_may_end_early() {
+    let (outside, in_heap_event) = on_node(1, BACKENDS[0], || async {
+        // SAFETY: refused before it abandons anything.
+        let outside = unsafe { ebb_event::end_stackful() };
+        // SAFETY: refused before it abandons anything.
+        let inside = spawn_stackful(|| unsafe { ebb_event::end_stackful() })
+            .await
+            .unwrap();
+        (outside, inside)
+    });
+    assert_eq!(outside, EventError::NotStackful);
+    assert_eq!(in_heap_event, EventError::NotEndable);
+    assert!(in_heap_event.to_string().contains("spawn_stackful_on"));
 }
 
 #[test]
