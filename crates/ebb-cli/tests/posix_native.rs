@@ -11,8 +11,9 @@
 //! process, the unknown call, and the red zone (`redzone.c`, built with
 //! one: its locals below rsp survive 300 ms of timer interrupts, which
 //! natively fire every 10 ms on their own stack; with interrupts on the
-//! interrupted stack this program reports them overwritten). Threads
-//! (stackful events) come next.
+//! interrupted stack this program reports them overwritten), and threads
+//! (`threads.c`: pthreads with mutexes, condition variables, TLS, once,
+//! a detached thread; natively stackful events on core 0).
 //!
 //! Needs QEMU and what `crates/ebb-cbuild/tests/posix_hosted.rs` needs
 //! (apt's deb-src entries, gcc, make, the `x86_64-unknown-none` target);
@@ -36,13 +37,14 @@ const PREPARE_LIMIT: Duration = Duration::from_secs(900);
 const HOSTED_LIMIT: Duration = Duration::from_secs(60);
 
 /// The programs this slice runs natively, and their exit codes.
-const NATIVE_PROGRAMS: [(&str, i32); 6] = [
+const NATIVE_PROGRAMS: [(&str, i32); 7] = [
     ("memory", 0),
     ("time", 0),
     ("files", 0),
     ("process", 7),
     ("unknown", 0),
     ("redzone", 0),
+    ("threads", 0),
 ];
 
 /// `files` works in the directory it is given, which must be empty.

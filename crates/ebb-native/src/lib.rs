@@ -57,10 +57,11 @@ pub use mm::memory::stats as page_allocator_bytes;
 #[cfg(target_os = "none")]
 pub use runtime::{run, NativeError};
 
-/// Runs the rest of this core's work with interrupts on and a periodic
-/// timer interrupt every `period_ns`, for a core that runs no event loop:
-/// a C program's (`ebb-posix-native`), which thereby runs as a
-/// preemptible thread will. Interrupts take their own stack (an IST), so
+/// Runs the calling code with interrupts on and a periodic timer
+/// interrupt every `period_ns`: a C program's threads
+/// (`ebb-posix-native`), which thereby run under interrupts as
+/// preemptible threads would. The event loop's halts share the timer and
+/// re-arm the tick after each. Interrupts take their own stack (an IST), so
 /// code compiled with a red zone loses nothing to them.
 #[cfg(target_os = "none")]
 pub fn start_ticks(period_ns: u64) {

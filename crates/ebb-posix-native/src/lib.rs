@@ -9,21 +9,23 @@
 //! program's memory, the clocks and the console, and starts the program
 //! through musl's `__libc_start_main` ([`start_c_program`]).
 //!
-//! What this slice provides natively: memory, time, files (an in-memory
-//! file system, `ebb-posix-files`), process, standard streams (to the
-//! console), and the single-threaded part of the threads group (TLS
-//! through the FS base, signal masks, affinity). Threads as stackful
-//! events come next; until then `clone` and `futex` answer `ENOSYS` with
-//! a log line, as any unserved call does.
+//! What it provides natively: memory, time, files (an in-memory file
+//! system, `ebb-posix-files`), process, standard streams (to the
+//! console), and threads: each a stackful event of core 0's event loop,
+//! cooperative, with futexes on the loop's wakers and timers
+//! (`native/threads.rs`; the futex queues [`futex_queues`] and thread ids
+//! [`thread_table`] are host-tested).
 
 #![no_std]
 
 extern crate alloc;
 
 pub mod brk;
+pub mod futex_queues;
 pub mod mappings;
 #[cfg(target_os = "none")]
 mod native;
+pub mod thread_table;
 
 #[cfg(target_os = "none")]
 pub use native::start::start_c_program;

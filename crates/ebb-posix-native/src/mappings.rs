@@ -201,6 +201,14 @@ impl Mappings {
             .collect()
     }
 
+    /// The block `addr` lies in, as (start, length), if any: where a C
+    /// thread's stack, mapped by its C library, begins.
+    #[must_use]
+    pub fn block_containing(&self, addr: usize) -> Option<(usize, usize)> {
+        let (&start, block) = self.blocks.range(..=addr).next_back()?;
+        (addr - start < block.len).then_some((start, block.len))
+    }
+
     /// How many blocks are held (for tests and reports).
     #[must_use]
     pub fn blocks(&self) -> usize {
@@ -267,6 +275,19 @@ mod tests {
         assert_eq!(memory.blocks[&addr].len(), 2 * PAGE);
         maps.unmap(&mut memory, addr, 5000).unwrap();
         assert_eq!((maps.blocks(), memory.blocks.len()), (0, 0));
+    }
+
+    #[test]
+    fn the_block_holding_an_address_is_found() {
+        let (mut memory, mut maps) = (FakeMemory::default(), Mappings::new());
+        let addr = maps.map(&mut memory, 3 * PAGE).unwrap();
+        assert_eq!(maps.block_containing(addr), Some((addr, 3 * PAGE)));
+        assert_eq!(
+            maps.block_containing(addr + 3 * PAGE - 1),
+            Some((addr, 3 * PAGE))
+        );
+        assert_eq!(maps.block_containing(addr + 3 * PAGE), None);
+        assert_eq!(maps.block_containing(addr - 1), None);
     }
 
     #[test]

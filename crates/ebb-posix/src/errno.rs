@@ -50,3 +50,5 @@ pub const EMFILE: isize = 24;
 pub const EFBIG: isize = 27;
 /// Device or resource busy (renaming or removing the root).
 pub const EBUSY: isize = 16;
+/// Connection timed out: a futex wait whose timeout passed.
+pub const ETIMEDOUT: isize = 110;

@@ -130,6 +130,8 @@ impl CoreDriver for NativeCore {
         // interrupts go off again at once.
         unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
         apic::disarm();
+        // A C program's periodic tick (`start_ticks`) shares the timer.
+        apic::resume_tick();
     }
 }
 

@@ -5,7 +5,7 @@ use ebb_posix::errno::EINVAL;
 use ebb_posix::sysno::nr;
 use ebb_posix::{Backend, Group, SysCall};
 
-use super::{clock, files, memory, process};
+use super::{clock, files, memory, process, threads};
 
 /// `AT_FDCWD` as the raw argument the `*at` calls get.
 const AT_FDCWD: usize = usize::MAX - 99;
@@ -17,7 +17,7 @@ pub struct Native;
 
 impl Backend for Native {
     fn serve(&self, call: &SysCall, _group: Group) -> Option<isize> {
-        let [a, b, c, d, _e, _f] = call.args;
+        let [a, b, c, d, e, f] = call.args;
         let result = match call.number {
             // memory
             nr::BRK => memory::brk(a),
@@ -68,17 +68,20 @@ impl Backend for Native {
             nr::DUP3 => files::dup3(a, b, c),
             nr::FCNTL => files::fcntl(a, b, c),
             // process
-            nr::GETPID | nr::GETTID => process::PID,
+            nr::GETPID => process::PID,
+            nr::GETTID => threads::gettid(),
             nr::GETPPID | nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => 0,
             nr::UNAME => process::uname(a),
             nr::GETRANDOM => process::getrandom(a, b)?,
             nr::GETRLIMIT => process::getrlimit(a, b),
             nr::PRLIMIT64 => process::prlimit64(a, b, c, d),
             nr::GETRUSAGE => process::getrusage(b),
-            nr::EXIT | nr::EXIT_GROUP => exit(a),
-            // threads, single-threaded: the main thread's id, no robust
-            // futexes to clean up, no signals to block
-            nr::SET_TID_ADDRESS => process::PID,
+            nr::EXIT_GROUP => exit(a),
+            nr::EXIT => threads::exit_thread(a, None),
+            // threads: stackful events (`threads.rs`); no robust futexes
+            // to clean up (nothing dies holding one), no signals to block
+            nr::FUTEX => threads::futex(a, b, c, d, e, f),
+            nr::SET_TID_ADDRESS => threads::set_tid_address(a),
             nr::SET_ROBUST_LIST => {
                 if b == 24 {
                     0
@@ -88,7 +91,7 @@ impl Backend for Native {
             }
             nr::ARCH_PRCTL => process::arch_prctl(a, b),
             nr::RT_SIGPROCMASK => process::rt_sigprocmask(c, d),
-            nr::SCHED_YIELD => 0,
+            nr::SCHED_YIELD => threads::sched_yield(),
             nr::SCHED_GETAFFINITY => process::sched_getaffinity(b, c),
             _ => return None,
         };
@@ -107,7 +110,7 @@ impl Backend for Native {
 /// QEMU's exit device carries codes 0 to 126 only, and the platform's own
 /// failures use 101 to 103 (`ebb_boot_abi::exit`). So a code from 101 up
 /// is also said on the console, and one above 126 leaves as 1.
-fn exit(code: usize) -> ! {
+pub(super) fn exit(code: usize) -> ! {
     // Linux keeps the low 8 bits (exit(3): `status & 0377`).
     let code = code.to_le_bytes()[0];
     if ebb_native::runtime::options().verbose {

@@ -4,12 +4,13 @@
 //! The monotonic clocks read the platform's clock (TSC or kvmclock,
 //! nanoseconds since boot); the real-time clocks its wall clock (the
 //! launcher's `wall=` or the CMOS RTC, advanced by the same clock). A
-//! sleep waits on the monotonic clock. In this slice the program is the
-//! core's only work, so it spins; once threads are stackful events a
-//! sleep yields to the event loop instead.
+//! sleep waits on the monotonic clock: the thread yields to the event
+//! loop, whose timer wakes it (`threads::sleep`), and the few nanoseconds
+//! a timer may fire early are spun.
 
 use ebb_posix::errno::EINVAL;
 
+use super::threads;
 use super::user::{self, Timespec};
 
 const NANOS_PER_SECOND: u64 = 1_000_000_000;
@@ -59,7 +60,7 @@ fn timespec(nanos: u64) -> Timespec {
 
 /// A request read from the program: `EINVAL` unless 0 ≤ ns < 10⁹ and the
 /// seconds are not negative (nanosleep(2)).
-fn requested(addr: usize) -> Result<u64, isize> {
+pub(super) fn requested(addr: usize) -> Result<u64, isize> {
     let request: Timespec = user::get(addr)?;
     let seconds = u64::try_from(request.sec).map_err(|_| EINVAL)?;
     let nanos = u64::try_from(request.fraction).map_err(|_| EINVAL)?;
@@ -122,6 +123,10 @@ pub fn time(addr: usize) -> isize {
 }
 
 fn sleep_until_monotonic(deadline: u64) {
+    let left = deadline.saturating_sub(monotonic());
+    if left > 0 {
+        threads::sleep(left);
+    }
     while monotonic() < deadline {
         core::hint::spin_loop();
     }

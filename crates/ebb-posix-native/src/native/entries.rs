@@ -7,38 +7,39 @@ use ebb_posix::sysno::nr;
 use ebb_posix::Backend;
 
 use super::backend::Native;
+use super::threads;
 
 /// The unserved calls this program has said.
 pub static LOGGED: LoggedCalls = LoggedCalls::new();
 
 ebb_posix::syscall_entry!(Native, LOGGED);
 
-/// musl's `__clone`: threads are stackful events in the next slice;
-/// until then `pthread_create` fails (musl turns this into `EAGAIN`).
+/// musl's `__clone`: a thread as a stackful event (`threads.rs`); a
+/// fork-like clone is `ENOSYS`, said once.
 #[no_mangle]
 pub extern "C" fn __ebb_clone(
-    _func: usize,
-    _stack: usize,
-    _flags: i32,
-    _arg: usize,
-    _ptid: usize,
-    _tls: usize,
-    _ctid: usize,
+    func: usize,
+    stack: usize,
+    flags: i32,
+    arg: usize,
+    ptid: usize,
+    tls: usize,
+    ctid: usize,
 ) -> i32 {
-    if LOGGED.first_time(nr::CLONE) {
-        Native
-            .log("ebb-posix: system call 56 (clone) is not provided: ENOSYS (said once per call)");
+    // The flags are an `int`; clone(2) takes them as an unsigned long.
+    let flags = flags.cast_unsigned() as usize;
+    let result = threads::clone(func, stack, flags, arg, ptid, tls, ctid);
+    if result == -ENOSYS && LOGGED.first_time(nr::CLONE) {
+        Native.log(
+            "ebb-posix: system call 56 (clone) of a process, not a thread, is not provided: ENOSYS (said once per call)",
+        );
     }
-    -38
+    i32::try_from(result).unwrap_or(-38)
 }
 
-/// musl's `__unmapself`: only a detached thread that ends calls it, and
-/// no thread but the main one exists yet.
+/// musl's `__unmapself`: a detached thread ends and its stack, on which
+/// it still runs, is unmapped once it is off it.
 #[no_mangle]
-pub extern "C" fn __ebb_unmapself(_base: usize, _size: usize) -> ! {
-    Native.log("ebb-posix: __unmapself without threads: the program's state is broken");
-    ebb_native::exit(1)
+pub extern "C" fn __ebb_unmapself(base: usize, size: usize) -> ! {
+    threads::exit_thread(0, Some((base, size)))
 }
-
-/// `ENOSYS` as `__ebb_clone` returns it.
-const _: () = assert!(ENOSYS == 38);

@@ -132,6 +132,15 @@ pub fn munmap(addr: usize, len: usize) -> isize {
     errno_or(state.mappings.unmap(&mut Heap, addr, len), |()| 0)
 }
 
+/// Where the mapping holding `addr` starts (a C thread's stack's).
+pub fn block_start(addr: usize) -> Option<usize> {
+    STATE
+        .lock()
+        .mappings
+        .block_containing(addr)
+        .map(|(start, _)| start)
+}
+
 /// mremap(2) (no fixed target).
 pub fn mremap(addr: usize, old_len: usize, new_len: usize, flags: usize) -> isize {
     if flags & MREMAP_FIXED != 0 {

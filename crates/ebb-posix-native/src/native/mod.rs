@@ -8,4 +8,5 @@ mod files;
 mod memory;
 mod process;
 pub mod start;
+mod threads;
 mod user;

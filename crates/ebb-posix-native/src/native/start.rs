@@ -6,13 +6,16 @@
 //! the auxiliary vector after `argv` exactly as on Linux, sets up TLS and
 //! stdio, runs `main` and ends in `exit`.
 //!
-//! The program runs on the core's own stack (512 KiB, a guard page
-//! below); its exit code ends the image (`backend.rs`).
+//! The program's threads are stackful events of core 0's event loop
+//! (`threads.rs`); the first runs `__libc_start_main` on an 8 MiB stack.
+//! The program's exit code ends the image (`backend.rs`).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::{files, memory, process};
+use ebb_posix::Backend;
+
+use super::{backend, files, memory, process, threads};
 
 extern "C" {
     /// musl's `src/env/__libc_start_main.c`; the three function pointers
@@ -28,10 +31,16 @@ extern "C" {
 
     /// The C program's `main`.
     fn main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8) -> i32;
+
+    /// The image's ELF header, loaded at its start (`link.ld`'s
+    /// `FILEHDR`); the linker defines the symbol.
+    static __ehdr_start: u8;
 }
 
 /// The auxiliary vector's keys (`include/uapi/linux/auxvec.h`, `elf.h`).
 const AT_NULL: usize = 0;
+const AT_PHDR: usize = 3;
+const AT_PHENT: usize = 4;
 const AT_PHNUM: usize = 5;
 const AT_PAGESZ: usize = 6;
 const AT_UID: usize = 11;
@@ -68,6 +77,7 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     // program's correctness depends on).
     let random: &'static mut [u8; 16] = Box::leak(Box::new([0u8; 16]));
     let _ = process::getrandom(random.as_mut_ptr() as usize, random.len());
+    let headers = program_headers();
     let mut block: Vec<usize> = strings.iter().map(|s| s.as_ptr() as usize).collect();
     block.push(0); // the end of argv
     block.push(0); // an empty environment
@@ -75,10 +85,11 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
         (AT_PAGESZ, 4096),
         (AT_CLKTCK, 100),
         (AT_HWCAP, 0),
-        // No program headers: the C program has no TLS image yet (its
-        // `__thread` data needs a PT_TLS segment in the image: next
-        // slice, with threads).
-        (AT_PHNUM, 0),
+        // musl finds the PT_TLS segment (the initial image of the
+        // program's `__thread` data) through these.
+        (AT_PHDR, headers.address),
+        (AT_PHENT, headers.entry_size),
+        (AT_PHNUM, headers.count),
         (AT_UID, 0),
         (AT_EUID, 0),
         (AT_GID, 0),
@@ -92,13 +103,51 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
         block.push(key);
         block.push(value);
     }
-    let block = block.leak();
+    let block = block.leak().as_mut_ptr() as usize;
     let argc = i32::try_from(strings.len()).unwrap_or(i32::MAX);
-    ebb_native::start_ticks(TICK_NS);
-    // SAFETY: the block has Linux's initial layout (argc pointers to
-    // NUL-terminated strings first) and is leaked, so it outlives the
-    // program; `main` is the linked program's, and musl's start-up ends in
-    // exit_group, which ends the image.
-    unsafe { __libc_start_main(main, argc, block.as_mut_ptr(), 0, 0, 0) };
+    let ran = ebb_native::run(move || {
+        let started = threads::start_main(move || {
+            ebb_native::start_ticks(TICK_NS);
+            // SAFETY: the block has Linux's initial layout (argc pointers
+            // to NUL-terminated strings first) and is leaked, so it
+            // outlives the program; `main` is the linked program's, and
+            // musl's start-up ends in exit_group, which ends the image.
+            unsafe { __libc_start_main(main, argc, block as *mut usize, 0, 0, 0) };
+        });
+        if !started {
+            backend::Native.log("ebb-posix: no memory for the program's main stack");
+            ebb_native::exit(1);
+        }
+    });
+    if let Err(error) = ran {
+        backend::Native.log(&alloc::format!(
+            "ebb-posix: the event loop cannot run the program: {error}"
+        ));
+    }
     ebb_native::exit(1)
+}
+
+/// Where the image's program headers are, for the auxiliary vector.
+struct ProgramHeaders {
+    address: usize,
+    entry_size: usize,
+    count: usize,
+}
+
+/// Reads the program headers' place from the loaded ELF header (ELF-64
+/// Object File Format, "ELF Header": `e_phoff` at byte 32, `e_phentsize`
+/// at 54, `e_phnum` at 56).
+fn program_headers() -> ProgramHeaders {
+    let start = (&raw const __ehdr_start).cast::<u8>();
+    // SAFETY: `link.ld` loads the 64-byte ELF header at `__ehdr_start`
+    // (FILEHDR in the image's segment), and nothing writes it.
+    let header = unsafe { core::slice::from_raw_parts(start, 64) };
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([header[at], header[at + 1]]));
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&header[32..40]);
+    ProgramHeaders {
+        address: start as usize + usize::try_from(u64::from_le_bytes(offset)).unwrap_or(0),
+        entry_size: u16_at(54),
+        count: u16_at(56),
+    }
 }

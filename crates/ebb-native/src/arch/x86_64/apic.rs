@@ -169,8 +169,8 @@ pub fn disarm() {
 }
 
 /// Per LAPIC id (low 8 bits): the period of that core's tick in
-/// nanoseconds, 0 for none. A tick is for a core that runs no event loop
-/// (which arms the timer itself): a C program's (`ebb-posix-native`).
+/// nanoseconds, 0 for none: a C program's core (`ebb-posix-native`); its
+/// event loop's halts re-arm it ([`resume_tick`]).
 static TICK_NS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 
 /// Starts this core's periodic tick: its timer fires every `period_ns`
@@ -194,6 +194,15 @@ pub fn tick() {
     let period = TICK_NS[core].load(Ordering::Relaxed);
     if period != 0 {
         TICKS_TAKEN[core].fetch_add(1, Ordering::Relaxed);
+        arm(period);
+    }
+}
+
+/// Re-arms this core's tick, if it has one, after the event loop used
+/// the timer for a halt's deadline.
+pub fn resume_tick() {
+    let period = TICK_NS[(id() & 0xff) as usize].load(Ordering::Relaxed);
+    if period != 0 {
         arm(period);
     }
 }
