@@ -21,7 +21,9 @@ use crate::{child, stop};
 
 // What every QEMU launch needs comes from the testbed, shared with the
 // benchmarks and the tests.
-pub use ebb_testbed::qemu::{host_unix_seconds, kvm_usable, measure_tsc_khz, shell_words};
+pub use ebb_testbed::qemu::{
+    host_seed_word, host_unix_seconds, kvm_usable, measure_tsc_khz, shell_words,
+};
 // The QEMU command line itself is the testbed's too (a cluster's nodes and
 // the VM benchmarks boot with the same one).
 pub use ebb_testbed::qemu::command::{
@@ -132,6 +134,11 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // The host's wall-clock time, taken after the build (which may be
     // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
     let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
+    // Random bytes for the guest's CSPRNG where its CPU lacks RDRAND.
+    let cmdline = match host_seed_word() {
+        Some(seed) => format!("{seed} {cmdline}"),
+        None => cmdline,
+    };
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm)?;
     let qmp_dir = SocketDir::create(&format!("ebb-qmp-{}", std::process::id()))?;
     let socket = qmp_dir.path().join("qmp.sock");

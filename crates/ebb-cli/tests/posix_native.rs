@@ -98,7 +98,8 @@ fn run_native(program: &Built, args: &[&str]) -> (Printed, String) {
         all_args.push(NATIVE_SCRATCH);
     }
     all_args.extend_from_slice(args);
-    let (code, text) = c_support::run_native(program, verbose, &all_args);
+    let launcher: &[&str] = if verbose { &["--verbose"] } else { &[] };
+    let (code, text) = c_support::run_native(program, launcher, &all_args);
     (printed(&program.name, &text, code), text)
 }
 
@@ -175,4 +176,30 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
         );
         assert_eq!(native.log.contains(&line), said, "exit {code}:\n{console}");
     }
+    // A CPU without RDRAND (QEMU told to hide it and RDSEED): getrandom
+    // draws from the CSPRNG the launcher's seed started, and `process`
+    // (two 32-byte draws that must differ) prints what it prints hosted.
+    let process = named(&programs, "process");
+    let hosted = run_hosted(process, &[]);
+    let no_rdrand = [
+        "--verbose",
+        "--qemu-arg=-cpu",
+        "--qemu-arg=max,-rdrand,-rdseed",
+    ];
+    let (code, console) = c_support::run_native(process, &no_rdrand, &[]);
+    let native = printed("process", &console, code);
+    assert_eq!(
+        native.program, hosted.program,
+        "process without RDRAND:\n{console}"
+    );
+    let seeded = "ebb-posix: no RDRAND: getrandom draws from ChaCha20 seeded by the launcher";
+    assert!(
+        native.log.iter().any(|line| line == seeded),
+        "process without RDRAND:\n{console}"
+    );
+    assert!(
+        !console.contains("not provided"),
+        "process without RDRAND:\n{console}"
+    );
+    assert_eq!(native.code, Some(7), "process without RDRAND:\n{console}");
 }

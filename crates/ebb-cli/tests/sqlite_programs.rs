@@ -70,7 +70,7 @@ fn process(program: &PathBuf, args: &[&str], database: &PathBuf) -> Finished {
 /// The native image's run of `built` with `args`: its exit code and
 /// console.
 fn native(built: &Built, args: &[&str]) -> (Option<i32>, String) {
-    c_support::run_native(built, false, args)
+    c_support::run_native(built, &[], args)
 }
 
 /// sqlite-kv's checksum line (the rest are timings).

@@ -118,16 +118,14 @@ pub fn named<'a>(built: &'a [Built], name: &str) -> &'a Built {
         .unwrap_or_else(|| panic!("no program {name} was built"))
 }
 
-/// `./ebb run c-program --native [--verbose] -- ARGS` with `program`
+/// `./ebb run c-program --native LAUNCHER... -- ARGS` with `program`
 /// linked in: its exit code and everything it printed (the launcher's
 /// own timeout bounds it).
-pub fn run_native(program: &Built, verbose: bool, args: &[&str]) -> (Option<i32>, String) {
+pub fn run_native(program: &Built, launcher: &[&str], args: &[&str]) -> (Option<i32>, String) {
     let mut command = Command::new(EBB);
     command.args(["run", "c-program", "--native", "--timeout", "600"]);
-    if verbose {
-        command.arg("--verbose");
-    }
     let output = command
+        .args(launcher)
         .arg("--")
         .args(args)
         .env("EBB_ROOT", root())

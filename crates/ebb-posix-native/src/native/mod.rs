@@ -7,6 +7,7 @@ mod entries;
 mod files;
 mod memory;
 mod process;
+mod random;
 pub mod start;
 mod threads;
 mod user;

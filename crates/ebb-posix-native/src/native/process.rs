@@ -1,6 +1,6 @@
-//! The process group and the single-threaded part of the threads group
+//! The process group and the per-process part of the threads group
 //! natively: ids, uname, getrandom, limits, usage; TLS through the FS
-//! base, signal masks, affinity, the thread-id address.
+//! base, signal masks, affinity.
 //!
 //! The program is process 1 and its main thread thread 1, run as root
 //! (ids 0): the image is its own machine.
@@ -9,7 +9,7 @@ use ebb_posix::errno::{EINVAL, EPERM, ESRCH};
 use x86_64::registers::model_specific::FsBase;
 use x86_64::VirtAddr;
 
-use super::user;
+use super::{random, threads, user};
 
 /// The program's process id (and its main thread's id).
 pub const PID: isize = 1;
@@ -18,9 +18,8 @@ pub const PID: isize = 1;
 const RLIMIT_STACK: usize = 3;
 const RLIMIT_NOFILE: usize = 7;
 const RLIM_INFINITY: u64 = u64::MAX;
-/// The program's stack: the core's stack it runs on
-/// (`ebb_native`'s `CORE_STACK_SIZE`).
-const STACK_LIMIT: u64 = 512 * 1024;
+/// The main thread's stack (`threads.rs`).
+const STACK_LIMIT: u64 = threads::MAIN_STACK_BYTES as u64;
 /// Descriptors: the file system's table (next slice) will hold this many.
 const OPEN_FILES_LIMIT: u64 = 1024;
 
@@ -57,28 +56,17 @@ pub fn uname(addr: usize) -> isize {
     0
 }
 
-/// getrandom(2): RDRAND where the CPU has it (QEMU's `-cpu max` and
-/// current hosts do). Without it the call is not provided yet (`None`:
-/// ENOSYS and a log line); the fallback issue 18 asks for, a seed from
-/// the launcher feeding a CSPRNG, is next.
+/// getrandom(2) from `random.rs`'s sources; without any (no RDRAND and
+/// no launcher seed) the call is not provided (`None`: ENOSYS and a log
+/// line).
 pub fn getrandom(addr: usize, len: usize) -> Option<isize> {
-    let source = x86_64::instructions::random::RdRand::new()?;
     // Linux returns at most 32 MiB - 1 per call (getrandom(2)).
     let len = len.min((32 << 20) - 1);
     let buffer = match user::bytes_mut(addr, len) {
         Ok(buffer) => buffer,
         Err(errno) => return Some(-errno),
     };
-    let mut filled = 0;
-    for chunk in buffer.chunks_mut(8) {
-        // RDRAND may fail transiently (Intel's DRNG guide, §5.2.1: retry
-        // up to ten times); what was filled before a failure is returned.
-        let Some(word) = (0..10).find_map(|_| source.get_u64()) else {
-            break;
-        };
-        chunk.copy_from_slice(&word.to_ne_bytes()[..chunk.len()]);
-        filled += chunk.len();
-    }
+    let filled = random::fill(buffer)?;
     if filled == 0 && len > 0 {
         return Some(-ebb_posix::errno::EAGAIN);
     }

@@ -73,8 +73,8 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
         })
         .collect();
     // AT_RANDOM: 16 random bytes, musl's stack-protector and pointer
-    // guard seed (zeros without RDRAND: the seed is not a secret the
-    // program's correctness depends on).
+    // guard seed (zeros with no random source at all: the seed is not a
+    // secret the program's correctness depends on).
     let random: &'static mut [u8; 16] = Box::leak(Box::new([0u8; 16]));
     let _ = process::getrandom(random.as_mut_ptr() as usize, random.len());
     let headers = program_headers();

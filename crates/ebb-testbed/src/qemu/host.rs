@@ -63,9 +63,33 @@ pub fn host_unix_seconds() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
+/// `seed=` and 32 random bytes from the host's kernel (`/dev/urandom`)
+/// as 64 hex digits, for the guest's CSPRNG where its CPU has no RDRAND
+/// (`ebb-posix-native`'s getrandom); `None` if they cannot be read.
+pub fn host_seed_word() -> Option<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .ok()?;
+    Some(format!(
+        "seed={}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seed_word_is_64_fresh_hex_digits() {
+        let (a, b) = (host_seed_word().unwrap(), host_seed_word().unwrap());
+        let digits = a.strip_prefix("seed=").unwrap();
+        assert_eq!(digits.len(), 64);
+        assert!(digits.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
 
     #[test]
     #[cfg(target_arch = "x86_64")]
