@@ -13,6 +13,8 @@ use std::net::Ipv4Addr;
 pub const READY_MARKER: &str = "EBB-LINUX-GUEST-READY";
 /// What `/init` prints before powering off when something failed.
 pub const FAILURE_MARKER: &str = "EBB-LINUX-GUEST-FAILED";
+/// Printed after a batch ([`GuestService::Batch`]), with its exit status.
+pub const BATCH_DONE_MARKER: &str = "EBB-LINUX-GUEST-BATCH-DONE";
 /// The port stock memcached listens on inside the guest.
 pub const MEMCACHED_PORT: u16 = 11211;
 /// The ports of apps/netpipe (ping-pong, sink) inside the guest: its
@@ -40,6 +42,10 @@ pub enum GuestService {
         /// The TCP port whose listener means "ready".
         port: u16,
     },
+    /// A batch job: the program overlay's script ([`PROGRAM_SCRIPT`]) runs
+    /// once, with a tmpfs on `/tmp`, between [`READY_MARKER`] and
+    /// [`BATCH_DONE_MARKER`] on the console; then the guest powers off.
+    Batch,
 }
 
 impl GuestService {
@@ -50,6 +56,7 @@ impl GuestService {
             GuestService::Memcached(_) => vec![MEMCACHED_PORT],
             GuestService::Netpipe => NETPIPE_PORTS.to_vec(),
             GuestService::Program { port } => vec![*port],
+            GuestService::Batch => Vec::new(),
         }
     }
 
@@ -64,6 +71,7 @@ impl GuestService {
             GuestService::Program { port } => {
                 format!("ebb_service=program ebb_program_port={port}")
             }
+            GuestService::Batch => "ebb_service=batch".to_owned(),
         }
     }
 }
@@ -155,6 +163,14 @@ arg() {{
 for module in {modules}; do
     insmod "/lib/modules/$module.ko" || fail "insmod $module"
 done
+if [ "$(arg ebb_service)" = batch ]; then
+    mount -t tmpfs tmpfs /tmp || fail "cannot mount a tmpfs on /tmp"
+    export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu
+    echo "{READY_MARKER}"
+    /bin/sh /{program_script}
+    echo "{BATCH_DONE_MARKER} $?"
+    poweroff -f
+fi
 # ip=<client>:<server>:<gateway>:<netmask>:<hostname>:<device>:<autoconf>
 # (arg splits the command line on IFS, so read it before IFS changes)
 ip_spec=$(arg ip)
@@ -245,6 +261,10 @@ mod tests {
         assert!(kernel_cmdline(&no_gateway, &program, None)
             .ends_with(" ebb_service=program ebb_program_port=7007"));
         assert_eq!(program.ports(), [7007]);
+        assert!(
+            kernel_cmdline(&no_gateway, &GuestService::Batch, None).ends_with(" ebb_service=batch")
+        );
+        assert!(GuestService::Batch.ports().is_empty());
     }
 
     #[test]
@@ -258,5 +278,9 @@ mod tests {
         assert!(script.contains("/bin/sh /usr/bin/ebb-program.sh &"));
         assert!(script.contains("-t 1"));
         assert!(script.contains(READY_MARKER) && script.contains(FAILURE_MARKER));
+        assert!(script.contains(
+            "/bin/sh /usr/bin/ebb-program.sh\n    echo \"EBB-LINUX-GUEST-BATCH-DONE $?\""
+        ));
+        assert!(script.contains("mount -t tmpfs tmpfs /tmp"));
     }
 }

@@ -38,7 +38,7 @@ pub use image::{build_or_reuse, default_cache_dir, Built, GuestImage};
 pub use init::{
     GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS, PROGRAM_BINARY,
 };
-pub use overlay::{with_netpipe, with_program};
+pub use overlay::{with_batch, with_netpipe, with_program};
 use qemu::{qemu_command, BootSettings, GuestNetwork, RunningGuest, GUEST_MAC};
 
 /// How to boot the guest, whatever the network.
@@ -204,6 +204,42 @@ fn boot_in_namespace(
     )
 }
 
+/// Boots `image` (made by [`with_batch`]) to run its batch script once,
+/// with user networking and nothing forwarded: the console lines between
+/// the ready marker and the end of the batch, after `settings.ready_limit`
+/// to boot and `limit` to run. An error names a script that exited
+/// non-zero, with the last lines.
+pub fn run_batch(
+    image: &GuestImage,
+    settings: &GuestSettings,
+    limit: Duration,
+) -> Result<Vec<String>, String> {
+    let cmdline = init::kernel_cmdline(
+        &GuestAddress::USER_NETWORKING,
+        &GuestService::Batch,
+        measure_tsc_khz(),
+    );
+    let network = GuestNetwork::User {
+        forwards: Vec::new(),
+    };
+    let boot = boot_settings(settings, cmdline, network, None);
+    let mut qemu = RunningGuest::spawn(qemu_command(image, &boot))?;
+    qemu.wait_ready(settings.ready_limit)?;
+    let mut lines = qemu.lines_until(init::BATCH_DONE_MARKER, limit)?;
+    let done = lines.pop().unwrap_or_default();
+    let status = done
+        .split(init::BATCH_DONE_MARKER)
+        .nth(1)
+        .map_or("", str::trim);
+    if status != "0" {
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        return Err(format!(
+            "the guest's batch exited with status {status}:\n{tail}"
+        ));
+    }
+    Ok(lines)
+}
+
 /// Waits until the service at `server` gives a real answer.
 fn wait_for_service(
     service: &GuestService,
@@ -214,6 +250,9 @@ fn wait_for_service(
         GuestService::Memcached(_) => probe::wait_for_version(server, limit),
         GuestService::Netpipe | GuestService::Program { .. } => {
             probe::wait_for_accept(server, limit)
+        }
+        GuestService::Batch => {
+            Err("a batch guest serves nothing: run it with run_batch".to_owned())
         }
     }
 }
@@ -244,18 +283,17 @@ fn start_and_wait(
     addresses: Vec<SocketAddr>,
     ask: impl FnOnce(&GuestService, SocketAddr, Duration) -> Result<String, String>,
 ) -> Result<ReadyGuest, String> {
+    let Some(&first) = addresses.first() else {
+        return Err("this guest serves no port (a batch guest runs with run_batch)".to_owned());
+    };
     let command = qemu_command(image, boot);
     let shown = shell_words(&command);
     let start = Instant::now();
     let mut qemu = RunningGuest::spawn(command)?;
     let boot_to_marker = qemu.wait_ready(settings.ready_limit)?;
     let left = settings.ready_limit.saturating_sub(start.elapsed());
-    let answer = ask(
-        &settings.service,
-        addresses[0],
-        left.max(Duration::from_secs(5)),
-    )
-    .map_err(|e| format!("{e}\n--- last serial lines ---\n{}", qemu.serial_tail(20)))?;
+    let answer = ask(&settings.service, first, left.max(Duration::from_secs(5)))
+        .map_err(|e| format!("{e}\n--- last serial lines ---\n{}", qemu.serial_tail(20)))?;
     Ok(ReadyGuest {
         boot_to_ready: qemu.uptime(),
         qemu,

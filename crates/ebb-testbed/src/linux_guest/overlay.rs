@@ -83,32 +83,59 @@ fn overlay(
     (path, program): (&str, &Path),
     script: Option<(&str, &str)>,
 ) -> Result<GuestImage, String> {
+    overlay_files(image, name, &[(path, program)], script)
+}
+
+/// `image` with the Linux programs `programs` (each: its path in the
+/// image, the file here) and `script` at `/usr/bin/ebb-program.sh`, which
+/// `/init` runs once for [`super::GuestService::Batch`]: the initrd
+/// `initrd-NAME.gz` next to the image's, made anew on every call.
+pub fn with_batch(
+    image: &GuestImage,
+    name: &str,
+    programs: &[(&str, &Path)],
+    script: &str,
+) -> Result<GuestImage, String> {
+    overlay_files(image, name, programs, Some((PROGRAM_SCRIPT, script)))
+}
+
+/// A copy of `image`'s initrd with `programs` and `script` appended (see
+/// [`overlay`]).
+fn overlay_files(
+    image: &GuestImage,
+    name: &str,
+    programs: &[(&str, &Path)],
+    script: Option<(&str, &str)>,
+) -> Result<GuestImage, String> {
     let manifest = std::fs::read_to_string(&image.manifest)
         .map_err(|e| format!("cannot read {}: {e}", image.manifest.display()))?;
-    let listing = run_captured(Command::new("ldd").arg(program))?;
-    let needed: Vec<String> = parse_ld_list(&listing)
-        .into_iter()
-        .map(|lib| lib.name)
-        .collect();
-    let missing = missing_libraries(&needed, &image_libraries(&manifest));
-    if !missing.is_empty() {
-        return Err(format!(
-            "{} needs {} which the guest image lacks (rebuild it: ./ebb bench linux-guest -- --rebuild)",
-            program.display(),
-            missing.join(", ")
-        ));
-    }
     let mut cpio = CpioWriter::new();
     cpio.file(
         "init",
         0o755,
         init_script(&image_modules(&manifest)).as_bytes(),
     );
-    cpio.file(
-        path,
-        0o755,
-        &std::fs::read(program).map_err(|e| format!("cannot read {}: {e}", program.display()))?,
-    );
+    for &(path, program) in programs {
+        let listing = run_captured(Command::new("ldd").arg(program))?;
+        let needed: Vec<String> = parse_ld_list(&listing)
+            .into_iter()
+            .map(|lib| lib.name)
+            .collect();
+        let missing = missing_libraries(&needed, &image_libraries(&manifest));
+        if !missing.is_empty() {
+            return Err(format!(
+                "{} needs {} which the guest image lacks (rebuild it: ./ebb bench linux-guest -- --rebuild)",
+                program.display(),
+                missing.join(", ")
+            ));
+        }
+        cpio.file(
+            path,
+            0o755,
+            &std::fs::read(program)
+                .map_err(|e| format!("cannot read {}: {e}", program.display()))?,
+        );
+    }
     if let Some((path, script)) = script {
         cpio.file(path, 0o755, script.as_bytes());
     }

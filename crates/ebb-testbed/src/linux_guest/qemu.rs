@@ -246,6 +246,38 @@ impl RunningGuest {
         }
     }
 
+    /// The serial lines from now until one containing `marker` (which is
+    /// returned last); fails like [`wait_ready`](Self::wait_ready).
+    pub fn lines_until(&mut self, marker: &str, limit: Duration) -> Result<Vec<String>, String> {
+        let deadline = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(marker) => {
+                    seen.push(line);
+                    return Ok(seen);
+                }
+                Ok(line) if line.contains(FAILURE_MARKER) => {
+                    return Err(self.failure(&format!("the guest failed: {line}")))
+                }
+                Ok(line) => seen.push(line),
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(self.failure(&format!(
+                        "the guest did not print {marker} within {} s",
+                        limit.as_secs()
+                    )))
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(self.failure(&format!(
+                        "QEMU exited ({status}) before the guest printed {marker}"
+                    )));
+                }
+            }
+        }
+    }
+
     /// Time since QEMU was started.
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
