@@ -28,5 +28,6 @@ pub mod messenger;
 pub mod native_memcached_cluster;
 pub mod plot;
 pub mod report;
+pub mod sqlite_runs;
 pub mod tcp_sim;
 pub mod vm;

@@ -139,6 +139,11 @@ pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
 /// x axis up to the largest 90th percentile × 1.5, where the curves
 /// differ (the tails beyond are clipped: the p99 keys carry them).
 pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
+    cdf_svg_of(title, "round trips", "us", curves)
+}
+
+/// [`cdf_svg`] of `what` (e.g. `runs`) measured in `unit` (e.g. `ms`).
+pub fn cdf_svg_of(title: &str, what: &str, unit: &str, curves: &[Curve]) -> String {
     let (width, height, margin) = (900.0, 420.0, 60.0);
     let p90 = |curve: &Curve| {
         let index = (curve.points.len() * 9 / 10).min(curve.points.len().saturating_sub(1));
@@ -152,7 +157,7 @@ pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
     );
     let _ = writeln!(
         svg,
-        "<text x=\"{margin}\" y=\"20\">{title}: fraction of round trips at or below (us)</text>"
+        "<text x=\"{margin}\" y=\"20\">{title}: fraction of {what} at or below ({unit})</text>"
     );
     let _ = writeln!(
         svg,
@@ -162,7 +167,7 @@ pub fn cdf_svg(title: &str, curves: &[Curve]) -> String {
     );
     let _ = writeln!(
         svg,
-        "<text x=\"{margin}\" y=\"{0}\">0</text><text x=\"{1}\" y=\"{0}\">{max_x:.0} us</text><text x=\"20\" y=\"{margin}\">1.0</text>",
+        "<text x=\"{margin}\" y=\"{0}\">0</text><text x=\"{1}\" y=\"{0}\">{max_x:.0} {unit}</text><text x=\"20\" y=\"{margin}\">1.0</text>",
         height - margin + 16.0,
         width - margin - 50.0
     );
