@@ -131,10 +131,9 @@ impl Files {
         };
         for (stream, access) in [(0u8, O_RDONLY), (1, O_WRONLY), (2, O_WRONLY)] {
             let description = files.describe(Target::Stream(stream), access);
-            files.fds.push(Some(Fd {
-                description,
-                cloexec: false,
-            }));
+            // Through `place`, which counts the reference: closing a
+            // stream then frees its description (it once underflowed).
+            files.place(usize::from(stream), description, false);
         }
         files
     }
