@@ -35,6 +35,7 @@ TARGETS=(
     "crates/ebb-messenger wire"
     "crates/ebb-messenger map"
     "crates/ebb-offload request"
+    "crates/ebb-posix-files archive"
 )
 
 if [ "${CI:-}" = true ]; then
@@ -52,7 +53,7 @@ scratch=$PWD/target/fuzz
 
 # Builds every target first (one cargo build per fuzz package), so that
 # the runs below start at once.
-for dir in apps/memcached crates/ebb-netstack crates/ebb-messenger crates/ebb-offload; do
+for dir in apps/memcached crates/ebb-netstack crates/ebb-messenger crates/ebb-offload crates/ebb-posix-files; do
     echo "fuzz: building the targets of $dir"
     (cd "$dir" && cargo +nightly fuzz build --sanitizer none --target-dir "$scratch/build")
 done

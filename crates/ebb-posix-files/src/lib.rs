@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod archive;
 pub mod layout;
 pub mod memfs;
 pub mod path;
