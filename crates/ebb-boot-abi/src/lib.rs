@@ -25,6 +25,7 @@ pub mod exit;
 #[cfg(target_pointer_width = "64")]
 pub mod memory_layout;
 pub mod node_contract;
+pub mod packed_files;
 pub mod start_info;
 
 pub use cmdline::*;
@@ -32,4 +33,5 @@ pub use exit::*;
 #[cfg(target_pointer_width = "64")]
 pub use memory_layout::*;
 pub use node_contract::{NodeContract, NodeContractError, NODE_KEYS};
+pub use packed_files::{PACKED_FILES_MAX, PACKED_FILES_NAME};
 pub use start_info::e820;

@@ -4,9 +4,14 @@
 //! (`console.rs`); every other one on the tree. Paths and buffers are
 //! read out of the program's memory here (`user.rs`).
 
+use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
+use ebb_boot_abi::{PACKED_FILES_MAX, PACKED_FILES_NAME};
+
 use ebb_posix::errno::{EFAULT, EINVAL, ENAMETOOLONG};
+use ebb_posix_files::archive::{self, Loaded};
 use ebb_posix_files::layout::stat_bytes;
 use ebb_posix_files::path::PATH_MAX;
 use ebb_posix_files::table::{Files, Target};
@@ -24,6 +29,25 @@ pub fn init() {
     if files.is_none() {
         *files = Some(Files::new());
     }
+}
+
+/// Loads the files the launcher packed (`./ebb run ... --native --files
+/// DIR`) into the tree under `/`: what it loaded, `None` when there are
+/// none, or a sentence saying why they could not be loaded.
+pub fn load_packed() -> Result<Option<Loaded>, String> {
+    let limit = u32::try_from(PACKED_FILES_MAX).unwrap_or(u32::MAX);
+    let pack = ebb_native::drivers::fw_cfg::read_file(PACKED_FILES_NAME, limit)
+        .map_err(|error| format!("the packed files: {error}"))?;
+    let Some(pack) = pack else {
+        return Ok(None);
+    };
+    let mut files = FILES.lock();
+    let files = files
+        .as_mut()
+        .ok_or("the file table is not set up before the packed files")?;
+    archive::load(files.fs_mut(), &pack)
+        .map(Some)
+        .map_err(|error| format!("{error}"))
 }
 
 fn with<T>(work: impl FnOnce(&mut Files) -> Result<T, isize>) -> Result<T, isize> {

@@ -63,6 +63,21 @@ const TICK_NS: u64 = 10_000_000;
 pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     memory::init();
     files::init();
+    match files::load_packed() {
+        Ok(Some(loaded)) if ebb_native::runtime::options().verbose => {
+            backend::Native.log(&alloc::format!(
+                "ebb-posix: the packed files: {} files ({} bytes) in {} directories",
+                loaded.files,
+                loaded.bytes,
+                loaded.dirs
+            ));
+        }
+        Ok(_) => {}
+        Err(why) => {
+            backend::Native.log(&alloc::format!("ebb-posix: {why}"));
+            ebb_native::exit(1);
+        }
+    }
     let strings: Vec<&'static [u8]> = core::iter::once(name)
         .chain(args.iter().copied())
         .map(|word| {

@@ -1,0 +1,13 @@
+//! How the launcher hands a native image a directory of files
+//! (`./ebb run APP --native --files DIR`, issue 18): packed as a cpio
+//! "newc" archive and passed as a QEMU firmware-configuration file
+//! (`-fw_cfg name=NAME,file=PACK`, QEMU's `docs/specs/fw_cfg.rst`), which
+//! the guest reads after boot, when its heap can hold it.
+
+/// The fw_cfg file name: QEMU reserves `opt/` for users, and asks for a
+/// vendor prefix under it.
+pub const PACKED_FILES_NAME: &str = "opt/org.ebbflow/files";
+
+/// The largest pack the launcher makes: it must fit in the guest's heap
+/// next to the program (the default guest has 512 MiB).
+pub const PACKED_FILES_MAX: u64 = 256 << 20;
