@@ -1,5 +1,7 @@
 //! Command-line grammar of `./ebb` (clap derive).
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::UpOptions;
@@ -167,6 +169,10 @@ pub struct NativeArgs {
         allow_hyphen_values = true
     )]
     pub qemu_arg: Vec<String>,
+    /// With --native: pack directory DIR for the guest; a C program finds its files and
+    /// directories under `/` (directories and regular files only, at most 256 MiB).
+    #[arg(long, value_name = "DIR", requires = "native")]
+    pub files: Option<PathBuf>,
 }
 
 /// `--machine`: the QEMU machine (clap's side of [`Machine`]).
@@ -303,6 +309,7 @@ mod tests {
                     forward: vec![],
                     net: None,
                     qemu_arg: vec![],
+                    files: None,
                 },
                 args: strings(&["--x"]),
             }))

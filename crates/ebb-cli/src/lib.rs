@@ -11,5 +11,6 @@ pub mod c_apps;
 pub mod child;
 pub mod cluster;
 pub mod native;
+pub mod packed_files;
 pub mod stop;
 pub mod tap;

@@ -17,7 +17,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
-use ebb_cli::{c_apps, child, cluster, native, stop, tap};
+use ebb_cli::{c_apps, child, cluster, native, packed_files, stop, tap};
 
 /// Exit code for a name that is not an application or benchmark.
 const EXIT_UNKNOWN_NAME: u8 = 2;
@@ -75,7 +75,8 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             // thread of ours reads the environment (`stop::watch` only
             // registers signal flags; it starts no thread).
             std::env::set_var(c_apps::LINK_ENV, &built.native_inputs);
-            let settings = native_settings(&options);
+            let mut settings = native_settings(&options);
+            let _packed = pack_files(root, &options, &mut settings)?;
             match options.net.unwrap_or_default() {
                 cli::NetKind::User => native::run(root, c_apps::IMAGE, &settings, &args),
                 cli::NetKind::Tap => tap::run(root, c_apps::IMAGE, &settings, &args),
@@ -90,7 +91,8 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             require_app(root, &app)?;
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             if options.native {
-                let settings = native_settings(&options);
+                let mut settings = native_settings(&options);
+                let _packed = pack_files(root, &options, &mut settings)?;
                 return match options.net.unwrap_or_default() {
                     cli::NetKind::User => native::run(root, &app, &settings, &args),
                     cli::NetKind::Tap => tap::run(root, &app, &settings, &args),
@@ -207,6 +209,22 @@ fn cluster_command(action: cli::ClusterCommand, root: &Path) -> Result<u8, (u8, 
         cli::ClusterCommand::Down => cluster::down(root),
     };
     result.map_err(|e| (EXIT_ERROR, e))
+}
+
+/// `--files DIR`: packs DIR and hands it to the guest (kept until the
+/// run ends).
+fn pack_files(
+    root: &Path,
+    options: &cli::NativeArgs,
+    settings: &mut native::Settings,
+) -> Result<Option<packed_files::PackedFiles>, (u8, String)> {
+    let Some(dir) = &options.files else {
+        return Ok(None);
+    };
+    let scratch = root.join("target").join("native");
+    packed_files::attach(dir, &scratch, settings)
+        .map(Some)
+        .map_err(|e| (EXIT_ERROR, e))
 }
 
 /// The settings of a `--native` run from its command-line options.

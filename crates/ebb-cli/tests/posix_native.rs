@@ -203,3 +203,55 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
     );
     assert_eq!(native.code, Some(7), "process without RDRAND:\n{console}");
 }
+
+#[test]
+fn a_directory_packed_by_the_launcher_is_the_native_file_system() {
+    skip_unless!(Need::Qemu);
+    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
+    let programs = match c_support::build("posix-programs", &tools, PREPARE_LIMIT) {
+        Ok((programs, _)) => programs,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    // A tree with nested and empty directories, an empty file, a file
+    // larger than one read, and three permission modes; and `tmp`, which
+    // the native file system has already (a directory packed again is
+    // kept), so that both listings hold it.
+    let tree = target_dir().join(format!("posix-programs/packed-tree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tree);
+    std::fs::create_dir_all(tree.join("data/deep")).unwrap();
+    std::fs::create_dir_all(tree.join("tmp")).unwrap();
+    std::fs::create_dir_all(tree.join("empty-dir")).unwrap();
+    std::fs::write(tree.join("a.txt"), b"hello\n").unwrap();
+    let blob: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(tree.join("data/blob"), &blob).unwrap();
+    std::fs::write(tree.join("data/deep/empty"), b"").unwrap();
+    std::fs::write(tree.join("run.sh"), b"#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (file, mode) in [("data/blob", 0o600), ("run.sh", 0o755)] {
+        std::fs::set_permissions(tree.join(file), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let packed = named(&programs, "packed");
+    let hosted = run_hosted(packed, &[tree.to_str().unwrap()]);
+    let files = format!("--files={}", tree.display());
+    let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let (code, console) = c_support::run_native(packed, &[&files], &["/"]);
+    let native = printed("packed", &console, code);
+    let _ = std::fs::remove_dir_all(&tree);
+    assert_eq!(hosted.code, Some(0), "packed hosted: {:?}", hosted.program);
+    assert!(
+        hosted
+            .program
+            .iter()
+            .any(|line| line.starts_with("packed: data/blob 100000 bytes")),
+        "{:?}",
+        hosted.program
+    );
+    assert_eq!(
+        native.program, hosted.program,
+        "packed natively:\n{console}"
+    );
+    assert_eq!(native.code, Some(0), "packed natively:\n{console}");
+}
