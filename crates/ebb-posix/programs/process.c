@@ -35,6 +35,12 @@ int main(void)
 	check("process", "the stack limit is positive", limit.rlim_cur > 0);
 	check("process", "prlimit RLIMIT_NOFILE", prlimit(0, RLIMIT_NOFILE, NULL, &limit) == 0);
 	check("process", "the open-file limit is positive", limit.rlim_cur > 0);
+	struct rlimit lowered = {64, 128};
+	check("process", "setrlimit lowers RLIMIT_NOFILE", setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+	check("process", "getrlimit reads the lowered limit",
+	      getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur == 64 && limit.rlim_max == 128);
+	struct rlimit inverted = {100, 50};
+	check_errno("process", "a soft limit above the hard one", setrlimit(RLIMIT_NOFILE, &inverted), EINVAL);
 
 	struct rusage usage;
 	check("process", "getrusage RUSAGE_SELF", getrusage(RUSAGE_SELF, &usage) == 0);

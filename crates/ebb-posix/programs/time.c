@@ -65,5 +65,8 @@ int main(void)
 	check("time", "clock_nanosleep of 2e9 ns is EINVAL",
 	      clock_nanosleep(CLOCK_MONOTONIC, 0, &bad, NULL) == EINVAL);
 	check_errno("time", "clock_gettime of clock 9999", clock_gettime((clockid_t)9999, &real), EINVAL);
+	struct timespec short_wait = {0, 1000};
+	check("time", "clock_nanosleep on a coarse clock is EOPNOTSUPP",
+	      clock_nanosleep(CLOCK_MONOTONIC_COARSE, 0, &short_wait, NULL) == EOPNOTSUPP);
 	return report_exit();
 }

@@ -50,5 +50,8 @@ pub const EMFILE: isize = 24;
 pub const EFBIG: isize = 27;
 /// Device or resource busy (renaming or removing the root).
 pub const EBUSY: isize = 16;
+/// Operation not supported (clock_nanosleep on a clock that cannot
+/// sleep).
+pub const EOPNOTSUPP: isize = 95;
 /// Connection timed out: a futex wait whose timeout passed.
 pub const ETIMEDOUT: isize = 110;

@@ -8,7 +8,7 @@
 //! loop, whose timer wakes it (`threads::sleep`), and the few nanoseconds
 //! a timer may fire early are spun.
 
-use ebb_posix::errno::EINVAL;
+use ebb_posix::errno::{EINVAL, EOPNOTSUPP};
 
 use super::threads;
 use super::user::{self, Timespec};
@@ -151,6 +151,14 @@ pub fn clock_nanosleep(clock: usize, flags: usize, request: usize) -> isize {
     if clock == CLOCK_THREAD_CPUTIME_ID {
         // Linux refuses to sleep on the calling thread's CPU clock.
         return -EINVAL;
+    }
+    if matches!(
+        clock,
+        CLOCK_MONOTONIC_RAW | CLOCK_REALTIME_COARSE | CLOCK_MONOTONIC_COARSE
+    ) {
+        // These clocks have no sleep in Linux (kernel/time/posix-timers.c:
+        // no `nsleep`, so clock_nanosleep answers EOPNOTSUPP).
+        return -EOPNOTSUPP;
     }
     let nanos = match requested(request) {
         Ok(nanos) => nanos,

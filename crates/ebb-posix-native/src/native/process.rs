@@ -9,6 +9,8 @@ use ebb_posix::errno::{EINVAL, EPERM, ESRCH};
 use x86_64::registers::model_specific::FsBase;
 use x86_64::VirtAddr;
 
+use spin::Mutex;
+
 use super::{random, threads, user};
 
 /// The program's process id (and its main thread's id).
@@ -83,29 +85,58 @@ fn limit_of(resource: usize) -> Option<[u64; 2]> {
     }
 }
 
+/// Limits the program lowered (prlimit64, setrlimit), by resource.
+static LOWERED: Mutex<[Option<[u64; 2]>; 16]> = Mutex::new([None; 16]);
+
+/// `resource`'s limits now: as lowered, else the image's.
+fn current_limit(resource: usize) -> Option<[u64; 2]> {
+    let lowered = LOWERED.lock().get(resource).copied().flatten();
+    lowered.or_else(|| limit_of(resource))
+}
+
 /// getrlimit(2).
 pub fn getrlimit(resource: usize, addr: usize) -> isize {
-    let Some(limit) = limit_of(resource) else {
+    let Some(limit) = current_limit(resource) else {
         return -EINVAL;
     };
     done(user::put(addr, limit))
 }
 
-/// prlimit64(2): reading this process's limits; they cannot be changed.
+/// prlimit64(2) of this process (setrlimit and getrlimit in musl): a new
+/// limit may lower the current ones (soft at most hard, as Linux
+/// checks), which getrlimit then reports; nothing enforces them, as
+/// nothing here could use more. Raising a hard limit above the image's
+/// is `EPERM`: the image cannot give more stack or descriptors than it
+/// has.
 pub fn prlimit64(pid: usize, resource: usize, new: usize, old: usize) -> isize {
     if pid != 0 && pid != PID.unsigned_abs() {
         return -ESRCH;
     }
-    let Some(limit) = limit_of(resource) else {
+    let (Some(limit), Some(ceiling)) = (current_limit(resource), limit_of(resource)) else {
         return -EINVAL;
     };
-    if new != 0 {
-        return -EPERM;
+    if old != 0 {
+        if let Err(errno) = user::put(old, limit) {
+            return -errno;
+        }
     }
-    if old == 0 {
+    if new == 0 {
         return 0;
     }
-    done(user::put(old, limit))
+    let [soft, hard] = match user::get::<[u64; 2]>(new) {
+        Ok(wanted) => wanted,
+        Err(errno) => return -errno,
+    };
+    if soft > hard {
+        return -EINVAL;
+    }
+    if hard > ceiling[1] {
+        return -EPERM;
+    }
+    if let Some(slot) = LOWERED.lock().get_mut(resource) {
+        *slot = Some([soft, hard]);
+    }
+    0
 }
 
 /// getrusage(2): `struct rusage` (144 bytes on x86_64), all zero: the
