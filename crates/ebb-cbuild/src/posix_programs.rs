@@ -210,7 +210,18 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["exitcode", "files", "memory", "process", "redzone", "threads", "time", "unknown"]
+            [
+                "exitcode",
+                "files",
+                "memory",
+                "packed",
+                "process",
+                "redzone",
+                "syscall_cost",
+                "threads",
+                "time",
+                "unknown"
+            ]
         );
     }
 

@@ -31,7 +31,7 @@ struct HeapStack {
     memory: Vec<u128>,
 }
 
-const CANARY: u128 = 0x5afe_57ac_c0de_5afe_57ac_c0de_5afe_57ac;
+pub(crate) const CANARY: u128 = 0x5afe_57ac_c0de_5afe_57ac_c0de_5afe_57ac;
 
 impl HeapStack {
     fn new(bytes: usize) -> Self {
@@ -104,12 +104,14 @@ impl<R: 'static, S: Stack + 'static> Future for Stackful<R, S> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<R>> {
         let result = self.coroutine.resume(cx.waker().clone());
         if let Some(canary) = self.canary {
-            // SAFETY: `canary` points into the heap stack the coroutine
-            // owns, which lives as long as `self`; nothing runs on it now.
+            // SAFETY: `canary` points at the lowest word of the coroutine's
+            // stack: memory the heap stack owns, or a foreign stack's
+            // owner lent for as long as the coroutine exists
+            // (`ForeignStack::new`); nothing runs on it between resumes.
             let canary = unsafe { canary.read() };
             assert!(
                 canary == CANARY,
-                "a stackful event overflowed its {DEFAULT_STACK_BYTES}-byte stack"
+                "a stackful event overflowed its stack (the canary at its lowest word was overwritten)"
             );
         }
         match result {
@@ -194,7 +196,8 @@ pub fn spawn_stackful_on<R: 'static>(
     stack: ForeignStack,
     body: impl FnOnce() -> R + 'static,
 ) -> JoinHandle<Option<R>> {
-    spawn_task(on_stack(stack, None, true, body))
+    let canary = stack.canary();
+    spawn_task(on_stack(stack, canary, true, body))
 }
 
 /// Ends the running stackful event now, without returning to its body:
@@ -218,8 +221,10 @@ pub unsafe fn end_stackful() -> EventError {
     if current.is_null() {
         return EventError::NotStackful;
     }
-    // SAFETY: `stackful` points at the running coroutine's `Current`, alive
-    // while it runs (see `block_on`).
+    // `stackful` points at the `Current` in the running coroutine's first
+    // frame: set when it starts, restored before it returns, and only read
+    // on that coroutine while it is suspended.
+    // SAFETY: so the `Current` is alive here; only shared references.
     let current = unsafe { &*current };
     if !current.endable {
         return EventError::NotEndable;

@@ -12,6 +12,8 @@ use corosensei::stack::{Stack, StackPointer, STACK_ALIGNMENT};
 pub struct ForeignStack {
     base: NonZeroUsize,
     limit: NonZeroUsize,
+    /// Where [`ForeignStack::with_canary`] wrote its canary, if it did.
+    canary: Option<NonZeroUsize>,
 }
 
 /// Fewer bytes than this is no stack: the coroutine's start frame and a
@@ -35,7 +37,37 @@ impl ForeignStack {
         Some(ForeignStack {
             base: NonZeroUsize::new(base)?,
             limit: NonZeroUsize::new(limit)?,
+            canary: None,
         })
+    }
+
+    /// The same stack with a canary in its lowest 16 bytes (the stack
+    /// then ends above it): after every run of the event on it, the
+    /// canary is checked, and an overwritten one (the stack overflowed)
+    /// stops the core with a panic naming the stack, as heap stacks do.
+    /// Stacks without a guard page need it; an overflow is caught after
+    /// the fact, not prevented.
+    #[must_use]
+    pub fn with_canary(self) -> ForeignStack {
+        let at = self.limit.get().next_multiple_of(16);
+        let limit = at + 16;
+        if self.base.get().saturating_sub(limit) < MIN_FOREIGN_STACK_BYTES {
+            return self;
+        }
+        // SAFETY: `new`'s contract makes `[limit, base)` writable memory
+        // nobody else uses; `at` is 16-aligned and `at + 16` lies below
+        // `base` (checked above), so the `u128` fits inside it.
+        unsafe { (at as *mut u128).write(crate::blocking::CANARY) };
+        ForeignStack {
+            limit: NonZeroUsize::new(limit).unwrap_or(self.limit),
+            canary: NonZeroUsize::new(at),
+            ..self
+        }
+    }
+
+    /// Where its canary is, if it has one.
+    pub(crate) fn canary(&self) -> Option<*const u128> {
+        self.canary.map(|at| at.get() as *const u128)
     }
 }
 
@@ -68,5 +100,18 @@ mod tests {
         assert_eq!(unsafe { ForeignStack::new(0, 0x9000) }, None);
         // SAFETY: never run on.
         assert_eq!(unsafe { ForeignStack::new(0x9000, 0x1000) }, None);
+    }
+
+    #[test]
+    fn a_canary_sits_below_the_usable_stack() {
+        let mut memory = alloc::vec![0u128; 1024];
+        let range = memory.as_mut_ptr_range();
+        let (limit, base) = (range.start as usize, range.end as usize);
+        // SAFETY: `memory` is ours and outlives the stack, never run on.
+        let stack = unsafe { ForeignStack::new(limit, base) }
+            .unwrap()
+            .with_canary();
+        assert_eq!(stack.limit().get(), limit + 16);
+        assert_eq!(memory[0], crate::blocking::CANARY);
     }
 }

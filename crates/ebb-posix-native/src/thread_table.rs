@@ -53,6 +53,12 @@ impl ThreadTable {
         tid
     }
 
+    /// Forgets `tid`, made by [`ThreadTable::create`] for a thread that
+    /// did not start.
+    pub fn forget(&mut self, tid: i32) {
+        self.live.remove(&tid);
+    }
+
     /// The thread running now.
     #[must_use]
     pub fn current(&self) -> i32 {
@@ -110,6 +116,13 @@ mod tests {
         table.switch_to(b);
         assert!(table.exit_current().last);
         assert_eq!(table.create(0), 4, "ids are not reused");
+        let unstarted = table.create(0);
+        table.forget(unstarted);
+        assert_eq!(
+            table.live(),
+            1,
+            "a forgotten id does not keep the program alive"
+        );
     }
 
     #[test]

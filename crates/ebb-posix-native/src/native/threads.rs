@@ -31,7 +31,9 @@ use core::pin::pin;
 use core::task::Poll;
 use core::time::Duration;
 
-use ebb_event::{block_on, end_stackful, spawn_stackful_on, ForeignStack};
+use alloc::alloc::{alloc_zeroed, Layout};
+
+use ebb_event::{block_on, end_stackful, spawn_stackful_on, ForeignStack, MIN_FOREIGN_STACK_BYTES};
 use ebb_posix::errno::{EAGAIN, EINVAL, ENOSYS, ETIMEDOUT};
 use ebb_posix::Backend;
 use spin::Mutex;
@@ -69,24 +71,33 @@ const _: () = assert!(process::PID == MAIN_TID as isize);
 static THREADS: Mutex<ThreadTable> = Mutex::new(ThreadTable::new(MAIN_TID));
 static FUTEXES: Mutex<FutexQueues> = Mutex::new(FutexQueues::EMPTY);
 
-/// The main thread's stack: Linux's default limit for it (8 MiB), taken
-/// page by page as the program touches it, with a guard page below.
+/// The main thread's stack: Linux's default limit for it (8 MiB).
 pub const MAIN_STACK_BYTES: usize = 8 << 20;
 
 /// Starts the program's first thread, `body`, on a stack of its own;
 /// `false` if there is no memory for the stack.
+///
+/// The stack is mapped memory from the heap, not a demand-zero region:
+/// system calls run on it, and a first touch of a demand-zero page takes
+/// the page allocator's lock, which a system call may already hold (an
+/// mmap's allocation), a deadlock. It has no guard page; a canary at its
+/// lowest word catches an overflow after the fact.
 pub fn start_main(body: impl FnOnce() + 'static) -> bool {
-    let Some(region) = ebb_native::regions::DemandZeroRegion::new(MAIN_STACK_BYTES) else {
+    let Ok(layout) = Layout::from_size_align(MAIN_STACK_BYTES, 4096) else {
         return false;
     };
-    let limit = region.as_ptr() as usize;
-    // The main thread's stack lives as long as the program.
-    core::mem::forget(region);
-    // SAFETY: the region is reserved for this stack alone, and forgotten,
-    // so it is never released.
+    // SAFETY: the layout's size is not zero.
+    let memory = unsafe { alloc_zeroed(layout) };
+    if memory.is_null() {
+        return false;
+    }
+    let limit = memory as usize;
+    // SAFETY: the block is this stack's alone and never freed: the main
+    // thread's stack lives as long as the program.
     let Some(stack) = (unsafe { ForeignStack::new(limit, limit + MAIN_STACK_BYTES) }) else {
         return false;
     };
+    let stack = stack.with_canary();
     THREADS.lock().start();
     spawn_stackful_on(stack, move || {
         interrupts::enable();
@@ -131,14 +142,25 @@ pub fn clone(
     if func == 0 {
         return -EINVAL;
     }
-    // The stack musl mapped (guard, stack, TLS); a stack the program
-    // chose itself (pthread_attr_setstack) need not be a mapping of ours.
-    let limit = memory::block_start(stack.wrapping_sub(1))
-        .unwrap_or_else(|| stack.saturating_sub(ebb_event::MIN_FOREIGN_STACK_BYTES));
+    // The stack musl mapped (guard page, stack, TLS): its canary goes in
+    // the guard page, which musl never touches (mprotect has no effect
+    // here). A stack the program chose itself (pthread_attr_setstack) need
+    // not be a mapping of ours: its size is unknown, so it gets the least
+    // a stack may have and no canary.
+    let mapped = memory::block_start(stack.wrapping_sub(1));
+    let limit = mapped.unwrap_or_else(|| (stack & !15).saturating_sub(MIN_FOREIGN_STACK_BYTES));
     // SAFETY: clone(2)'s contract: `stack` tops memory the caller gave to
-    // the new thread alone, for as long as the thread runs.
+    // the new thread alone for as long as it runs: musl's mapping from its
+    // start, or at least the bytes a stack needs below `stack`. corosensei
+    // reads `limit` only for its stack-overflow trap handler, which this
+    // target does not build.
     let Some(borrowed) = (unsafe { ForeignStack::new(limit, stack) }) else {
         return -EINVAL;
+    };
+    let borrowed = if mapped.is_some() {
+        borrowed.with_canary()
+    } else {
+        borrowed
     };
     let tls = if flags & CLONE_SETTLS != 0 {
         match VirtAddr::try_new(tls as u64) {
@@ -157,6 +179,9 @@ pub fn clone(
     for (flag, address) in [(CLONE_PARENT_SETTID, ptid), (CLONE_CHILD_SETTID, ctid)] {
         if flags & flag != 0 {
             if let Err(errno) = user::put(address, tid) {
+                // No thread after all: its id must not keep the program
+                // alive.
+                THREADS.lock().forget(tid);
                 return -errno;
             }
         }
@@ -198,9 +223,11 @@ pub fn exit_thread(code: usize, unmap: Option<(usize, usize)>) -> ! {
         });
     }
     interrupts::disable();
-    // SAFETY: the frames abandoned are the C thread's and ours between its
-    // system-call entry and here (dispatch, the backend, this function),
-    // which own no values with destructors: plain integers and references.
+    // SAFETY: the frames abandoned are the coroutine's start (corosensei's
+    // and `on_stack`'s closure, whose `Current` waker `end_stackful`
+    // drops), `run_thread`, the C thread's, and ours from its system-call
+    // entry to here (dispatch, the backend, this function): apart from
+    // that waker they hold plain integers and references, nothing to drop.
     let error = unsafe { end_stackful() };
     backend::Native.log(&alloc::format!(
         "ebb-posix: a thread could not end ({error}); the program stops"
