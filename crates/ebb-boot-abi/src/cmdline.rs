@@ -44,33 +44,6 @@ impl Crash {
     }
 }
 
-/// Random bytes from the launcher; their `Debug` hides them, so a log of
-/// the options does not give the seed away.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Seed(pub [u8; 32]);
-
-impl Seed {
-    /// Parses 64 hex digits.
-    pub fn parse(value: &str) -> Option<Seed> {
-        let digits = value.as_bytes();
-        if digits.len() != 64 {
-            return None;
-        }
-        let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
-            let pair = core::str::from_utf8(pair).ok()?;
-            *byte = u8::from_str_radix(pair, 16).ok()?;
-        }
-        Some(Seed(bytes))
-    }
-}
-
-impl core::fmt::Debug for Seed {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("Seed(hidden)")
-    }
-}
-
 /// How much the platform's serial logger prints (`log=LEVEL`): each level
 /// includes the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -160,10 +133,6 @@ pub struct PlatformOptions {
     /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
     /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
     pub wall: Option<u64>,
-    /// 32 random bytes from the launcher (`seed=` and 64 hex digits):
-    /// what seeds a CSPRNG where the CPU has no RDRAND (a C program's
-    /// getrandom, `ebb-posix-native`).
-    pub seed: Option<Seed>,
     /// `ip=ADDR/PREFIX[,gw=GATEWAY]`: the static address of the virtio-net
     /// stack instead of QEMU user networking's 10.0.2.15/24 (e.g. on a TAP
     /// device, `./ebb run APP --native --net tap`). Ignored with
@@ -267,7 +236,6 @@ impl Default for PlatformOptions {
             virtio_tx_queue: None,
             virtio_reset_after: None,
             wall: None,
-            seed: None,
             ip: None,
             node: Ok(None),
         }
@@ -337,7 +305,6 @@ pub fn parse_cmdline<'a>(
                 .ok()
                 .map(|n| options.virtio_reset_after = Some(n)),
             "ip" => StaticIp::parse(value).map(|ip| options.ip = Some(ip)),
-            "seed" => Seed::parse(value).map(|seed| options.seed = Some(seed)),
             "verbose" if value.is_empty() => {
                 options.verbose = true;
                 Some(())
@@ -358,22 +325,6 @@ mod tests {
     use super::*;
     use std::vec;
     use std::vec::Vec;
-
-    #[test]
-    fn a_seed_is_64_hex_digits_and_its_debug_hides_it() {
-        let hex = "00ff".repeat(16);
-        let line = std::format!("seed={hex} --");
-        let (options, _, unknown) = parse(&line);
-        let seed = options.seed.expect("a seed");
-        assert_eq!(seed.0[..2], [0x00, 0xff]);
-        assert!(unknown.is_empty());
-        assert_eq!(std::format!("{seed:?}"), "Seed(hidden)");
-        let not_hex = std::format!("seed={}", "zz".repeat(32));
-        for bad in ["seed=00ff", "seed=", not_hex.as_str()] {
-            let (options, _, unknown) = parse(bad);
-            assert_eq!((options.seed, unknown), (None, vec![bad]));
-        }
-    }
 
     fn parse(cmdline: &str) -> (PlatformOptions, Vec<&str>, Vec<&str>) {
         let mut unknown = Vec::new();

@@ -33,5 +33,5 @@ pub use exit::*;
 #[cfg(target_pointer_width = "64")]
 pub use memory_layout::*;
 pub use node_contract::{NodeContract, NodeContractError, NODE_KEYS};
-pub use packed_files::{PACKED_FILES_MAX, PACKED_FILES_NAME};
+pub use packed_files::{PACKED_FILES_MAX, PACKED_FILES_NAME, SEED_BYTES, SEED_NAME};
 pub use start_info::e820;

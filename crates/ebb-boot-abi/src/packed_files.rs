@@ -8,6 +8,15 @@
 /// vendor prefix under it.
 pub const PACKED_FILES_NAME: &str = "opt/org.ebbflow/files";
 
+/// The fw_cfg file with 32 random bytes from the host (`/dev/urandom`)
+/// that seed a C program's getrandom where the CPU has no RDRAND. A file,
+/// not a command-line word: `/proc/PID/cmdline` and printed commands
+/// would show it.
+pub const SEED_NAME: &str = "opt/org.ebbflow/seed";
+
+/// The seed's length in bytes.
+pub const SEED_BYTES: usize = 32;
+
 /// The largest pack the launcher makes: it must fit in the guest's heap
 /// next to the program (the default guest has 512 MiB).
 pub const PACKED_FILES_MAX: u64 = 256 << 20;

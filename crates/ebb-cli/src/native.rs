@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 use ebb_testbed::qemu::process::find_qemu;
 use ebb_testbed::qemu::qmp::{qmp_args, Qmp, SocketDir};
 
-use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC};
+use ebb_boot_abi::{decode_qemu_status, QemuExit, EXIT_CPU_EXCEPTION, EXIT_PANIC, SEED_NAME};
 
 use crate::{child, stop};
 
 // What every QEMU launch needs comes from the testbed, shared with the
 // benchmarks and the tests.
 pub use ebb_testbed::qemu::{
-    host_seed_word, host_unix_seconds, kvm_usable, measure_tsc_khz, shell_words,
+    host_seed, host_unix_seconds, kvm_usable, measure_tsc_khz, shell_words,
 };
 // The QEMU command line itself is the testbed's too (a cluster's nodes and
 // the VM benchmarks boot with the same one).
@@ -92,6 +92,18 @@ fn symbolize(image: &Path, output: &str) {
     }
 }
 
+/// Writes `bytes` to a new file at `path` that only this user may read.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
 /// Builds `app`'s native image and boots it; returns the exit code for
 /// `./ebb run` (the application's), or an error message.
 pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Result<u8, String> {
@@ -134,15 +146,19 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     // The host's wall-clock time, taken after the build (which may be
     // long): the guest's clock starts from it (`wall=`, over the CMOS RTC).
     let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
-    // Random bytes for the guest's CSPRNG where its CPU lacks RDRAND.
-    let cmdline = match host_seed_word() {
-        Some(seed) => format!("{seed} {cmdline}"),
-        None => cmdline,
-    };
     let mut qemu = qemu_command(settings, &image, &cmdline, kvm)?;
     let qmp_dir = SocketDir::create(&format!("ebb-qmp-{}", std::process::id()))?;
     let socket = qmp_dir.path().join("qmp.sock");
     qemu.args(qmp_args(&socket));
+    // Random bytes for the guest's CSPRNG where its CPU lacks RDRAND: a
+    // fw_cfg file readable by us alone, in the directory deleted with the
+    // QMP socket, never on a command line others can read.
+    if let Some(seed) = host_seed() {
+        let path = qmp_dir.path().join("seed");
+        write_private(&path, &seed)?;
+        qemu.arg("-fw_cfg")
+            .arg(format!("name={SEED_NAME},file={}", path.display()));
+    }
     if settings.verbose {
         eprintln!("ebb: {}", shell_words(&qemu));
     }

@@ -1,11 +1,13 @@
 //! getrandom(2)'s bytes natively: RDRAND where the CPU has it (QEMU's
 //! `-cpu max` and current hosts do); else a ChaCha20 CSPRNG (RFC 8439's
 //! cipher as a keystream, `chacha20`'s `ChaCha20Rng`) seeded with the 32
-//! random bytes the launcher passes (`seed=`, from the host's
-//! getrandom). With neither, the call is not provided.
+//! random bytes the launcher passes (from the host's `/dev/urandom`, as
+//! the fw_cfg file `ebb_boot_abi::SEED_NAME`). With neither, the call is
+//! not provided.
 
 use chacha20::rand_core::{Rng, SeedableRng};
 use chacha20::ChaCha20Rng;
+use ebb_boot_abi::{SEED_BYTES, SEED_NAME};
 use ebb_posix::Backend;
 use spin::Mutex;
 use x86_64::instructions::random::RdRand;
@@ -27,9 +29,11 @@ pub fn fill(buffer: &mut [u8]) -> Option<usize> {
     }
     let mut fallback = FALLBACK.lock();
     if fallback.is_none() {
-        let options = ebb_native::runtime::options();
-        *fallback = Some(ChaCha20Rng::from_seed(options.seed?.0));
-        if options.verbose {
+        let limit = u32::try_from(SEED_BYTES).unwrap_or(u32::MAX);
+        let bytes = ebb_native::drivers::fw_cfg::read_file(SEED_NAME, limit).ok()??;
+        let seed: [u8; SEED_BYTES] = bytes.try_into().ok()?;
+        *fallback = Some(ChaCha20Rng::from_seed(seed));
+        if ebb_native::runtime::options().verbose {
             Native.log(SEEDED);
         }
     }

@@ -63,19 +63,16 @@ pub fn host_unix_seconds() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
-/// `seed=` and 32 random bytes from the host's kernel (`/dev/urandom`)
-/// as 64 hex digits, for the guest's CSPRNG where its CPU has no RDRAND
-/// (`ebb-posix-native`'s getrandom); `None` if they cannot be read.
-pub fn host_seed_word() -> Option<String> {
+/// 32 random bytes from the host's kernel (`/dev/urandom`), for the
+/// guest's CSPRNG where its CPU has no RDRAND (`ebb-posix-native`'s
+/// getrandom); `None` if they cannot be read.
+pub fn host_seed() -> Option<[u8; 32]> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut random| random.read_exact(&mut bytes))
         .ok()?;
-    Some(format!(
-        "seed={}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ))
+    Some(bytes)
 }
 
 #[cfg(test)]
@@ -83,12 +80,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_seed_word_is_64_fresh_hex_digits() {
-        let (a, b) = (host_seed_word().unwrap(), host_seed_word().unwrap());
-        let digits = a.strip_prefix("seed=").unwrap();
-        assert_eq!(digits.len(), 64);
-        assert!(digits.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
+    fn two_seeds_differ() {
+        assert_ne!(host_seed().unwrap(), host_seed().unwrap());
     }
 
     #[test]
