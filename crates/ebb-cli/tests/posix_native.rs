@@ -103,16 +103,24 @@ fn run_native(program: &Built, args: &[&str]) -> (Printed, String) {
     (printed(&program.name, &text, code), text)
 }
 
+/// The syscall-group programs, or `None` after reporting `test` SKIPPED
+/// when the machine cannot build them.
+fn built_programs(test: &str) -> Option<Vec<Built>> {
+    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
+    match c_support::build("posix-programs", &tools, PREPARE_LIMIT) {
+        Ok((programs, _)) => Some(programs),
+        Err(reason) => {
+            ebb_testbed::skip(test, &reason);
+            None
+        }
+    }
+}
+
 #[test]
 fn syscall_group_programs_print_the_same_natively_and_hosted() {
     skip_unless!(Need::Qemu);
-    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
-    let programs = match c_support::build("posix-programs", &tools, PREPARE_LIMIT) {
-        Ok((programs, _)) => programs,
-        Err(reason) => {
-            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
-            return;
-        }
+    let Some(programs) = built_programs(ebb_testbed::function_name!()) else {
+        return;
     };
     let _boot = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     for (name, code) in NATIVE_PROGRAMS {
@@ -207,13 +215,8 @@ fn syscall_group_programs_print_the_same_natively_and_hosted() {
 #[test]
 fn a_directory_packed_by_the_launcher_is_the_native_file_system() {
     skip_unless!(Need::Qemu);
-    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
-    let programs = match c_support::build("posix-programs", &tools, PREPARE_LIMIT) {
-        Ok((programs, _)) => programs,
-        Err(reason) => {
-            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
-            return;
-        }
+    let Some(programs) = built_programs(ebb_testbed::function_name!()) else {
+        return;
     };
     // A tree with nested and empty directories, an empty file, a file
     // larger than one read, and three permission modes; and `tmp`, which

@@ -221,29 +221,8 @@ impl RunningGuest {
     /// application prints its own) and returns the time since QEMU
     /// started; fails like [`wait_ready`](Self::wait_ready).
     pub fn wait_for(&mut self, marker: &str, limit: Duration) -> Result<Duration, String> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(marker) => return Ok(self.started.elapsed()),
-                Ok(line) if line.contains(FAILURE_MARKER) => {
-                    return Err(self.failure(&format!("the guest failed: {line}")))
-                }
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(self.failure(&format!(
-                        "the guest did not print {marker} within {} s",
-                        limit.as_secs()
-                    )))
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                    return Err(self.failure(&format!(
-                        "QEMU exited ({status}) before the guest was ready"
-                    )));
-                }
-            }
-        }
+        self.lines_until(marker, limit)?;
+        Ok(self.started.elapsed())
     }
 
     /// The serial lines from now until one containing `marker` (which is
