@@ -150,17 +150,19 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
     let qmp_dir = SocketDir::create(&format!("ebb-qmp-{}", std::process::id()))?;
     let socket = qmp_dir.path().join("qmp.sock");
     qemu.args(qmp_args(&socket));
+    if settings.verbose {
+        eprintln!("ebb: {}", shell_words(&qemu));
+    }
     // Random bytes for the guest's CSPRNG where its CPU lacks RDRAND: a
     // fw_cfg file readable by us alone, in the directory deleted with the
-    // QMP socket, never on a command line others can read.
+    // QMP socket, never on a command line others can read. Added after
+    // the command is shown, which stays one a user can paste (the file
+    // is gone once the run ends; without it the guest has only RDRAND).
     if let Some(seed) = host_seed() {
         let path = qmp_dir.path().join("seed");
         write_private(&path, &seed)?;
         qemu.arg("-fw_cfg")
             .arg(format!("name={SEED_NAME},file={}", path.display()));
-    }
-    if settings.verbose {
-        eprintln!("ebb: {}", shell_words(&qemu));
     }
     for forward in &settings.forwards {
         let forward = Forward::parse(forward)?;
