@@ -16,7 +16,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use ebb_posix::errno::{EEXIST, ENOTDIR};
+use ebb_posix::errno::{EEXIST, EFBIG, ENOTDIR};
 
 use crate::memfs::{Kind, MemFs, ROOT};
 
@@ -30,6 +30,9 @@ const TRAILER: &[u8] = b"TRAILER!!!";
 const S_IFMT: u32 = 0o170_000;
 const S_IFDIR: u32 = 0o040_000;
 const S_IFREG: u32 = 0o100_000;
+/// Linux's longest path and name (`include/uapi/linux/limits.h`).
+const PATH_MAX: usize = 4096;
+const NAME_MAX: usize = 255;
 
 /// Why an archive was not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,13 +93,24 @@ impl fmt::Display for ArchiveError {
             ),
             ArchiveError::Refused { name, errno } => write!(
                 f,
-                "the in-memory file system refused the packed '{name}' (errno {errno})"
+                "the in-memory file system refused the packed '{name}': {}",
+                errno_text(*errno)
             ),
         }
     }
 }
 
 impl core::error::Error for ArchiveError {}
+
+/// What the file system's refusals mean.
+fn errno_text(errno: isize) -> &'static str {
+    match errno {
+        EEXIST => "the name is given twice (EEXIST)",
+        ENOTDIR => "a file stands where a directory is needed (ENOTDIR)",
+        EFBIG => "the file is larger than the file system holds (EFBIG)",
+        _ => "an error the loader has no words for",
+    }
+}
 
 /// What an archive held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -139,6 +153,10 @@ pub fn entries(archive: &[u8]) -> Result<Vec<Entry<'_>>, ArchiveError> {
         }
         let field = |index: usize| -> Result<usize, ArchiveError> {
             let digits = &header[6 + index * 8..6 + (index + 1) * 8];
+            // Hex digits only: `from_str_radix` alone would take a `+`.
+            if !digits.iter().all(u8::is_ascii_hexdigit) {
+                return Err(ArchiveError::BadHeader { offset });
+            }
             let text =
                 core::str::from_utf8(digits).map_err(|_| ArchiveError::BadHeader { offset })?;
             let value =
@@ -183,14 +201,26 @@ fn lossy(name: &[u8]) -> String {
 }
 
 /// The components of a packed name: `None` for `.` (the root itself),
-/// an error for an empty component, `.`, `..` or a NUL.
+/// an error for an empty component, `.`, `..`, a NUL, a name longer than
+/// Linux's `PATH_MAX` or a component longer than its `NAME_MAX` (which
+/// also bounds the work a hostile name can ask for).
 fn components(name: &[u8]) -> Result<Option<Vec<&[u8]>>, ArchiveError> {
     if name == b"." {
         return Ok(None);
     }
+    if name.len() >= PATH_MAX {
+        return Err(ArchiveError::BadName {
+            name: lossy(&name[..64]),
+        });
+    }
     let parts: Vec<&[u8]> = name.split(|&byte| byte == b'/').collect();
-    let bad =
-        |part: &&[u8]| part.is_empty() || *part == b"." || *part == b".." || part.contains(&0);
+    let bad = |part: &&[u8]| {
+        part.is_empty()
+            || *part == b"."
+            || *part == b".."
+            || part.contains(&0)
+            || part.len() > NAME_MAX
+    };
     if parts.iter().any(bad) {
         return Err(ArchiveError::BadName { name: lossy(name) });
     }
@@ -208,6 +238,13 @@ pub fn load(fs: &mut MemFs, archive: &[u8]) -> Result<Loaded, ArchiveError> {
     let mut loaded = Loaded::default();
     for entry in entries(archive)? {
         let Some(parts) = components(entry.name)? else {
+            // `.`: the root itself, which must be said to be a directory.
+            if entry.mode & S_IFMT != S_IFDIR {
+                return Err(ArchiveError::Unsupported {
+                    name: lossy(entry.name),
+                    mode: entry.mode,
+                });
+            }
             continue;
         };
         let refused = |errno| ArchiveError::Refused {

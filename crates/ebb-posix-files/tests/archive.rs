@@ -84,6 +84,28 @@ fn bad_archives_are_refused_by_name() {
         load(&mut MemFs::new(), b"not an archive at all, long enough to hold a header: 0123456789012345678901234567890123456789012345678901234567"),
         Err(ArchiveError::BadHeader { offset: 0 })
     );
+    let long = "a/".repeat(2100) + "b";
+    assert!(matches!(
+        load(&mut MemFs::new(), &archive(&[(&long, FILE, b"x")])),
+        Err(ArchiveError::BadName { .. })
+    ));
+    let root_as_file = archive(&[(".", FILE, b"x")]);
+    assert!(matches!(
+        load(&mut MemFs::new(), &root_as_file),
+        Err(ArchiveError::Unsupported { .. })
+    ));
+    let mut plus = archive(&[("a", FILE, b"1")]);
+    plus[6] = b'+';
+    assert_eq!(
+        load(&mut MemFs::new(), &plus),
+        Err(ArchiveError::BadHeader { offset: 0 })
+    );
+    let twice_message = ArchiveError::Refused {
+        name: "a".into(),
+        errno: EEXIST,
+    }
+    .to_string();
+    assert!(twice_message.contains("given twice"), "{twice_message}");
     let message = ArchiveError::BadName {
         name: "../x".into(),
     }
