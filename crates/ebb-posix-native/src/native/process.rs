@@ -115,26 +115,31 @@ pub fn prlimit64(pid: usize, resource: usize, new: usize, old: usize) -> isize {
     let (Some(limit), Some(ceiling)) = (current_limit(resource), limit_of(resource)) else {
         return -EINVAL;
     };
+    // As Linux: the new limit is read and checked first, the old one
+    // written only when the call succeeds, and before the new one takes
+    // effect (so `new` and `old` may be the same struct).
+    let wanted = if new == 0 {
+        None
+    } else {
+        let [soft, hard] = match user::get::<[u64; 2]>(new) {
+            Ok(wanted) => wanted,
+            Err(errno) => return -errno,
+        };
+        if soft > hard {
+            return -EINVAL;
+        }
+        if hard > ceiling[1] {
+            return -EPERM;
+        }
+        Some([soft, hard])
+    };
     if old != 0 {
         if let Err(errno) = user::put(old, limit) {
             return -errno;
         }
     }
-    if new == 0 {
-        return 0;
-    }
-    let [soft, hard] = match user::get::<[u64; 2]>(new) {
-        Ok(wanted) => wanted,
-        Err(errno) => return -errno,
-    };
-    if soft > hard {
-        return -EINVAL;
-    }
-    if hard > ceiling[1] {
-        return -EPERM;
-    }
-    if let Some(slot) = LOWERED.lock().get_mut(resource) {
-        *slot = Some([soft, hard]);
+    if let (Some(wanted), Some(slot)) = (wanted, LOWERED.lock().get_mut(resource)) {
+        *slot = Some(wanted);
     }
     0
 }
