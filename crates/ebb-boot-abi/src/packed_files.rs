@@ -17,6 +17,7 @@ pub const SEED_NAME: &str = "opt/org.ebbflow/seed";
 /// The seed's length in bytes.
 pub const SEED_BYTES: usize = 32;
 
-/// The largest pack the launcher makes: it must fit in the guest's heap
-/// next to the program (the default guest has 512 MiB).
-pub const PACKED_FILES_MAX: u64 = 256 << 20;
+/// The largest pack the launcher makes. The guest holds the pack and the
+/// files loaded from it at once (twice its size) next to the program, in
+/// a default guest of 512 MiB.
+pub const PACKED_FILES_MAX: u64 = 128 << 20;

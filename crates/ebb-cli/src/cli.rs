@@ -170,7 +170,7 @@ pub struct NativeArgs {
     )]
     pub qemu_arg: Vec<String>,
     /// With --native: pack directory DIR for the guest; a C program finds its files and
-    /// directories under `/` (directories and regular files only, at most 256 MiB).
+    /// directories under `/` (directories and regular files only, at most 128 MiB packed).
     #[arg(long, value_name = "DIR", requires = "native")]
     pub files: Option<PathBuf>,
 }

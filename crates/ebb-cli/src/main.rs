@@ -91,6 +91,16 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             require_app(root, &app)?;
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             if options.native {
+                if options.files.is_some() && app != c_apps::IMAGE {
+                    return Err((
+                        EXIT_ERROR,
+                        format!(
+                            "--files is for C programs ({}, {}): '{app}' has no file system to fill",
+                            c_apps::C_APPS.join(", "),
+                            c_apps::IMAGE
+                        ),
+                    ));
+                }
                 let mut settings = native_settings(&options);
                 let _packed = pack_files(root, &options, &mut settings)?;
                 return match options.net.unwrap_or_default() {

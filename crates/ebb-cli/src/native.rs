@@ -93,7 +93,7 @@ fn symbolize(image: &Path, output: &str) {
 }
 
 /// Writes `bytes` to a new file at `path` that only this user may read.
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
@@ -162,7 +162,7 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
         let path = qmp_dir.path().join("seed");
         write_private(&path, &seed)?;
         qemu.arg("-fw_cfg")
-            .arg(format!("name={SEED_NAME},file={}", path.display()));
+            .arg(crate::packed_files::fw_cfg_file_arg(SEED_NAME, &path));
     }
     for forward in &settings.forwards {
         let forward = Forward::parse(forward)?;

@@ -42,7 +42,20 @@ pub fn pack(dir: &Path) -> Result<Vec<u8>, String> {
     let mut writer = CpioWriter::new();
     let mut total = 0u64;
     add_children(&mut writer, dir, "", &mut total)?;
-    Ok(writer.finish())
+    let packed = writer.finish();
+    // Headers, names and padding count too.
+    if packed.len() as u64 > PACKED_FILES_MAX {
+        return Err(too_large(dir));
+    }
+    Ok(packed)
+}
+
+fn too_large(dir: &Path) -> String {
+    format!(
+        "--files {}: more than {} MiB to pack (the guest holds the pack and its files in memory)",
+        dir.display(),
+        PACKED_FILES_MAX >> 20
+    )
 }
 
 fn add_children(
@@ -71,15 +84,11 @@ fn add_children(
             writer.directory(&inner, permissions);
             add_children(writer, &path, &format!("{inner}/"), total)?;
         } else if metadata.is_file() {
-            *total += metadata.len();
-            if *total > PACKED_FILES_MAX {
-                return Err(format!(
-                    "--files {}: more than {} MiB to pack (the guest holds them in memory)",
-                    dir.display(),
-                    PACKED_FILES_MAX >> 20
-                ));
-            }
             let bytes = fs::read(&path).map_err(|e| format!("--files: {}: {e}", path.display()))?;
+            *total += bytes.len() as u64;
+            if *total > PACKED_FILES_MAX {
+                return Err(too_large(dir));
+            }
             writer.file(&inner, permissions, &bytes);
         } else {
             return Err(format!(
@@ -101,20 +110,22 @@ fn add_children(
 pub fn attach(dir: &Path, scratch: &Path, settings: &mut Settings) -> Result<PackedFiles, String> {
     let bytes = pack(dir)?;
     fs::create_dir_all(scratch).map_err(|e| format!("creating {}: {e}", scratch.display()))?;
-    // QEMU's option syntax splits on commas: the scratch path has none.
     let path = scratch.join(format!("packed-files-{}.cpio", std::process::id()));
-    let shown = path.display().to_string();
-    if shown.contains(',') {
-        return Err(format!(
-            "--files: the pack's path {shown} has a comma, which QEMU cannot take"
-        ));
-    }
-    fs::write(&path, bytes).map_err(|e| format!("writing {shown}: {e}"))?;
+    let _ = fs::remove_file(&path); // one a killed run left
+                                    // Readable by us alone: DIR may hold what others must not read.
+    crate::native::write_private(&path, &bytes)?;
     settings.qemu_args.push("-fw_cfg".to_owned());
     settings
         .qemu_args
-        .push(format!("name={PACKED_FILES_NAME},file={shown}"));
+        .push(fw_cfg_file_arg(PACKED_FILES_NAME, &path));
     Ok(PackedFiles { path })
+}
+
+/// `name=NAME,file=PATH` for QEMU's `-fw_cfg`, a comma in the path
+/// doubled (QEMU's option syntax: `,,` is a literal comma).
+pub fn fw_cfg_file_arg(name: &str, path: &Path) -> String {
+    let path = path.display().to_string().replace(',', ",,");
+    format!("name={name},file={path}")
 }
 
 #[cfg(test)]
@@ -152,6 +163,10 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), packed);
         drop(attached);
         assert!(!path.exists(), "the pack is deleted after the run");
+        assert_eq!(
+            fw_cfg_file_arg("opt/x", Path::new("/tmp/a,b")),
+            "name=opt/x,file=/tmp/a,,b"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 
