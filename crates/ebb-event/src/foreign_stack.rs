@@ -8,7 +8,7 @@ use corosensei::stack::{Stack, StackPointer, STACK_ALIGNMENT};
 
 /// The bounds of borrowed stack memory, `[limit, base)`; the stack grows
 /// down from `base`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct ForeignStack {
     base: NonZeroUsize,
     limit: NonZeroUsize,
@@ -28,7 +28,8 @@ impl ForeignStack {
     /// # Safety
     ///
     /// `[limit, base)` is writable memory that nothing else uses, and it
-    /// stays so until the event that runs on it has returned or ended.
+    /// stays so until the event that runs on it has returned or ended and
+    /// its task has been dropped (the last check of a canary comes then).
     pub unsafe fn new(limit: usize, base: usize) -> Option<Self> {
         let base = base & !(STACK_ALIGNMENT - 1);
         if base.checked_sub(limit)? < MIN_FOREIGN_STACK_BYTES {
@@ -47,15 +48,20 @@ impl ForeignStack {
     /// stops the core with a panic naming the stack, as heap stacks do.
     /// Stacks without a guard page need it; an overflow is caught after
     /// the fact, not prevented.
+    ///
+    /// # Safety
+    ///
+    /// The stack's memory is still what [`ForeignStack::new`]'s caller
+    /// lent (writable, used by nothing else): the canary is written now.
     #[must_use]
-    pub fn with_canary(self) -> ForeignStack {
+    pub unsafe fn with_canary(self) -> ForeignStack {
         let at = self.limit.get().next_multiple_of(16);
         let limit = at + 16;
         if self.base.get().saturating_sub(limit) < MIN_FOREIGN_STACK_BYTES {
             return self;
         }
-        // SAFETY: `new`'s contract makes `[limit, base)` writable memory
-        // nobody else uses; `at` is 16-aligned and `at + 16` lies below
+        // SAFETY: this function's and `new`'s contracts make `[limit,
+        // base)` writable memory nobody else uses, now; `at` is 16-aligned and `at + 16` lies below
         // `base` (checked above), so the `u128` fits inside it.
         unsafe { (at as *mut u128).write(crate::blocking::CANARY) };
         ForeignStack {
@@ -108,9 +114,9 @@ mod tests {
         let range = memory.as_mut_ptr_range();
         let (limit, base) = (range.start as usize, range.end as usize);
         // SAFETY: `memory` is ours and outlives the stack, never run on.
-        let stack = unsafe { ForeignStack::new(limit, base) }
-            .unwrap()
-            .with_canary();
+        let stack = unsafe { ForeignStack::new(limit, base) }.unwrap();
+        // SAFETY: the same memory, still ours.
+        let stack = unsafe { stack.with_canary() };
         assert_eq!(stack.limit().get(), limit + 16);
         assert_eq!(memory[0], crate::blocking::CANARY);
     }

@@ -21,11 +21,11 @@ impl Backend for Native {
         let result = match call.number {
             // memory
             nr::BRK => memory::brk(a),
-            nr::MMAP => memory::mmap(b, d),
+            nr::MMAP => memory::mmap(b, c, d),
             nr::MUNMAP => memory::munmap(a, b),
             nr::MREMAP => memory::mremap(a, b, c, d),
             nr::MADVISE => memory::madvise(a, b, c),
-            nr::MPROTECT => memory::mprotect(a),
+            nr::MPROTECT => memory::mprotect(a, b, c),
             // time
             nr::CLOCK_GETTIME => clock::clock_gettime(a, b),
             nr::CLOCK_GETRES => clock::clock_getres(a, b),

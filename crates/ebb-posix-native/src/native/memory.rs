@@ -5,6 +5,7 @@
 //! `mappings.rs`).
 
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
+use alloc::collections::BTreeMap;
 
 use ebb_native::regions::DemandZeroRegion;
 use ebb_posix::errno::{EINVAL, ENODEV};
@@ -18,6 +19,7 @@ use crate::mappings::{Mappings, PageMemory, PAGE};
 const BREAK_AREA: usize = 1 << 30;
 
 /// mmap(2)'s flags and protections that matter here (`asm-generic/mman*.h`).
+const PROT_NONE: usize = 0;
 const MAP_SHARED: usize = 0x01;
 const MAP_PRIVATE: usize = 0x02;
 const MAP_FIXED: usize = 0x10;
@@ -28,6 +30,12 @@ const MADV_DONTNEED: usize = 4;
 
 struct State {
     mappings: Mappings,
+    /// Mappings made with no access (`PROT_NONE`), by start: the bytes at
+    /// their start that no later mprotect opened, which is how musl makes
+    /// a thread stack's guard (its `pthread_create`: map all `PROT_NONE`,
+    /// then open all but the guard). Nothing here enforces protection, so
+    /// these only say where nothing of the program's lives.
+    guards: BTreeMap<usize, usize>,
     brk: Option<BreakArea>,
     /// Keeps the break's region reserved.
     _region: Option<DemandZeroRegion>,
@@ -35,6 +43,7 @@ struct State {
 
 static STATE: Mutex<State> = Mutex::new(State {
     mappings: Mappings::EMPTY,
+    guards: BTreeMap::new(),
     brk: None,
     _region: None,
 });
@@ -113,7 +122,7 @@ pub fn brk(wanted: usize) -> isize {
 
 /// mmap(2) of anonymous memory; files are not mapped (`ENODEV`, as for
 /// a file system that cannot map).
-pub fn mmap(len: usize, flags: usize) -> isize {
+pub fn mmap(len: usize, prot: usize, flags: usize) -> isize {
     // With MAP_ANONYMOUS, Linux ignores the descriptor.
     if flags & MAP_ANONYMOUS == 0 {
         return -ENODEV;
@@ -123,22 +132,30 @@ pub fn mmap(len: usize, flags: usize) -> isize {
         return -EINVAL;
     }
     let mut state = STATE.lock();
-    errno_or(state.mappings.map(&mut Heap, len), |addr| addr)
+    let mapped = state.mappings.map(&mut Heap, len);
+    if let Ok(addr) = mapped {
+        if prot == PROT_NONE {
+            state.guards.insert(addr, len);
+        }
+    }
+    errno_or(mapped, |addr| addr)
 }
 
 /// munmap(2).
 pub fn munmap(addr: usize, len: usize) -> isize {
     let mut state = STATE.lock();
-    errno_or(state.mappings.unmap(&mut Heap, addr, len), |()| 0)
-}
-
-/// Where the mapping holding `addr` starts (a C thread's stack's).
-pub fn block_start(addr: usize) -> Option<usize> {
-    STATE
-        .lock()
-        .mappings
-        .block_containing(addr)
-        .map(|(start, _)| start)
+    let result = errno_or(state.mappings.unmap(&mut Heap, addr, len), |()| 0);
+    // A guard whose mapping is gone is forgotten, so that a new mapping
+    // at the same address is not taken for one.
+    let State {
+        mappings, guards, ..
+    } = &mut *state;
+    guards.retain(|&start, _| {
+        mappings
+            .block_containing(start)
+            .is_some_and(|(at, _)| at == start)
+    });
+    result
 }
 
 /// mremap(2) (no fixed target).
@@ -168,10 +185,29 @@ pub fn madvise(addr: usize, len: usize, advice: usize) -> isize {
     errno_or(state.mappings.discard(&mut Heap, addr, len), |()| 0)
 }
 
-/// mprotect(2): accepted, not enforced (`mappings.rs` says why).
-pub fn mprotect(addr: usize) -> isize {
+/// mprotect(2): accepted, not enforced (`mappings.rs` says why); opening
+/// part of a `PROT_NONE` mapping shrinks its guard to what lies below.
+pub fn mprotect(addr: usize, len: usize, prot: usize) -> isize {
     if !addr.is_multiple_of(PAGE) {
         return -EINVAL;
     }
+    if prot != PROT_NONE && len > 0 {
+        let mut state = STATE.lock();
+        if let Some((&start, guard)) = state.guards.range_mut(..=addr).next_back() {
+            if addr < start + *guard {
+                *guard = addr - start;
+            }
+        }
+    }
     0
+}
+
+/// The guard below a thread stack topped by `stack`: the start of the
+/// `PROT_NONE` mapping holding it and the guard's length, if the program
+/// (musl) made one; none for a stack in memory it chose itself.
+pub fn guard_below(stack: usize) -> Option<(usize, usize)> {
+    let state = STATE.lock();
+    let (start, len) = state.mappings.block_containing(stack.wrapping_sub(1))?;
+    let guard = *state.guards.get(&start)?;
+    (guard > 0 && guard < len).then_some((start, guard))
 }

@@ -97,7 +97,9 @@ pub fn start_main(body: impl FnOnce() + 'static) -> bool {
     let Some(stack) = (unsafe { ForeignStack::new(limit, limit + MAIN_STACK_BYTES) }) else {
         return false;
     };
-    let stack = stack.with_canary();
+    // SAFETY: the block's lowest 16 bytes are part of it, and it is never
+    // freed.
+    let stack = unsafe { stack.with_canary() };
     THREADS.lock().start();
     spawn_stackful_on(stack, move || {
         interrupts::enable();
@@ -142,23 +144,30 @@ pub fn clone(
     if func == 0 {
         return -EINVAL;
     }
-    // The stack musl mapped (guard page, stack, TLS): its canary goes in
-    // the guard page, which musl never touches (mprotect has no effect
-    // here). A stack the program chose itself (pthread_attr_setstack) need
-    // not be a mapping of ours: its size is unknown, so it gets the least
-    // a stack may have and no canary.
-    let mapped = memory::block_start(stack.wrapping_sub(1));
-    let limit = mapped.unwrap_or_else(|| (stack & !15).saturating_sub(MIN_FOREIGN_STACK_BYTES));
+    // A stack musl mapped has a guard below it (a `PROT_NONE` part that
+    // no mprotect opened, `memory::guard_below`): the stack's canary goes
+    // in the guard's top 16 bytes, where nothing of the program lives. A
+    // stack the program chose itself (pthread_attr_setstack, perhaps
+    // inside a malloc'd block whose header sits at its start) gets no
+    // canary and, its size unknown, the least a stack may have.
+    let guard = memory::guard_below(stack);
+    let limit = match guard {
+        Some((start, len)) => start + len - 16,
+        None => (stack & !15).saturating_sub(MIN_FOREIGN_STACK_BYTES),
+    };
     // SAFETY: clone(2)'s contract: `stack` tops memory the caller gave to
-    // the new thread alone for as long as it runs: musl's mapping from its
-    // start, or at least the bytes a stack needs below `stack`. corosensei
-    // reads `limit` only for its stack-overflow trap handler, which this
-    // target does not build.
+    // the new thread alone for as long as it runs: musl's mapping above
+    // its guard's last 16 bytes (which nothing else uses either), or at
+    // least the bytes a stack needs below `stack`. corosensei reads
+    // `limit` only for its overflow trap handler, not built here.
     let Some(borrowed) = (unsafe { ForeignStack::new(limit, stack) }) else {
         return -EINVAL;
     };
-    let borrowed = if mapped.is_some() {
-        borrowed.with_canary()
+    let borrowed = if guard.is_some() {
+        // SAFETY: the lowest 16 bytes of the range are the guard's top,
+        // the program's memory that nothing uses, mapped until the thread
+        // ends and its stack is unmapped after that.
+        unsafe { borrowed.with_canary() }
     } else {
         borrowed
     };
