@@ -155,11 +155,11 @@ pub fn clone(
         Some((start, len)) => start + len - 16,
         None => (stack & !15).saturating_sub(MIN_FOREIGN_STACK_BYTES),
     };
-    // SAFETY: clone(2)'s contract: `stack` tops memory the caller gave to
-    // the new thread alone for as long as it runs: musl's mapping above
-    // its guard's last 16 bytes (which nothing else uses either), or at
-    // least the bytes a stack needs below `stack`. corosensei reads
-    // `limit` only for its overflow trap handler, not built here.
+    // corosensei reads `limit` only for its overflow trap handler, which
+    // this target does not build.
+    // SAFETY: by clone(2)'s contract the caller gave the thread the memory
+    // under `stack`: musl's mapping above its unused guard's last 16
+    // bytes, or at least the bytes a stack needs.
     let Some(borrowed) = (unsafe { ForeignStack::new(limit, stack) }) else {
         return -EINVAL;
     };
@@ -232,11 +232,11 @@ pub fn exit_thread(code: usize, unmap: Option<(usize, usize)>) -> ! {
         });
     }
     interrupts::disable();
-    // SAFETY: the frames abandoned are the coroutine's start (corosensei's
-    // and `on_stack`'s closure, whose `Current` waker `end_stackful`
-    // drops), `run_thread`, the C thread's, and ours from its system-call
-    // entry to here (dispatch, the backend, this function): apart from
-    // that waker they hold plain integers and references, nothing to drop.
+    // The frames abandoned: the coroutine's start (corosensei's, and
+    // `on_stack`'s closure, whose waker `end_stackful` drops), `run_thread`,
+    // the C thread's, and ours from its system-call entry to here.
+    // SAFETY: apart from that waker they hold plain integers and
+    // references: nothing whose destructor must run.
     let error = unsafe { end_stackful() };
     backend::Native.log(&alloc::format!(
         "ebb-posix: a thread could not end ({error}); the program stops"
