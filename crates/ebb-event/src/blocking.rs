@@ -104,10 +104,10 @@ impl<R: 'static, S: Stack + 'static> Future for Stackful<R, S> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<R>> {
         let result = self.coroutine.resume(cx.waker().clone());
         if let Some(canary) = self.canary {
-            // SAFETY: `canary` points at the lowest word of the coroutine's
-            // stack: memory the heap stack owns, or a foreign stack's
-            // owner lent for as long as the coroutine exists
-            // (`ForeignStack::new`); nothing runs on it between resumes.
+            // A heap stack owns that memory; a foreign stack's owner lends
+            // it for as long as the coroutine exists (`ForeignStack::new`).
+            // SAFETY: so the coroutine's lowest stack word is valid here,
+            // and nothing runs on it between resumes.
             let canary = unsafe { canary.read() };
             assert!(
                 canary == CANARY,

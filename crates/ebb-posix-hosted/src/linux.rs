@@ -24,10 +24,10 @@ impl Backend for Linux {
             // Threads start through `__ebb_clone` (`thread_entry.rs`).
             return Some(-EINVAL);
         }
-        // SAFETY: the program asked for this very call, as unpatched musl's
-        // `syscall` would make it, so it acts as on Linux (clone onto a new
-        // stack, the one call that differs from inside a function, is
-        // refused first); the kernel refuses bad pointers with -EFAULT.
+        // Clone onto a new stack, the one call that differs from inside a
+        // function, was refused above.
+        // SAFETY: the program asked for this very call, as unpatched musl
+        // would make it; the kernel refuses bad pointers with -EFAULT.
         Some(unsafe { raw::syscall6(call.number, call.args) })
     }
 

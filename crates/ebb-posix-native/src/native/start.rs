@@ -123,10 +123,9 @@ pub fn start_c_program(name: &str, args: &[&str]) -> ! {
     let ran = ebb_native::run(move || {
         let started = threads::start_main(move || {
             ebb_native::start_ticks(TICK_NS);
-            // SAFETY: the block has Linux's initial layout (argc pointers
-            // to NUL-terminated strings first) and is leaked, so it
-            // outlives the program; `main` is the linked program's, and
             // musl's start-up ends in exit_group, which ends the image.
+            // SAFETY: the block has Linux's initial layout (argc string
+            // pointers first) and is leaked; `main` is the program's.
             unsafe { __libc_start_main(main, argc, block as *mut usize, 0, 0, 0) };
         });
         if !started {
