@@ -94,6 +94,37 @@ fn scratch() -> PathBuf {
     base.join(format!("ebb-sqlite-test-{}", std::process::id()))
 }
 
+/// `built`'s hosted run and its native run with `native_args` print
+/// `expected` as `extract` reads it, with no log line of the personality,
+/// and the native one exits 0.
+fn assert_same_hosted_and_native(
+    built: &Built,
+    expected: &[String],
+    extract: fn(&str) -> Vec<String>,
+    hosted: &Finished,
+    native_args: &[&str],
+) {
+    let name = &built.name;
+    assert_eq!(
+        extract(&hosted.stdout),
+        expected,
+        "{name} hosted:\n{}",
+        hosted.stdout
+    );
+    assert!(
+        !hosted.stderr.contains("ebb-posix:"),
+        "{name} hosted: {}",
+        hosted.stderr
+    );
+    let (code, console) = native(built, native_args);
+    assert_eq!(code, Some(0), "{name} natively:\n{console}");
+    assert_eq!(extract(&console), expected, "{name} natively:\n{console}");
+    assert!(
+        !console.contains("ebb-posix:"),
+        "{name} natively:\n{console}"
+    );
+}
+
 #[test]
 fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
     skip_unless!(Need::Qemu);
@@ -139,29 +170,8 @@ fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
         "speedtest1 on Linux:\n{}",
         linux.stdout
     );
-    assert_eq!(
-        results(&hosted.stdout),
-        expected,
-        "hosted:\n{}",
-        hosted.stdout
-    );
-    assert!(
-        !hosted.stderr.contains("ebb-posix:"),
-        "hosted: {}",
-        hosted.stderr
-    );
     let native_args = [&speedtest[..], &["/tmp/speedtest.db"]].concat();
-    let (code, console) = native(built, &native_args);
-    assert_eq!(code, Some(0), "speedtest1 natively:\n{console}");
-    assert_eq!(
-        results(&console),
-        expected,
-        "speedtest1 natively:\n{console}"
-    );
-    assert!(
-        !console.contains("ebb-posix:"),
-        "speedtest1 natively:\n{console}"
-    );
+    assert_same_hosted_and_native(built, &expected, results, &hosted, &native_args);
 
     // sqlite-kv, both mixes.
     let built = named(&programs, "sqlite-kv");
@@ -181,29 +191,8 @@ fn sqlite_programs_give_the_same_results_on_linux_hosted_and_native() {
         let hosted = process(&built.ebbflow, &load, &database("hosted"));
         let expected = checksums(&linux.stdout);
         assert_eq!(expected.len(), 1, "sqlite-kv on Linux:\n{}", linux.stdout);
-        assert_eq!(
-            checksums(&hosted.stdout),
-            expected,
-            "hosted:\n{}",
-            hosted.stdout
-        );
-        assert!(
-            !hosted.stderr.contains("ebb-posix:"),
-            "hosted: {}",
-            hosted.stderr
-        );
         let native_args = [&load[..], &["/tmp/kv.db"]].concat();
-        let (code, console) = native(built, &native_args);
-        assert_eq!(code, Some(0), "sqlite-kv natively:\n{console}");
-        assert_eq!(
-            checksums(&console),
-            expected,
-            "sqlite-kv natively:\n{console}"
-        );
-        assert!(
-            !console.contains("ebb-posix:"),
-            "sqlite-kv natively:\n{console}"
-        );
+        assert_same_hosted_and_native(built, &expected, checksums, &hosted, &native_args);
     }
     std::fs::remove_dir_all(&scratch).expect("removing the scratch directory");
 }
