@@ -123,18 +123,12 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
             musl_out: options.out.clone(),
         };
         for program in sqlite::prepare(&dirs, true)? {
-            println!(
-                "program {} {} {}",
-                program.name,
-                program.ebbflow.display(),
-                program.linux.display()
+            print_program(
+                &program.name,
+                &program.ebbflow,
+                &program.linux,
+                &program.native_inputs,
             );
-            let inputs: Vec<String> = program
-                .native_inputs
-                .iter()
-                .map(|input| input.display().to_string())
-                .collect();
-            println!("native {} {}", program.name, inputs.join(":"));
         }
         return Ok(());
     }
@@ -151,18 +145,12 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         let (build, programs) = posix_programs::prepare(&dirs)?;
         print_musl(&build);
         for program in programs {
-            println!(
-                "program {} {} {}",
-                program.name,
-                program.ebbflow.display(),
-                program.linux.display()
+            print_program(
+                &program.name,
+                &program.ebbflow,
+                &program.linux,
+                &program.native_inputs,
             );
-            let inputs: Vec<String> = program
-                .native_inputs
-                .iter()
-                .map(|input| input.display().to_string())
-                .collect();
-            println!("native {} {}", program.name, inputs.join(":"));
         }
         return Ok(());
     }
@@ -192,6 +180,23 @@ fn print_musl(build: &musl::MuslBuild) {
     println!("crti.o {}", build.crti.display());
     println!("crtn.o {}", build.crtn.display());
     println!("include {}", build.include_dir.display());
+}
+
+/// The two lines a built program is announced with, which tests and
+/// `./ebb` read: `program NAME EBBFLOW LINUX` and `native NAME INPUTS`
+/// (the native image's inputs joined by `:`).
+fn print_program(
+    name: &str,
+    ebbflow: &std::path::Path,
+    linux: &std::path::Path,
+    native_inputs: &[std::path::PathBuf],
+) {
+    println!("program {name} {} {}", ebbflow.display(), linux.display());
+    let inputs: Vec<String> = native_inputs
+        .iter()
+        .map(|input| input.display().to_string())
+        .collect();
+    println!("native {name} {}", inputs.join(":"));
 }
 
 #[cfg(test)]
