@@ -4,8 +4,9 @@
 //! native node holds one piece's receive buffers at a time whatever the
 //! file's size (see `CHUNK`).
 
+use ebb_fs::{ErrorKind, FileSystem, Handle, OpenFlags};
 use ebb_iobuf::IoChain;
-use ebb_offload::{FileSystem, FsError, Handle, OpenFlags, CHUNK};
+use ebb_offload::CHUNK;
 
 /// FNV-1a 64's offset basis: the digest of nothing.
 pub const DIGEST_START: u64 = 0xcbf2_9ce4_8422_2325;
@@ -31,15 +32,21 @@ pub struct Copied {
     pub digest: u64,
 }
 
-/// Copies `from` to `to` (created or truncated) in the shared directory.
+/// Copies `from` to `to` (created or truncated) in `fs`: the hosted
+/// node's shared directory on a node (`ebb_offload::RemoteFileSystem`),
+/// or any other FileSystem backend (the tests use the in-memory one).
 /// Both files are closed whether the copy worked or not (the hosted node
 /// keeps a node's handles until closed, up to its limit).
 ///
 /// # Errors
 ///
 /// The first file operation that failed; a write that took fewer bytes
-/// than given is `FsError::Io(ENOSPC)`.
-pub async fn copy_file(fs: &FileSystem, from: &str, to: &str) -> Result<Copied, FsError> {
+/// than given is `ErrorKind::Io(ENOSPC)` in the backend's error.
+pub async fn copy_file<F>(fs: &F, from: &str, to: &str) -> Result<Copied, F::Error>
+where
+    F: FileSystem,
+    F::Error: From<ErrorKind>,
+{
     let source = fs.open(from, OpenFlags::READ, 0).await?;
     let target = match fs
         .open(
@@ -67,7 +74,11 @@ pub async fn copy_file(fs: &FileSystem, from: &str, to: &str) -> Result<Copied, 
 }
 
 /// The copy between two open files, a piece at a time.
-async fn copy_pieces(fs: &FileSystem, source: Handle, target: Handle) -> Result<Copied, FsError> {
+async fn copy_pieces<F>(fs: &F, source: Handle, target: Handle) -> Result<Copied, F::Error>
+where
+    F: FileSystem,
+    F::Error: From<ErrorKind>,
+{
     let mut copied = Copied {
         bytes: 0,
         digest: DIGEST_START,
@@ -84,7 +95,7 @@ async fn copy_pieces(fs: &FileSystem, source: Handle, target: Handle) -> Result<
         let written = fs.pwrite(target, piece, copied.bytes).await?;
         if written != len {
             // ENOSPC, errno 28: the only reason a regular file takes less.
-            return Err(FsError::Io(28));
+            return Err(ErrorKind::Io(28).into());
         }
         copied.bytes += len;
     }
@@ -94,6 +105,54 @@ async fn copy_pieces(fs: &FileSystem, source: Handle, target: Handle) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::pin::pin;
+    use core::task::{Context, Poll, Waker};
+    use ebb_iobuf::{IoBuf, IoChain};
+    use ebb_posix_files::MemFileSystem;
+
+    /// Runs a future of the in-memory file system (ready at its first
+    /// poll).
+    fn now<T>(future: impl core::future::Future<Output = T>) -> T {
+        let mut future = pin!(future);
+        match future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(output) => output,
+            Poll::Pending => panic!("the in-memory file system waited"),
+        }
+    }
+
+    /// The copy the node runs against the hosted node's files runs as it
+    /// is against files in memory: it is written against the interface.
+    #[test]
+    fn the_copy_runs_on_the_in_memory_file_system_too() {
+        let fs = MemFileSystem::new();
+        let data: alloc::vec::Vec<u8> = (0..3 * CHUNK + 17)
+            .map(|i| u8::try_from(i % 253).unwrap())
+            .collect();
+        let create = OpenFlags::WRITE | OpenFlags::CREATE;
+        let file = now(fs.open("in", create, 0o644)).unwrap();
+        let chain = IoChain::from(IoBuf::from_vec(data.clone()));
+        now(fs.pwrite(file, chain, 0)).unwrap();
+        now(fs.close(file)).unwrap();
+        let copied = now(copy_file(&fs, "in", "out")).unwrap();
+        assert_eq!(
+            copied,
+            Copied {
+                bytes: data.len() as u64,
+                digest: digest(DIGEST_START, &data),
+            }
+        );
+        let out = now(fs.open("out", OpenFlags::READ, 0)).unwrap();
+        assert!(now(fs.read(out, data.len() + 1)).unwrap().to_vec() == data);
+        now(fs.close(out)).unwrap();
+        assert_eq!(
+            now(copy_file(&fs, "missing", "out")),
+            Err(ErrorKind::NotFound)
+        );
+        assert_eq!(fs.open_handles(), 0, "every file closed, error or not");
+    }
 
     #[test]
     fn the_digest_is_fnv_1a_64_and_continues_across_pieces() {

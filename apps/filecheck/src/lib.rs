@@ -1,7 +1,7 @@
 //! filecheck: function offload end to end (issue 17). A node of the
 //! cluster serves one message, [`COPY`]: it reads a file of the hosted
 //! node's shared directory through the FileSystem Ebb
-//! (`ebb_offload::FileSystem`), a piece at a time, digests each piece,
+//! (`ebb_offload::RemoteFileSystem`), a piece at a time, digests each piece,
 //! writes the very same buffers to another file there (the read's reply
 //! payloads go out as the write's, no copy), and replies with the length
 //! and the digest. The frontend compares both files' digests on the host.

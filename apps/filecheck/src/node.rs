@@ -18,7 +18,7 @@ use ebb_messenger::{
     acceptor, announce_retrying, create_messenger, Answer, MessengerSettings, NodeEntry, Request,
     ServiceError,
 };
-use ebb_offload::FileSystem;
+use ebb_offload::RemoteFileSystem;
 
 use crate::wire::{copied_message, refusal};
 use crate::{copy_file, CopyOrder, COPY};
@@ -45,7 +45,7 @@ async fn try_join(contract: NodeContract) -> Result<(), String> {
         .map_err(|error| format!("cannot create the Messenger: {error}"))?;
     let id = EbbId::new(contract.ebb_ids_start)
         .map_err(|error| format!("ebb_ids={}: {error}", contract.ebb_ids_start))?;
-    let files = FileSystem::new(messenger);
+    let files = RemoteFileSystem::new(messenger);
     let rep = messenger
         .get()
         .map_err(|error| format!("cannot reach the Messenger: {error}"))?;
@@ -74,7 +74,7 @@ async fn try_join(contract: NodeContract) -> Result<(), String> {
 }
 
 /// [`COPY`]: the copy, later (its file operations are calls).
-fn answer(node: NodeId, files: FileSystem, request: &Request) -> Answer {
+fn answer(node: NodeId, files: RemoteFileSystem, request: &Request) -> Answer {
     if request.message != COPY {
         return Answer::Now(Err(ServiceError::UnknownMessage));
     }

@@ -37,7 +37,7 @@ pub const STEPS: &[Step] = &[
     Step {
         name: "no_std",
         command:
-            "cargo build --release -p ebb-boot-abi -p ebb-core -p ebb-event -p ebb-mem -p ebb-messenger -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-files -p ebb-posix-native --target x86_64-unknown-none",
+            "cargo build --release -p ebb-boot-abi -p ebb-core -p ebb-event -p ebb-mem -p ebb-messenger -p ebb-fs -p ebb-offload -p ebb-posix -p ebb-posix-hosted -p ebb-posix-files -p ebb-posix-native --target x86_64-unknown-none",
         quick: false,
         note: "the shared crates build for the bare-metal target",
     },

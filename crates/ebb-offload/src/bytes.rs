@@ -5,8 +5,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::path::MAX_PATH_LEN;
 use crate::DecodeError;
+use ebb_fs::MAX_PATH_LEN;
 
 /// Reads fields from the front of a slice.
 pub(crate) struct Reader<'a> {

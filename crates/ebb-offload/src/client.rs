@@ -14,6 +14,7 @@
 //! views of the caller's chain ([`IoChain::split_to`]), never a copy.
 
 use alloc::vec::Vec;
+use core::future::Future;
 use core::time::Duration;
 
 use ebb_core::NodeId;
@@ -34,18 +35,18 @@ pub const DEFAULT_CALL_BOUND: Duration = Duration::from_secs(60);
 
 /// The client of the FileSystem Ebb.
 #[derive(Clone, Copy)]
-pub struct FileSystem {
+pub struct RemoteFileSystem {
     messenger: MessengerRef,
     server: NodeId,
     call_bound: Duration,
 }
 
-impl FileSystem {
+impl RemoteFileSystem {
     /// The files node 0 (the frontend) shares, reached through
     /// `messenger` (this node's).
     #[must_use]
     pub fn new(messenger: MessengerRef) -> Self {
-        FileSystem {
+        RemoteFileSystem {
             messenger,
             server: FRONTEND_NODE,
             call_bound: DEFAULT_CALL_BOUND,
@@ -55,13 +56,13 @@ impl FileSystem {
     /// The files node `server` shares instead.
     #[must_use]
     pub fn on_node(self, server: NodeId) -> Self {
-        FileSystem { server, ..self }
+        RemoteFileSystem { server, ..self }
     }
 
     /// Each call fails with [`FsError::TimedOut`] after `bound` instead.
     #[must_use]
     pub fn with_call_bound(self, bound: Duration) -> Self {
-        FileSystem {
+        RemoteFileSystem {
             call_bound: bound,
             ..self
         }
@@ -95,7 +96,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`]; `BadHandle` for a handle this node has not
+    /// As [`RemoteFileSystem::open`]; `BadHandle` for a handle this node has not
     /// open.
     pub async fn read(&self, handle: Handle, len: usize) -> Result<IoChain, FsError> {
         self.read_chunks(len, |len, _| Request::Read { handle, len })
@@ -106,7 +107,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::read`].
+    /// As [`RemoteFileSystem::read`].
     pub async fn pread(&self, handle: Handle, len: usize, offset: u64) -> Result<IoChain, FsError> {
         self.read_chunks(len, |len, done| Request::Pread {
             handle,
@@ -123,7 +124,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::read`].
+    /// As [`RemoteFileSystem::read`].
     pub async fn write(&self, handle: Handle, data: IoChain) -> Result<u64, FsError> {
         self.write_chunks(data, |_| Request::Write { handle }).await
     }
@@ -132,7 +133,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::read`].
+    /// As [`RemoteFileSystem::read`].
     pub async fn pwrite(&self, handle: Handle, data: IoChain, offset: u64) -> Result<u64, FsError> {
         self.write_chunks(data, |done| Request::Pwrite {
             handle,
@@ -145,7 +146,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`].
+    /// As [`RemoteFileSystem::open`].
     pub async fn stat(&self, path: &str) -> Result<Stat, FsError> {
         match self
             .call(&Request::Stat { path: path.into() }, IoChain::new())
@@ -160,7 +161,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`]; `TooLarge` for a listing over the
+    /// As [`RemoteFileSystem::open`]; `TooLarge` for a listing over the
     /// server's bound.
     pub async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         match self
@@ -178,7 +179,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::read`].
+    /// As [`RemoteFileSystem::read`].
     pub async fn close(&self, handle: Handle) -> Result<(), FsError> {
         self.done(Request::Close { handle }).await
     }
@@ -187,7 +188,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`].
+    /// As [`RemoteFileSystem::open`].
     pub async fn unlink(&self, path: &str) -> Result<(), FsError> {
         self.done(Request::Unlink { path: path.into() }).await
     }
@@ -196,7 +197,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`].
+    /// As [`RemoteFileSystem::open`].
     pub async fn mkdir(&self, path: &str, mode: u32) -> Result<(), FsError> {
         self.done(Request::Mkdir {
             path: path.into(),
@@ -209,7 +210,7 @@ impl FileSystem {
     ///
     /// # Errors
     ///
-    /// As [`FileSystem::open`].
+    /// As [`RemoteFileSystem::open`].
     pub async fn rename(&self, from: &str, to: &str) -> Result<(), FsError> {
         self.done(Request::Rename {
             from: from.into(),
@@ -319,6 +320,71 @@ impl FileSystem {
             Reply::Failed(error) => Err(error),
             decoded => Ok((decoded, reply.payload)),
         }
+    }
+}
+
+/// The interface every backend implements: each method is the inherent
+/// one of the same name (a Messenger call, bounded in time).
+impl ebb_fs::FileSystem for RemoteFileSystem {
+    type Error = FsError;
+
+    fn open(
+        &self,
+        path: &str,
+        flags: OpenFlags,
+        mode: u32,
+    ) -> impl Future<Output = Result<Handle, FsError>> {
+        RemoteFileSystem::open(self, path, flags, mode)
+    }
+
+    fn read(&self, handle: Handle, len: usize) -> impl Future<Output = Result<IoChain, FsError>> {
+        RemoteFileSystem::read(self, handle, len)
+    }
+
+    fn pread(
+        &self,
+        handle: Handle,
+        len: usize,
+        offset: u64,
+    ) -> impl Future<Output = Result<IoChain, FsError>> {
+        RemoteFileSystem::pread(self, handle, len, offset)
+    }
+
+    fn write(&self, handle: Handle, data: IoChain) -> impl Future<Output = Result<u64, FsError>> {
+        RemoteFileSystem::write(self, handle, data)
+    }
+
+    fn pwrite(
+        &self,
+        handle: Handle,
+        data: IoChain,
+        offset: u64,
+    ) -> impl Future<Output = Result<u64, FsError>> {
+        RemoteFileSystem::pwrite(self, handle, data, offset)
+    }
+
+    fn stat(&self, path: &str) -> impl Future<Output = Result<Stat, FsError>> {
+        RemoteFileSystem::stat(self, path)
+    }
+
+    fn readdir(&self, path: &str) -> impl Future<Output = Result<Vec<DirEntry>, FsError>> {
+        RemoteFileSystem::readdir(self, path)
+    }
+
+    fn close(&self, handle: Handle) -> impl Future<Output = Result<(), FsError>> {
+        RemoteFileSystem::close(self, handle)
+    }
+
+    fn unlink(&self, path: &str) -> impl Future<Output = Result<(), FsError>> {
+        RemoteFileSystem::unlink(self, path)
+    }
+
+    fn mkdir(&self, path: &str, mode: u32) -> impl Future<Output = Result<(), FsError>> {
+        RemoteFileSystem::mkdir(self, path, mode)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> impl Future<Output = Result<(), FsError>> {
+        RemoteFileSystem::rename(self, from, to)
     }
 }
 

@@ -6,6 +6,7 @@
 use core::fmt;
 
 use ebb_core::NodeId;
+use ebb_fs::{ErrorKind, FileSystemError};
 use ebb_messenger::MessengerError;
 
 /// Why a file operation failed.
@@ -180,6 +181,60 @@ impl fmt::Display for FsError {
 }
 
 impl core::error::Error for FsError {}
+
+impl FileSystemError for FsError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            FsError::NotFound => ErrorKind::NotFound,
+            FsError::PermissionDenied => ErrorKind::PermissionDenied,
+            FsError::Exists => ErrorKind::Exists,
+            FsError::NotDir => ErrorKind::NotDir,
+            FsError::IsDir => ErrorKind::IsDir,
+            FsError::NotEmpty => ErrorKind::NotEmpty,
+            FsError::BadHandle => ErrorKind::BadHandle,
+            FsError::Escape => ErrorKind::Escape,
+            FsError::InvalidPath => ErrorKind::InvalidPath,
+            FsError::TooLarge => ErrorKind::TooLarge,
+            FsError::NameTooLong => ErrorKind::NameTooLong,
+            FsError::TooManyOpen => ErrorKind::TooManyOpen,
+            FsError::BadRequest => ErrorKind::InvalidArgument,
+            FsError::NotAFile => ErrorKind::NotAFile,
+            FsError::Io(errno) => ErrorKind::Io(*errno),
+            FsError::NotShared
+            | FsError::NodeLost { .. }
+            | FsError::Unreachable(_)
+            | FsError::TimedOut { .. }
+            | FsError::BadReply(_)
+            | FsError::NotOnCore => ErrorKind::Unavailable,
+        }
+    }
+}
+
+/// The protocol's error for an interface's kind: each travels as its own
+/// status, except [`ErrorKind::Unavailable`], which only a client meets
+/// (it is [`FsError::Unreachable`]'s kind, and never sent).
+impl From<ErrorKind> for FsError {
+    fn from(kind: ErrorKind) -> FsError {
+        match kind {
+            ErrorKind::NotFound => FsError::NotFound,
+            ErrorKind::PermissionDenied => FsError::PermissionDenied,
+            ErrorKind::Exists => FsError::Exists,
+            ErrorKind::NotDir => FsError::NotDir,
+            ErrorKind::IsDir => FsError::IsDir,
+            ErrorKind::NotEmpty => FsError::NotEmpty,
+            ErrorKind::BadHandle => FsError::BadHandle,
+            ErrorKind::Escape => FsError::Escape,
+            ErrorKind::InvalidPath => FsError::InvalidPath,
+            ErrorKind::InvalidArgument => FsError::BadRequest,
+            ErrorKind::TooLarge => FsError::TooLarge,
+            ErrorKind::NameTooLong => FsError::NameTooLong,
+            ErrorKind::TooManyOpen => FsError::TooManyOpen,
+            ErrorKind::NotAFile => FsError::NotAFile,
+            ErrorKind::Io(errno) => FsError::Io(errno),
+            ErrorKind::Unavailable => FsError::Io(5),
+        }
+    }
+}
 
 /// Why bytes are not a valid FileSystem message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

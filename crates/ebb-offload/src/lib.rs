@@ -8,8 +8,9 @@
 //!   part of the control.
 //! * [`FsError`]: typed errors with the Linux errno kinds, each a
 //!   sentence; [`DecodeError`]: why bytes are not a valid message.
-//! * [`FileSystem`]: the client representative any node (native or
-//!   hosted) uses: every call becomes a Messenger call to the hosted node
+//! * [`RemoteFileSystem`]: the client representative any node (native or
+//!   hosted) uses, one backend of the FileSystem interface
+//!   ([`ebb_fs::FileSystem`], whose types this crate re-exports): every call becomes a Messenger call to the hosted node
 //!   serving the Ebb ([`FILE_SYSTEM_EBB`]), bounded in time; large reads
 //!   and writes go in chunks of [`CHUNK`] bytes and come back as one IoBuf
 //!   chain of the received buffers (no copy).
@@ -30,18 +31,19 @@ mod path;
 mod reply;
 mod request;
 
-pub use client::{FileSystem, DEFAULT_CALL_BOUND};
+pub use client::{RemoteFileSystem, DEFAULT_CALL_BOUND};
+pub use ebb_fs::{DirEntry, FileKind, Handle, OpenFlags, Stat, MAX_PATH_LEN};
 pub use error::{DecodeError, FsError};
-pub use path::{check_path, MAX_PATH_LEN};
-pub use reply::{decode_listing, encode_listing, listed, DirEntry, FileKind, Reply, Stat};
+pub use path::check_path;
+pub use reply::{decode_listing, encode_listing, listed, Reply};
 pub use request::{
-    Handle, OpenFlags, Request, CHUNK, CLOSE, MAX_CHUNK, MKDIR, OPEN, PREAD, PWRITE, READ, READDIR,
-    RENAME, STAT, UNLINK, WRITE,
+    Request, CHUNK, CLOSE, MAX_CHUNK, MKDIR, OPEN, PREAD, PWRITE, READ, READDIR, RENAME, STAT,
+    UNLINK, WRITE,
 };
 
 use ebb_core::EbbId;
 
 /// The FileSystem Ebb's id: reserved, so that every node names it without
 /// asking anyone. Its representative on the hosted node serving files is
-/// the server; on any other node, [`FileSystem`].
+/// the server; on any other node, [`RemoteFileSystem`].
 pub const FILE_SYSTEM_EBB: EbbId = EbbId::reserved(20);

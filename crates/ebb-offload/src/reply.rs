@@ -23,64 +23,29 @@ use crate::bytes::Reader;
 use crate::request::{
     CLOSE, MKDIR, OPEN, PREAD, PWRITE, READ, READDIR, RENAME, STAT, UNLINK, WRITE,
 };
-use crate::{DecodeError, FsError, Handle};
+use ebb_fs::{DirEntry, FileKind, Handle, Stat};
 
-/// What a path names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
-    /// 1: a regular file.
-    File,
-    /// 2: a directory.
-    Dir,
-    /// 3: a symbolic link (only in directory listings: stat follows them).
-    Symlink,
-    /// 4: a FIFO, socket, device, or a kind the hosted node did not say.
-    Other,
-}
+use crate::{DecodeError, FsError};
 
-impl FileKind {
-    fn code(self) -> u8 {
-        match self {
-            FileKind::File => 1,
-            FileKind::Dir => 2,
-            FileKind::Symlink => 3,
-            FileKind::Other => 4,
-        }
-    }
-
-    fn from_code(kind: u8) -> Result<FileKind, DecodeError> {
-        Ok(match kind {
-            1 => FileKind::File,
-            2 => FileKind::Dir,
-            3 => FileKind::Symlink,
-            4 => FileKind::Other,
-            kind => return Err(DecodeError::UnknownKind { kind }),
-        })
+/// A file kind's code on the wire (the table above).
+fn kind_code(kind: FileKind) -> u8 {
+    match kind {
+        FileKind::File => 1,
+        FileKind::Dir => 2,
+        FileKind::Symlink => 3,
+        FileKind::Other => 4,
     }
 }
 
-/// What stat says of a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stat {
-    /// Its kind.
-    pub kind: FileKind,
-    /// Its permission bits (0o7777).
-    pub mode: u32,
-    /// Its size in bytes.
-    pub size: u64,
-    /// Last modified: seconds since the Unix epoch.
-    pub modified_secs: i64,
-    /// And nanoseconds (under 10⁹).
-    pub modified_nanos: u32,
-}
-
-/// One entry of a directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    /// Its name (never `.` or `..`).
-    pub name: String,
-    /// Its kind (a symlink is listed as one).
-    pub kind: FileKind,
+/// The file kind a code on the wire names.
+fn kind_from_code(kind: u8) -> Result<FileKind, DecodeError> {
+    Ok(match kind {
+        1 => FileKind::File,
+        2 => FileKind::Dir,
+        3 => FileKind::Symlink,
+        4 => FileKind::Other,
+        kind => return Err(DecodeError::UnknownKind { kind }),
+    })
 }
 
 /// A reply's control structure.
@@ -118,7 +83,7 @@ impl Reply {
             Reply::Opened(handle) => out.extend_from_slice(&handle.0.to_le_bytes()),
             Reply::Written(n) | Reply::Listing(n) => out.extend_from_slice(&n.to_le_bytes()),
             Reply::Stat(stat) => {
-                out.push(stat.kind.code());
+                out.push(kind_code(stat.kind));
                 out.extend_from_slice(&[0; 3]);
                 out.extend_from_slice(&stat.mode.to_le_bytes());
                 out.extend_from_slice(&stat.size.to_le_bytes());
@@ -151,7 +116,7 @@ impl Reply {
             READ | PREAD => Reply::Data,
             WRITE | PWRITE => Reply::Written(r.u32()?),
             STAT => {
-                let kind = FileKind::from_code(r.u8()?)?;
+                let kind = kind_from_code(r.u8()?)?;
                 r.reserved::<3>()?;
                 let mode = r.u32()?;
                 if mode & !0o7777 != 0 {
@@ -193,7 +158,7 @@ const NAME_MAX: usize = 255;
 pub fn encode_listing(entries: &[DirEntry]) -> Vec<u8> {
     let mut out = Vec::new();
     for entry in entries.iter().filter(|e| valid_name(e.name.as_bytes())) {
-        out.push(entry.kind.code());
+        out.push(kind_code(entry.kind));
         let len = u16::try_from(entry.name.len()).unwrap_or(u16::MAX);
         out.extend_from_slice(&len.to_le_bytes());
         out.extend_from_slice(entry.name.as_bytes());
@@ -219,7 +184,7 @@ pub fn decode_listing(payload: &[u8], count: u32) -> Result<Vec<DirEntry>, Decod
     let mut r = Reader::new(payload);
     let mut entries = Vec::new();
     for _ in 0..count {
-        let kind = FileKind::from_code(r.u8()?)?;
+        let kind = kind_from_code(r.u8()?)?;
         let len = usize::from(r.u16()?);
         let name = r.take(len)?;
         if !valid_name(name) {

@@ -24,13 +24,12 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use ebb_messenger::MessageNumber;
 
 use crate::bytes::{put_path, Reader};
-use crate::path::MAX_PATH_LEN;
 use crate::{DecodeError, FsError};
+use ebb_fs::{Handle, OpenFlags, MAX_PATH_LEN};
 
 /// Opens a file; the reply names its handle.
 pub const OPEN: MessageNumber = MessageNumber(1);
@@ -61,7 +60,7 @@ pub const RENAME: MessageNumber = MessageNumber(11);
 /// (64 MiB by default).
 pub const MAX_CHUNK: u32 = 16 << 20;
 
-/// What [`crate::FileSystem`] puts in one request: large reads and writes
+/// What [`crate::RemoteFileSystem`] puts in one request: large reads and writes
 /// go as several of at most this. The bound is the native node's: a
 /// reply arrives as views of its virtio-net receive buffers (2 KiB each,
 /// at most 1024 alive: `ebb-native`'s `MAX_RX_BUFFERS`), and the
@@ -72,65 +71,6 @@ pub const MAX_CHUNK: u32 = 16 << 20;
 /// it go (as `apps/filecheck` does) rather than hold a whole large file
 /// as views.
 pub const CHUNK: usize = 512 << 10;
-
-/// An open file on the hosted node, valid for the node that opened it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Handle(pub u32);
-
-impl fmt::Display for Handle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "handle {}", self.0)
-    }
-}
-
-/// How a file is opened: open(2)'s flags, as bits of their own (the
-/// server maps them to Linux's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpenFlags(u32);
-
-impl OpenFlags {
-    /// For reading.
-    pub const READ: OpenFlags = OpenFlags(1);
-    /// For writing.
-    pub const WRITE: OpenFlags = OpenFlags(2);
-    /// Create it if missing (O_CREAT).
-    pub const CREATE: OpenFlags = OpenFlags(4);
-    /// Cut it to zero length (O_TRUNC).
-    pub const TRUNCATE: OpenFlags = OpenFlags(8);
-    /// Every write goes to the end (O_APPEND).
-    pub const APPEND: OpenFlags = OpenFlags(16);
-    /// With [`OpenFlags::CREATE`]: fail if it exists (O_EXCL).
-    pub const EXCLUSIVE: OpenFlags = OpenFlags(32);
-    /// Every bit this version knows.
-    pub const ALL: u32 = 63;
-
-    /// The bits, if they are valid: only known bits, and read or write.
-    #[must_use]
-    pub fn from_bits(bits: u32) -> Option<OpenFlags> {
-        let valid = bits & !Self::ALL == 0 && bits & (Self::READ.0 | Self::WRITE.0) != 0;
-        valid.then_some(OpenFlags(bits))
-    }
-
-    /// The bits.
-    #[must_use]
-    pub fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every bit of `other` is set.
-    #[must_use]
-    pub fn contains(self, other: OpenFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl core::ops::BitOr for OpenFlags {
-    type Output = OpenFlags;
-
-    fn bitor(self, other: OpenFlags) -> OpenFlags {
-        OpenFlags(self.0 | other.0)
-    }
-}
 
 /// The permission bits a request's mode may have: read, write and execute
 /// for owner, group and others. Not set-user-ID, set-group-ID or sticky

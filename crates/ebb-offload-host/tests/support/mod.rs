@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ebb_core::NodeId;
 use ebb_messenger::{acceptor, create_messenger, MessengerSettings, FRONTEND_NODE};
-use ebb_offload::FileSystem;
+use ebb_offload::RemoteFileSystem;
 use ebb_offload_host::FileServer;
 
 /// How long a test waits for a node's answer (every call inside is
@@ -114,7 +114,7 @@ impl Drop for ServerNode {
 /// 0 at `server`; its output, within [`WITHIN`].
 pub fn on_client<R, Fut>(
     server: SocketAddr,
-    body: impl FnOnce(FileSystem) -> Fut + Send + 'static,
+    body: impl FnOnce(RemoteFileSystem) -> Fut + Send + 'static,
 ) -> R
 where
     R: Send + 'static,
@@ -129,7 +129,7 @@ where
                 .unwrap()
                 .directory()
                 .insert(FRONTEND_NODE, server);
-            body(FileSystem::new(messenger).with_call_bound(CALL_BOUND)).await
+            body(RemoteFileSystem::new(messenger).with_call_bound(CALL_BOUND)).await
         });
         let _ = tx.send(output);
     });

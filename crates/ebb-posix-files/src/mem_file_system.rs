@@ -1,0 +1,454 @@
+//! The in-memory file system behind the FileSystem Ebb's interface
+//! ([`ebb_fs::FileSystem`]): the same tree ([`MemFs`]) the native POSIX
+//! personality's descriptor table works on, reached by path and handle
+//! as any backend is, so that code written against the interface runs on
+//! it as it runs on the hosted node's files (`ebb_offload`'s
+//! `RemoteFileSystem`). Its futures finish at their first poll: nothing
+//! here waits (and, as any future, one never polled does nothing).
+//!
+//! Single-core, as a representative is: the state sits in a `RefCell`,
+//! borrowed only inside a call and never across an `.await` (there is
+//! none inside).
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use ebb_fs::{check_path, components, DirEntry, ErrorKind, FileKind, Handle, OpenFlags, Stat};
+use ebb_iobuf::{IoBuf, IoChain};
+
+use crate::memfs::{Ino, Kind, MemFs, MAX_FILE};
+
+/// The handles one [`MemFileSystem`] keeps open at most, as a remote
+/// file system keeps per node (`TooManyOpen` past it).
+pub const MAX_HANDLES: usize = 1024;
+
+/// Permission bits a mode may carry through the interface (no set-ID or
+/// sticky bit, as on every backend).
+const MODE_BITS: u32 = 0o777;
+
+/// An open file: its inode, how it was opened, where its position is.
+#[derive(Clone, Copy, Debug)]
+struct OpenFile {
+    ino: Ino,
+    flags: OpenFlags,
+    position: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    fs: MemFs,
+    open: BTreeMap<u32, OpenFile>,
+    next_handle: u32,
+}
+
+/// A [`MemFs`] as a FileSystem backend.
+#[derive(Debug, Default)]
+pub struct MemFileSystem {
+    state: RefCell<State>,
+}
+
+impl MemFileSystem {
+    /// An empty file system.
+    #[must_use]
+    pub fn new() -> MemFileSystem {
+        MemFileSystem::default()
+    }
+
+    /// The file system over `fs` (a tree loaded from a packed archive,
+    /// say).
+    #[must_use]
+    pub fn with_tree(fs: MemFs) -> MemFileSystem {
+        MemFileSystem {
+            state: RefCell::new(State {
+                fs,
+                ..State::default()
+            }),
+        }
+    }
+
+    /// How many handles are open.
+    #[must_use]
+    pub fn open_handles(&self) -> usize {
+        self.state.borrow().open.len()
+    }
+
+    fn with<T>(
+        &self,
+        call: impl FnOnce(&mut State) -> Result<T, ErrorKind>,
+    ) -> Result<T, ErrorKind> {
+        call(&mut self.state.borrow_mut())
+    }
+}
+
+/// What an errno of [`MemFs`] is in the interface's words.
+fn kind(errno: isize) -> ErrorKind {
+    ErrorKind::from_errno(u16::try_from(errno).unwrap_or(u16::MAX))
+}
+
+/// A checked path's components as [`MemFs`] takes them, and whether it
+/// ends in `/` (then it must name a directory, as on Linux).
+fn parts(path: &str) -> Result<(Vec<&[u8]>, bool), ErrorKind> {
+    check_path(path)?;
+    let parts = components(path).map(str::as_bytes).collect();
+    Ok((parts, path.ends_with('/')))
+}
+
+fn check_mode(mode: u32) -> Result<(), ErrorKind> {
+    if mode & !MODE_BITS == 0 {
+        Ok(())
+    } else {
+        Err(ErrorKind::InvalidArgument)
+    }
+}
+
+impl State {
+    /// The inode `path` names; a trailing `/` on a file is `NotDir`.
+    fn resolve(&self, path: &str) -> Result<Ino, ErrorKind> {
+        let (parts, dir_only) = parts(path)?;
+        let ino = self.fs.lookup(&parts).map_err(kind)?;
+        if dir_only && self.fs.kind(ino).map_err(kind)? != Kind::Dir {
+            return Err(ErrorKind::NotDir);
+        }
+        Ok(ino)
+    }
+
+    /// The directory holding `path`'s last name, and that name.
+    fn parent<'p>(&self, path: &'p str) -> Result<(Ino, &'p [u8]), ErrorKind> {
+        let (parts, _) = parts(path)?;
+        self.fs.parent(&parts).map_err(kind)
+    }
+
+    fn open(&mut self, path: &str, flags: OpenFlags, mode: u32) -> Result<Handle, ErrorKind> {
+        if !flags.contains(OpenFlags::READ) && !flags.contains(OpenFlags::WRITE) {
+            return Err(ErrorKind::InvalidArgument);
+        }
+        check_mode(mode)?;
+        if self.open.len() >= MAX_HANDLES {
+            return Err(ErrorKind::TooManyOpen);
+        }
+        let ino = if flags.contains(OpenFlags::CREATE) {
+            let (parts, dir_only) = parts(path)?;
+            match self.fs.lookup(&parts) {
+                Ok(_) if flags.contains(OpenFlags::EXCLUSIVE) => return Err(ErrorKind::Exists),
+                Ok(ino) => ino,
+                // open(2): O_CREAT of a missing `name/` is EISDIR.
+                Err(_) if dir_only => return Err(ErrorKind::IsDir),
+                Err(_) => {
+                    let (dir, name) = self.fs.parent(&parts).map_err(kind)?;
+                    self.fs.create(dir, name, mode).map_err(kind)?
+                }
+            }
+        } else {
+            self.resolve(path)?
+        };
+        match self.fs.kind(ino).map_err(kind)? {
+            Kind::Dir => return Err(ErrorKind::IsDir),
+            Kind::File if path.ends_with('/') => return Err(ErrorKind::NotDir),
+            Kind::File => {}
+        }
+        if flags.contains(OpenFlags::TRUNCATE) {
+            self.fs.truncate(ino, 0).map_err(kind)?;
+        }
+        let handle = self.free_handle();
+        self.fs.opened(ino).map_err(kind)?;
+        self.open.insert(
+            handle,
+            OpenFile {
+                ino,
+                flags,
+                position: 0,
+            },
+        );
+        Ok(Handle(handle))
+    }
+
+    /// A handle number not in use (there are fewer than
+    /// [`MAX_HANDLES`], so the search ends).
+    fn free_handle(&mut self) -> u32 {
+        while self.open.contains_key(&self.next_handle) {
+            self.next_handle = self.next_handle.wrapping_add(1);
+        }
+        let handle = self.next_handle;
+        self.next_handle = self.next_handle.wrapping_add(1);
+        handle
+    }
+
+    fn file(&self, handle: Handle, needs: OpenFlags) -> Result<OpenFile, ErrorKind> {
+        let file = *self.open.get(&handle.0).ok_or(ErrorKind::BadHandle)?;
+        // read(2) of a descriptor not open for reading (write(2): for
+        // writing) is EBADF.
+        if file.flags.contains(needs) {
+            Ok(file)
+        } else {
+            Err(ErrorKind::BadHandle)
+        }
+    }
+
+    fn pread(&self, handle: Handle, len: usize, offset: u64) -> Result<IoChain, ErrorKind> {
+        let file = self.file(handle, OpenFlags::READ)?;
+        let size = self.fs.size(file.ino).map_err(kind)?;
+        let left = usize::try_from(size.saturating_sub(offset)).unwrap_or(usize::MAX);
+        let mut bytes = alloc::vec![0u8; len.min(left)];
+        let got = self
+            .fs
+            .read_at(file.ino, offset, &mut bytes)
+            .map_err(kind)?;
+        bytes.truncate(got);
+        Ok(IoChain::from(IoBuf::from_vec(bytes)))
+    }
+
+    fn read(&mut self, handle: Handle, len: usize) -> Result<IoChain, ErrorKind> {
+        let position = self.file(handle, OpenFlags::READ)?.position;
+        let data = self.pread(handle, len, position)?;
+        self.advance(handle, position, data.len());
+        Ok(data)
+    }
+
+    fn pwrite(&mut self, handle: Handle, data: &IoChain, offset: u64) -> Result<u64, ErrorKind> {
+        let file = self.file(handle, OpenFlags::WRITE)?;
+        let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        if offset.checked_add(len).is_none_or(|end| end > MAX_FILE) {
+            return Err(ErrorKind::TooLarge);
+        }
+        let mut at = offset;
+        for segment in data.segments() {
+            let wrote = self.fs.write_at(file.ino, at, segment).map_err(kind)?;
+            at += u64::try_from(wrote).unwrap_or(u64::MAX);
+        }
+        Ok(at - offset)
+    }
+
+    fn write(&mut self, handle: Handle, data: &IoChain) -> Result<u64, ErrorKind> {
+        let file = self.file(handle, OpenFlags::WRITE)?;
+        let at = if file.flags.contains(OpenFlags::APPEND) {
+            self.fs.size(file.ino).map_err(kind)?
+        } else {
+            file.position
+        };
+        let wrote = self.pwrite(handle, data, at)?;
+        self.advance(handle, at, usize::try_from(wrote).unwrap_or(usize::MAX));
+        Ok(wrote)
+    }
+
+    fn advance(&mut self, handle: Handle, from: u64, by: usize) {
+        if let Some(file) = self.open.get_mut(&handle.0) {
+            file.position = from.saturating_add(u64::try_from(by).unwrap_or(u64::MAX));
+        }
+    }
+
+    fn stat(&self, path: &str) -> Result<Stat, ErrorKind> {
+        let stat = self.fs.stat(self.resolve(path)?).map_err(kind)?;
+        Ok(Stat {
+            kind: file_kind(stat.kind),
+            mode: stat.mode,
+            size: stat.size,
+            // The tree keeps no times.
+            modified_secs: 0,
+            modified_nanos: 0,
+        })
+    }
+
+    fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ErrorKind> {
+        let dir = self.resolve(path)?;
+        let names = self.fs.names_after(dir, None).map_err(kind)?;
+        // Byte order is the order of the names as text too (UTF-8 sorts
+        // as its code points). A name that is not UTF-8 (a C program may
+        // make one) is listed with U+FFFD for its bad bytes: the
+        // interface's names are text.
+        Ok(names
+            .into_iter()
+            .map(|(name, _, kind)| DirEntry {
+                name: String::from_utf8_lossy(&name).into_owned(),
+                kind: file_kind(kind),
+            })
+            .collect())
+    }
+
+    fn close(&mut self, handle: Handle) -> Result<(), ErrorKind> {
+        let file = self.open.remove(&handle.0).ok_or(ErrorKind::BadHandle)?;
+        self.fs.closed(file.ino);
+        Ok(())
+    }
+
+    fn unlink(&mut self, path: &str) -> Result<(), ErrorKind> {
+        if path.ends_with('/') {
+            // unlink(2) of `name/`: a file is ENOTDIR, a directory EISDIR.
+            let ino = self.resolve(path)?;
+            return Err(match self.fs.kind(ino).map_err(kind)? {
+                Kind::Dir => ErrorKind::IsDir,
+                Kind::File => ErrorKind::NotDir,
+            });
+        }
+        let (dir, name) = self.parent(path)?;
+        self.fs.unlink(dir, name).map_err(kind)
+    }
+
+    fn mkdir(&mut self, path: &str, mode: u32) -> Result<(), ErrorKind> {
+        check_mode(mode)?;
+        let (dir, name) = self.parent(path)?;
+        self.fs.mkdir(dir, name, mode).map(|_| ()).map_err(kind)
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), ErrorKind> {
+        let (from_dir, from_name) = self.parent(from)?;
+        let (to_dir, to_name) = self.parent(to)?;
+        self.fs
+            .rename(from_dir, from_name, to_dir, to_name)
+            .map_err(kind)
+    }
+}
+
+fn file_kind(kind: Kind) -> FileKind {
+    match kind {
+        Kind::File => FileKind::File,
+        Kind::Dir => FileKind::Dir,
+    }
+}
+
+impl ebb_fs::FileSystem for MemFileSystem {
+    type Error = ErrorKind;
+
+    async fn open(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<Handle, ErrorKind> {
+        self.with(|state| state.open(path, flags, mode))
+    }
+
+    async fn read(&self, handle: Handle, len: usize) -> Result<IoChain, ErrorKind> {
+        self.with(|state| state.read(handle, len))
+    }
+
+    async fn pread(&self, handle: Handle, len: usize, offset: u64) -> Result<IoChain, ErrorKind> {
+        self.with(|state| state.pread(handle, len, offset))
+    }
+
+    async fn write(&self, handle: Handle, data: IoChain) -> Result<u64, ErrorKind> {
+        self.with(|state| state.write(handle, &data))
+    }
+
+    async fn pwrite(&self, handle: Handle, data: IoChain, offset: u64) -> Result<u64, ErrorKind> {
+        self.with(|state| state.pwrite(handle, &data, offset))
+    }
+
+    async fn stat(&self, path: &str) -> Result<Stat, ErrorKind> {
+        self.with(|state| state.stat(path))
+    }
+
+    async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ErrorKind> {
+        self.with(|state| state.readdir(path))
+    }
+
+    async fn close(&self, handle: Handle) -> Result<(), ErrorKind> {
+        self.with(|state| state.close(handle))
+    }
+
+    async fn unlink(&self, path: &str) -> Result<(), ErrorKind> {
+        self.with(|state| state.unlink(path))
+    }
+
+    async fn mkdir(&self, path: &str, mode: u32) -> Result<(), ErrorKind> {
+        self.with(|state| state.mkdir(path, mode))
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> Result<(), ErrorKind> {
+        self.with(|state| state.rename(from, to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::future::Future;
+    use core::pin::pin;
+    use core::task::{Context, Poll, Waker};
+    use ebb_fs::FileSystem;
+
+    /// Runs a future of the in-memory file system: it finishes at its
+    /// first poll.
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        let mut future = pin!(future);
+        match future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(output) => output,
+            Poll::Pending => panic!("the in-memory file system waited"),
+        }
+    }
+
+    #[test]
+    fn it_does_what_every_file_system_does() {
+        let fs = MemFileSystem::new();
+        now(ebb_fs::conformance::check(&fs, "conformance")).unwrap();
+        // Nested, and again beside the first: the check makes its own
+        // directory each time.
+        now(ebb_fs::conformance::check(&fs, "conformance/d/again")).unwrap();
+        now(ebb_fs::conformance::check(&fs, "beside")).unwrap();
+        assert_eq!(fs.open_handles(), 0, "the check closes what it opens");
+    }
+
+    #[test]
+    fn a_handle_reads_or_writes_only_as_it_was_opened() {
+        let fs = MemFileSystem::new();
+        let create = OpenFlags::WRITE | OpenFlags::CREATE;
+        let writer = now(fs.open("f", create, 0o600)).unwrap();
+        assert_eq!(now(fs.read(writer, 1)).err(), Some(ErrorKind::BadHandle));
+        let reader = now(fs.open("f", OpenFlags::READ, 0)).unwrap();
+        let data = IoChain::from(IoBuf::copy_from_slice(b"x"));
+        assert_eq!(
+            now(fs.write(reader, data)).err(),
+            Some(ErrorKind::BadHandle)
+        );
+        assert_eq!(
+            now(fs.open("g", OpenFlags::CREATE, 0o600)).err(),
+            Some(ErrorKind::InvalidArgument),
+            "neither read nor write"
+        );
+        assert_eq!(
+            now(fs.mkdir("d", 0o1755)).err(),
+            Some(ErrorKind::InvalidArgument),
+            "a sticky bit"
+        );
+    }
+
+    #[test]
+    fn handles_run_out_and_come_back() {
+        let fs = MemFileSystem::new();
+        let create = OpenFlags::WRITE | OpenFlags::CREATE;
+        let handles: Vec<Handle> = (0..MAX_HANDLES)
+            .map(|_| now(fs.open("f", create, 0o600)).unwrap())
+            .collect();
+        assert_eq!(
+            now(fs.open("f", create, 0o600)).err(),
+            Some(ErrorKind::TooManyOpen)
+        );
+        now(fs.close(handles[7])).unwrap();
+        let again = now(fs.open("f", create, 0o600)).unwrap();
+        assert!(
+            !handles.iter().skip(8).any(|h| *h == again),
+            "a free number"
+        );
+    }
+
+    #[test]
+    fn a_packed_tree_is_served_as_it_was_loaded() {
+        let mut tree = MemFs::new();
+        let etc = tree.mkdir(crate::memfs::ROOT, b"etc", 0o755).unwrap();
+        let hosts = tree.create(etc, b"hosts", 0o644).unwrap();
+        tree.write_at(hosts, 0, b"127.0.0.1 localhost\n").unwrap();
+        tree.create(etc, b"\xff", 0o644).unwrap();
+        let fs = MemFileSystem::with_tree(tree);
+        let file = now(fs.open("etc/hosts", OpenFlags::READ, 0)).unwrap();
+        assert_eq!(
+            now(fs.read(file, 100)).unwrap().to_vec(),
+            b"127.0.0.1 localhost\n"
+        );
+        let names: Vec<String> = now(fs.readdir("etc"))
+            .unwrap()
+            .into_iter()
+            .map(|entry| entry.name)
+            .collect();
+        assert_eq!(names, ["hosts", "\u{fffd}"], "a name not UTF-8, as text");
+        assert_eq!(now(fs.stat("./etc//hosts")).unwrap().size, 20);
+    }
+}
