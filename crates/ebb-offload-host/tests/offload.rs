@@ -1,9 +1,10 @@
 //! The FileSystem Ebb between two hosted nodes over kernel TCP on
 //! 127.0.0.1: node 0 shares a scratch directory, node 1 ships every
-//! operation to it with `ebb_offload::FileSystem`. The operations work
+//! operation to it with `ebb_offload::RemoteFileSystem`. The operations work
 //! (a 10 MiB file goes in and out in chunks, as several IoBufs), Linux's
 //! errors come back typed, every way out of the directory is refused
-//! with `Escape` and leaves the outside untouched, a node whose hosted
+//! with `Escape` and leaves the outside untouched, it passes the check
+//! every FileSystem backend passes, a node whose hosted
 //! node shares nothing hears so, and a forgotten node's files are closed.
 
 mod support;
@@ -103,6 +104,26 @@ fn every_operation_works_through_the_hosted_node() {
     assert_eq!(names, [("f", FileKind::File), ("log", FileKind::File)]);
     assert_eq!(std::fs::read(root.join("d/f")).unwrap(), expected);
     assert!(!root.join("d/log").exists());
+}
+
+/// The remote backend passes the check every FileSystem backend passes
+/// (`ebb_fs::conformance`, which the in-memory file system passes in
+/// `ebb-posix-files`): code written against the interface gets the same
+/// answers from the hosted node's files as from memory.
+#[test]
+fn the_shared_directory_does_what_every_file_system_does() {
+    let root = Scratch::new("conformance");
+    let node = ServerNode::start(Some(&root.0));
+    let checked = on_client(node.addr, |fs| async move {
+        ebb_fs::conformance::check(&fs, "conformance").await
+    });
+    assert_eq!(checked, Ok(()));
+    let server = node.server.as_ref().unwrap();
+    assert_eq!(
+        server.open_files(NodeId(1)),
+        0,
+        "the check closes what it opens"
+    );
 }
 
 fn umask() -> u32 {
