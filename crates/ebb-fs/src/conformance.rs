@@ -4,9 +4,11 @@
 //! `ebb-offload-host`'s. A program written against [`FileSystem`] relies
 //! on exactly this, whichever backend it is given.
 //!
-//! The semantics are Linux's (open(2), read(2), rename(2), unlink(2)),
-//! since the POSIX personality hands a C program's calls to the trait
-//! and the remote backend is Linux.
+//! The semantics are Linux's (open(2), read(2), pwrite(2), rename(2),
+//! unlink(2), path_resolution(7)), since the remote backend is Linux and
+//! a C program's calls expect them, with one difference on purpose:
+//! `open` takes regular files only, so a directory is `IsDir` even for
+//! reading (a listing is `readdir`).
 
 use alloc::format;
 use alloc::string::String;
@@ -53,6 +55,7 @@ pub async fn check<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mismatch> {
     append_and_truncate(fs, base).await?;
     names(fs, base).await?;
     unlinked_while_open(fs, base).await?;
+    names_of_directories(fs, base).await?;
     Ok(())
 }
 
@@ -109,6 +112,26 @@ async fn reads_and_writes<F: FileSystem>(fs: &F, base: &str) -> Result<(), Misma
     // process applies its own, as open(2) says).
     same("stat of a file: owner's bits", stat.mode & 0o700, 0o600)?;
     ok("close", fs.close(file).await)?;
+    let reader = ok(
+        "open to read only",
+        fs.open(&path, OpenFlags::READ, 0).await,
+    )?;
+    kind(
+        "write to a handle opened to read",
+        fs.write(reader, bytes(b"x")).await,
+        ErrorKind::BadHandle,
+    )?;
+    ok("close the reader", fs.close(reader).await)?;
+    let writer = ok(
+        "open to write only",
+        fs.open(&path, OpenFlags::WRITE, 0).await,
+    )?;
+    kind(
+        "read of a handle opened to write",
+        fs.read(writer, 1).await,
+        ErrorKind::BadHandle,
+    )?;
+    ok("close the writer", fs.close(writer).await)?;
     kind(
         "close of a closed handle",
         fs.close(file).await,
@@ -216,6 +239,19 @@ async fn open_errors<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mismatch> 
         ErrorKind::InvalidArgument,
     )?;
     kind(
+        "open with neither read nor write",
+        fs.open(&format!("{base}/neither"), OpenFlags::CREATE, 0o600)
+            .await,
+        ErrorKind::InvalidArgument,
+    )?;
+    let long_name: String = core::iter::repeat_n('n', 256).collect();
+    kind(
+        "a name over 255 bytes",
+        fs.open(&format!("{base}/{long_name}"), OpenFlags::READ, 0)
+            .await,
+        ErrorKind::NameTooLong,
+    )?;
+    kind(
         "stat of a file as a directory",
         fs.stat(&format!("{file}/")).await,
         ErrorKind::NotDir,
@@ -233,13 +269,19 @@ async fn append_and_truncate<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mi
     let log = ok("open to append", fs.open(&path, append, 0o600).await)?;
     ok("append", fs.write(log, bytes(b"one\n")).await)?;
     ok("append again", fs.write(log, bytes(b"two\n")).await)?;
+    // pwrite(2), BUGS: on Linux, a file opened to append takes a pwrite
+    // at its end too, whatever the offset.
+    ok(
+        "pwrite to a file opened to append",
+        fs.pwrite(log, bytes(b"3\n"), 0).await,
+    )?;
     ok("close the log", fs.close(log).await)?;
     let reader = ok("open to read", fs.open(&path, OpenFlags::READ, 0).await)?;
     let text = ok("read the log", fs.read(reader, 100).await)?;
     same(
         "appends go to the end",
         text.to_vec(),
-        b"one\ntwo\n".to_vec(),
+        b"one\ntwo\n3\n".to_vec(),
     )?;
     ok("close the reader", fs.close(reader).await)?;
     let cut = ok(
@@ -297,6 +339,12 @@ async fn names<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mismatch> {
         ErrorKind::NotEmpty,
     )?;
     kind(
+        "rename of a directory under itself",
+        fs.rename(&format!("{base}/e"), &format!("{base}/e/below"))
+            .await,
+        ErrorKind::InvalidArgument,
+    )?;
+    kind(
         "rename of a missing path",
         fs.rename(&format!("{base}/none"), &format!("{base}/x"))
             .await,
@@ -341,6 +389,90 @@ async fn unlinked_while_open<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mi
         b"still here".to_vec(),
     )?;
     ok("close the unlinked file", fs.close(file).await)
+}
+
+/// A trailing `/` or `/.` asks for a directory; `.` names no name to
+/// act on (path_resolution(7), rename(2), unlink(2), open(2)).
+async fn names_of_directories<F: FileSystem>(fs: &F, base: &str) -> Result<(), Mismatch> {
+    let file = format!("{base}/plain");
+    let create = OpenFlags::WRITE | OpenFlags::CREATE;
+    let plain = ok("create a plain file", fs.open(&file, create, 0o600).await)?;
+    ok("close the plain file", fs.close(plain).await)?;
+    let new = format!("{base}/new");
+    let cases = [
+        (
+            "stat of `file/.`",
+            fs.stat(&format!("{file}/.")).await.err(),
+            ErrorKind::NotDir,
+        ),
+        (
+            "unlink of `file/`",
+            fs.unlink(&format!("{file}/")).await.err(),
+            ErrorKind::NotDir,
+        ),
+        (
+            "unlink of `file/.`",
+            fs.unlink(&format!("{file}/.")).await.err(),
+            ErrorKind::InvalidPath,
+        ),
+        (
+            "unlink of `dir/.`",
+            fs.unlink(&format!("{base}/d/.")).await.err(),
+            ErrorKind::InvalidPath,
+        ),
+        (
+            "mkdir of `new/.`",
+            fs.mkdir(&format!("{new}/."), 0o755).await.err(),
+            ErrorKind::InvalidPath,
+        ),
+        (
+            "mkdir of `.`",
+            fs.mkdir(".", 0o755).await.err(),
+            ErrorKind::InvalidPath,
+        ),
+        (
+            "create of `new/`",
+            fs.open(&format!("{new}/"), create, 0o600).await.err(),
+            ErrorKind::IsDir,
+        ),
+        (
+            "create of `file/`",
+            fs.open(&format!("{file}/"), create, 0o600).await.err(),
+            ErrorKind::IsDir,
+        ),
+        (
+            "rename of a file to `new/`",
+            fs.rename(&file, &format!("{new}/")).await.err(),
+            ErrorKind::NotDir,
+        ),
+        (
+            "rename of `file/`",
+            fs.rename(&format!("{file}/"), &new).await.err(),
+            ErrorKind::NotDir,
+        ),
+    ];
+    for (step, error, expected) in cases {
+        match error {
+            Some(error) if error.kind() == expected => {}
+            Some(error) => {
+                let what = format!("failed with {:?} ({error}), not {expected:?}", error.kind());
+                return Err(mismatch(step, what));
+            }
+            None => return Err(mismatch(step, format!("succeeded, not {expected:?}"))),
+        }
+    }
+    kind(
+        "nothing was made as `new`",
+        fs.stat(&new).await,
+        ErrorKind::NotFound,
+    )?;
+    ok(
+        "mkdir of `dir/`",
+        fs.mkdir(&format!("{base}/made/"), 0o755).await,
+    )?;
+    let stat = ok("stat of `dir/.`", fs.stat(&format!("{base}/made/.")).await)?;
+    same("`dir/.` is the directory", stat.kind, FileKind::Dir)?;
+    ok("unlink the plain file", fs.unlink(&file).await)
 }
 
 fn bytes(data: &[u8]) -> IoChain {

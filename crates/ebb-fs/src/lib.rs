@@ -2,8 +2,9 @@
 //! [`FileSystem`], that every backend implements, and the types it speaks
 //! in. Two backends stand behind it today:
 //!
-//! * `ebb_posix_files::MemFileSystem`: Ebbflow's in-memory file system,
-//!   the native POSIX personality's files (its futures are ready at once);
+//! * `ebb_posix_files::MemFileSystem`: Ebbflow's in-memory file system
+//!   (a `MemFs`, the tree type the native POSIX personality's files live
+//!   in) with paths and handles; its futures finish at their first poll;
 //! * `ebb_offload::RemoteFileSystem`: the directory a hosted node shares,
 //!   every call a Messenger call (function offload, as in EbbRT).
 //!
@@ -33,5 +34,7 @@ mod types;
 
 pub use error::{ErrorKind, FileSystemError};
 pub use file_system::FileSystem;
-pub use path::{check_path, components, MAX_PATH_LEN};
+pub use path::{
+    check_path, components, last_name, names_directory, LastName, MAX_NAME_LEN, MAX_PATH_LEN,
+};
 pub use types::{DirEntry, FileKind, Handle, OpenFlags, Stat};

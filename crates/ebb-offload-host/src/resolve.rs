@@ -68,22 +68,15 @@ pub(crate) fn open_beneath(
 /// Besides resolution's: [`FsError::InvalidPath`] when the path names the
 /// directory itself (`.`, `a/.`), which has no name to act on.
 pub(crate) fn parent_beneath(root: impl AsFd, path: &str) -> Result<(OwnedFd, &str), FsError> {
-    check_path(path)?;
-    let trimmed = path.trim_end_matches('/');
-    let (parent, name) = match trimmed.rsplit_once('/') {
-        Some((parent, name)) => (parent.trim_end_matches('/'), name),
-        None => (".", trimmed),
-    };
+    // The interface's rule, which the in-memory backend follows too.
+    let last = ebb_fs::last_name(path).map_err(FsError::from)?;
     // The name with the slashes that followed it: `trimmed` is a prefix
-    // of `path` ending with `name`.
-    let name_with_slashes = &path[trimmed.len() - name.len()..];
-    let parent = if parent.is_empty() { "." } else { parent };
-    if name.is_empty() || name == "." {
-        return Err(FsError::InvalidPath);
-    }
+    // of `path` ending with the name.
+    let trimmed = path.trim_end_matches('/');
+    let name_with_slashes = &path[trimmed.len() - last.name.len()..];
     let dir = open_beneath(
         root,
-        parent,
+        last.parent,
         OFlags::PATH | OFlags::DIRECTORY,
         Mode::empty(),
     )?;

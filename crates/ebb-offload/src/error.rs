@@ -199,7 +199,10 @@ impl FileSystemError for FsError {
             FsError::TooManyOpen => ErrorKind::TooManyOpen,
             FsError::BadRequest => ErrorKind::InvalidArgument,
             FsError::NotAFile => ErrorKind::NotAFile,
-            FsError::Io(errno) => ErrorKind::Io(*errno),
+            // The server names the errnos it expects; another (EBADF for a
+            // read of a write-only file, EINVAL for a directory renamed
+            // under itself) still has its kind.
+            FsError::Io(errno) => ErrorKind::from_errno(*errno),
             FsError::NotShared
             | FsError::NodeLost { .. }
             | FsError::Unreachable(_)

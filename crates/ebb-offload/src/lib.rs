@@ -10,10 +10,11 @@
 //!   sentence; [`DecodeError`]: why bytes are not a valid message.
 //! * [`RemoteFileSystem`]: the client representative any node (native or
 //!   hosted) uses, one backend of the FileSystem interface
-//!   ([`ebb_fs::FileSystem`], whose types this crate re-exports): every call becomes a Messenger call to the hosted node
-//!   serving the Ebb ([`FILE_SYSTEM_EBB`]), bounded in time; large reads
-//!   and writes go in chunks of [`CHUNK`] bytes and come back as one IoBuf
-//!   chain of the received buffers (no copy).
+//!   ([`ebb_fs::FileSystem`], whose types this crate re-exports): every
+//!   call becomes a Messenger call to the hosted node serving the Ebb
+//!   ([`FILE_SYSTEM_EBB`]), bounded in time; large reads and writes go in
+//!   chunks of [`CHUNK`] bytes and come back as one IoBuf chain of the
+//!   received buffers (no copy).
 //!
 //! The server (std, Linux: `openat2` confines it to a root directory) is
 //! `ebb-offload-host`. Nothing here panics on bytes from the network.

@@ -181,12 +181,17 @@ impl Request {
     /// # Errors
     ///
     /// [`FsError::NameTooLong`]: a path over [`MAX_PATH_LEN`] bytes;
-    /// [`FsError::BadRequest`]: a mode beyond the permission bits.
+    /// [`FsError::BadRequest`]: a mode beyond the permission bits, or open
+    /// flags with neither read nor write.
     pub fn encode(&self) -> Result<Vec<u8>, FsError> {
         let mut out = Vec::new();
         match self {
             Request::Open { path, flags, mode } => {
                 check_mode(*mode)?;
+                // `|` of the constants can make flags the decoder
+                // refuses (neither read nor write): refused here, with
+                // no call.
+                OpenFlags::from_bits(flags.bits()).ok_or(FsError::BadRequest)?;
                 out.extend_from_slice(&flags.bits().to_le_bytes());
                 out.extend_from_slice(&mode.to_le_bytes());
                 put_checked_path(&mut out, path)?;

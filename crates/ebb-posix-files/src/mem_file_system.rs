@@ -1,9 +1,9 @@
 //! The in-memory file system behind the FileSystem Ebb's interface
-//! ([`ebb_fs::FileSystem`]): the same tree ([`MemFs`]) the native POSIX
-//! personality's descriptor table works on, reached by path and handle
-//! as any backend is, so that code written against the interface runs on
-//! it as it runs on the hosted node's files (`ebb_offload`'s
-//! `RemoteFileSystem`). Its futures finish at their first poll: nothing
+//! ([`ebb_fs::FileSystem`]): a [`MemFs`] (the tree type the native POSIX
+//! personality's descriptor table works on; this one owns its own tree)
+//! reached by path and handle as any backend is, so that code written
+//! against the interface runs on it as it runs on the hosted node's
+//! files (`ebb_offload`'s `RemoteFileSystem`). Its futures finish at their first poll: nothing
 //! here waits (and, as any future, one never polled does nothing).
 //!
 //! Single-core, as a representative is: the state sits in a `RefCell`,
@@ -15,8 +15,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use ebb_fs::{check_path, components, DirEntry, ErrorKind, FileKind, Handle, OpenFlags, Stat};
+use ebb_fs::{
+    check_path, components, last_name, names_directory, DirEntry, ErrorKind, FileKind, Handle,
+    OpenFlags, Stat,
+};
 use ebb_iobuf::{IoBuf, IoChain};
+use ebb_posix::errno::ENOENT;
 
 use crate::memfs::{Ino, Kind, MemFs, MAX_FILE};
 
@@ -83,16 +87,14 @@ impl MemFileSystem {
 }
 
 /// What an errno of [`MemFs`] is in the interface's words.
-fn kind(errno: isize) -> ErrorKind {
+fn errno_kind(errno: isize) -> ErrorKind {
     ErrorKind::from_errno(u16::try_from(errno).unwrap_or(u16::MAX))
 }
 
-/// A checked path's components as [`MemFs`] takes them, and whether it
-/// ends in `/` (then it must name a directory, as on Linux).
-fn parts(path: &str) -> Result<(Vec<&[u8]>, bool), ErrorKind> {
+/// A checked path's components as [`MemFs`] takes them.
+fn parts(path: &str) -> Result<Vec<&[u8]>, ErrorKind> {
     check_path(path)?;
-    let parts = components(path).map(str::as_bytes).collect();
-    Ok((parts, path.ends_with('/')))
+    Ok(components(path).map(str::as_bytes).collect())
 }
 
 fn check_mode(mode: u32) -> Result<(), ErrorKind> {
@@ -104,20 +106,35 @@ fn check_mode(mode: u32) -> Result<(), ErrorKind> {
 }
 
 impl State {
-    /// The inode `path` names; a trailing `/` on a file is `NotDir`.
+    /// The inode `path` names; a file named as a directory (`f/`,
+    /// `f/.`) is `NotDir`.
     fn resolve(&self, path: &str) -> Result<Ino, ErrorKind> {
-        let (parts, dir_only) = parts(path)?;
-        let ino = self.fs.lookup(&parts).map_err(kind)?;
-        if dir_only && self.fs.kind(ino).map_err(kind)? != Kind::Dir {
+        let ino = self.fs.lookup(&parts(path)?).map_err(errno_kind)?;
+        if names_directory(path) && self.fs.kind(ino).map_err(errno_kind)? != Kind::Dir {
             return Err(ErrorKind::NotDir);
         }
         Ok(ino)
     }
 
-    /// The directory holding `path`'s last name, and that name.
-    fn parent<'p>(&self, path: &'p str) -> Result<(Ino, &'p [u8]), ErrorKind> {
-        let (parts, _) = parts(path)?;
-        self.fs.parent(&parts).map_err(kind)
+    /// The directory holding `path`'s last name (the interface's rule,
+    /// [`last_name`], as the remote backend applies it), that name, and
+    /// whether slashes followed it.
+    fn parent<'p>(&self, path: &'p str) -> Result<(Ino, &'p [u8], bool), ErrorKind> {
+        let last = last_name(path)?;
+        let dir = self.resolve(last.parent)?;
+        if self.fs.kind(dir).map_err(errno_kind)? != Kind::Dir {
+            return Err(ErrorKind::NotDir);
+        }
+        Ok((dir, last.name.as_bytes(), last.trailing_slash))
+    }
+
+    /// What `name` in `dir` is, if anything.
+    fn kind_in(&self, dir: Ino, name: &[u8]) -> Result<Option<Kind>, ErrorKind> {
+        match self.fs.lookup_in(dir, name) {
+            Ok(ino) => self.fs.kind(ino).map(Some).map_err(errno_kind),
+            Err(ENOENT) => Ok(None),
+            Err(errno) => Err(errno_kind(errno)),
+        }
     }
 
     fn open(&mut self, path: &str, flags: OpenFlags, mode: u32) -> Result<Handle, ErrorKind> {
@@ -129,30 +146,19 @@ impl State {
             return Err(ErrorKind::TooManyOpen);
         }
         let ino = if flags.contains(OpenFlags::CREATE) {
-            let (parts, dir_only) = parts(path)?;
-            match self.fs.lookup(&parts) {
-                Ok(_) if flags.contains(OpenFlags::EXCLUSIVE) => return Err(ErrorKind::Exists),
-                Ok(ino) => ino,
-                // open(2): O_CREAT of a missing `name/` is EISDIR.
-                Err(_) if dir_only => return Err(ErrorKind::IsDir),
-                Err(_) => {
-                    let (dir, name) = self.fs.parent(&parts).map_err(kind)?;
-                    self.fs.create(dir, name, mode).map_err(kind)?
-                }
-            }
+            self.create(path, flags, mode)?
         } else {
             self.resolve(path)?
         };
-        match self.fs.kind(ino).map_err(kind)? {
-            Kind::Dir => return Err(ErrorKind::IsDir),
-            Kind::File if path.ends_with('/') => return Err(ErrorKind::NotDir),
-            Kind::File => {}
+        if self.fs.kind(ino).map_err(errno_kind)? == Kind::Dir {
+            // Opened only as regular files, on every backend.
+            return Err(ErrorKind::IsDir);
         }
         if flags.contains(OpenFlags::TRUNCATE) {
-            self.fs.truncate(ino, 0).map_err(kind)?;
+            self.fs.truncate(ino, 0).map_err(errno_kind)?;
         }
         let handle = self.free_handle();
-        self.fs.opened(ino).map_err(kind)?;
+        self.fs.opened(ino).map_err(errno_kind)?;
         self.open.insert(
             handle,
             OpenFile {
@@ -162,6 +168,28 @@ impl State {
             },
         );
         Ok(Handle(handle))
+    }
+
+    /// open(2) with O_CREAT: the file `path` names, made if missing.
+    fn create(&mut self, path: &str, flags: OpenFlags, mode: u32) -> Result<Ino, ErrorKind> {
+        if names_directory(path) && path.ends_with('.') {
+            // `d/.`: nothing to create, `.` exists or its directory does
+            // not; either way it is a directory, not a file to open.
+            self.resolve(path)?;
+            return Err(ErrorKind::IsDir);
+        }
+        let (dir, name, trailing_slash) = self.parent(path)?;
+        if trailing_slash {
+            // open(2): "EISDIR: pathname refers to a directory" covers
+            // O_CREAT with a trailing slash, whatever is there.
+            return Err(ErrorKind::IsDir);
+        }
+        match self.fs.lookup_in(dir, name) {
+            Ok(_) if flags.contains(OpenFlags::EXCLUSIVE) => Err(ErrorKind::Exists),
+            Ok(ino) => Ok(ino),
+            Err(ENOENT) => self.fs.create(dir, name, mode).map_err(errno_kind),
+            Err(errno) => Err(errno_kind(errno)),
+        }
     }
 
     /// A handle number not in use (there are fewer than
@@ -188,13 +216,13 @@ impl State {
 
     fn pread(&self, handle: Handle, len: usize, offset: u64) -> Result<IoChain, ErrorKind> {
         let file = self.file(handle, OpenFlags::READ)?;
-        let size = self.fs.size(file.ino).map_err(kind)?;
+        let size = self.fs.size(file.ino).map_err(errno_kind)?;
         let left = usize::try_from(size.saturating_sub(offset)).unwrap_or(usize::MAX);
         let mut bytes = alloc::vec![0u8; len.min(left)];
         let got = self
             .fs
             .read_at(file.ino, offset, &mut bytes)
-            .map_err(kind)?;
+            .map_err(errno_kind)?;
         bytes.truncate(got);
         Ok(IoChain::from(IoBuf::from_vec(bytes)))
     }
@@ -206,15 +234,30 @@ impl State {
         Ok(data)
     }
 
+    /// pwrite(2): at `offset`, except on a file opened to append, where
+    /// Linux writes at the end whatever the offset (pwrite(2), BUGS), as
+    /// the remote backend's Linux then does.
     fn pwrite(&mut self, handle: Handle, data: &IoChain, offset: u64) -> Result<u64, ErrorKind> {
         let file = self.file(handle, OpenFlags::WRITE)?;
+        let at = if file.flags.contains(OpenFlags::APPEND) {
+            self.fs.size(file.ino).map_err(errno_kind)?
+        } else {
+            offset
+        };
+        self.write_at(file, data, at)
+    }
+
+    fn write_at(&mut self, file: OpenFile, data: &IoChain, offset: u64) -> Result<u64, ErrorKind> {
         let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
         if offset.checked_add(len).is_none_or(|end| end > MAX_FILE) {
             return Err(ErrorKind::TooLarge);
         }
         let mut at = offset;
         for segment in data.segments() {
-            let wrote = self.fs.write_at(file.ino, at, segment).map_err(kind)?;
+            let wrote = self
+                .fs
+                .write_at(file.ino, at, segment)
+                .map_err(errno_kind)?;
             at += u64::try_from(wrote).unwrap_or(u64::MAX);
         }
         Ok(at - offset)
@@ -223,11 +266,11 @@ impl State {
     fn write(&mut self, handle: Handle, data: &IoChain) -> Result<u64, ErrorKind> {
         let file = self.file(handle, OpenFlags::WRITE)?;
         let at = if file.flags.contains(OpenFlags::APPEND) {
-            self.fs.size(file.ino).map_err(kind)?
+            self.fs.size(file.ino).map_err(errno_kind)?
         } else {
             file.position
         };
-        let wrote = self.pwrite(handle, data, at)?;
+        let wrote = self.write_at(file, data, at)?;
         self.advance(handle, at, usize::try_from(wrote).unwrap_or(usize::MAX));
         Ok(wrote)
     }
@@ -239,7 +282,7 @@ impl State {
     }
 
     fn stat(&self, path: &str) -> Result<Stat, ErrorKind> {
-        let stat = self.fs.stat(self.resolve(path)?).map_err(kind)?;
+        let stat = self.fs.stat(self.resolve(path)?).map_err(errno_kind)?;
         Ok(Stat {
             kind: file_kind(stat.kind),
             mode: stat.mode,
@@ -252,16 +295,18 @@ impl State {
 
     fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ErrorKind> {
         let dir = self.resolve(path)?;
-        let names = self.fs.names_after(dir, None).map_err(kind)?;
+        let names = self.fs.names_after(dir, None).map_err(errno_kind)?;
         // Byte order is the order of the names as text too (UTF-8 sorts
         // as its code points). A name that is not UTF-8 (a C program may
-        // make one) is listed with U+FFFD for its bad bytes: the
-        // interface's names are text.
+        // make one) is left out, as the remote backend leaves it out: the
+        // interface's names are text, and no path could name it.
         Ok(names
             .into_iter()
-            .map(|(name, _, kind)| DirEntry {
-                name: String::from_utf8_lossy(&name).into_owned(),
-                kind: file_kind(kind),
+            .filter_map(|(name, _, kind)| {
+                Some(DirEntry {
+                    name: String::from_utf8(name).ok()?,
+                    kind: file_kind(kind),
+                })
             })
             .collect())
     }
@@ -273,30 +318,35 @@ impl State {
     }
 
     fn unlink(&mut self, path: &str) -> Result<(), ErrorKind> {
-        if path.ends_with('/') {
-            // unlink(2) of `name/`: a file is ENOTDIR, a directory EISDIR.
-            let ino = self.resolve(path)?;
-            return Err(match self.fs.kind(ino).map_err(kind)? {
-                Kind::Dir => ErrorKind::IsDir,
-                Kind::File => ErrorKind::NotDir,
-            });
+        let (dir, name, trailing_slash) = self.parent(path)?;
+        if trailing_slash && self.kind_in(dir, name)? == Some(Kind::File) {
+            // unlink(2) of `f/`: the name must be a directory (which
+            // unlink refuses with EISDIR, below).
+            return Err(ErrorKind::NotDir);
         }
-        let (dir, name) = self.parent(path)?;
-        self.fs.unlink(dir, name).map_err(kind)
+        self.fs.unlink(dir, name).map_err(errno_kind)
     }
 
     fn mkdir(&mut self, path: &str, mode: u32) -> Result<(), ErrorKind> {
         check_mode(mode)?;
-        let (dir, name) = self.parent(path)?;
-        self.fs.mkdir(dir, name, mode).map(|_| ()).map_err(kind)
+        let (dir, name, _) = self.parent(path)?;
+        self.fs
+            .mkdir(dir, name, mode)
+            .map(|_| ())
+            .map_err(errno_kind)
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<(), ErrorKind> {
-        let (from_dir, from_name) = self.parent(from)?;
-        let (to_dir, to_name) = self.parent(to)?;
+        let (from_dir, from_name, from_slash) = self.parent(from)?;
+        let (to_dir, to_name, to_slash) = self.parent(to)?;
+        // rename(2): a trailing slash on either name asks for a
+        // directory; a file so named is ENOTDIR.
+        if (from_slash || to_slash) && self.kind_in(from_dir, from_name)? == Some(Kind::File) {
+            return Err(ErrorKind::NotDir);
+        }
         self.fs
             .rename(from_dir, from_name, to_dir, to_name)
-            .map_err(kind)
+            .map_err(errno_kind)
     }
 }
 
@@ -425,8 +475,11 @@ mod tests {
         now(fs.close(handles[7])).unwrap();
         let again = now(fs.open("f", create, 0o600)).unwrap();
         assert!(
-            !handles.iter().skip(8).any(|h| *h == again),
-            "a free number"
+            handles
+                .iter()
+                .enumerate()
+                .all(|(i, handle)| i == 7 || *handle != again),
+            "a number not in use"
         );
     }
 
@@ -448,7 +501,7 @@ mod tests {
             .into_iter()
             .map(|entry| entry.name)
             .collect();
-        assert_eq!(names, ["hosts", "\u{fffd}"], "a name not UTF-8, as text");
+        assert_eq!(names, ["hosts"], "a name not UTF-8 is left out");
         assert_eq!(now(fs.stat("./etc//hosts")).unwrap().size, 20);
     }
 }

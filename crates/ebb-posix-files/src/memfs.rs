@@ -128,6 +128,11 @@ impl MemFs {
         Ok(at)
     }
 
+    /// The inode `name` names in directory `dir`.
+    pub fn lookup_in(&self, dir: Ino, name: &[u8]) -> Result<Ino, isize> {
+        self.entries(dir)?.get(name).copied().ok_or(ENOENT)
+    }
+
     /// The directory holding the last of `parts`, and that name (`EBUSY`
     /// for the root itself, which has no name to change).
     pub fn parent<'p>(&self, parts: &[&'p [u8]]) -> Result<(Ino, &'p [u8]), isize> {
