@@ -105,23 +105,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::pin::pin;
-    use core::task::{Context, Poll, Waker};
+    use ebb_fs::conformance::ready_now as now;
     use ebb_iobuf::{IoBuf, IoChain};
     use ebb_posix_files::MemFileSystem;
-
-    /// Runs a future of the in-memory file system (ready at its first
-    /// poll).
-    fn now<T>(future: impl core::future::Future<Output = T>) -> T {
-        let mut future = pin!(future);
-        match future
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            Poll::Ready(output) => output,
-            Poll::Pending => panic!("the in-memory file system waited"),
-        }
-    }
 
     /// The copy the node runs against the hosted node's files runs as it
     /// is against files in memory: it is written against the interface.

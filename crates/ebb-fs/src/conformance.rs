@@ -19,6 +19,25 @@ use ebb_iobuf::{IoBuf, IoChain};
 
 use crate::{ErrorKind, FileKind, FileSystem, FileSystemError, OpenFlags};
 
+/// The output of `future`, which must finish at its first poll (a
+/// backend that never waits, as the in-memory one): for tests that have
+/// no event loop.
+///
+/// # Panics
+///
+/// If the future is not ready at once.
+pub fn ready_now<T>(future: impl core::future::Future<Output = T>) -> T {
+    use core::task::{Context, Poll, Waker};
+    let mut future = core::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the future waited: it is not a backend that never waits"),
+    }
+}
+
 /// A step where the backend did something else than the interface says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {

@@ -408,23 +408,8 @@ impl ebb_fs::FileSystem for MemFileSystem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::future::Future;
-    use core::pin::pin;
-    use core::task::{Context, Poll, Waker};
+    use ebb_fs::conformance::ready_now as now;
     use ebb_fs::FileSystem;
-
-    /// Runs a future of the in-memory file system: it finishes at its
-    /// first poll.
-    fn now<T>(future: impl Future<Output = T>) -> T {
-        let mut future = pin!(future);
-        match future
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            Poll::Ready(output) => output,
-            Poll::Pending => panic!("the in-memory file system waited"),
-        }
-    }
 
     #[test]
     fn it_does_what_every_file_system_does() {
