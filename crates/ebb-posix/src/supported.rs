@@ -15,7 +15,17 @@
 //!   `*at` forms of the listed calls;
 //! - `getuid`, `geteuid`, `getgid`, `getegid`, `getppid` (process), and
 //!   `fchown`, `fchmod` (files): SQLite's Unix VFS asks `geteuid` and, as
-//!   root, gives a new journal the database's owner and mode.
+//!   root, gives a new journal the database's owner and mode;
+//! - for Redis (issue 19), besides its groups (sockets, events, signals):
+//!   `umask` (files), `prctl` (threads: `PR_SET_NAME` names its
+//!   background threads), `sysinfo` (process: the machine's memory, for
+//!   `maxmemory` warnings), `setitimer`/`getitimer` (signals: its
+//!   watchdog, disarmed at start).
+//!
+//! Natively, the groups of issue 19 are not served yet (their calls are
+//! `ENOSYS`, `backend.rs`); hosted, every call listed here passes to
+//! Linux. `fork` and `vfork` stay unserved both ways (issue 19: Redis's
+//! BGSAVE then answers with its own error).
 
 use crate::sysno::nr;
 
@@ -34,6 +44,13 @@ pub enum Group {
     Process,
     /// `ioctl` on the standard streams.
     Streams,
+    /// Sockets (issue 19): TCP over IPv4 and IPv6, Unix sockets hosted.
+    Sockets,
+    /// Readiness and wake-ups (issue 19): epoll, eventfd, pipes, poll.
+    Events,
+    /// Signal handling (issue 19): handlers and masks are set; natively
+    /// nothing is ever delivered.
+    Signals,
 }
 
 /// The group call `number` belongs to, or `None` if the personality does
@@ -82,7 +99,8 @@ pub fn group_of(number: usize) -> Option<Group> {
         | nr::GETCWD
         | nr::CHDIR
         | nr::FCHOWN
-        | nr::FCHMOD => Group::Files,
+        | nr::FCHMOD
+        | nr::UMASK => Group::Files,
         nr::CLONE
         | nr::FUTEX
         | nr::SET_TID_ADDRESS
@@ -92,7 +110,8 @@ pub fn group_of(number: usize) -> Option<Group> {
         | nr::SCHED_GETAFFINITY
         | nr::GETTID
         | nr::EXIT
-        | nr::RT_SIGPROCMASK => Group::Threads,
+        | nr::RT_SIGPROCMASK
+        | nr::PRCTL => Group::Threads,
         nr::GETPID
         | nr::GETPPID
         | nr::GETUID
@@ -104,8 +123,35 @@ pub fn group_of(number: usize) -> Option<Group> {
         | nr::GETRLIMIT
         | nr::PRLIMIT64
         | nr::GETRUSAGE
+        | nr::SYSINFO
         | nr::EXIT_GROUP => Group::Process,
         nr::IOCTL => Group::Streams,
+        nr::SOCKET
+        | nr::BIND
+        | nr::LISTEN
+        | nr::ACCEPT
+        | nr::ACCEPT4
+        | nr::CONNECT
+        | nr::SETSOCKOPT
+        | nr::GETSOCKOPT
+        | nr::GETSOCKNAME
+        | nr::GETPEERNAME
+        | nr::SHUTDOWN
+        | nr::RECVFROM
+        | nr::SENDTO
+        | nr::RECVMSG
+        | nr::SENDMSG => Group::Sockets,
+        nr::EPOLL_CREATE
+        | nr::EPOLL_CREATE1
+        | nr::EPOLL_CTL
+        | nr::EPOLL_WAIT
+        | nr::EPOLL_PWAIT
+        | nr::EVENTFD2
+        | nr::PIPE
+        | nr::PIPE2
+        | nr::POLL
+        | nr::PPOLL => Group::Events,
+        nr::RT_SIGACTION | nr::SIGALTSTACK | nr::SETITIMER | nr::GETITIMER => Group::Signals,
         _ => return None,
     };
     Some(group)
@@ -127,16 +173,19 @@ mod tests {
     }
 
     #[test]
-    fn signals_sockets_and_processes_are_not() {
-        for number in [
-            nr::RT_SIGACTION,
-            nr::RT_SIGRETURN,
-            nr::SOCKET,
-            nr::FORK,
-            nr::VFORK,
-            nr::EXECVE,
-            nr::ACCT,
-        ] {
+    fn the_calls_redis_makes_are_served() {
+        assert_eq!(group_of(nr::SOCKET), Some(Group::Sockets));
+        assert_eq!(group_of(nr::ACCEPT4), Some(Group::Sockets));
+        assert_eq!(group_of(nr::EPOLL_WAIT), Some(Group::Events));
+        assert_eq!(group_of(nr::PIPE2), Some(Group::Events));
+        assert_eq!(group_of(nr::EVENTFD2), Some(Group::Events));
+        assert_eq!(group_of(nr::RT_SIGACTION), Some(Group::Signals));
+        assert_eq!(group_of(nr::UMASK), Some(Group::Files));
+    }
+
+    #[test]
+    fn signal_returns_and_new_processes_are_not() {
+        for number in [nr::RT_SIGRETURN, nr::FORK, nr::VFORK, nr::EXECVE, nr::ACCT] {
             assert_eq!(group_of(number), None, "{:?}", sysno::name(number));
         }
         assert_eq!(group_of(335), None);
