@@ -33,9 +33,20 @@ const KEPT_LINES: usize = 30;
 
 /// Runs `program args` in `dir`; its stdout on success.
 pub fn run(program: &str, args: &[&str], dir: &Path) -> Result<String, RunFailure> {
+    run_with_env(program, args, dir, &[])
+}
+
+/// [`run`], with `env` added to the environment.
+pub fn run_with_env(
+    program: &str,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> Result<String, RunFailure> {
     let output = Command::new(program)
         .args(args)
         .current_dir(dir)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| RunFailure::NotStarted(format!("{program}: {e}")))?;
     finished(output)

@@ -4,7 +4,9 @@
 //! turned into calls to `__ebb_syscall` by a build-time patch ([`musl`]),
 //! whose changed lines against upstream are counted ([`patch`]); C
 //! programs built with it for the POSIX personality ([`c_program`]), and
-//! SQLite's speedtest1 among them ([`sqlite`]).
+//! SQLite's speedtest1 among them ([`sqlite`]); programs with a build
+//! system of their own built by it with a musl compiler command
+//! ([`musl_cc`]): Redis ([`redis`]).
 #![forbid(unsafe_code)]
 
 pub mod c_program;
@@ -13,9 +15,11 @@ pub mod command;
 pub mod debian_source;
 pub mod line_diff;
 pub mod musl;
+pub mod musl_cc;
 pub mod musl_patch;
 pub mod patch;
 pub mod posix_programs;
 pub mod print_uris;
+pub mod redis;
 pub mod sqlite;
 pub mod stable_hash;

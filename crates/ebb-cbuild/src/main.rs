@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ebb_cbuild::{debian_source, musl, posix_programs, sqlite};
+use ebb_cbuild::{debian_source, musl, posix_programs, redis, sqlite};
 
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
        ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
+       ebb-cbuild redis [--cache DIR] [--out DIR] [--target-dir DIR]
   fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
   musl            builds musl (Debian's source package) with system calls as
                   calls to __ebb_syscall; prints the patch's changed lines and
@@ -25,6 +26,10 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   sqlite-kv with musl and the hosted personality, and for
                   Linux; prints `program NAME EBBFLOW LINUX` and `native
                   NAME INPUTS` per program
+  redis           builds Redis's server from Debian's redis source (unchanged:
+                  prints 0 changed lines) with Redis's Makefile and a musl
+                  compiler command, linked with the hosted personality;
+                  prints `server PATH`
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -63,9 +68,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     match (options.command.as_str(), &options.package) {
-        ("fetch", Some(_)) | ("musl" | "posix-programs" | "sqlite", None) => Ok(options),
+        ("fetch", Some(_)) | ("musl" | "posix-programs" | "sqlite" | "redis", None) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
-        ("musl" | "posix-programs" | "sqlite", Some(extra)) => {
+        ("musl" | "posix-programs" | "sqlite" | "redis", Some(extra)) => {
             Err(format!("unexpected argument {extra}"))
         }
         (other, _) => Err(format!("unknown command {other}")),
@@ -130,6 +135,18 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
                 &program.native_inputs,
             );
         }
+        return Ok(());
+    }
+    if options.command == "redis" {
+        eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and Redis (a few minutes the first time)...");
+        let dirs = posix_programs::Dirs {
+            workspace: std::env::current_dir()?,
+            target_dir: std::path::absolute(&options.target_dir)?,
+            source_cache: options.cache.clone(),
+            musl_out: options.out.clone(),
+        };
+        let built = redis::prepare(&dirs, true)?;
+        println!("server {}", built.server.display());
         return Ok(());
     }
     if options.command == "posix-programs" {
@@ -220,6 +237,7 @@ mod tests {
             (musl.out, musl.cache),
             (PathBuf::from("/o"), PathBuf::from("target/debian-src"))
         );
+        assert_eq!(parse(&args("redis")).unwrap().command, "redis");
         let programs = parse(&args("posix-programs --target-dir /t")).unwrap();
         assert_eq!(programs.command, "posix-programs");
         assert_eq!(programs.target_dir, PathBuf::from("/t"));
