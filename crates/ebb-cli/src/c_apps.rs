@@ -7,18 +7,38 @@
 //!   Debian's `sqlite3`), e.g. `./ebb run speedtest1 --native -- --size
 //!   10 /tmp/t.db`;
 //! - `sqlite-kv`: a key-value load on SQLite (`apps/sqlite-kv`), e.g.
-//!   `./ebb run sqlite-kv --native -- --operations 10000 /tmp/kv.db`.
+//!   `./ebb run sqlite-kv --native -- --operations 10000 /tmp/kv.db`;
+//! - `redis`: Redis's server (Debian's `redis`, built by its own
+//!   Makefile), hosted for now, e.g. `./ebb run redis -- --port 6400
+//!   --save ""`; natively it needs the sockets and epoll groups of issue
+//!   19, not built yet, and `--native` says so.
 
 use std::path::Path;
 use std::process::Command;
 
 use ebb_cbuild::posix_programs::Dirs;
-use ebb_cbuild::sqlite;
+use ebb_cbuild::{redis, sqlite};
 
 use crate::{child, stop};
 
 /// The C programs `./ebb run` builds and runs.
-pub const C_APPS: &[&str] = &["speedtest1", "sqlite-kv"];
+pub const C_APPS: &[&str] = &["speedtest1", "sqlite-kv", "redis"];
+
+/// The C programs that do not run natively yet, and why.
+const HOSTED_ONLY: &[(&str, &str)] = &[(
+    "redis",
+    "natively, Redis needs sockets and epoll on Ebbflow's own stack (issue 19), \
+     not built yet; run it hosted: ./ebb run redis -- --port 6400",
+)];
+
+/// Why `name` cannot run natively, if it cannot.
+#[must_use]
+pub fn not_native(name: &str) -> Option<&'static str> {
+    HOSTED_ONLY
+        .iter()
+        .find(|(app, _)| *app == name)
+        .map(|(_, why)| *why)
+}
 
 /// Whether `name` is one of them.
 #[must_use]
@@ -49,6 +69,14 @@ pub fn build(root: &Path, app: &str) -> Result<Built, String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), std::path::PathBuf::from);
     let dirs = Dirs::under(root, &target);
+    if app == "redis" {
+        let built =
+            redis::prepare(&dirs, false).map_err(|error| format!("building {app}: {error}"))?;
+        return Ok(Built {
+            hosted: built.server,
+            native_inputs: String::new(),
+        });
+    }
     let programs =
         sqlite::prepare(&dirs, false).map_err(|error| format!("building {app}: {error}"))?;
     let program = programs
@@ -91,5 +119,7 @@ mod tests {
             );
         }
         assert!(apps.join(IMAGE).join("Cargo.toml").is_file());
+        assert!(not_native("redis").is_some_and(|why| why.contains("issue 19")));
+        assert_eq!(not_native("sqlite-kv"), None);
     }
 }

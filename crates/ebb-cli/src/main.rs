@@ -65,6 +65,12 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             native: options,
             args,
         } if c_apps::is_c_app(&app) => {
+            if let Some(why) = c_apps::not_native(&app).filter(|_| options.native) {
+                return Err((
+                    EXIT_ERROR,
+                    format!("'{app}' does not run with --native yet: {why}"),
+                ));
+            }
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
             let built = c_apps::build(root, &app).map_err(|e| (EXIT_ERROR, e))?;
             if !options.native {

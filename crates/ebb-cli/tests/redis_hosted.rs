@@ -1,0 +1,216 @@
+//! Issue 19, its first step: Redis 7.0.15, unchanged (Debian's `redis`
+//! source package, 0 changed lines), built by its own Makefile with
+//! Ebbflow's musl and linked with the hosted POSIX personality, serves
+//! the real client, `redis-cli` (Debian's `redis-tools`), on 127.0.0.1:
+//! PING, SET, GET, INCR, LPUSH/LRANGE, EXPIRE, a pipeline of 10,000
+//! commands; BGSAVE, which needs fork (never served), gets Redis's own
+//! error and the server goes on. Every other call Redis makes is served:
+//! the only `ebb-posix:` line is fork's.
+//!
+//! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`;
+//! without them it is SKIPPED with the reason. Native and user-space
+//! stack Redis come with the sockets and epoll groups natively.
+
+mod c_support;
+mod native_support;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ebb_testbed::child::run_bounded;
+
+/// musl, the personality and Redis (two minutes on two cores; cached after
+/// the first time).
+const PREPARE_LIMIT: Duration = Duration::from_secs(1500);
+/// One `redis-cli` call.
+const CLI_LIMIT: Duration = Duration::from_secs(60);
+/// How long the server may take to answer its first PING.
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// Commands sent as one pipeline.
+const PIPELINED: usize = 10_000;
+
+/// The server, killed when dropped.
+struct Server {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port free on 127.0.0.1 a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `redis-server` on 127.0.0.1:`port`, without persistence, its output
+/// in a file.
+fn start(server: &Path, port: u16) -> Server {
+    let log = std::env::temp_dir().join(format!("ebb-redis-{}-{port}.log", std::process::id()));
+    let file = std::fs::File::create(&log).expect("the server's log");
+    let child = Command::new(server)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .stdout(file.try_clone().expect("the log, twice"))
+        .stderr(file)
+        .spawn()
+        .expect("redis-server starts");
+    Server { child, log }
+}
+
+/// `redis-cli -p PORT ARGS`: its output, trimmed.
+fn cli(port: u16, args: &[&str]) -> String {
+    let finished = run_bounded(
+        Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        CLI_LIMIT,
+    );
+    assert!(
+        finished.status.success(),
+        "redis-cli {args:?}: {}\n{}{}",
+        finished.status,
+        finished.stdout,
+        finished.stderr
+    );
+    finished.stdout.trim().to_owned()
+}
+
+/// Waits for the first PONG.
+fn wait_for_pong(port: u16, server: &mut Server) {
+    let started = Instant::now();
+    loop {
+        let finished = run_bounded(
+            Command::new("redis-cli").args(["-h", "127.0.0.1", "-p", &port.to_string(), "PING"]),
+            CLI_LIMIT,
+        );
+        if finished.stdout.trim() == "PONG" {
+            return;
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "redis-server ended ({status}) before it answered:\n{}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+        }
+        assert!(
+            started.elapsed() < START_LIMIT,
+            "no PONG within {START_LIMIT:?}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `count` SET commands in RESP, for `redis-cli --pipe`.
+fn pipeline(count: usize) -> Vec<u8> {
+    let mut commands = Vec::new();
+    for i in 0..count {
+        let (key, value) = (format!("key:{i}"), format!("value-{i}"));
+        write!(
+            commands,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+            key.len(),
+            value.len()
+        )
+        .expect("writing to a Vec");
+    }
+    commands
+}
+
+#[test]
+fn hosted_redis_built_unchanged_serves_redis_cli() {
+    let tools = ["apt-get", "dpkg-source", "gcc", "make", "redis-cli"];
+    let printed = match c_support::build("redis", &tools, PREPARE_LIMIT) {
+        Ok((_, printed)) => printed,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    assert!(
+        printed
+            .lines()
+            .any(|line| line == "changed lines against upstream: 0"),
+        "Redis is built unchanged:\n{printed}"
+    );
+    let server_path = printed
+        .lines()
+        .find_map(|line| line.strip_prefix("server "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("ebb-cbuild names the server:\n{printed}"));
+
+    let port = free_port();
+    let mut server = start(&server_path, port);
+    wait_for_pong(port, &mut server);
+
+    assert_eq!(cli(port, &["SET", "greeting", "hello"]), "OK");
+    assert_eq!(cli(port, &["GET", "greeting"]), "hello");
+    for expected in ["1", "2", "3"] {
+        assert_eq!(cli(port, &["INCR", "counter"]), expected);
+    }
+    assert_eq!(cli(port, &["LPUSH", "list", "a", "b", "c"]), "3");
+    assert_eq!(cli(port, &["LRANGE", "list", "0", "-1"]), "c\nb\na");
+    assert_eq!(cli(port, &["EXPIRE", "greeting", "100"]), "1");
+    let ttl: u32 = cli(port, &["TTL", "greeting"]).parse().expect("a TTL");
+    assert!((1..=100).contains(&ttl), "TTL {ttl}");
+    assert_eq!(cli(port, &["PEXPIRE", "counter", "1"]), "1");
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(cli(port, &["EXISTS", "counter"]), "0", "an expired key");
+
+    // A pipeline of 10,000 SETs, every one answered.
+    let mut pipe = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("redis-cli --pipe starts");
+    pipe.stdin
+        .take()
+        .expect("its stdin")
+        .write_all(&pipeline(PIPELINED))
+        .expect("the pipeline is sent");
+    let piped = pipe.wait_with_output().expect("redis-cli --pipe ends");
+    let report = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        report.contains(&format!("errors: 0, replies: {PIPELINED}")),
+        "{report}{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(cli(port, &["GET", "key:9999"]), "value-9999");
+    assert_eq!(cli(port, &["DBSIZE"]), (PIPELINED + 2).to_string());
+
+    // BGSAVE needs fork: Redis's own error, and the server goes on.
+    let bgsave = cli(port, &["BGSAVE"]);
+    assert!(bgsave.starts_with("ERR"), "BGSAVE: {bgsave}");
+    assert_eq!(cli(port, &["PING"]), "PONG");
+
+    let log_path = server.log.clone();
+    drop(server);
+    let log = std::fs::read_to_string(&log_path).expect("the server's log");
+    let unprovided: Vec<&str> = log
+        .lines()
+        .filter(|line| line.starts_with("ebb-posix:"))
+        .collect();
+    assert_eq!(
+        unprovided,
+        ["ebb-posix: system call 57 (fork) is not provided: ENOSYS (said once per call)"],
+        "every call but fork is served:\n{log}"
+    );
+    assert!(
+        log.contains("Can't save in background: fork: Function not implemented"),
+        "{log}"
+    );
+    let _ = std::fs::remove_file(&log_path);
+}
