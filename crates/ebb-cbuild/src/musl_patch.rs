@@ -279,14 +279,13 @@ pub const REPLACEMENTS: &[Replacement] = &[
                \tadd $8,%rsp\n",
     },
     // __restore_rt: the return address of signal handlers, with rsp at the
-    // signal frame; rt_sigreturn (15) never returns. This only holds while
-    // the personality serves no signals (rt_sigaction answers ENOSYS, so
-    // no handler ever returns here): a dispatcher that serves them must
-    // restore the frame itself, since Linux reads it at rsp and a call
-    // has moved rsp; the hosted personality could not pass it on. The frame's address
-    // goes as the first argument (the kernel takes none) since the call
-    // moves rsp, which is then aligned for the call; ud2 traps should the
-    // dispatcher ever return.
+    // signal frame; rt_sigreturn (15) never returns. Linux reads the frame
+    // at rsp and the call moves rsp, so the frame's address goes as the
+    // first argument (the kernel takes none) and the dispatcher restores
+    // rsp before the real call (hosted: `ebb-posix-hosted`'s
+    // `raw::rt_sigreturn`; natively no signal is ever delivered, so no
+    // handler returns here). rsp is then aligned for the call; ud2 traps
+    // should the dispatcher ever return.
     Replacement {
         file: "src/signal/x86_64/restore.s",
         upstream: "\tmov $15, %rax\n\tsyscall\n",

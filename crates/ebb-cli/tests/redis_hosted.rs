@@ -4,8 +4,11 @@
 //! the real client, `redis-cli` (Debian's `redis-tools`), on 127.0.0.1:
 //! PING, SET, GET, INCR, LPUSH/LRANGE, EXPIRE, a pipeline of 10,000
 //! commands; BGSAVE, which needs fork (never served), gets Redis's own
-//! error and the server goes on. Every other call Redis makes is served:
-//! the only `ebb-posix:` line is fork's.
+//! error and the server goes on; SIGTERM runs Redis's handler, which
+//! returns through musl's `__restore_rt` (the personality's
+//! `rt_sigreturn`), and Redis shuts down cleanly with status 0. Every
+//! other call Redis makes is served: the only `ebb-posix:` line is
+//! fork's.
 //!
 //! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`;
 //! without them it is SKIPPED with the reason. Native and user-space
@@ -30,6 +33,8 @@ const PREPARE_LIMIT: Duration = Duration::from_secs(1500);
 const CLI_LIMIT: Duration = Duration::from_secs(60);
 /// How long the server may take to answer its first PING.
 const START_LIMIT: Duration = Duration::from_secs(60);
+/// How long a clean shutdown may take after SIGTERM.
+const STOP_LIMIT: Duration = Duration::from_secs(30);
 /// Commands sent as one pipeline.
 const PIPELINED: usize = 10_000;
 
@@ -196,6 +201,21 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
     assert!(bgsave.starts_with("ERR"), "BGSAVE: {bgsave}");
     assert_eq!(cli(port, &["PING"]), "PONG");
 
+    // SIGTERM: Redis's handler schedules the shutdown and returns.
+    let pid = server.child.id().to_string();
+    let killed = run_bounded(Command::new("kill").args(["-TERM", &pid]), CLI_LIMIT);
+    assert!(killed.status.success(), "kill -TERM: {}", killed.stderr);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("the server's status") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < STOP_LIMIT,
+            "redis-server still runs {STOP_LIMIT:?} after SIGTERM"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
     let log_path = server.log.clone();
     drop(server);
     let log = std::fs::read_to_string(&log_path).expect("the server's log");
@@ -211,6 +231,10 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
     assert!(
         log.contains("Can't save in background: fork: Function not implemented"),
         "{log}"
+    );
+    assert!(
+        status.success() && log.contains("Redis is now ready to exit, bye bye..."),
+        "a clean shutdown on SIGTERM ({status}):\n{log}"
     );
     let _ = std::fs::remove_file(&log_path);
 }

@@ -24,6 +24,13 @@ impl Backend for Linux {
             // Threads start through `__ebb_clone` (`thread_entry.rs`).
             return Some(-EINVAL);
         }
+        if call.number == nr::RT_SIGRETURN {
+            // SAFETY: musl's `__restore_rt` (`musl_patch.rs`) passes the
+            // stack pointer it was entered with, the signal frame's, as
+            // the first argument; this dispatcher's frames hold nothing
+            // to drop.
+            unsafe { raw::rt_sigreturn(call.args[0]) }
+        }
         // Clone onto a new stack, the one call that differs from inside a
         // function, was refused above.
         // SAFETY: the program asked for this very call, as unpatched musl

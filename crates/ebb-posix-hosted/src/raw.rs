@@ -37,6 +37,37 @@ pub unsafe fn syscall6(number: usize, args: [usize; 6]) -> isize {
     isize::from_ne_bytes(result.to_ne_bytes())
 }
 
+/// rt_sigreturn(2): back from a signal handler, to the context the
+/// kernel saved in the signal frame. Linux finds the frame at the stack
+/// pointer of the `syscall` (`arch/x86/kernel/signal_64.c`: the
+/// `rt_sigframe` is `regs->sp` less its return address), and the call to
+/// the dispatcher has moved the stack pointer since musl's `__restore_rt`
+/// was entered; so the stack pointer is set back to `frame`, the one
+/// `__restore_rt` was entered with (`musl_patch.rs` passes it), first.
+///
+/// # Safety
+///
+/// `frame` must be that stack pointer: the rest of the current stack
+/// (this call's frames and the dispatcher's) is abandoned, which is sound
+/// since none of them owns anything to drop. A wrong `frame` makes Linux
+/// kill the process with SIGSEGV, as a bad rt_sigreturn does on Linux.
+pub unsafe fn rt_sigreturn(frame: usize) -> ! {
+    // SAFETY: the caller vouches that `frame` is the signal frame's stack
+    // pointer (this fn's contract); rt_sigreturn(2) does not return on
+    // success, and the kernel replaces every register with the saved
+    // context; ud2 traps should it ever fail and return.
+    unsafe {
+        asm!(
+            "mov rsp, {frame}",
+            "syscall",
+            "ud2",
+            frame = in(reg) frame,
+            in("rax") ebb_posix::sysno::nr::RT_SIGRETURN,
+            options(noreturn),
+        );
+    }
+}
+
 /// `write(fd, bytes)`, once (a short write is left short: it is for log
 /// lines).
 pub fn write(fd: usize, bytes: &[u8]) -> isize {
