@@ -33,20 +33,27 @@ const KEPT_LINES: usize = 30;
 
 /// Runs `program args` in `dir`; its stdout on success.
 pub fn run(program: &str, args: &[&str], dir: &Path) -> Result<String, RunFailure> {
-    run_with_env(program, args, dir, &[])
+    run_with_env(program, args, dir, &[], &[])
 }
 
-/// [`run`], with `env` added to the environment.
+/// [`run`], with `env` added to the environment and `unset` taken out of
+/// it.
 pub fn run_with_env(
     program: &str,
     args: &[&str],
     dir: &Path,
     env: &[(&str, &str)],
+    unset: &[&str],
 ) -> Result<String, RunFailure> {
-    let output = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .current_dir(dir)
-        .envs(env.iter().copied())
+        .envs(env.iter().copied());
+    for name in unset {
+        command.env_remove(name);
+    }
+    let output = command
         .output()
         .map_err(|e| RunFailure::NotStarted(format!("{program}: {e}")))?;
     finished(output)

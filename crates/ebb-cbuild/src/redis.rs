@@ -1,19 +1,25 @@
 //! Redis, unchanged (issue 19): Debian's `redis` source package built by
 //! Redis's own Makefile, its compiler the musl wrapper (`musl_cc.rs`), so
 //! that `redis-server` is linked with Ebbflow's musl and the hosted POSIX
-//! personality. Nothing of Redis is changed: the changed-line count
-//! against the source package is 0, and the build says so.
+//! personality. Nothing of the source package is changed: the build
+//! prints 0 changed lines of ours, and the lines Debian's own patches
+//! change against upstream.
 //!
 //! Make's settings (`src/Makefile`): `MALLOC=libc` (musl's allocator,
 //! which the personality's memory calls serve, rather than the bundled
 //! jemalloc, which would need its own port), `USE_SYSTEMD=no` and
 //! `BUILD_TLS=no` (no libsystemd or OpenSSL built for musl). The bundled
 //! dependencies (Lua, hiredis, linenoise, hdr_histogram) build with the
-//! same compiler.
+//! same compiler. Flags from the caller's environment (`CFLAGS`,
+//! `OPTIMIZATION`, ...) are kept out: Redis records them in the objects
+//! for good.
 //!
-//! The objects are cached per Redis version, musl build and gcc; the link
-//! is made on every call, since the personality changes with the
-//! workspace.
+//! The objects are cached per Redis version, musl build, gcc, compiler
+//! command and settings. The link is made on every call, since the
+//! personality changes with the workspace: by running the link command
+//! Redis's Makefile printed when the objects were built (recorded in the
+//! cache), never `make` in the shared cache, whose every run rewrites
+//! files there (its C11 probe, `.make-settings`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,8 +36,27 @@ use crate::stable_hash::fnv1a64;
 /// The stamp of a finished object build.
 const STAMP: &str = ".ebb-built";
 
+/// The link command recorded in the object build: one argument a line.
+const LINK_FILE: &str = ".ebb-link";
+
+/// The output name the recorded link command is printed with.
+const LINK_PLACEHOLDER: &str = "ebb-link-output";
+
 /// Make's settings for a Redis on Ebbflow's musl (see the module's text).
 const MAKE_SETTINGS: &[&str] = &["MALLOC=libc", "USE_SYSTEMD=no", "BUILD_TLS=no"];
+
+/// Variables of the caller's environment Redis's Makefiles would take in.
+const KEPT_OUT: &[&str] = &[
+    "CFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "OPTIMIZATION",
+    "PROG_SUFFIX",
+    "MALLOC",
+    "REDIS_CFLAGS",
+    "REDIS_LDFLAGS",
+    "V",
+];
 
 /// Redis, built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +68,7 @@ pub struct RedisBuild {
 }
 
 /// Builds Redis's server (each step cached but the link). Prints the
-/// source and the changed-line count when `say` is set.
+/// source and the changed-line counts when `say` is set.
 ///
 /// # Errors
 ///
@@ -61,16 +86,27 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
         println!("source redis {}: {}", tree.version, tree.dir.display());
         // Built as it comes: no line of the source package is patched.
         println!("changed lines against upstream: 0");
+        if let Some(debian) = debian_patch_lines(&tree) {
+            println!("(Debian's own patches in the source package change {debian} lines of upstream Redis)");
+        }
     }
-    let out_dir = dirs.target_dir.join("redis");
-    fs::create_dir_all(&out_dir)
-        .map_err(io(format!("creating {}", out_dir.display())))
-        .map_err(PrepareError::Program)?;
-    let cc = write_wrapper(&musl, &personality, &out_dir.join("ebb-musl-cc"))
-        .map_err(PrepareError::Program)?;
     let built = (|| {
+        let out_dir = std::path::absolute(dirs.target_dir.join("redis"))
+            .map_err(io("making the output directory absolute".to_owned()))?;
+        fs::create_dir_all(&out_dir).map_err(io(format!("creating {}", out_dir.display())))?;
+        let cc = out_dir.join("ebb-musl-cc");
+        if cc.to_string_lossy().contains(char::is_whitespace) {
+            return Err(ProgramError::Step {
+                step: "choosing the compiler command's path".to_owned(),
+                failure: crate::command::RunFailure::NotStarted(format!(
+                    "{}: make takes CC= as words, so the target directory may not hold spaces",
+                    cc.display()
+                )),
+            });
+        }
+        write_wrapper(&musl, &personality, &cc)?;
         let objects = objects(&tree, &musl, &cc, &out_dir)?;
-        let server = link_server(&objects, &cc, &out_dir)?;
+        let server = link_server(&objects, &out_dir)?;
         Ok(RedisBuild {
             version: tree.version.clone(),
             server,
@@ -79,8 +115,31 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
     built.map_err(PrepareError::Program)
 }
 
+/// The lines Debian's patches (`debian/patches/series`) add or remove,
+/// if the source package has them.
+fn debian_patch_lines(tree: &SourceTree) -> Option<usize> {
+    let patches = tree.dir.join("debian/patches");
+    let series = fs::read_to_string(patches.join("series")).ok()?;
+    let mut changed = 0;
+    for name in series.lines().map(str::trim) {
+        if name.is_empty() || name.starts_with('#') {
+            continue;
+        }
+        let patch = fs::read_to_string(patches.join(name)).ok()?;
+        changed += patch
+            .lines()
+            .filter(|line| {
+                (line.starts_with('+') && !line.starts_with("+++"))
+                    || (line.starts_with('-') && !line.starts_with("---"))
+            })
+            .count();
+    }
+    Some(changed)
+}
+
 /// The tree of compiled objects (cached): a copy of the source package
-/// in which Redis's Makefile built the server once.
+/// in which Redis's Makefile built the server once, with its link command
+/// recorded.
 fn objects(
     tree: &SourceTree,
     musl: &MuslBuild,
@@ -88,8 +147,16 @@ fn objects(
     out_dir: &Path,
 ) -> Result<PathBuf, ProgramError> {
     let compiler = run("gcc", &["-dumpfullversion"], Path::new("/")).unwrap_or_default();
+    let wrapper = fs::read(cc).map_err(io(format!("reading {}", cc.display())))?;
     let musl_name = musl.dir.file_name().unwrap_or_default().to_string_lossy();
-    let key = fnv1a64(format!("{} {musl_name} {}", tree.version, compiler.trim()).as_bytes());
+    let inputs = format!(
+        "{} {musl_name} {} {} {}",
+        tree.version,
+        compiler.trim(),
+        fnv1a64(&wrapper),
+        MAKE_SETTINGS.join(" ")
+    );
+    let key = fnv1a64(inputs.as_bytes());
     let dir = out_dir.join(format!("redis-{}-{key:016x}", tree.version));
     if dir.join(STAMP).exists() {
         return Ok(dir);
@@ -103,38 +170,84 @@ fn objects(
         "copying the source",
         run("cp", &["-a", &source, &work_arg], Path::new("/")),
     )?;
-    let made = make(&work, cc, &["redis-server"]);
-    let placed = made.and_then(|()| {
+    let built = make(&work, cc, &["redis-server"]).and_then(|_| {
+        // The link command, printed (`-n`) in full (`V=1`) for an output
+        // that does not exist, so that nothing else is out of date.
+        let target = format!("REDIS_SERVER_NAME={LINK_PLACEHOLDER}");
+        let printed = make(&work, cc, &["-n", "V=1", &target, LINK_PLACEHOLDER])?;
+        let link = link_arguments(&printed).ok_or_else(|| ProgramError::Step {
+            step: "recording Redis's link command".to_owned(),
+            failure: crate::command::RunFailure::Failed {
+                status: "no link command".to_owned(),
+                output: crate::command::tail(&printed, 30),
+            },
+        })?;
+        fs::write(work.join(LINK_FILE), link.join("\n"))
+            .map_err(io("recording the link command".to_owned()))?;
         fs::write(work.join(STAMP), &tree.version).map_err(io("stamping".to_owned()))?;
         place_stamped(&work, &dir, STAMP).map_err(|(what, error)| ProgramError::Io { what, error })
     });
     let _ = fs::remove_dir_all(&work);
-    placed.map(|()| dir)
+    built.map(|()| dir)
+}
+
+/// The arguments of the printed command that links [`LINK_PLACEHOLDER`]
+/// (Redis's link line has no quoted words: the compiler's path has no
+/// spaces, which [`prepare`] checks, and the objects' names none).
+fn link_arguments(printed: &str) -> Option<Vec<String>> {
+    printed
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|words| {
+            words
+                .windows(2)
+                .any(|pair| pair == ["-o", LINK_PLACEHOLDER])
+        })
+        .map(|words| words.into_iter().map(str::to_owned).collect())
 }
 
 /// Links `redis-server` from the objects in `objects` with the current
-/// personality, under a name of its own (two builds at once never write
-/// one file), then renames it to `out_dir/redis-server`.
-fn link_server(objects: &Path, cc: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> {
-    let name = format!("redis-server.link-{}", std::process::id());
-    let linked = objects.join("src").join(&name);
-    let _ = fs::remove_file(&linked);
-    make(objects, cc, &[&format!("REDIS_SERVER_NAME={name}"), &name])?;
+/// personality, by the recorded command, to a name of its own (two
+/// builds at once never write one file), then renames it to
+/// `out_dir/redis-server`.
+fn link_server(objects: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> {
+    let recorded = fs::read_to_string(objects.join(LINK_FILE))
+        .map_err(io("reading the recorded link command".to_owned()))?;
+    let linked = out_dir.join(format!("redis-server.link-{}", std::process::id()));
+    let linked_arg = linked.to_string_lossy().into_owned();
+    let mut args: Vec<&str> = recorded.lines().collect();
+    let Some((program, rest)) = args.split_first_mut() else {
+        return Err(ProgramError::Io {
+            what: "reading the recorded link command".to_owned(),
+            error: std::io::Error::other("it is empty"),
+        });
+    };
+    for arg in rest.iter_mut() {
+        if *arg == LINK_PLACEHOLDER {
+            *arg = &linked_arg;
+        }
+    }
+    let linking = step("link", run(program, rest, &objects.join("src")).map(|_| ()));
     let server = out_dir.join("redis-server");
-    fs::rename(&linked, &server).map_err(io(format!(
-        "moving {} to {}",
-        linked.display(),
-        server.display()
-    )))?;
-    Ok(server)
+    let moved = linking.and_then(|()| {
+        fs::rename(&linked, &server).map_err(io(format!(
+            "moving {} to {}",
+            linked.display(),
+            server.display()
+        )))
+    });
+    if moved.is_err() {
+        let _ = fs::remove_file(&linked);
+    }
+    moved.map(|()| server)
 }
 
 /// `make -C src` in `tree` with the wrapper and [`MAKE_SETTINGS`], then
-/// `args`. Redis's `mkreleasehdr.sh` asks git for a commit: pointed at no
-/// repository, it records none (rather than the Ebbflow checkout that
-/// holds `target/`), and `SOURCE_DATE_EPOCH` makes its build id the same
-/// on every build.
-fn make(tree: &Path, cc: &Path, args: &[&str]) -> Result<(), ProgramError> {
+/// `args`; what it printed. Redis's `mkreleasehdr.sh` asks git for a
+/// commit: pointed at no repository, it records none (rather than the
+/// Ebbflow checkout that holds `target/`), and `SOURCE_DATE_EPOCH` makes
+/// its build id the same on every build.
+fn make(tree: &Path, cc: &Path, args: &[&str]) -> Result<String, ProgramError> {
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let (jobs, cc) = (format!("-j{jobs}"), format!("CC={}", cc.display()));
     let mut make_args = vec!["-C", "src", &jobs, &cc];
@@ -144,9 +257,8 @@ fn make(tree: &Path, cc: &Path, args: &[&str]) -> Result<(), ProgramError> {
     let env = [("GIT_DIR", no_git.as_str()), ("SOURCE_DATE_EPOCH", "0")];
     step(
         &format!("make {}", args.join(" ")),
-        run_with_env("make", &make_args, tree, &env),
+        run_with_env("make", &make_args, tree, &env, KEPT_OUT),
     )
-    .map(|_| ())
 }
 
 fn step<T>(step: &str, result: Result<T, crate::command::RunFailure>) -> Result<T, ProgramError> {
@@ -158,4 +270,22 @@ fn step<T>(step: &str, result: Result<T, crate::command::RunFailure>) -> Result<
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> ProgramError {
     move |error| ProgramError::Io { what, error }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_command_is_found_among_what_make_printed() {
+        let printed = "make: Entering directory '/x/src'\n\
+                       /t/ebb-musl-cc  -g -ggdb -rdynamic -o ebb-link-output adlist.o ae.o \
+                       ../deps/lua/src/liblua.a -lm -ldl\n\
+                       make: Leaving directory '/x/src'\n";
+        let link = link_arguments(printed).unwrap();
+        assert_eq!(link[0], "/t/ebb-musl-cc");
+        assert!(link.windows(2).any(|pair| pair == ["-o", LINK_PLACEHOLDER]));
+        assert_eq!(link.last().map(String::as_str), Some("-ldl"));
+        assert_eq!(link_arguments("cc -c a.c -o a.o\n"), None);
+    }
 }

@@ -51,8 +51,9 @@ pub enum Group {
     Sockets,
     /// Readiness and wake-ups (issue 19): epoll, eventfd, pipes, poll.
     Events,
-    /// Signal handling (issue 19): handlers and masks are set; natively
-    /// nothing is ever delivered.
+    /// Signal handling (issue 19): hosted, Linux's; natively not served
+    /// yet (the issue's plan: handlers and masks are set, nothing is ever
+    /// delivered).
     Signals,
 }
 

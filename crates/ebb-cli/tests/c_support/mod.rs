@@ -36,7 +36,7 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// `ebb-cbuild COMMAND` (`posix-programs` or `sqlite`), bounded by
+/// `ebb-cbuild COMMAND` (`posix-programs`, `sqlite` or `redis`), bounded by
 /// `limit`, after checking for `tools`; the programs it built and all it
 /// printed, or `Err(reason)` when the machine cannot build them (a
 /// missing tool, or its status 3: apt cannot provide the sources).
