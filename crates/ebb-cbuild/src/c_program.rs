@@ -174,7 +174,7 @@ pub fn link_with_musl(
 }
 
 /// `gcc ARG`'s answer (a path), trimmed.
-fn gcc_print(arg: &str) -> Result<String, ProgramError> {
+pub(crate) fn gcc_print(arg: &str) -> Result<String, ProgramError> {
     run("gcc", &[arg], Path::new("/"))
         .map(|path| path.trim().to_owned())
         .map_err(|failure| ProgramError::Step {

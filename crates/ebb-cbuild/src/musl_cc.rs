@@ -19,8 +19,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::c_program::ProgramError;
-use crate::command::run;
+use crate::c_program::{gcc_print, ProgramError};
 use crate::musl::{MuslBuild, MuslFlags};
 
 /// The libraries musl's `libc.a` holds, and flags a static link ignores.
@@ -132,16 +131,6 @@ fn wrapper_script(paths: &WrapperPaths<'_>) -> String {
 /// escaped and reopened.
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// `gcc ARG`'s answer (a path), trimmed.
-fn gcc_print(arg: &str) -> Result<String, ProgramError> {
-    run("gcc", &[arg], Path::new("/"))
-        .map(|path| path.trim().to_owned())
-        .map_err(|failure| ProgramError::Step {
-            step: format!("asking gcc {arg}"),
-            failure,
-        })
 }
 
 #[cfg(test)]

@@ -178,14 +178,26 @@ impl Dirs {
     }
 }
 
-/// Everything the programs need, built (each step cached): musl from
-/// Debian's source, the hosted personality, and every program both ways.
-pub fn prepare(dirs: &Dirs) -> Result<(MuslBuild, Vec<BuiltProgram>), PrepareError> {
+/// What every C program here is built with (each step cached): musl
+/// from Debian's source, and the hosted personality's library.
+///
+/// # Errors
+///
+/// musl's source cannot be had, or musl or the personality does not
+/// build.
+pub fn musl_and_personality(dirs: &Dirs) -> Result<(MuslBuild, PathBuf), PrepareError> {
     let tree = debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
     let musl =
         musl::build(&tree, &dirs.musl_out, &MuslFlags::default()).map_err(PrepareError::Musl)?;
     let personality = build_hosted_personality(&dirs.workspace, &dirs.target_dir)
         .map_err(PrepareError::Program)?;
+    Ok((musl, personality))
+}
+
+/// Everything the programs need, built (each step cached): musl from
+/// Debian's source, the hosted personality, and every program both ways.
+pub fn prepare(dirs: &Dirs) -> Result<(MuslBuild, Vec<BuiltProgram>), PrepareError> {
+    let (musl, personality) = musl_and_personality(dirs)?;
     let programs = build_all(
         &musl,
         &personality,

@@ -24,13 +24,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::c_program::{build_hosted_personality, ProgramError};
+use crate::c_program::ProgramError;
 use crate::cache_dir::place_stamped;
 use crate::command::{run, run_with_env};
 use crate::debian_source::{self, SourceTree};
-use crate::musl::{self, MuslBuild, MuslFlags};
+use crate::musl::MuslBuild;
 use crate::musl_cc::write_wrapper;
-use crate::posix_programs::{Dirs, PrepareError};
+use crate::posix_programs::{musl_and_personality, Dirs, PrepareError};
 use crate::stable_hash::fnv1a64;
 
 /// The stamp of a finished object build.
@@ -75,12 +75,7 @@ pub struct RedisBuild {
 /// The source package cannot be had, or musl, the personality or Redis
 /// does not build.
 pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
-    let musl_tree =
-        debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
-    let musl = musl::build(&musl_tree, &dirs.musl_out, &MuslFlags::default())
-        .map_err(PrepareError::Musl)?;
-    let personality = build_hosted_personality(&dirs.workspace, &dirs.target_dir)
-        .map_err(PrepareError::Program)?;
+    let (musl, personality) = musl_and_personality(dirs)?;
     let tree = debian_source::fetch("redis", &dirs.source_cache).map_err(PrepareError::Source)?;
     if say {
         println!("source redis {}: {}", tree.version, tree.dir.display());

@@ -14,14 +14,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::c_program::{
-    build_for_linux, build_hosted_personality, compile_with_musl, link_with_musl, native_inputs,
-    ProgramError,
+    build_for_linux, compile_with_musl, link_with_musl, native_inputs, ProgramError,
 };
 use crate::cache_dir::place_stamped;
 use crate::command::run;
 use crate::debian_source::{self, SourceTree};
-use crate::musl::{self, MuslBuild, MuslFlags};
-use crate::posix_programs::{Dirs, PrepareError};
+use crate::musl::MuslBuild;
+use crate::posix_programs::{musl_and_personality, Dirs, PrepareError};
 use crate::stable_hash::fnv1a64;
 
 /// The stamp of a finished amalgamation or object build.
@@ -76,12 +75,7 @@ pub fn amalgamation(tree: &SourceTree, out_dir: &Path) -> Result<PathBuf, Progra
 /// links): musl, the hosted personality, SQLite's amalgamation, and both
 /// programs three ways. Prints the changed-line count when `say` is set.
 pub fn prepare(dirs: &Dirs, say: bool) -> Result<Vec<SqliteProgram>, PrepareError> {
-    let musl_tree =
-        debian_source::fetch("musl", &dirs.source_cache).map_err(PrepareError::Source)?;
-    let musl = musl::build(&musl_tree, &dirs.musl_out, &MuslFlags::default())
-        .map_err(PrepareError::Musl)?;
-    let personality = build_hosted_personality(&dirs.workspace, &dirs.target_dir)
-        .map_err(PrepareError::Program)?;
+    let (musl, personality) = musl_and_personality(dirs)?;
     let tree = debian_source::fetch("sqlite3", &dirs.source_cache).map_err(PrepareError::Source)?;
     if say {
         println!("source sqlite3 {}: {}", tree.version, tree.dir.display());
