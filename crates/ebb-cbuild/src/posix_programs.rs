@@ -229,6 +229,7 @@ mod tests {
                 "packed",
                 "process",
                 "redzone",
+                "signals",
                 "syscall_cost",
                 "threads",
                 "time",

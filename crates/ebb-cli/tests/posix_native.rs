@@ -37,7 +37,7 @@ const PREPARE_LIMIT: Duration = Duration::from_secs(900);
 const HOSTED_LIMIT: Duration = Duration::from_secs(60);
 
 /// The programs this slice runs natively, and their exit codes.
-const NATIVE_PROGRAMS: [(&str, i32); 7] = [
+const NATIVE_PROGRAMS: [(&str, i32); 8] = [
     ("memory", 0),
     ("time", 0),
     ("files", 0),
@@ -45,6 +45,7 @@ const NATIVE_PROGRAMS: [(&str, i32); 7] = [
     ("unknown", 0),
     ("redzone", 0),
     ("threads", 0),
+    ("signals", 0),
 ];
 
 /// `files` works in the directory it is given, which must be empty.

@@ -50,8 +50,9 @@ pub const AT_REMOVEDIR: u32 = 0x200;
 pub const TREE_DEVICE: u64 = 1;
 /// The console's device number.
 pub const CONSOLE_DEVICE: u64 = 2;
-/// The file mode creation mask (umask(2)): Linux's default, 022, so that
-/// files come out with the modes they have on Linux.
+/// The file mode creation mask a program starts with (umask(2)): Linux's
+/// default, 022, so that files come out with the modes they have on
+/// Linux.
 pub const UMASK: u32 = 0o022;
 
 /// `FD_CLOEXEC`.
@@ -108,6 +109,8 @@ pub struct Files {
     fds: Vec<Option<Fd>>,
     descriptions: Vec<Option<Description>>,
     cwd: Ino,
+    /// The file mode creation mask (umask(2)).
+    umask: u32,
 }
 
 impl Default for Files {
@@ -128,6 +131,7 @@ impl Files {
             fds: Vec::new(),
             descriptions: Vec::new(),
             cwd: ROOT,
+            umask: UMASK,
         };
         for (stream, access) in [(0u8, O_RDONLY), (1, O_WRONLY), (2, O_WRONLY)] {
             let description = files.describe(Target::Stream(stream), access);
@@ -136,6 +140,12 @@ impl Files {
             files.place(usize::from(stream), description, false);
         }
         files
+    }
+
+    /// umask(2): sets the file mode creation mask to `mask`'s permission
+    /// bits; the old mask.
+    pub fn umask(&mut self, mask: u32) -> u32 {
+        core::mem::replace(&mut self.umask, mask & 0o777)
     }
 
     /// The tree (to fill it at start).
@@ -258,7 +268,7 @@ impl Files {
                     return Err(EISDIR);
                 }
                 let (dir, name) = self.fs.parent(&parts)?;
-                self.fs.create(dir, name, mode & !UMASK)?
+                self.fs.create(dir, name, mode & !self.umask)?
             }
             Err(error) => return Err(error),
         };
@@ -477,7 +487,7 @@ impl Files {
             return Err(EEXIST);
         }
         let (dir, name) = self.fs.parent(&parts)?;
-        self.fs.mkdir(dir, name, mode & !UMASK).map(|_| ())
+        self.fs.mkdir(dir, name, mode & !self.umask).map(|_| ())
     }
 
     /// unlinkat(2): a file, or with [`AT_REMOVEDIR`] an empty directory.
@@ -711,6 +721,20 @@ mod tests {
         files.close(0).unwrap();
         assert_eq!(open(&mut files, "/tmp/f", O_RDONLY), Ok(0));
         assert_eq!(files.close(7), Err(EBADF));
+    }
+
+    #[test]
+    fn the_umask_takes_bits_off_new_files_and_directories() {
+        let mut files = Files::new();
+        assert_eq!(files.umask(0o077), UMASK);
+        open(&mut files, "/tmp/private", O_CREAT | O_RDWR).unwrap();
+        files.mkdir(AT_FDCWD, b"/tmp/dir", 0o777).unwrap();
+        let mode =
+            |files: &Files, path: &str| files.stat(AT_FDCWD, path.as_bytes()).unwrap().mode & 0o777;
+        assert_eq!(mode(&files, "/tmp/private"), 0o600);
+        assert_eq!(mode(&files, "/tmp/dir"), 0o700);
+        assert_eq!(files.umask(0o7022), 0o077, "the old mask");
+        assert_eq!(files.umask(0), 0o022, "permission bits only");
     }
 
     #[test]

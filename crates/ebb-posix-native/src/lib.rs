@@ -14,7 +14,8 @@
 //! console), and threads: each a stackful event of core 0's event loop,
 //! cooperative, with futexes on the loop's wakers and timers
 //! (`native/threads.rs`; the futex queues [`futex_queues`] and thread ids
-//! [`thread_table`] are host-tested).
+//! [`thread_table`] are host-tested); signals set and read back, never
+//! delivered ([`signal_state`], host-tested).
 
 #![no_std]
 
@@ -25,6 +26,7 @@ pub mod futex_queues;
 pub mod mappings;
 #[cfg(target_os = "none")]
 mod native;
+pub mod signal_state;
 pub mod thread_table;
 
 #[cfg(target_os = "none")]

@@ -25,9 +25,11 @@
 //!   patched `__restore_rt` makes when a handler returns (hosted: from
 //!   the frame it passes, `ebb-posix-hosted`'s `raw.rs`).
 //!
-//! Natively, the groups of issue 19 are not served yet (their calls are
-//! `ENOSYS`, `backend.rs`); hosted, every call listed here passes to
-//! Linux. `fork` and `vfork` stay unserved both ways (issue 19: Redis's
+//! Natively, sockets and events are not served yet (their calls are
+//! `ENOSYS`, `backend.rs`), and signals are set and read back but never
+//! delivered (`kill` and `tgkill` stay `ENOSYS`: there is no other
+//! process, and raising one would deliver nothing); hosted, every call
+//! listed here passes to Linux. `fork` and `vfork` stay unserved both ways (issue 19: Redis's
 //! BGSAVE then answers with its own error).
 
 use crate::sysno::nr;
@@ -51,9 +53,9 @@ pub enum Group {
     Sockets,
     /// Readiness and wake-ups (issue 19): epoll, eventfd, pipes, poll.
     Events,
-    /// Signal handling (issue 19): hosted, Linux's; natively not served
-    /// yet (the issue's plan: handlers and masks are set, nothing is ever
-    /// delivered).
+    /// Signal handling (issue 19): hosted, Linux's; natively handlers,
+    /// masks, the alternate stack and timers are set and read back, and
+    /// nothing is ever delivered.
     Signals,
 }
 

@@ -5,7 +5,7 @@ use ebb_posix::errno::EINVAL;
 use ebb_posix::sysno::nr;
 use ebb_posix::{Backend, Group, SysCall};
 
-use super::{clock, files, memory, process, threads};
+use super::{clock, files, memory, process, signals, threads};
 
 /// `AT_FDCWD` as the raw argument the `*at` calls get.
 const AT_FDCWD: usize = usize::MAX - 99;
@@ -67,6 +67,7 @@ impl Backend for Native {
             nr::DUP2 => files::dup2(a, b),
             nr::DUP3 => files::dup3(a, b, c),
             nr::FCNTL => files::fcntl(a, b, c),
+            nr::UMASK => files::umask(a),
             // process
             nr::GETPID => process::PID,
             nr::GETTID => threads::gettid(),
@@ -90,7 +91,14 @@ impl Backend for Native {
                 }
             }
             nr::ARCH_PRCTL => process::arch_prctl(a, b),
-            nr::RT_SIGPROCMASK => process::rt_sigprocmask(c, d),
+            nr::PRCTL => process::prctl(a, b),
+            nr::SYSINFO => process::sysinfo(a),
+            // signals: set and read back, never delivered (`signals.rs`)
+            nr::RT_SIGPROCMASK => signals::rt_sigprocmask(a, b, c, d),
+            nr::RT_SIGACTION => signals::rt_sigaction(a, b, c, d),
+            nr::SIGALTSTACK => signals::sigaltstack(a, b),
+            nr::SETITIMER => signals::setitimer(a, b, c),
+            nr::GETITIMER => signals::getitimer(a, b),
             nr::SCHED_YIELD => threads::sched_yield(),
             nr::SCHED_GETAFFINITY => process::sched_getaffinity(b, c),
             _ => return None,

@@ -109,6 +109,13 @@ pub fn open(dir: usize, addr: usize, open_flags: usize, mode: usize) -> isize {
     )
 }
 
+/// umask(2): the old mask.
+pub fn umask(mask: usize) -> isize {
+    // The permission bits (0o777) fit in u32 whatever `mask` holds.
+    let mask = u32::try_from(mask & 0o777).unwrap_or(0);
+    answer(with(|files| Ok(files.umask(mask) as usize)))
+}
+
 /// close(2).
 pub fn close(fd: usize) -> isize {
     answer(with(|files| files.close(fd).map(|()| 0)))

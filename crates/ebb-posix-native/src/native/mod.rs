@@ -8,6 +8,7 @@ mod files;
 mod memory;
 mod process;
 mod random;
+mod signals;
 pub mod start;
 mod threads;
 mod user;

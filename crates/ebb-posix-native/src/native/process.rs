@@ -173,15 +173,58 @@ pub fn arch_prctl(code: usize, addr: usize) -> isize {
     }
 }
 
-/// rt_sigprocmask(2): there are no signals; the old mask reads empty.
-pub fn rt_sigprocmask(old: usize, size: usize) -> isize {
-    if size != 8 {
-        return -EINVAL;
+/// prctl(2)'s options for the thread's name (`linux/prctl.h`).
+const PR_SET_NAME: usize = 15;
+const PR_GET_NAME: usize = 16;
+/// A thread's name: 16 bytes with the terminating NUL (`TASK_COMM_LEN`).
+const NAME_BYTES: usize = 16;
+
+/// The name prctl(PR_SET_NAME) gave: one for the program (Linux keeps one
+/// per thread; here it is only ever read back, by whoever set it).
+static NAME: Mutex<[u8; NAME_BYTES]> = Mutex::new(*b"c-program\0\0\0\0\0\0\0");
+
+/// prctl(2): the thread's name; every other option is `EINVAL`, as Linux
+/// answers an option it does not know.
+pub fn prctl(option: usize, addr: usize) -> isize {
+    match option {
+        PR_SET_NAME => {
+            // Up to 15 bytes of a NUL-terminated string, cut there as
+            // Linux cuts it.
+            let mut name = [0u8; NAME_BYTES];
+            for (at, slot) in name.iter_mut().take(NAME_BYTES - 1).enumerate() {
+                match user::get::<u8>(addr + at) {
+                    Ok(0) => break,
+                    Ok(byte) => *slot = byte,
+                    Err(errno) => return -errno,
+                }
+            }
+            *NAME.lock() = name;
+            0
+        }
+        PR_GET_NAME => done(user::put(addr, *NAME.lock())),
+        _ => -EINVAL,
     }
-    if old != 0 {
-        return done(user::put(old, 0u64));
+}
+
+/// sysinfo(2): `struct sysinfo` (x86_64: 112 bytes). The memory is the
+/// page allocator's (in units of one byte), the uptime the monotonic
+/// clock's; one process, no swap, no load.
+pub fn sysinfo(addr: usize) -> isize {
+    let mut info = [0u8; 112];
+    let uptime = ebb_native::monotonic_nanos() / 1_000_000_000;
+    let (free, used) = ebb_native::page_allocator_bytes();
+    let total = (free + used) as u64;
+    let fields: [(usize, &[u8]); 5] = [
+        (0, &uptime.to_le_bytes()),
+        (32, &total.to_le_bytes()),
+        (40, &(free as u64).to_le_bytes()),
+        (80, &1u16.to_le_bytes()),
+        (104, &1u32.to_le_bytes()),
+    ];
+    for (at, bytes) in fields {
+        info[at..at + bytes.len()].copy_from_slice(bytes);
     }
-    0
+    done(user::put(addr, info))
 }
 
 /// sched_getaffinity(2): the program runs on one CPU; Linux returns the
