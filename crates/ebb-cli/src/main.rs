@@ -316,7 +316,7 @@ mod tests {
             ),
             Err((
                 2,
-                "no application 'nope'; available: hello (C programs: speedtest1, sqlite-kv)"
+                "no application 'nope'; available: hello (C programs: speedtest1, sqlite-kv, redis)"
                     .to_owned()
             ))
         );
