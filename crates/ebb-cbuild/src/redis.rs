@@ -56,6 +56,13 @@ const KEPT_OUT: &[&str] = &[
     "REDIS_CFLAGS",
     "REDIS_LDFLAGS",
     "V",
+    "SANITIZER",
+    "USE_SYSTEM_JEMALLOC",
+    "OPENSSL_PREFIX",
+    "PKG_CONFIG",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKELEVEL",
 ];
 
 /// Redis, built.
@@ -120,16 +127,53 @@ fn debian_patch_lines(tree: &SourceTree) -> Option<usize> {
         if name.is_empty() || name.starts_with('#') {
             continue;
         }
-        let patch = fs::read_to_string(patches.join(name)).ok()?;
-        changed += patch
-            .lines()
-            .filter(|line| {
-                (line.starts_with('+') && !line.starts_with("+++"))
-                    || (line.starts_with('-') && !line.starts_with("---"))
-            })
-            .count();
+        changed += changed_lines(&fs::read_to_string(patches.join(name)).ok()?);
     }
     Some(changed)
+}
+
+/// The lines a unified diff adds or removes: inside each hunk, as many
+/// old and new lines as its `@@ -a,b +c,d @@` header says, so that the
+/// text around the hunks (a commit message, a `-- ` signature) counts
+/// for nothing.
+fn changed_lines(patch: &str) -> usize {
+    let (mut old_left, mut new_left, mut changed) = (0usize, 0usize, 0usize);
+    for line in patch.lines() {
+        if old_left == 0 && new_left == 0 {
+            if let Some((old, new)) = hunk_sizes(line) {
+                (old_left, new_left) = (old, new);
+            }
+            continue;
+        }
+        match line.as_bytes().first() {
+            Some(b'-') => {
+                old_left = old_left.saturating_sub(1);
+                changed += 1;
+            }
+            Some(b'+') => {
+                new_left = new_left.saturating_sub(1);
+                changed += 1;
+            }
+            Some(b'\\') => {} // "\ No newline at end of file"
+            _ => {
+                old_left = old_left.saturating_sub(1);
+                new_left = new_left.saturating_sub(1);
+            }
+        }
+    }
+    changed
+}
+
+/// The old and new line counts of a hunk header `@@ -a[,b] +c[,d] @@`
+/// (a missing count is 1).
+fn hunk_sizes(line: &str) -> Option<(usize, usize)> {
+    let ranges = line.strip_prefix("@@ -")?.split(" @@").next()?;
+    let (old, new) = ranges.split_once(" +")?;
+    let count = |range: &str| match range.split_once(',') {
+        Some((_, count)) => count.parse().ok(),
+        None => range.parse::<usize>().ok().map(|_| 1),
+    };
+    Some((count(old)?, count(new)?))
 }
 
 /// The tree of compiled objects (cached): a copy of the source package
@@ -270,6 +314,30 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> ProgramError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_lines_inside_hunks_count() {
+        let patch = "From: someone\n\
+                     Subject: [PATCH] fix\n\
+                     - a bullet in the message\n\
+                     ---\n\
+                     --- a/src/x.c\n\
+                     +++ b/src/x.c\n\
+                     @@ -1,3 +1,3 @@\n\
+                     \x20kept\n\
+                     --- a Lua comment removed\n\
+                     +-- a Lua comment added\n\
+                     \x20kept\n\
+                     @@ -10 +10,2 @@\n\
+                     -one\n\
+                     +two\n\
+                     +three\n\
+                     -- \n\
+                     2.39.2\n";
+        assert_eq!(changed_lines(patch), 5);
+        assert_eq!(hunk_sizes("@@ -10 +10,2 @@ fn x()"), Some((1, 2)));
+        assert_eq!(hunk_sizes("@@ nonsense"), None);
+    }
 
     #[test]
     fn the_link_command_is_found_among_what_make_printed() {

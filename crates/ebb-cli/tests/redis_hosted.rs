@@ -124,7 +124,9 @@ fn start_serving(server_path: &Path) -> (Server, u16) {
         let mut server = start(server_path, port);
         match wait_for_pong(port, &mut server) {
             Ok(()) => return (server, port),
-            Err(log) if log.contains("Address already in use") => {}
+            Err(log) if log.contains("Address already in use") => {
+                let _ = std::fs::remove_file(&server.log);
+            }
             Err(log) => panic!("redis-server ended before it answered {log}"),
         }
     }

@@ -25,10 +25,16 @@ impl Backend for Linux {
             return Some(-EINVAL);
         }
         if call.number == nr::RT_SIGRETURN {
-            // SAFETY: musl's `__restore_rt` (`musl_patch.rs`) passes the
-            // stack pointer it was entered with, the signal frame's, as
-            // the first argument; this dispatcher's frames hold nothing
-            // to drop.
+            // A handler's return reaches here from musl's `__restore_rt`
+            // (`musl_patch.rs`), which passes the stack pointer it was
+            // entered with, the signal frame's, as the first argument; a
+            // program calling rt_sigreturn itself passes what it likes,
+            // which Linux trusts as much (it restores whatever lies at
+            // the stack pointer).
+            // SAFETY: the value is the frame's for a handler's return,
+            // and a direct call gets Linux's own behaviour for its
+            // argument (`raw::rt_sigreturn`'s contract); this
+            // dispatcher's frames hold nothing to drop.
             unsafe { raw::rt_sigreturn(call.args[0]) }
         }
         // Clone onto a new stack, the one call that differs from inside a

@@ -47,15 +47,18 @@ pub unsafe fn syscall6(number: usize, args: [usize; 6]) -> isize {
 ///
 /// # Safety
 ///
-/// `frame` must be that stack pointer: the rest of the current stack
-/// (this call's frames and the dispatcher's) is abandoned, which is sound
-/// since none of them owns anything to drop. A wrong `frame` makes Linux
-/// kill the process with SIGSEGV, as a bad rt_sigreturn does on Linux.
+/// `frame` must be that stack pointer, or what a program making
+/// rt_sigreturn itself chose: as on Linux, whatever lies there is
+/// restored as the program's registers (or, unreadable, raises SIGSEGV).
+/// The rest of the current stack (this call's frames and the
+/// dispatcher's) is abandoned, which is sound since none of them owns
+/// anything to drop.
 pub unsafe fn rt_sigreturn(frame: usize) -> ! {
-    // SAFETY: the caller vouches that `frame` is the signal frame's stack
-    // pointer (this fn's contract); rt_sigreturn(2) does not return on
-    // success, and the kernel replaces every register with the saved
-    // context; ud2 traps should it ever fail and return.
+    // SAFETY: the caller vouches for `frame` (this fn's contract: the
+    // signal frame's stack pointer, or a program's own rt_sigreturn with
+    // Linux's meaning); rt_sigreturn(2) does not return on success, the
+    // kernel replacing every register with the saved context; ud2 traps
+    // should it ever fail and return.
     unsafe {
         asm!(
             "mov rsp, {frame}",

@@ -3,10 +3,15 @@
 //! is ever delivered. The image has no other process to send a signal,
 //! no terminal, and no timer that would raise one: a program that sets a
 //! SIGTERM handler (Redis, to shut down cleanly) or disarms its watchdog
-//! timer goes on as it would on Linux before any signal arrives. Kept
-//! once per program, not per thread as Linux keeps the mask: with nothing
-//! delivered, only what a thread reads back could tell, and musl's
-//! `pthread_create` blocks and restores the same mask on both sides.
+//! timer goes on as it would on Linux before any signal arrives.
+//!
+//! Kept once per program, where Linux keeps the mask per thread: with
+//! nothing delivered, the mask changes nothing but what is read back, and
+//! that differs from Linux once threads set their own (musl's
+//! `pthread_exit` blocks the application's signals and never restores
+//! them; Redis's background threads block SIGALRM): a thread may then
+//! read back another's mask. A per-thread mask is the fix if a program
+//! ever depends on it.
 //!
 //! The layouts are the kernel's x86_64 ones (`asm/signal.h`,
 //! `linux/time.h`): `struct sigaction` as four words (handler, flags,
@@ -28,6 +33,12 @@ const SIG_SETMASK: usize = 2;
 const SS_ONSTACK: u64 = 1;
 const SS_DISABLE: u64 = 2;
 const SS_AUTODISARM: u64 = 1 << 31;
+/// The handler flags Linux keeps (`UAPI_SA_FLAGS`, x86_64): SA_NOCLDSTOP,
+/// SA_NOCLDWAIT, SA_SIGINFO, SA_EXPOSE_TAGBITS, SA_RESTORER, SA_ONSTACK,
+/// SA_RESTART, SA_NODEFER, SA_RESETHAND; others are cleared, which is how
+/// a program probes for one (SA_UNSUPPORTED reads back clear).
+const SA_FLAGS: u64 =
+    0x1 | 0x2 | 0x4 | 0x800 | 0x0400_0000 | 0x0800_0000 | 0x1000_0000 | 0x4000_0000 | 0x8000_0000;
 /// The smallest alternate stack (x86_64's `MINSIGSTKSZ`).
 const MIN_STACK: u64 = 2048;
 /// The interval timers: real, virtual, profiling.
@@ -90,6 +101,7 @@ impl SignalState {
             // The kernel quietly drops SIGKILL and SIGSTOP from a
             // handler's mask (kernel/signal.c, do_sigaction).
             action[3] &= !UNBLOCKABLE;
+            action[1] &= SA_FLAGS;
             self.actions[signal - 1] = action;
         }
         Ok(old)
@@ -115,6 +127,8 @@ impl SignalState {
     pub fn alt_stack(&mut self, new: Option<AltStack>) -> Result<AltStack, isize> {
         let old = self.alt_stack;
         if let Some([sp, flags, size]) = new {
+            // `ss_flags` is an int: the word's upper half is padding.
+            let flags = flags & u64::from(u32::MAX);
             // SS_ONSTACK is taken as 0 (kernel/signal.c, do_sigaltstack:
             // "for backward compatibility").
             let mode = flags & !(SS_AUTODISARM | SS_ONSTACK);
@@ -130,13 +144,21 @@ impl SignalState {
 
     /// setitimer(2) and getitimer(2): the old value of timer `which`, and
     /// `new` set if given. The timer never fires. `EINVAL` for another
-    /// timer or microseconds outside 0 to 999,999.
+    /// timer, negative seconds or microseconds outside 0 to 999,999
+    /// (Linux's `timeval_valid`). Read back as set, interval included
+    /// (Linux drops the interval of a disarmed timer and counts the value
+    /// down: with nothing ever firing, a program here reads what it set).
     pub fn itimer(&mut self, which: usize, new: Option<ItimerVal>) -> Result<ItimerVal, isize> {
         let Some(old) = self.timers.get(which).copied() else {
             return Err(EINVAL);
         };
         if let Some(value) = new {
-            if value[1] >= 1_000_000 || value[3] >= 1_000_000 {
+            let negative = |seconds: u64| seconds >> 63 != 0;
+            if value[1] >= 1_000_000
+                || value[3] >= 1_000_000
+                || negative(value[0])
+                || negative(value[2])
+            {
                 return Err(EINVAL);
             }
             self.timers[which] = value;
@@ -166,6 +188,13 @@ mod tests {
         let read = state.action(SIGTERM, None).unwrap();
         assert_eq!(read[..3], handler[..3]);
         assert_eq!(read[3], bit(SIGUSR1), "SIGKILL left the handler's mask");
+        let probe = [0x4000, 0x0400_0000 | 0x400, 0x5000, 0];
+        state.action(SIGTERM, Some(probe)).unwrap();
+        assert_eq!(
+            state.action(SIGTERM, None).unwrap()[1],
+            0x0400_0000,
+            "SA_UNSUPPORTED reads back clear"
+        );
         assert_eq!(state.action(SIGKILL, Some(handler)), Err(EINVAL));
         assert_eq!(state.action(SIGSTOP, Some(handler)), Err(EINVAL));
         assert_eq!(
@@ -206,6 +235,11 @@ mod tests {
             .alt_stack(Some([0x1000, SS_ONSTACK, 1 << 16]))
             .unwrap();
         assert_eq!(state.alt_stack(None), Ok([0x1000, 0, 1 << 16]));
+        // Garbage in the padding after the int `ss_flags` is no flag.
+        state
+            .alt_stack(Some([0x2000, 0xdead_beef_0000_0000, 1 << 16]))
+            .unwrap();
+        assert_eq!(state.alt_stack(None), Ok([0x2000, 0, 1 << 16]));
         state.alt_stack(Some([0x9999, SS_DISABLE, 5])).unwrap();
         assert_eq!(state.alt_stack(None), Ok([0, SS_DISABLE, 0]));
     }
@@ -218,6 +252,11 @@ mod tests {
         assert_eq!(state.itimer(0, Some([0, 0, 0, 0])), Ok([0, 0, 5, 0]));
         assert_eq!(state.itimer(3, None), Err(EINVAL));
         assert_eq!(state.itimer(1, Some([0, 1_000_000, 0, 0])), Err(EINVAL));
+        assert_eq!(
+            state.itimer(1, Some([0, 0, u64::MAX, 0])),
+            Err(EINVAL),
+            "-1 s"
+        );
         assert_eq!(
             state.itimer(1, None),
             Ok([0; 4]),

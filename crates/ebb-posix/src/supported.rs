@@ -20,14 +20,15 @@
 //!   `umask` (files), `prctl` (threads: `PR_SET_NAME` names its
 //!   background threads), `sysinfo` (process: the machine's memory, for
 //!   `maxmemory` warnings), `setitimer`/`getitimer` (signals: its
-//!   watchdog, disarmed at start), `kill`/`tgkill` (signals: its crash
-//!   report re-raises the signal), and `rt_sigreturn`, which musl's
+//!   watchdog, disarmed at start), `kill`, `tkill` and `tgkill` (signals:
+//!   its crash report re-raises the signal; musl's `raise`, `abort` and
+//!   `pthread_kill` use `tkill`), and `rt_sigreturn`, which musl's
 //!   patched `__restore_rt` makes when a handler returns (hosted: from
 //!   the frame it passes, `ebb-posix-hosted`'s `raw.rs`).
 //!
 //! Natively, sockets and events are not served yet (their calls are
 //! `ENOSYS`, `backend.rs`), and signals are set and read back but never
-//! delivered (`kill` and `tgkill` stay `ENOSYS`: there is no other
+//! delivered (`kill`, `tkill` and `tgkill` stay `ENOSYS`: there is no other
 //! process, and raising one would deliver nothing); hosted, every call
 //! listed here passes to Linux. `fork` and `vfork` stay unserved both ways (issue 19: Redis's
 //! BGSAVE then answers with its own error).
@@ -163,6 +164,7 @@ pub fn group_of(number: usize) -> Option<Group> {
         | nr::SETITIMER
         | nr::GETITIMER
         | nr::KILL
+        | nr::TKILL
         | nr::TGKILL => Group::Signals,
         _ => return None,
     };
@@ -193,6 +195,11 @@ mod tests {
         assert_eq!(group_of(nr::EVENTFD2), Some(Group::Events));
         assert_eq!(group_of(nr::RT_SIGACTION), Some(Group::Signals));
         assert_eq!(group_of(nr::UMASK), Some(Group::Files));
+        assert_eq!(
+            group_of(nr::TKILL),
+            Some(Group::Signals),
+            "musl's raise and abort"
+        );
     }
 
     #[test]

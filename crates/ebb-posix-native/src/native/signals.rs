@@ -3,7 +3,7 @@
 //! back as on Linux; nothing is ever delivered (`signal_state.rs` says
 //! why that is what a program here meets).
 
-use ebb_posix::errno::EINVAL;
+use ebb_posix::errno::{EFAULT, EINVAL};
 use spin::Mutex;
 
 use super::user;
@@ -74,7 +74,10 @@ pub fn setitimer(which: usize, new: usize, old: usize) -> isize {
     exchange::<ItimerVal>(new, old, |state, new| state.itimer(which, new))
 }
 
-/// getitimer(2).
+/// getitimer(2): `EFAULT` for no place to write, as Linux.
 pub fn getitimer(which: usize, current: usize) -> isize {
+    if current == 0 {
+        return -EFAULT;
+    }
     exchange::<ItimerVal>(0, current, |state, _| state.itimer(which, None))
 }
