@@ -30,11 +30,10 @@ impl Backend for Linux {
             // entered with, the signal frame's, as the first argument; a
             // program calling rt_sigreturn itself passes what it likes,
             // which Linux trusts as much (it restores whatever lies at
-            // the stack pointer).
-            // SAFETY: the value is the frame's for a handler's return,
-            // and a direct call gets Linux's own behaviour for its
-            // argument (`raw::rt_sigreturn`'s contract); this
-            // dispatcher's frames hold nothing to drop.
+            // the stack pointer). This dispatcher's frames, abandoned,
+            // hold nothing to drop.
+            // SAFETY: the argument is the signal frame's, or a program's
+            // own with Linux's meaning: `raw::rt_sigreturn`'s contract.
             unsafe { raw::rt_sigreturn(call.args[0]) }
         }
         // Clone onto a new stack, the one call that differs from inside a

@@ -54,11 +54,10 @@ pub unsafe fn syscall6(number: usize, args: [usize; 6]) -> isize {
 /// dispatcher's) is abandoned, which is sound since none of them owns
 /// anything to drop.
 pub unsafe fn rt_sigreturn(frame: usize) -> ! {
-    // SAFETY: the caller vouches for `frame` (this fn's contract: the
-    // signal frame's stack pointer, or a program's own rt_sigreturn with
-    // Linux's meaning); rt_sigreturn(2) does not return on success, the
-    // kernel replacing every register with the saved context; ud2 traps
-    // should it ever fail and return.
+    // rt_sigreturn(2) does not return on success, the kernel replacing
+    // every register with the saved context; ud2 traps should it fail.
+    // SAFETY: the caller vouches for `frame` (this fn's contract); the
+    // call never comes back into this frame.
     unsafe {
         asm!(
             "mov rsp, {frame}",
