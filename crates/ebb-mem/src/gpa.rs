@@ -194,9 +194,9 @@ impl<P: CoreLocal> GeneralPurposeAllocator<P> {
         // contract: `ptr` came from `alloc_large`).
         let len = unsafe { root.vmem.region_len(p) };
         if let Err(p) = root.large.keep(p, len) {
-            // SAFETY: `p` is the start of a live `vmem` region (it came
-            // from `alloc_large`), no longer used (the caller frees it), and
-            // the cache gave it back rather than keeping it.
+            // SAFETY: `p` is the start of a live `vmem` region no one uses:
+            // this one (from `alloc_large`, freed by the caller), or one the
+            // cache kept unused and gave back to make room.
             unsafe { root.vmem.release(p) };
         }
     }
