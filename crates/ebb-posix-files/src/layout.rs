@@ -25,6 +25,10 @@ pub const S_IFREG: u32 = 0o100_000;
 pub const S_IFDIR: u32 = 0o040_000;
 /// A character device (the standard streams: the console).
 pub const S_IFCHR: u32 = 0o020_000;
+/// A socket.
+pub const S_IFSOCK: u32 = 0o140_000;
+/// A pipe (FIFO).
+pub const S_IFIFO: u32 = 0o010_000;
 
 /// The size of `struct stat`.
 pub const STAT_SIZE: usize = 144;

@@ -7,10 +7,16 @@
 //! Descriptors 0, 1 and 2 are the standard streams: the platform does
 //! their I/O ([`Target::Stream`]); here they are descriptors like the
 //! others, so `dup`, `close` and `fcntl` treat them alike.
+//!
+//! A descriptor may also name an object the platform keeps (a socket, an
+//! epoll set, an eventfd, a pipe's end: [`Target::Object`]). The table
+//! counts its descriptors like any other's; when the last one closes (by
+//! `close`, or by `dup2`/`dup3` over it), the object's id waits in
+//! [`Files::take_released`] for the platform to release it.
 
 use alloc::vec::Vec;
 
-use crate::layout::{self, StatFields, S_IFCHR, S_IFDIR, S_IFREG};
+use crate::layout::{self, StatFields, S_IFCHR, S_IFDIR, S_IFIFO, S_IFREG, S_IFSOCK};
 use crate::memfs::{Ino, Kind, MemFs, ROOT};
 use crate::path;
 use ebb_posix::errno::{EBADF, EEXIST, EINVAL, EISDIR, EMFILE, ENOENT, ENOTDIR, ERANGE, ESPIPE};
@@ -37,7 +43,7 @@ pub const O_DIRECTORY: u32 = 0o200_000;
 pub const O_CLOEXEC: u32 = 0o2_000_000;
 /// The status flags F_SETFL may change (Linux: O_APPEND, O_NONBLOCK,
 /// O_ASYNC, O_DIRECT, O_NOATIME).
-const SETTABLE: u32 = O_APPEND | 0o4000 | 0o20000 | 0o40000 | 0o1_000_000;
+const SETTABLE: u32 = O_APPEND | O_NONBLOCK | 0o20000 | 0o40000 | 0o1_000_000;
 
 /// The working-directory descriptor of the `*at` calls.
 pub const AT_FDCWD: i64 = -100;
@@ -57,8 +63,25 @@ pub const UMASK: u32 = 0o022;
 
 /// `FD_CLOEXEC`.
 pub const FD_CLOEXEC: u32 = 1;
-/// Descriptors a program may hold (RLIMIT_NOFILE).
-pub const MAX_FDS: usize = 1024;
+/// Descriptors a program may hold (RLIMIT_NOFILE): room for a server's
+/// ten thousand clients (Redis asks for `maxclients` + 32, 10,032 by
+/// default).
+pub const MAX_FDS: usize = 16_384;
+/// `st_dev` of the platform's objects (sockets, pipes, epoll sets).
+pub const OBJECT_DEVICE: u64 = 3;
+/// `O_NONBLOCK`: a status flag (fcntl(2) `F_SETFL`).
+pub const O_NONBLOCK: u32 = 0o4000;
+
+/// What kind of object a [`Target::Object`] is, for fstat(2)'s mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// A socket (`S_IFSOCK`).
+    Socket,
+    /// A pipe's end (`S_IFIFO`).
+    Pipe,
+    /// An anonymous inode (epoll, eventfd): no type bits, as Linux shows.
+    Anonymous,
+}
 
 /// What a descriptor refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +90,13 @@ pub enum Target {
     Stream(u8),
     /// A file or directory of the tree.
     Node(Ino),
+    /// An object of the platform's, by its id.
+    Object {
+        /// The platform's id for it.
+        id: u32,
+        /// Its kind.
+        kind: ObjectKind,
+    },
 }
 
 #[derive(Debug)]
@@ -111,6 +141,8 @@ pub struct Files {
     cwd: Ino,
     /// The file mode creation mask (umask(2)).
     umask: u32,
+    /// Objects whose last descriptor closed, for the platform to release.
+    released: Vec<u32>,
 }
 
 impl Default for Files {
@@ -132,6 +164,7 @@ impl Files {
             descriptions: Vec::new(),
             cwd: ROOT,
             umask: UMASK,
+            released: Vec::new(),
         };
         for (stream, access) in [(0u8, O_RDONLY), (1, O_WRONLY), (2, O_WRONLY)] {
             let description = files.describe(Target::Stream(stream), access);
@@ -212,6 +245,29 @@ impl Files {
     /// What `fd` refers to.
     pub fn target(&self, fd: usize) -> Result<Target, isize> {
         Ok(self.description(fd)?.target)
+    }
+
+    /// `fd`'s status flags (fcntl(2) `F_GETFL`): its access mode, and
+    /// whether it is non-blocking ([`O_NONBLOCK`]) or appends.
+    pub fn status_flags(&self, fd: usize) -> Result<u32, isize> {
+        Ok(self.description(fd)?.flags)
+    }
+
+    /// A new descriptor, the lowest free one, for the platform's object
+    /// `id`; `flags` are its access mode and status flags (`O_NONBLOCK`),
+    /// `O_CLOEXEC` its descriptor flag. `EMFILE` when none is free.
+    pub fn open_object(&mut self, id: u32, kind: ObjectKind, flags: u32) -> Result<usize, isize> {
+        let description =
+            self.describe(Target::Object { id, kind }, flags & (O_ACCMODE | SETTABLE));
+        self.install(description, 0, flags & O_CLOEXEC != 0)
+            .inspect_err(|_| self.descriptions[description] = None)
+    }
+
+    /// The objects whose last descriptor closed since the last call: the
+    /// platform releases each (a socket's connection closes, a pipe's
+    /// other end sees the end).
+    pub fn take_released(&mut self) -> Vec<u32> {
+        core::mem::take(&mut self.released)
     }
 
     /// The resolved components of `path`, relative to `dirfd` (or the
@@ -305,8 +361,10 @@ impl Files {
         };
         described.refs -= 1;
         if described.refs == 0 {
-            if let Target::Node(ino) = described.target {
-                self.fs.closed(ino);
+            match described.target {
+                Target::Node(ino) => self.fs.closed(ino),
+                Target::Object { id, .. } => self.released.push(id),
+                Target::Stream(_) => {}
             }
             self.descriptions[description] = None;
         }
@@ -320,7 +378,7 @@ impl Files {
         }
         match description.target {
             Target::Node(ino) => Ok(ino),
-            Target::Stream(_) => Err(ESPIPE),
+            Target::Stream(_) | Target::Object { .. } => Err(ESPIPE),
         }
     }
 
@@ -331,7 +389,7 @@ impl Files {
         }
         match description.target {
             Target::Node(ino) => Ok(ino),
-            Target::Stream(_) => Err(ESPIPE),
+            Target::Stream(_) | Target::Object { .. } => Err(ESPIPE),
         }
     }
 
@@ -420,6 +478,17 @@ impl Files {
                 nlink: 1,
                 size: 0,
             }),
+            Target::Object { id, kind } => Ok(StatFields {
+                dev: OBJECT_DEVICE,
+                ino: u64::from(id) + 1,
+                mode: match kind {
+                    ObjectKind::Socket => S_IFSOCK | 0o777,
+                    ObjectKind::Pipe => S_IFIFO | 0o600,
+                    ObjectKind::Anonymous => 0o600,
+                },
+                nlink: 1,
+                size: 0,
+            }),
             Target::Node(ino) => {
                 let stat = self.fs.stat(ino)?;
                 let kind = if stat.kind == Kind::Dir {
@@ -469,7 +538,7 @@ impl Files {
     pub fn fsync(&self, fd: usize) -> Result<(), isize> {
         match self.target(fd)? {
             Target::Node(_) => Ok(()),
-            Target::Stream(_) => Err(EINVAL),
+            Target::Stream(_) | Target::Object { .. } => Err(EINVAL),
         }
     }
 
@@ -897,5 +966,35 @@ mod tests {
         files.unlink(AT_FDCWD, b"d/g", 0).unwrap();
         files.unlink(AT_FDCWD, b"d", AT_REMOVEDIR).unwrap();
         assert_eq!(files.chdir(b"d"), Err(ENOENT));
+    }
+
+    #[test]
+    fn an_object_is_released_when_its_last_descriptor_closes() {
+        let mut files = Files::new();
+        let fd = files
+            .open_object(7, ObjectKind::Socket, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+            .unwrap();
+        assert_eq!(fd, 3);
+        assert_eq!(files.status_flags(fd), Ok(O_RDWR | O_NONBLOCK));
+        assert_eq!(files.fcntl(fd, 1, 0), Some(Ok(1)));
+        assert_eq!(files.fstat(fd).unwrap().mode, S_IFSOCK | 0o777);
+        assert_eq!(files.lseek(fd, 0, 0), Err(ESPIPE));
+        let copy = files.dup(fd, 0, false).unwrap();
+        files.close(fd).unwrap();
+        assert!(files.take_released().is_empty());
+        // dup2 over the last descriptor releases it, as close does.
+        files.dup2(1, copy).unwrap();
+        assert_eq!(files.take_released(), alloc::vec![7]);
+        assert!(files.take_released().is_empty());
+    }
+
+    #[test]
+    fn o_nonblock_is_a_status_flag_fcntl_sets() {
+        let mut files = Files::new();
+        let fd = files.open_object(1, ObjectKind::Pipe, O_RDONLY).unwrap();
+        assert_eq!(files.fcntl(fd, 4, O_NONBLOCK as usize), Some(Ok(0)));
+        assert_eq!(files.status_flags(fd), Ok(O_NONBLOCK));
+        assert_eq!(files.fcntl(fd, 4, 0), Some(Ok(0)));
+        assert_eq!(files.status_flags(fd), Ok(O_RDONLY));
     }
 }

@@ -55,3 +55,36 @@ pub const EBUSY: isize = 16;
 pub const EOPNOTSUPP: isize = 95;
 /// Connection timed out: a futex wait whose timeout passed.
 pub const ETIMEDOUT: isize = 110;
+
+// The sockets group's answers (`asm-generic/errno.h`).
+
+/// Broken pipe: a write with no reader, or on a socket shut for writing.
+pub const EPIPE: isize = 32;
+/// Socket operation on a descriptor that is not a socket.
+pub const ENOTSOCK: isize = 88;
+/// Message too long.
+pub const EMSGSIZE: isize = 90;
+/// Protocol not available: a socket option this socket does not have.
+pub const ENOPROTOOPT: isize = 92;
+/// Protocol not supported (a socket type other than a stream).
+pub const EPROTONOSUPPORT: isize = 93;
+/// Address family not supported (anything but IPv4 natively).
+pub const EAFNOSUPPORT: isize = 97;
+/// Address already in use.
+pub const EADDRINUSE: isize = 98;
+/// Cannot assign the requested address (not one of this machine's).
+pub const EADDRNOTAVAIL: isize = 99;
+/// Network is unreachable.
+pub const ENETUNREACH: isize = 101;
+/// The connection was reset by the peer.
+pub const ECONNRESET: isize = 104;
+/// The socket is already connected.
+pub const EISCONN: isize = 106;
+/// The socket is not connected.
+pub const ENOTCONN: isize = 107;
+/// The connection was refused.
+pub const ECONNREFUSED: isize = 111;
+/// A connection attempt is already under way.
+pub const EALREADY: isize = 114;
+/// The connection is under way (a non-blocking connect).
+pub const EINPROGRESS: isize = 115;
