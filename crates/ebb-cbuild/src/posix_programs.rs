@@ -223,6 +223,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "events",
                 "exitcode",
                 "files",
                 "memory",

@@ -15,7 +15,11 @@
 //! cooperative, with futexes on the loop's wakers and timers
 //! (`native/threads.rs`; the futex queues [`futex_queues`] and thread ids
 //! [`thread_table`] are host-tested); signals set and read back, never
-//! delivered ([`signal_state`], host-tested).
+//! delivered ([`signal_state`], host-tested); IPv4 TCP sockets on
+//! Ebbflow's own TCP/IP stack, epoll sets, eventfds, pipes and poll
+//! (`ebb_posix_objects`, host-tested; `native/sockets.rs`,
+//! `native/events.rs`), a blocking call parking its C thread on the
+//! event loop until the object changes.
 
 #![no_std]
 

@@ -30,6 +30,13 @@ static inline const char *errno_name(int e)
 	case ESPIPE: return "ESPIPE";
 	case ENOSYS: return "ENOSYS";
 	case ENOTEMPTY: return "ENOTEMPTY";
+	case EPIPE: return "EPIPE";
+	case ENOTSOCK: return "ENOTSOCK";
+	case ENOPROTOOPT: return "ENOPROTOOPT";
+	case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+	case EAFNOSUPPORT: return "EAFNOSUPPORT";
+	case ENOTCONN: return "ENOTCONN";
+	case EINPROGRESS: return "EINPROGRESS";
 	default: return "another errno";
 	}
 }

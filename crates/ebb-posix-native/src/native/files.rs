@@ -10,15 +10,15 @@ use alloc::vec::Vec;
 
 use ebb_boot_abi::{PACKED_FILES_MAX, PACKED_FILES_NAME};
 
-use ebb_posix::errno::{EFAULT, EINVAL, ENAMETOOLONG};
+use ebb_posix::errno::{EBADF, EFAULT, EINVAL, ENAMETOOLONG};
 use ebb_posix_files::archive::{self, Loaded};
 use ebb_posix_files::layout::stat_bytes;
 use ebb_posix_files::path::PATH_MAX;
 use ebb_posix_files::table::{Files, Target};
 use spin::Mutex;
 
-use super::console;
 use super::user::{self, IoVec, MAX_RW_COUNT};
+use super::{console, objects};
 
 /// The program's files: the standard streams and an empty `/tmp`.
 static FILES: Mutex<Option<Files>> = Mutex::new(None);
@@ -50,7 +50,7 @@ pub fn load_packed() -> Result<Option<Loaded>, String> {
         .map_err(|error| format!("{error}"))
 }
 
-fn with<T>(work: impl FnOnce(&mut Files) -> Result<T, isize>) -> Result<T, isize> {
+pub(super) fn with<T>(work: impl FnOnce(&mut Files) -> Result<T, isize>) -> Result<T, isize> {
     match FILES.lock().as_mut() {
         Some(files) => work(files),
         None => Err(EFAULT),
@@ -116,9 +116,11 @@ pub fn umask(mask: usize) -> isize {
     answer(with(|files| Ok(files.umask(mask) as usize)))
 }
 
-/// close(2).
+/// close(2): an object whose last descriptor this was is released.
 pub fn close(fd: usize) -> isize {
-    answer(with(|files| files.close(fd).map(|()| 0)))
+    let closed = with(|files| files.close(fd).map(|()| 0));
+    objects::release_closed();
+    answer(closed)
 }
 
 fn target(fd: usize) -> Result<Target, isize> {
@@ -133,6 +135,10 @@ pub fn read(fd: usize, addr: usize, len: usize) -> isize {
             let buf = user::bytes_mut(addr, len.min(MAX_RW_COUNT))?;
             with(|files| files.read(fd, buf))
         }
+        Target::Object { .. } => {
+            let buf = user::bytes_mut(addr, len.min(MAX_RW_COUNT))?;
+            objects::read(&objects::named(fd, EBADF)?, buf)
+        }
     }))
 }
 
@@ -143,6 +149,7 @@ pub fn write(fd: usize, addr: usize, len: usize) -> isize {
         match target {
             Target::Stream(stream) => console::write(stream, bytes),
             Target::Node(_) => with(|files| files.write(fd, bytes)),
+            Target::Object { .. } => objects::write(&objects::named(fd, EBADF)?, bytes),
         }
     }))
 }
@@ -324,14 +331,18 @@ pub fn dup(fd: usize) -> isize {
     answer(with(|files| files.dup(fd, 0, false)))
 }
 
-/// dup2(2).
+/// dup2(2): an object whose last descriptor was `new` is released.
 pub fn dup2(old: usize, new: usize) -> isize {
-    answer(with(|files| files.dup2(old, new)))
+    let placed = with(|files| files.dup2(old, new));
+    objects::release_closed();
+    answer(placed)
 }
 
-/// dup3(2).
+/// dup3(2), as dup2.
 pub fn dup3(old: usize, new: usize, dup_flags: usize) -> isize {
-    answer(with(|files| files.dup3(old, new, flags(dup_flags))))
+    let placed = with(|files| files.dup3(old, new, flags(dup_flags)));
+    objects::release_closed();
+    answer(placed)
 }
 
 /// fcntl(2): the table's commands; record locks (`F_GETLK` 5,
