@@ -226,6 +226,7 @@ mod tests {
                 "events",
                 "exitcode",
                 "files",
+                "math",
                 "memory",
                 "packed",
                 "process",

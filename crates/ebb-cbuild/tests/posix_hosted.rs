@@ -128,6 +128,7 @@ fn syscall_group_programs_print_what_they_print_on_linux() {
         ("redzone", 0),
         ("signals", 0),
         ("events", 0),
+        ("math", 0),
     ] {
         let (ebbflow, linux) = programs.get(name);
         assert_same(name, &run(ebbflow, &[]), &run(linux, &[]), exit_code);

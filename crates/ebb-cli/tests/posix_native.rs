@@ -37,7 +37,7 @@ const PREPARE_LIMIT: Duration = Duration::from_secs(900);
 const HOSTED_LIMIT: Duration = Duration::from_secs(60);
 
 /// The programs this slice runs natively, and their exit codes.
-const NATIVE_PROGRAMS: [(&str, i32); 9] = [
+const NATIVE_PROGRAMS: [(&str, i32); 10] = [
     ("memory", 0),
     ("time", 0),
     ("files", 0),
@@ -47,6 +47,7 @@ const NATIVE_PROGRAMS: [(&str, i32); 9] = [
     ("threads", 0),
     ("signals", 0),
     ("events", 0),
+    ("math", 0),
 ];
 
 /// `files` works in the directory it is given, which must be empty.
