@@ -72,6 +72,9 @@ pub struct RedisBuild {
     pub version: String,
     /// `redis-server`, linked with musl and the hosted personality.
     pub server: PathBuf,
+    /// What a native image links (`apps/c-program`'s `EBB_C_PROGRAM`):
+    /// the objects and archives of Redis's own link command, then musl.
+    pub native_inputs: Vec<PathBuf>,
 }
 
 /// Builds Redis's server (each step cached but the link). Prints the
@@ -109,9 +112,14 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
         write_wrapper(&musl, &personality, &cc)?;
         let objects = objects(&tree, &musl, &cc, &out_dir)?;
         let server = link_server(&objects, &out_dir)?;
+        let recorded = fs::read_to_string(objects.join(LINK_FILE))
+            .map_err(io("reading the recorded link command".to_owned()))?;
+        let mut native_inputs = linked_files(&recorded, &objects.join("src"));
+        native_inputs.push(musl.libc_a.clone());
         Ok(RedisBuild {
             version: tree.version.clone(),
             server,
+            native_inputs,
         })
     })();
     built.map_err(PrepareError::Program)
@@ -245,6 +253,23 @@ fn link_arguments(printed: &str) -> Option<Vec<String>> {
         .map(|words| words.into_iter().map(str::to_owned).collect())
 }
 
+/// The objects and archives a recorded link command names, as paths
+/// from `dir` (where it runs): what a native image links in its place
+/// (its libraries, `-lm` and the like, are musl's `libc.a`).
+fn linked_files(recorded: &str, dir: &Path) -> Vec<PathBuf> {
+    recorded
+        .lines()
+        .skip(1)
+        .filter(|arg| {
+            !arg.starts_with('-')
+                && Path::new(arg)
+                    .extension()
+                    .is_some_and(|ext| ext == "o" || ext == "a")
+        })
+        .map(|arg| dir.join(arg))
+        .collect()
+}
+
 /// Links `redis-server` from the objects in `objects` with the current
 /// personality, by the recorded command, to a name of its own (two
 /// builds at once never write one file), then renames it to
@@ -337,6 +362,20 @@ mod tests {
         assert_eq!(changed_lines(patch), 5);
         assert_eq!(hunk_sizes("@@ -10 +10,2 @@ fn x()"), Some((1, 2)));
         assert_eq!(hunk_sizes("@@ nonsense"), None);
+    }
+
+    #[test]
+    fn a_native_image_links_the_objects_and_archives_of_the_link_command() {
+        let recorded = "/t/ebb-musl-cc\n-g\n-o\nebb-link-output\nserver.o\nzmalloc.o\n\
+                        ../deps/lua/src/liblua.a\n-lm\n-pthread";
+        assert_eq!(
+            linked_files(recorded, Path::new("/r/src")),
+            [
+                Path::new("/r/src/server.o"),
+                Path::new("/r/src/zmalloc.o"),
+                Path::new("/r/src/../deps/lua/src/liblua.a")
+            ]
+        );
     }
 
     #[test]

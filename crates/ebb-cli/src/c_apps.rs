@@ -9,9 +9,9 @@
 //! - `sqlite-kv`: a key-value load on SQLite (`apps/sqlite-kv`), e.g.
 //!   `./ebb run sqlite-kv --native -- --operations 10000 /tmp/kv.db`;
 //! - `redis`: Redis's server (Debian's `redis`, built by its own
-//!   Makefile), hosted for now, e.g. `./ebb run redis -- --port 6400
-//!   --save ""`; natively it needs the sockets and epoll groups of issue
-//!   19, not built yet, and `--native` says so.
+//!   Makefile), e.g. `./ebb run redis -- --port 6400 --save ""` hosted,
+//!   `./ebb run redis --native --forward 6379` natively on Ebbflow's own
+//!   TCP/IP stack.
 
 use std::path::Path;
 use std::process::Command;
@@ -24,12 +24,9 @@ use crate::{child, stop};
 /// The C programs `./ebb run` builds and runs.
 pub const C_APPS: &[&str] = &["speedtest1", "sqlite-kv", "redis"];
 
-/// The C programs that do not run natively yet, and why.
-const HOSTED_ONLY: &[(&str, &str)] = &[(
-    "redis",
-    "natively, Redis needs sockets and epoll on Ebbflow's own stack (issue 19), \
-     not built yet; run it hosted: ./ebb run redis -- --port 6400",
-)];
+/// The C programs that do not run natively yet, and why (none today;
+/// the check stays for the next one).
+const HOSTED_ONLY: &[(&str, &str)] = &[];
 
 /// Why `name` cannot run natively, if it cannot.
 #[must_use]
@@ -74,7 +71,7 @@ pub fn build(root: &Path, app: &str) -> Result<Built, String> {
             redis::prepare(&dirs, false).map_err(|error| format!("building {app}: {error}"))?;
         return Ok(Built {
             hosted: built.server,
-            native_inputs: String::new(),
+            native_inputs: joined(&built.native_inputs),
         });
     }
     let programs =
@@ -83,15 +80,38 @@ pub fn build(root: &Path, app: &str) -> Result<Built, String> {
         .into_iter()
         .find(|program| program.name == app)
         .ok_or_else(|| format!("no C program '{app}'"))?;
-    let inputs: Vec<String> = program
-        .native_inputs
+    Ok(Built {
+        hosted: program.ebbflow,
+        native_inputs: joined(&program.native_inputs),
+    })
+}
+
+/// Link inputs as `EBB_C_PROGRAM` takes them.
+fn joined(inputs: &[std::path::PathBuf]) -> String {
+    let inputs: Vec<String> = inputs
         .iter()
         .map(|input| input.display().to_string())
         .collect();
-    Ok(Built {
-        hosted: program.ebbflow,
-        native_inputs: inputs.join(":"),
-    })
+    inputs.join(":")
+}
+
+/// The arguments `app` gets natively: the user's, and for Redis
+/// `--protected-mode no` first (after a configuration file, which Redis
+/// wants first), which the user's own may override. Protected mode
+/// refuses clients from other addresses when no password is set, and
+/// natively every client comes from another address: QEMU's NAT gives
+/// the host's connections 10.0.2.2, and only the host's 127.0.0.1 can
+/// reach the forwarded port.
+#[must_use]
+pub fn native_args(app: &str, args: &[String]) -> Vec<String> {
+    if app != "redis" {
+        return args.to_vec();
+    }
+    let config_first = args.first().filter(|arg| !arg.starts_with('-'));
+    let mut native: Vec<String> = config_first.into_iter().cloned().collect();
+    native.extend(["--protected-mode".to_owned(), "no".to_owned()]);
+    native.extend(args.iter().skip(native.len() - 2).cloned());
+    native
 }
 
 /// Runs the hosted build of `built` with `args`; its exit code.
@@ -119,7 +139,27 @@ mod tests {
             );
         }
         assert!(apps.join(IMAGE).join("Cargo.toml").is_file());
-        assert!(not_native("redis").is_some_and(|why| why.contains("issue 19")));
+        assert_eq!(not_native("redis"), None);
         assert_eq!(not_native("sqlite-kv"), None);
+    }
+
+    #[test]
+    fn native_redis_turns_protected_mode_off_before_the_users_own_words() {
+        let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            native_args("redis", &words(&["--port", "7000"])),
+            words(&["--protected-mode", "no", "--port", "7000"])
+        );
+        assert_eq!(
+            native_args("redis", &words(&["/etc/redis.conf", "--port", "7000"])),
+            words(&[
+                "/etc/redis.conf",
+                "--protected-mode",
+                "no",
+                "--port",
+                "7000"
+            ])
+        );
+        assert_eq!(native_args("sqlite-kv", &words(&["a"])), words(&["a"]));
     }
 }

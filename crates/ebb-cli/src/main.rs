@@ -83,6 +83,7 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
             std::env::set_var(c_apps::LINK_ENV, &built.native_inputs);
             let mut settings = native_settings(&options);
             let _packed = pack_files(root, &options, &mut settings)?;
+            let args = c_apps::native_args(&app, &args);
             match options.net.unwrap_or_default() {
                 cli::NetKind::User => native::run(root, c_apps::IMAGE, &settings, &args),
                 cli::NetKind::Tap => tap::run(root, c_apps::IMAGE, &settings, &args),

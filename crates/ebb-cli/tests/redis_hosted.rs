@@ -10,9 +10,13 @@
 //! other call Redis makes is served: the only `ebb-posix:` line is
 //! fork's.
 //!
-//! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`;
-//! without them it is SKIPPED with the reason. Native and user-space
-//! stack Redis come with the sockets and epoll groups natively.
+//! Natively (`./ebb run redis --native --forward P:6379`), the same
+//! build's objects linked into the `c-program` image serve the same
+//! commands over Ebbflow's own TCP/IP stack, through QEMU's forwarded
+//! port; `SHUTDOWN NOSAVE` ends Redis, and with it the image, with 0.
+//!
+//! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`
+//! (and QEMU natively); without them it is SKIPPED with the reason.
 
 mod c_support;
 mod native_support;
@@ -25,6 +29,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ebb_testbed::child::run_bounded;
+use ebb_testbed::{skip_unless, Need};
+use native_support::{Guest, BOOT, EBB};
 
 /// musl, the personality and Redis (two minutes on two cores; cached after
 /// the first time).
@@ -133,46 +139,11 @@ fn start_serving(server_path: &Path) -> (Server, u16) {
     panic!("three free ports were taken before redis-server could bind one");
 }
 
-/// `count` SET commands in RESP, for `redis-cli --pipe`.
-fn pipeline(count: usize) -> Vec<u8> {
-    let mut commands = Vec::new();
-    for i in 0..count {
-        let (key, value) = (format!("key:{i}"), format!("value-{i}"));
-        write!(
-            commands,
-            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
-            key.len(),
-            value.len()
-        )
-        .expect("writing to a Vec");
-    }
-    commands
-}
-
-#[test]
-fn hosted_redis_built_unchanged_serves_redis_cli() {
-    let tools = ["apt-get", "dpkg-source", "gcc", "make", "redis-cli"];
-    let printed = match c_support::build("redis", &tools, PREPARE_LIMIT) {
-        Ok((_, printed)) => printed,
-        Err(reason) => {
-            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
-            return;
-        }
-    };
-    assert!(
-        printed
-            .lines()
-            .any(|line| line == "changed lines against upstream: 0"),
-        "Redis is built unchanged:\n{printed}"
-    );
-    let server_path = printed
-        .lines()
-        .find_map(|line| line.strip_prefix("server "))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("ebb-cbuild names the server:\n{printed}"));
-
-    let (mut server, port) = start_serving(&server_path);
-
+/// The must-show commands against the server on `port`: PING, SET, GET,
+/// INCR, LPUSH/LRANGE, EXPIRE/TTL/PEXPIRE, a pipeline of 10,000 SETs,
+/// and BGSAVE's error (no fork) with the server going on.
+fn serves_the_commands(port: u16) {
+    assert_eq!(cli(port, &["PING"]), "PONG");
     assert_eq!(cli(port, &["SET", "greeting", "hello"]), "OK");
     assert_eq!(cli(port, &["GET", "greeting"]), "hello");
     for expected in ["1", "2", "3"] {
@@ -216,6 +187,48 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
     let bgsave = cli(port, &["BGSAVE"]);
     assert!(bgsave.starts_with("ERR"), "BGSAVE: {bgsave}");
     assert_eq!(cli(port, &["PING"]), "PONG");
+}
+
+/// `count` SET commands in RESP, for `redis-cli --pipe`.
+fn pipeline(count: usize) -> Vec<u8> {
+    let mut commands = Vec::new();
+    for i in 0..count {
+        let (key, value) = (format!("key:{i}"), format!("value-{i}"));
+        write!(
+            commands,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+            key.len(),
+            value.len()
+        )
+        .expect("writing to a Vec");
+    }
+    commands
+}
+
+#[test]
+fn hosted_redis_built_unchanged_serves_redis_cli() {
+    let tools = ["apt-get", "dpkg-source", "gcc", "make", "redis-cli"];
+    let printed = match c_support::build("redis", &tools, PREPARE_LIMIT) {
+        Ok((_, printed)) => printed,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    assert!(
+        printed
+            .lines()
+            .any(|line| line == "changed lines against upstream: 0"),
+        "Redis is built unchanged:\n{printed}"
+    );
+    let server_path = printed
+        .lines()
+        .find_map(|line| line.strip_prefix("server "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("ebb-cbuild names the server:\n{printed}"));
+
+    let (mut server, port) = start_serving(&server_path);
+    serves_the_commands(port);
 
     // SIGTERM: Redis's handler schedules the shutdown and returns.
     let pid = server.child.id().to_string();
@@ -253,4 +266,61 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
         "a clean shutdown on SIGTERM ({status}):\n{log}"
     );
     let _ = std::fs::remove_file(&log_path);
+}
+
+#[test]
+fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
+    skip_unless!(Need::Qemu);
+    let tools = ["apt-get", "dpkg-source", "gcc", "make", "redis-cli"];
+    if let Err(reason) = c_support::build("redis", &tools, PREPARE_LIMIT) {
+        ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+        return;
+    }
+    let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let port = native_support::free_port();
+    let mut command = Command::new(EBB);
+    command
+        .args(["run", "redis", "--native", "--timeout", "900"])
+        .args(["--forward", &format!("{port}:6379")])
+        // Natively no argument may be empty (the kernel command line),
+        // so not `--save ""`: the failed BGSAVE must not stop writes.
+        .args([
+            "--",
+            "--appendonly",
+            "no",
+            "--stop-writes-on-bgsave-error",
+            "no",
+        ]);
+    let mut guest = Guest::spawn(command);
+    guest.wait_until("Redis ready", |seen| {
+        seen.iter()
+            .any(|line| line.contains("Ready to accept connections"))
+    });
+    serves_the_commands(port);
+    // Natively no signal is delivered: Redis's own command ends it.
+    let _ = run_bounded(
+        Command::new("redis-cli").args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "SHUTDOWN",
+            "NOSAVE",
+        ]),
+        CLI_LIMIT,
+    );
+    let console = guest.finish();
+    let unprovided: Vec<&str> = console
+        .lines()
+        .filter(|line| line.starts_with("ebb-posix:"))
+        .collect();
+    assert_eq!(
+        unprovided,
+        ["ebb-posix: system call 57 (fork) is not provided: ENOSYS (said once per call)"],
+        "every call but fork is served natively:\n{console}"
+    );
+    assert!(
+        console.contains("Redis is now ready to exit, bye bye..."),
+        "{console}"
+    );
 }

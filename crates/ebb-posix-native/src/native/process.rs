@@ -22,8 +22,8 @@ const RLIMIT_NOFILE: usize = 7;
 const RLIM_INFINITY: u64 = u64::MAX;
 /// The main thread's stack (`threads.rs`).
 const STACK_LIMIT: u64 = threads::MAIN_STACK_BYTES as u64;
-/// Descriptors: the file system's table (next slice) will hold this many.
-const OPEN_FILES_LIMIT: u64 = 1024;
+/// Descriptors: as many as the file table holds.
+const OPEN_FILES_LIMIT: u64 = ebb_posix_files::table::MAX_FDS as u64;
 
 /// arch_prctl's codes (`asm/prctl.h`).
 const ARCH_SET_FS: usize = 0x1002;
