@@ -189,6 +189,19 @@ fn serves_the_commands(port: u16) {
     assert_eq!(cli(port, &["PING"]), "PONG");
 }
 
+/// The personality's log lines in `text` say fork alone was not served.
+fn assert_only_fork_is_unprovided(text: &str) {
+    let unprovided: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("ebb-posix:"))
+        .collect();
+    assert_eq!(
+        unprovided,
+        ["ebb-posix: system call 57 (fork) is not provided: ENOSYS (said once per call)"],
+        "every call but fork is served:\n{text}"
+    );
+}
+
 /// `count` SET commands in RESP, for `redis-cli --pipe`.
 fn pipeline(count: usize) -> Vec<u8> {
     let mut commands = Vec::new();
@@ -248,15 +261,7 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
     let log_path = server.log.clone();
     drop(server);
     let log = std::fs::read_to_string(&log_path).expect("the server's log");
-    let unprovided: Vec<&str> = log
-        .lines()
-        .filter(|line| line.starts_with("ebb-posix:"))
-        .collect();
-    assert_eq!(
-        unprovided,
-        ["ebb-posix: system call 57 (fork) is not provided: ENOSYS (said once per call)"],
-        "every call but fork is served:\n{log}"
-    );
+    assert_only_fork_is_unprovided(&log);
     assert!(
         log.contains("Can't save in background: fork: Function not implemented"),
         "{log}"
@@ -310,15 +315,7 @@ fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
         CLI_LIMIT,
     );
     let console = guest.finish();
-    let unprovided: Vec<&str> = console
-        .lines()
-        .filter(|line| line.starts_with("ebb-posix:"))
-        .collect();
-    assert_eq!(
-        unprovided,
-        ["ebb-posix: system call 57 (fork) is not provided: ENOSYS (said once per call)"],
-        "every call but fork is served natively:\n{console}"
-    );
+    assert_only_fork_is_unprovided(&console);
     assert!(
         console.contains("Redis is now ready to exit, bye bye..."),
         "{console}"

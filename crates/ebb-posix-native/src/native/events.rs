@@ -15,24 +15,13 @@ use ebb_posix_objects::eventfd::{EventFd, EFD_SEMAPHORE};
 use ebb_posix_objects::readiness::{ALWAYS, EPOLLIN, EPOLLOUT, POLLNVAL};
 use ebb_posix_objects::{pipe, Object};
 
-use super::objects::{self, Named};
+use super::objects::{self, answer, low32, Named};
 use super::{files, user};
 
 /// Linux's limit on `maxevents` (`EP_MAX_EVENTS`: INT_MAX / 12).
 const MAX_EVENTS: usize = (i32::MAX as usize) / EVENT_BYTES;
 /// poll(2)'s limit on descriptors: RLIMIT_NOFILE.
 const MAX_POLL_FDS: usize = ebb_posix_files::table::MAX_FDS;
-
-fn answer(result: Result<usize, isize>) -> isize {
-    match result {
-        Ok(value) => isize::try_from(value).unwrap_or(isize::MAX),
-        Err(errno) => -errno,
-    }
-}
-
-fn low32(raw: usize) -> u32 {
-    u32::try_from(raw & 0xffff_ffff).unwrap_or(0)
-}
 
 /// A millisecond timeout as the calls take it: negative is none.
 fn millis(raw: usize) -> Option<Duration> {

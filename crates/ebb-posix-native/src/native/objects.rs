@@ -17,6 +17,19 @@ use ebb_posix_objects::{object, Object};
 
 use super::{files, threads};
 
+/// A call's result as the program gets it: the value, or `-errno`.
+pub fn answer(result: Result<usize, isize>) -> isize {
+    match result {
+        Ok(value) => isize::try_from(value).unwrap_or(isize::MAX),
+        Err(errno) => -errno,
+    }
+}
+
+/// The low 32 bits of an argument (an `int` or `unsigned` in C).
+pub fn low32(raw: usize) -> u32 {
+    u32::try_from(raw & 0xffff_ffff).unwrap_or(0)
+}
+
 /// A descriptor's object and whether it is non-blocking.
 pub struct Named {
     /// The object.

@@ -10,23 +10,12 @@ use ebb_posix_files::table::{O_CLOEXEC, O_NONBLOCK, O_RDWR};
 use ebb_posix_objects::socket::{address, Socket};
 use ebb_posix_objects::Object;
 
-use super::objects::{self, Named};
+use super::objects::{self, answer, low32, Named};
 use super::user::{self, MAX_RW_COUNT};
 
 /// recv's and send's flags (`include/linux/socket.h`).
 const MSG_PEEK: usize = 0x2;
 const MSG_DONTWAIT: usize = 0x40;
-
-fn answer(result: Result<usize, isize>) -> isize {
-    match result {
-        Ok(value) => isize::try_from(value).unwrap_or(isize::MAX),
-        Err(errno) => -errno,
-    }
-}
-
-fn low32(raw: usize) -> u32 {
-    u32::try_from(raw & 0xffff_ffff).unwrap_or(0)
-}
 
 /// The socket `fd` names (`ENOTSOCK` for another descriptor).
 fn socket_of(fd: usize) -> Result<(Rc<Socket>, bool), isize> {
