@@ -263,6 +263,14 @@ impl Files {
             .inspect_err(|_| self.descriptions[description] = None)
     }
 
+    /// Whether a descriptor is free: accept(2) asks before it takes a
+    /// connection off the queue, so `EMFILE` leaves it there, as Linux's
+    /// `get_unused_fd_flags` comes first in `do_accept`.
+    #[must_use]
+    pub fn has_free(&self) -> bool {
+        (0..MAX_FDS).any(|fd| self.fds.get(fd).is_none_or(Option::is_none))
+    }
+
     /// The objects whose last descriptor closed since the last call: the
     /// platform releases each (a socket's connection closes, a pipe's
     /// other end sees the end).
@@ -313,7 +321,7 @@ impl Files {
         if access == O_ACCMODE || flags & (O_CREAT | O_DIRECTORY) == O_CREAT | O_DIRECTORY {
             return Err(EINVAL);
         }
-        if !(0..MAX_FDS).any(|fd| self.fds.get(fd).is_none_or(Option::is_none)) {
+        if !self.has_free() {
             return Err(EMFILE);
         }
         let ino = match self.fs.lookup(&parts) {
@@ -996,5 +1004,22 @@ mod tests {
         assert_eq!(files.status_flags(fd), Ok(O_NONBLOCK));
         assert_eq!(files.fcntl(fd, 4, 0), Some(Ok(0)));
         assert_eq!(files.status_flags(fd), Ok(O_RDONLY));
+    }
+
+    #[test]
+    fn has_free_says_whether_one_more_descriptor_fits() {
+        let mut files = Files::new();
+        assert!(files.has_free());
+        // 0, 1 and 2 are the standard streams.
+        for fd in 3..MAX_FDS {
+            assert_eq!(files.open_object(1, ObjectKind::Pipe, O_RDONLY), Ok(fd));
+        }
+        assert!(!files.has_free());
+        assert_eq!(
+            files.open_object(2, ObjectKind::Pipe, O_RDONLY),
+            Err(EMFILE)
+        );
+        files.close(40).unwrap();
+        assert!(files.has_free());
     }
 }

@@ -25,6 +25,12 @@ pub const EPOLL_CTL_MOD: u32 = 3;
 /// `struct epoll_event` on x86-64: packed, `u32` events then `u64` data.
 pub const EVENT_BYTES: usize = 12;
 
+/// An entry's key: the descriptor and its object's identity
+/// ([`Object::identity`]). Linux keys an entry by (file, fd), so a
+/// descriptor closed while a duplicate keeps its object watched, then
+/// reused for another object, can be added again.
+pub(crate) type Key = (i32, usize);
+
 /// One epoll set.
 pub struct Epoll {
     set: RefCell<Set>,
@@ -34,10 +40,10 @@ pub struct Epoll {
 
 #[derive(Default)]
 struct Set {
-    entries: BTreeMap<i32, Entry>,
-    /// Descriptors to look at, in order, each once.
-    listed: VecDeque<i32>,
-    is_listed: BTreeSet<i32>,
+    entries: BTreeMap<Key, Entry>,
+    /// Entries to look at, in order, each once.
+    listed: VecDeque<Key>,
+    is_listed: BTreeSet<Key>,
 }
 
 struct Entry {
@@ -73,15 +79,16 @@ impl Epoll {
             // needs it yet.
             return Err(EINVAL);
         }
+        let key = (fd, object.identity());
         match op {
             EPOLL_CTL_ADD => {
                 {
                     let mut set = self.set.borrow_mut();
-                    if set.entries.contains_key(&fd) {
+                    if set.entries.contains_key(&key) {
                         return Err(EEXIST);
                     }
                     set.entries.insert(
-                        fd,
+                        key,
                         Entry {
                             object: object.clone(),
                             events,
@@ -91,56 +98,50 @@ impl Epoll {
                     );
                 }
                 if let Some(me) = self.me.upgrade() {
-                    object.pollable().notifier().watch(&me, fd);
+                    object.pollable().notifier().watch(&me, key);
                 }
             }
             EPOLL_CTL_MOD => {
                 let mut set = self.set.borrow_mut();
-                let entry = set.entries.get_mut(&fd).ok_or(ENOENT)?;
-                if !entry.object.same(object) {
-                    return Err(ENOENT);
-                }
+                let entry = set.entries.get_mut(&key).ok_or(ENOENT)?;
                 entry.events = events;
                 entry.data = data;
                 entry.disarmed = false;
             }
             EPOLL_CTL_DEL => {
-                let removed = self.set.borrow_mut().entries.remove(&fd).ok_or(ENOENT)?;
-                removed.object.pollable().notifier().unwatch(self, fd);
+                let removed = self.set.borrow_mut().entries.remove(&key).ok_or(ENOENT)?;
+                removed.object.pollable().notifier().unwatch(self, key);
                 return Ok(());
             }
             _ => return Err(EINVAL),
         }
         // A new or changed entry may be ready now.
-        self.mark(fd);
+        self.mark(key);
         Ok(())
     }
 
-    /// `fd`'s object changed: list it to be looked at.
-    pub(crate) fn mark(&self, fd: i32) {
+    /// The entry `key`'s object changed: list it to be looked at.
+    pub(crate) fn mark(&self, key: Key) {
         {
             let mut set = self.set.borrow_mut();
-            if !set.is_listed.insert(fd) {
+            if !set.is_listed.insert(key) {
                 return;
             }
-            set.listed.push_back(fd);
+            set.listed.push_back(key);
         }
         self.notifier.notify();
     }
 
-    /// `object`, known here as `fd`, is gone (its last descriptor closed).
-    pub(crate) fn forget(&self, fd: i32, object: &Object) {
-        let mut set = self.set.borrow_mut();
-        if set.entries.get(&fd).is_some_and(|e| e.object.same(object)) {
-            set.entries.remove(&fd);
-        }
+    /// The entry `key`'s object is gone (its last descriptor closed).
+    pub(crate) fn forget(&self, key: Key) {
+        self.set.borrow_mut().entries.remove(&key);
     }
 
     /// The set's last descriptor closed: it stops watching.
     pub(crate) fn release(&self) {
         let entries = core::mem::take(&mut self.set.borrow_mut().entries);
-        for (fd, entry) in entries {
-            entry.object.pollable().notifier().unwatch(self, fd);
+        for (key, entry) in entries {
+            entry.object.pollable().notifier().unwatch(self, key);
         }
     }
 
@@ -156,16 +157,16 @@ impl Epoll {
             }
             let looked = {
                 let mut set = self.set.borrow_mut();
-                let Some(fd) = set.listed.pop_front() else {
+                let Some(key) = set.listed.pop_front() else {
                     break;
                 };
-                set.is_listed.remove(&fd);
+                set.is_listed.remove(&key);
                 set.entries
-                    .get(&fd)
+                    .get(&key)
                     .filter(|entry| !entry.disarmed)
-                    .map(|entry| (fd, entry.object.clone(), entry.events, entry.data))
+                    .map(|entry| (key, entry.object.clone(), entry.events, entry.data))
             };
-            let Some((fd, object, events, data)) = looked else {
+            let Some((key, object, events, data)) = looked else {
                 continue;
             };
             // No borrow of the set here: a socket's readiness asks the
@@ -177,11 +178,11 @@ impl Epoll {
             ready.push((holds, data));
             let mut set = self.set.borrow_mut();
             if events & EPOLLONESHOT != 0 {
-                if let Some(entry) = set.entries.get_mut(&fd) {
+                if let Some(entry) = set.entries.get_mut(&key) {
                     entry.disarmed = true;
                 }
-            } else if events & EPOLLET == 0 && set.is_listed.insert(fd) {
-                set.listed.push_back(fd);
+            } else if events & EPOLLET == 0 && set.is_listed.insert(key) {
+                set.listed.push_back(key);
             }
         }
         ready
@@ -294,6 +295,29 @@ mod tests {
             Err(EINVAL)
         );
         epoll.control(EPOLL_CTL_DEL, 4, &object, 0, 0).unwrap();
+        assert!(epoll.collect(8).is_empty());
+    }
+
+    #[test]
+    fn entries_are_keyed_by_descriptor_and_object_as_linux_keys_them() {
+        // fd 4 named `first`, was closed while a duplicate kept `first`
+        // open and watched, and now names `second`.
+        let epoll = Epoll::new();
+        let (first, first_counter) = counter();
+        let (second, second_counter) = counter();
+        epoll.control(EPOLL_CTL_ADD, 4, &first, EPOLLIN, 1).unwrap();
+        epoll
+            .control(EPOLL_CTL_ADD, 4, &second, EPOLLIN, 2)
+            .unwrap();
+        first_counter.write(&1u64.to_ne_bytes()).unwrap();
+        second_counter.write(&1u64.to_ne_bytes()).unwrap();
+        assert_eq!(epoll.collect(8), [(EPOLLIN, 1), (EPOLLIN, 2)]);
+        epoll.control(EPOLL_CTL_DEL, 4, &second, 0, 0).unwrap();
+        assert_eq!(epoll.control(EPOLL_CTL_DEL, 4, &second, 0, 0), Err(ENOENT));
+        assert_eq!(epoll.collect(8), [(EPOLLIN, 1)]);
+        // The object's release (its last descriptor closed) drops its
+        // entry whatever descriptor it was added under.
+        crate::object::release(&first);
         assert!(epoll.collect(8).is_empty());
     }
 

@@ -7,7 +7,7 @@ use core::cell::RefCell;
 use core::future::{poll_fn, Future};
 use core::task::{Poll, Waker};
 
-use crate::epoll::Epoll;
+use crate::epoll::{Epoll, Key};
 
 /// An object's readiness and its notifier.
 pub trait Pollable {
@@ -31,7 +31,7 @@ struct Listeners {
 
 struct Watcher {
     epoll: Weak<Epoll>,
-    fd: i32,
+    key: Key,
 }
 
 impl Notifier {
@@ -51,42 +51,42 @@ impl Notifier {
             inner
                 .watchers
                 .retain(|watch| watch.epoll.strong_count() > 0);
-            let epolls: Vec<(Rc<Epoll>, i32)> = inner
+            let epolls: Vec<(Rc<Epoll>, Key)> = inner
                 .watchers
                 .iter()
-                .filter_map(|watch| Some((watch.epoll.upgrade()?, watch.fd)))
+                .filter_map(|watch| Some((watch.epoll.upgrade()?, watch.key)))
                 .collect();
             (core::mem::take(&mut inner.wakers), epolls)
         };
         for waker in wakers {
             waker.wake();
         }
-        for (epoll, fd) in epolls {
-            epoll.mark(fd);
+        for (epoll, key) in epolls {
+            epoll.mark(key);
         }
     }
 
-    pub(crate) fn watch(&self, epoll: &Rc<Epoll>, fd: i32) {
+    pub(crate) fn watch(&self, epoll: &Rc<Epoll>, key: Key) {
         self.inner.borrow_mut().watchers.push(Watcher {
             epoll: Rc::downgrade(epoll),
-            fd,
+            key,
         });
     }
 
-    pub(crate) fn unwatch(&self, epoll: &Epoll, fd: i32) {
+    pub(crate) fn unwatch(&self, epoll: &Epoll, key: Key) {
         self.inner
             .borrow_mut()
             .watchers
-            .retain(|watch| !(watch.fd == fd && core::ptr::eq(watch.epoll.as_ptr(), epoll)));
+            .retain(|watch| !(watch.key == key && core::ptr::eq(watch.epoll.as_ptr(), epoll)));
     }
 
-    /// The epoll sets watching, with the descriptor each knows it by.
-    pub(crate) fn watchers(&self) -> Vec<(Rc<Epoll>, i32)> {
+    /// The epoll sets watching, with the entry's key in each.
+    pub(crate) fn watchers(&self) -> Vec<(Rc<Epoll>, Key)> {
         self.inner
             .borrow()
             .watchers
             .iter()
-            .filter_map(|watch| Some((watch.epoll.upgrade()?, watch.fd)))
+            .filter_map(|watch| Some((watch.epoll.upgrade()?, watch.key)))
             .collect()
     }
 }

@@ -63,6 +63,18 @@ impl Object {
         }
     }
 
+    /// Its identity (the object's address): with a descriptor, what an
+    /// epoll entry is keyed by, as Linux keys it by (file, fd).
+    #[must_use]
+    pub fn identity(&self) -> usize {
+        match self {
+            Object::Socket(a) => Rc::as_ptr(a).cast::<()>().addr(),
+            Object::Epoll(a) => Rc::as_ptr(a).cast::<()>().addr(),
+            Object::EventFd(a) => Rc::as_ptr(a).cast::<()>().addr(),
+            Object::Pipe(a) => Rc::as_ptr(a).cast::<()>().addr(),
+        }
+    }
+
     /// read(2) without blocking: `EAGAIN` when the caller should wait;
     /// `EINVAL` for an epoll set (Linux's answer).
     pub fn read(&self, buf: &mut [u8]) -> Result<usize, isize> {
@@ -86,8 +98,8 @@ impl Object {
     }
 
     fn release(&self) {
-        for (epoll, fd) in self.pollable().notifier().watchers() {
-            epoll.forget(fd, self);
+        for (epoll, key) in self.pollable().notifier().watchers() {
+            epoll.forget(key);
         }
         match self {
             Object::Socket(socket) => socket.release(),

@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,16 @@ static void pipes(void)
 	check("events", "the writer ends", pthread_join(writer, &wrote) == 0 && (ssize_t)wrote == 4);
 	close(late_pipe[0]);
 	close(late_pipe[1]);
+
+	/* A blocking readv waits only for its first buffer: with 6 bytes
+	 * there and room for 8 it returns 6 rather than wait for 2 more. */
+	check("events", "a blocking pipe for readv", pipe(fds) == 0 && write(fds[1], "abcdef", 6) == 6);
+	char first[4], second[4];
+	struct iovec parts[2] = {{first, sizeof first}, {second, sizeof second}};
+	check("events", "readv takes what is there",
+	      readv(fds[0], parts, 2) == 6 && memcmp(first, "abcd", 4) == 0 && memcmp(second, "ef", 2) == 0);
+	close(fds[0]);
+	close(fds[1]);
 }
 
 static void eventfds(void)
@@ -136,6 +147,26 @@ static void epolls(void)
 	check("events", "data and the hang-up",
 	      epoll_wait(epfd, got, 4, 0) == 1 && got[0].events == (EPOLLIN | EPOLLHUP));
 	check("events", "remove the pipe", epoll_ctl(epfd, EPOLL_CTL_DEL, fds[0], NULL) == 0);
+
+	/* Entries are keyed by (file, descriptor): a watched descriptor
+	 * closed while a duplicate keeps its file open, then reused for
+	 * another file, can be added again. */
+	int watched = eventfd(1, EFD_NONBLOCK);
+	int keeper = dup(watched);
+	event.events = EPOLLIN;
+	event.data.u64 = 444;
+	check("events", "watch an eventfd", epoll_ctl(epfd, EPOLL_CTL_ADD, watched, &event) == 0);
+	check("events", "close it, its duplicate stays", close(watched) == 0);
+	int reused = eventfd(1, EFD_NONBLOCK);
+	event.data.u64 = 555;
+	check("events", "the reused descriptor is added anew",
+	      reused == watched && epoll_ctl(epfd, EPOLL_CTL_ADD, reused, &event) == 0);
+	check("events", "both entries report", epoll_wait(epfd, got, 4, 0) == 2);
+	check("events", "deleting the descriptor deletes the new file's entry",
+	      epoll_ctl(epfd, EPOLL_CTL_DEL, reused, NULL) == 0 && epoll_wait(epfd, got, 4, 0) == 1 &&
+		      got[0].data.u64 == 444);
+	close(reused);
+	close(keeper);
 	check_errno("events", "remove it again", epoll_ctl(epfd, EPOLL_CTL_DEL, fds[0], NULL), ENOENT);
 	close(fds[0]);
 	close(counter);
@@ -154,6 +185,8 @@ static void polls(void)
 	check("events", "poll: now the read end too", poll(watched, 2, -1) == 2 && watched[0].revents == POLLIN);
 	struct pollfd closed = {99, POLLIN, 0};
 	check("events", "poll: a closed descriptor is POLLNVAL", poll(&closed, 1, 0) == 1 && closed.revents == POLLNVAL);
+	check_errno("events", "poll: an array that wraps the address space",
+		    poll((struct pollfd *)(~(uintptr_t)0 - 7), 2, 0), EFAULT);
 	close(fds[0]);
 	close(fds[1]);
 }

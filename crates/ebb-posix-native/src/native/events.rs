@@ -110,7 +110,7 @@ pub fn epoll_wait(epfd: usize, events: usize, max: usize, timeout: usize) -> isi
             if left == Some(Duration::ZERO) {
                 return Ok(0);
             }
-            objects::wait_any(core::slice::from_ref(&object), left);
+            objects::wait_any(core::slice::from_ref(&object), left)?;
         }
     })())
 }
@@ -173,12 +173,18 @@ pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
         if count > MAX_POLL_FDS {
             return Err(EINVAL);
         }
+        // The whole array, checked once: every entry's address below is
+        // then inside it and cannot overflow.
+        let entry_bytes = core::mem::size_of::<PollFd>();
+        if count > 0 {
+            user::bytes(fds, count * entry_bytes)?;
+        }
         let deadline = timeout.map(|after| ebb_event::now() + after);
         loop {
             let mut watched = Vec::new();
             let mut ready = 0usize;
             for index in 0..count {
-                let at = fds + index * core::mem::size_of::<PollFd>();
+                let at = fds + index * entry_bytes;
                 let mut entry: PollFd = user::get(at)?;
                 let wanted = u32::from(entry.events.cast_unsigned()) | ALWAYS;
                 let holds = if entry.fd < 0 {
@@ -208,7 +214,7 @@ pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
             if ready > 0 || left == Some(Duration::ZERO) {
                 return Ok(ready);
             }
-            objects::wait_any(&watched, left);
+            objects::wait_any(&watched, left)?;
         }
     })())
 }

@@ -129,6 +129,24 @@ fn target(fd: usize) -> Result<Target, isize> {
 
 /// read(2).
 pub fn read(fd: usize, addr: usize, len: usize) -> isize {
+    read_one(fd, addr, len, true)
+}
+
+/// write(2).
+pub fn write(fd: usize, addr: usize, len: usize) -> isize {
+    write_one(fd, addr, len, true)
+}
+
+/// An object's descriptor, non-blocking as well when `may_block` is not.
+fn named_object(fd: usize, may_block: bool) -> Result<objects::Named, isize> {
+    let mut named = objects::named(fd, EBADF)?;
+    named.nonblocking |= !may_block;
+    Ok(named)
+}
+
+/// One read; on an object that would block, it waits only if
+/// `may_block` (readv(2)'s later buffers take what is there).
+fn read_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
     answer(target(fd).and_then(|target| match target {
         Target::Stream(stream) => console::read(stream),
         Target::Node(_) => {
@@ -137,19 +155,20 @@ pub fn read(fd: usize, addr: usize, len: usize) -> isize {
         }
         Target::Object { .. } => {
             let buf = user::bytes_mut(addr, len.min(MAX_RW_COUNT))?;
-            objects::read(&objects::named(fd, EBADF)?, buf)
+            objects::read(&named_object(fd, may_block)?, buf)
         }
     }))
 }
 
-/// write(2).
-pub fn write(fd: usize, addr: usize, len: usize) -> isize {
+/// One write; on an object that would block, it waits only if
+/// `may_block` (writev(2)'s later buffers take what fits).
+fn write_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
     answer(target(fd).and_then(|target| {
         let bytes = user::bytes(addr, len.min(MAX_RW_COUNT))?;
         match target {
             Target::Stream(stream) => console::write(stream, bytes),
             Target::Node(_) => with(|files| files.write(fd, bytes)),
-            Target::Object { .. } => objects::write(&objects::named(fd, EBADF)?, bytes),
+            Target::Object { .. } => objects::write(&named_object(fd, may_block)?, bytes),
         }
     }))
 }
@@ -181,14 +200,22 @@ fn so_far(total: usize, error: isize) -> Result<usize, isize> {
     }
 }
 
-/// readv(2) and writev(2): `one` (read or write) on each buffer in turn,
-/// stopping at a short transfer, at most `MAX_RW_COUNT` bytes in all.
-fn vectored(fd: usize, iov: usize, count: usize, one: fn(usize, usize, usize) -> isize) -> isize {
+/// readv(2) and writev(2): `one` (a read or write) on each buffer in
+/// turn, stopping at a short transfer, at most `MAX_RW_COUNT` bytes in
+/// all. Only the first buffer may wait: once something moved, the call
+/// returns rather than block again (as Linux's socket and pipe readv
+/// return what is there).
+fn vectored(
+    fd: usize,
+    iov: usize,
+    count: usize,
+    one: fn(usize, usize, usize, bool) -> isize,
+) -> isize {
     answer(iovecs(iov, count).and_then(|entries| {
         let mut total = 0usize;
         for entry in entries {
             let room = entry.len.min(MAX_RW_COUNT - total);
-            let done = one(fd, entry.base, room);
+            let done = one(fd, entry.base, room, total == 0);
             let Ok(done) = usize::try_from(done) else {
                 return so_far(total, -done);
             };
@@ -203,12 +230,12 @@ fn vectored(fd: usize, iov: usize, count: usize, one: fn(usize, usize, usize) ->
 
 /// readv(2).
 pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
-    vectored(fd, iov, count, read)
+    vectored(fd, iov, count, read_one)
 }
 
 /// writev(2).
 pub fn writev(fd: usize, iov: usize, count: usize) -> isize {
-    vectored(fd, iov, count, write)
+    vectored(fd, iov, count, write_one)
 }
 
 /// pread64(2).

@@ -102,9 +102,19 @@ pub fn blocking<T>(
     }
 }
 
+/// How a wait ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Woke {
+    /// A watched object changed.
+    Changed,
+    /// The timeout passed.
+    TimedOut,
+}
+
 /// Waits until one of `objects` changes or `timeout` passes (`None`:
-/// no limit); whether it was a change.
-pub fn wait_any(objects: &[Object], timeout: Option<Duration>) -> bool {
+/// no limit). `EAGAIN` when the caller is not a C thread that can park
+/// (nothing would ever wake it: the caller must not spin on it).
+pub fn wait_any(objects: &[Object], timeout: Option<Duration>) -> Result<Woke, isize> {
     let changed = threads::wait(async {
         let mut expiry = pin!(async {
             match timeout {
@@ -130,7 +140,11 @@ pub fn wait_any(objects: &[Object], timeout: Option<Duration>) -> bool {
         })
         .await
     });
-    changed.unwrap_or(false)
+    match changed {
+        Some(true) => Ok(Woke::Changed),
+        Some(false) => Ok(Woke::TimedOut),
+        None => Err(EAGAIN),
+    }
 }
 
 /// read(2) of an object's descriptor, into `buf`.
@@ -138,10 +152,12 @@ pub fn read(named: &Named, buf: &mut [u8]) -> Result<usize, isize> {
     blocking(&named.object, named.nonblocking, || named.object.read(buf))
 }
 
-/// write(2) of `bytes` to an object's descriptor: all of them when it
-/// blocks (a blocking write to a pipe or socket returns when all went),
-/// what fits when it does not.
+/// write(2) of `bytes` to an object's descriptor. A blocking write to
+/// a pipe or socket returns when all went (pipe(7), tcp(7)); a
+/// non-blocking one, with what fit. An eventfd takes one 8-byte value
+/// per write, whatever the buffer's length (eventfd(2)).
 pub fn write(named: &Named, bytes: &[u8]) -> Result<usize, isize> {
+    let streams = matches!(named.object, Object::Socket(_) | Object::Pipe(_));
     let mut done = 0;
     loop {
         match blocking(&named.object, named.nonblocking, || {
@@ -149,7 +165,7 @@ pub fn write(named: &Named, bytes: &[u8]) -> Result<usize, isize> {
         }) {
             Ok(count) => {
                 done += count;
-                if named.nonblocking || done >= bytes.len() || count == 0 {
+                if !streams || named.nonblocking || done >= bytes.len() || count == 0 {
                     return Ok(done);
                 }
             }

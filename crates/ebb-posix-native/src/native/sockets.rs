@@ -5,11 +5,12 @@
 
 use alloc::rc::Rc;
 
-use ebb_posix::errno::{EFAULT, EINVAL, ENOTSOCK};
+use ebb_posix::errno::{EFAULT, EINVAL, EMFILE, ENOTSOCK};
 use ebb_posix_files::table::{O_CLOEXEC, O_NONBLOCK, O_RDWR};
 use ebb_posix_objects::socket::{address, Socket};
 use ebb_posix_objects::Object;
 
+use super::files;
 use super::objects::{self, answer, low32, Named};
 use super::user::{self, MAX_RW_COUNT};
 
@@ -97,12 +98,23 @@ pub fn accept4(fd: usize, addr: usize, len_addr: usize, flags: usize) -> isize {
         return -EINVAL;
     }
     answer(socket_of(fd).and_then(|(socket, nonblocking)| {
+        // As Linux's do_accept: a free descriptor first (EMFILE leaves
+        // the connection queued), then the connection, then the address;
+        // if the address cannot be written the new descriptor is closed
+        // (and the connection with it).
+        if !files::with(|table| Ok(table.has_free()))? {
+            return Err(EMFILE);
+        }
         let object = Object::Socket(Rc::clone(&socket));
         let (accepted, peer) = objects::blocking(&object, nonblocking, || socket.accept())?;
+        let fd = objects::install(Object::Socket(accepted), open_flags(flags))?;
         if addr != 0 {
-            put_sized(addr, len_addr, &address::encode(peer))?;
+            if let Err(errno) = put_sized(addr, len_addr, &address::encode(peer)) {
+                let _ = files::close(fd);
+                return Err(errno);
+            }
         }
-        objects::install(Object::Socket(accepted), open_flags(flags))
+        Ok(fd)
     }))
 }
 
@@ -114,7 +126,7 @@ pub fn connect(fd: usize, addr: usize, len: usize) -> isize {
             Err(ebb_posix::errno::EINPROGRESS) if !nonblocking => {
                 let object = Object::Socket(Rc::clone(&socket));
                 while socket.is_connecting() {
-                    objects::wait_any(core::slice::from_ref(&object), None);
+                    objects::wait_any(core::slice::from_ref(&object), None)?;
                 }
                 match socket.take_error() {
                     0 => Ok(0),

@@ -78,7 +78,8 @@ enum State {
     Connecting(TcpConnection),
     Connected(Stream),
     /// A connect that failed, its error not yet read (SO_ERROR, or the
-    /// next call).
+    /// next call). Once read the socket is fresh again: Linux lets a
+    /// failed TCP socket connect anew.
     Failed(isize),
     Closed,
 }
@@ -241,12 +242,19 @@ impl Socket {
     /// `EINPROGRESS` while the handshake runs (the caller waits for the
     /// socket to become writable, then reads `SO_ERROR`).
     pub fn connect(&self, addr: SocketAddrV4) -> Result<(), isize> {
-        match &*self.state.borrow() {
-            State::Fresh { .. } => {}
-            State::Connecting(_) => return Err(EALREADY),
-            State::Connected(_) => return Err(EISCONN),
-            State::Listening(_) => return Err(EINVAL),
-            State::Failed(_) | State::Closed => return Err(EINVAL),
+        let refused = match &*self.state.borrow() {
+            State::Fresh { .. } => None,
+            State::Connecting(_) => Some(EALREADY),
+            State::Connected(_) => Some(EISCONN),
+            State::Listening(_) | State::Closed => Some(EINVAL),
+            // The earlier attempt's error, reported now (Linux's
+            // `sock_error` in __inet_stream_connect); the next is anew.
+            State::Failed(_) => Some(0),
+        };
+        match refused {
+            None => {}
+            Some(0) => return Err(self.take_error()),
+            Some(errno) => return Err(errno),
         }
         let handler = Box::new(Events {
             socket: self.me.clone(),
@@ -263,7 +271,7 @@ impl Socket {
             State::Connected(_) => Ok(()),
             State::Failed(error) => {
                 let error = *error;
-                *state = State::Closed;
+                *state = State::Fresh { bound: None };
                 Err(error)
             }
             _ => Err(EINPROGRESS),
@@ -276,13 +284,14 @@ impl Socket {
         matches!(&*self.state.borrow(), State::Connecting(_))
     }
 
-    /// The pending error, cleared (`SO_ERROR`); 0 for none.
+    /// The pending error, cleared (`SO_ERROR`); 0 for none. A failed
+    /// connect's socket is fresh again.
     pub fn take_error(&self) -> isize {
         let mut state = self.state.borrow_mut();
         match &mut *state {
             State::Failed(error) => {
                 let error = *error;
-                *state = State::Closed;
+                *state = State::Fresh { bound: None };
                 error
             }
             State::Connected(stream) => stream.error.take().unwrap_or(0),
@@ -299,7 +308,7 @@ impl Socket {
                 State::Connecting(_) => return Err(EAGAIN),
                 State::Failed(error) => {
                     let error = *error;
-                    *state = State::Closed;
+                    *state = State::Fresh { bound: None };
                     return Err(error);
                 }
                 _ => return Err(ENOTCONN),
@@ -358,7 +367,7 @@ impl Socket {
                 State::Connecting(_) => return Err(EAGAIN),
                 State::Failed(error) => {
                     let error = *error;
-                    *state = State::Closed;
+                    *state = State::Fresh { bound: None };
                     return Err(error);
                 }
                 _ => return Err(EPIPE),
@@ -385,21 +394,33 @@ impl Socket {
         if how > SHUT_RDWR {
             return Err(EINVAL);
         }
-        let close = {
+        let (close, resume) = {
             let mut state = self.state.borrow_mut();
             let State::Connected(stream) = &mut *state else {
                 return Err(ENOTCONN);
             };
+            let mut resume = false;
             if how != SHUT_WR {
                 stream.read_shut = true;
                 stream.received = IoChain::new();
+                // What arrives from now on is dropped (`on_data`): a window
+                // closed for unread data opens again, or the peer would
+                // stall on a window nobody will ever open.
+                resume = core::mem::take(&mut stream.paused);
             }
             let close = how != SHUT_RD && !stream.write_shut;
             if close {
                 stream.write_shut = true;
             }
-            close.then(|| stream.conn.clone())
+            (
+                close.then(|| stream.conn.clone()),
+                resume.then(|| stream.conn.clone()),
+            )
         };
+        // The stack is called with no borrow held.
+        if let Some(conn) = resume {
+            conn.resume_receive();
+        }
         if let Some(conn) = close {
             conn.close();
         }
@@ -463,8 +484,10 @@ impl Socket {
                 if let Ok(here) = listeners::here() {
                     here.remove(listener.key);
                 }
+                // Connections never accepted are reset, as Linux's
+                // inet_csk_listen_stop does: nobody will ever answer them.
                 for (accepted, _) in listener.queue {
-                    accepted.release();
+                    accepted.abort();
                 }
             }
             State::Connecting(conn) => conn.abort(),
@@ -473,6 +496,16 @@ impl Socket {
             // means the peer's request went unanswered: reset.
             State::Connected(stream) if !stream.received.is_empty() => stream.conn.abort(),
             State::Connected(stream) if !stream.write_shut => stream.conn.close(),
+            _ => {}
+        }
+    }
+
+    /// Resets the connection (RST), whatever it holds.
+    fn abort(&self) {
+        let state = core::mem::replace(&mut *self.state.borrow_mut(), State::Closed);
+        match state {
+            State::Connected(stream) if !stream.gone => stream.conn.abort(),
+            State::Connecting(conn) => conn.abort(),
             _ => {}
         }
     }
@@ -555,17 +588,22 @@ impl Pollable for Socket {
                 State::Failed(_) => return EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP,
                 State::Closed => return EPOLLHUP,
                 State::Connected(stream) => {
+                    // Linux's tcp_poll: receiving is shut by the peer's
+                    // FIN or by shutdown(SHUT_RD), and either says
+                    // IN|RDHUP; both directions shut, or the connection
+                    // gone, says HUP.
+                    let receive_shut = stream.peer_finished || stream.read_shut;
                     let mut ready = 0;
-                    if !stream.received.is_empty() || stream.peer_finished || stream.read_shut {
+                    if !stream.received.is_empty() || receive_shut {
                         ready |= EPOLLIN;
                     }
-                    if stream.peer_finished {
+                    if receive_shut {
                         ready |= EPOLLRDHUP;
                     }
                     if stream.error.is_some() {
                         ready |= EPOLLERR | EPOLLIN | EPOLLOUT;
                     }
-                    if stream.gone || (stream.peer_finished && stream.write_shut) {
+                    if stream.gone || (receive_shut && stream.write_shut) {
                         ready |= EPOLLHUP | EPOLLIN;
                     }
                     if stream.gone || stream.write_shut {

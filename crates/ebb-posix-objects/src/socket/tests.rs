@@ -176,6 +176,80 @@ fn a_failed_connect_is_read_once_through_so_error() {
         socket.option(SOL_SOCKET, SO_ERROR).unwrap(),
         0i32.to_ne_bytes()
     );
+    // Fresh again, as Linux's TCP_CLOSE: it may bind and connect anew.
+    assert_eq!(socket.readiness(), EPOLLOUT | EPOLLHUP);
+    socket
+        .bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000))
+        .unwrap();
+}
+
+#[test]
+fn a_failed_connect_met_by_a_call_reports_its_error_there_once() {
+    let socket = Socket::new();
+    socket.on_aborted(&NetError::ConnectionReset);
+    assert_eq!(socket.recv(&mut [0u8; 1], false), Err(ECONNRESET));
+    assert_eq!(socket.recv(&mut [0u8; 1], false), Err(ENOTCONN));
+    socket.on_aborted(&NetError::ConnectionRefused);
+    assert_eq!(
+        socket.connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 1)),
+        Err(ECONNREFUSED)
+    );
+    assert!(!socket.is_connecting());
+}
+
+#[test]
+fn shutting_receiving_drops_what_waits_and_reopens_a_closed_window() {
+    let (socket, ops, conn) = connected(10);
+    socket.on_data(&conn, chain(&alloc::vec![1u8; RECEIVE_HIGH]));
+    assert!(ops.paused.get());
+    socket.shutdown(SHUT_RD).unwrap();
+    assert!(
+        !ops.paused.get(),
+        "the peer must not stall on a shut window"
+    );
+    assert_eq!(socket.recv(&mut [0u8; 4], false), Ok(0));
+    socket.on_data(&conn, chain(b"more"));
+    assert_eq!(socket.recv(&mut [0u8; 4], false), Ok(0));
+}
+
+#[test]
+fn shut_directions_read_as_linuxs_tcp_poll_says() {
+    let (socket, _, _) = connected(10);
+    socket.shutdown(SHUT_RD).unwrap();
+    let ready = socket.readiness();
+    assert_eq!(ready & (EPOLLIN | EPOLLRDHUP), EPOLLIN | EPOLLRDHUP);
+    assert_eq!(ready & EPOLLHUP, 0, "sending still open");
+    let (socket, _, _) = connected(10);
+    socket.shutdown(SHUT_RDWR).unwrap();
+    assert_ne!(socket.readiness() & EPOLLHUP, 0);
+    let (socket, _, _) = connected(10);
+    socket.shutdown(SHUT_WR).unwrap();
+    assert_eq!(socket.readiness() & (EPOLLHUP | EPOLLRDHUP), 0);
+    socket.on_peer_closed();
+    assert_eq!(
+        socket.readiness() & (EPOLLHUP | EPOLLRDHUP),
+        EPOLLHUP | EPOLLRDHUP
+    );
+}
+
+#[test]
+fn a_closing_listener_resets_the_connections_never_accepted() {
+    let listener = Socket::with_state(State::Listening(Listener {
+        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 6379),
+        backlog: 4,
+        queue: VecDeque::new(),
+        key: 0,
+    }));
+    let (_, accepted_ops, accepted) = connected(0);
+    let (_, waiting_ops, waiting) = connected(0);
+    listener.enqueue(&accepted).unwrap();
+    listener.enqueue(&waiting).unwrap();
+    let (taken, _) = listener.accept().unwrap();
+    listener.release();
+    assert!(waiting_ops.aborted.get() && !waiting_ops.closed.get());
+    assert!(!accepted_ops.aborted.get() && !accepted_ops.closed.get());
+    taken.release();
+    assert!(accepted_ops.closed.get());
 }
 
 #[test]
