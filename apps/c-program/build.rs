@@ -13,7 +13,6 @@
 //! has it. After it, a C program's `log(x)` returned `x` (Redis's latency
 //! histograms then failed to start); before it, musl's `libm` wins.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 fn main() {
@@ -25,20 +24,29 @@ fn main() {
         println!("cargo::rustc-cfg=no_c_program");
         return;
     }
-    let mut archive_names = BTreeSet::new();
-    for input in inputs.split(':').filter(|input| !input.is_empty()) {
+    // Each archive is named through a link of its own in one directory
+    // of ours, numbered in input order: `-l:NAME` takes the first NAME on
+    // the search path, so the archives' own directories (which may hold
+    // other archives of the same name) are never searched.
+    let links = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("archives");
+    let _ = std::fs::remove_dir_all(&links);
+    std::fs::create_dir_all(&links).expect("creating OUT_DIR/archives");
+    println!("cargo::rustc-link-search=native={}", links.display());
+    for (index, input) in inputs
+        .split(':')
+        .filter(|input| !input.is_empty())
+        .enumerate()
+    {
         println!("cargo::rerun-if-changed={input}");
         let path = Path::new(input);
-        let name = path.file_name().and_then(|name| name.to_str());
-        let dir = path.parent().and_then(Path::to_str);
-        match (name, dir) {
-            // `-l:NAME` finds the first NAME on the search path: two
-            // archives of one name stay link arguments, in their order.
-            (Some(name), Some(dir))
-                if name.ends_with(".a") && archive_names.insert(name.to_owned()) =>
-            {
-                println!("cargo::rustc-link-search=native={dir}");
-                println!("cargo::rustc-link-lib=static:+verbatim={name}");
+        match path.file_name().and_then(|name| name.to_str()) {
+            Some(name) if name.ends_with(".a") => {
+                let linked = format!("{index:04}-{name}");
+                let absolute = std::fs::canonicalize(path)
+                    .unwrap_or_else(|error| panic!("EBB_C_PROGRAM names {input}: {error}"));
+                std::os::unix::fs::symlink(&absolute, links.join(&linked))
+                    .unwrap_or_else(|error| panic!("linking {input} into OUT_DIR: {error}"));
+                println!("cargo::rustc-link-lib=static:+verbatim={linked}");
             }
             _ => println!("cargo::rustc-link-arg-bins={input}"),
         }
