@@ -69,6 +69,19 @@ static void pipes(void)
 	close(late_pipe[0]);
 	close(late_pipe[1]);
 
+	/* Polls that never wait still let the writer run (natively the loop
+	 * runs only while a thread is parked: a zero timeout yields once). */
+	check("events", "a pipe for a spinning reader", pipe(late_pipe) == 0);
+	check("events", "the writer starts again", pthread_create(&writer, NULL, write_later, NULL) == 0);
+	struct pollfd spun = {late_pipe[0], POLLIN, 0};
+	long spins = 0;
+	while (poll(&spun, 1, 0) == 0 && spins < 100000000L)
+		spins++;
+	check("events", "zero-timeout polls see the write", spun.revents == POLLIN);
+	check("events", "the writer ends again", pthread_join(writer, &wrote) == 0 && (ssize_t)wrote == 4);
+	close(late_pipe[0]);
+	close(late_pipe[1]);
+
 	/* A blocking readv waits only for its first buffer: with 6 bytes
 	 * there and room for 8 it returns 6 rather than wait for 2 more. */
 	check("events", "a blocking pipe for readv", pipe(fds) == 0 && write(fds[1], "abcdef", 6) == 6);

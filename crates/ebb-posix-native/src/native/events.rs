@@ -98,6 +98,8 @@ pub fn epoll_wait(epfd: usize, events: usize, max: usize, timeout: usize) -> isi
         let timeout = millis(timeout);
         let deadline = timeout.map(|after| ebb_event::now() + after);
         let object = Object::Epoll(Rc::clone(&epoll));
+        // A zero timeout lets the loop run once before it says nothing.
+        let mut yielded = timeout != Some(Duration::ZERO);
         loop {
             let ready = epoll.collect(max);
             if !ready.is_empty() {
@@ -108,6 +110,11 @@ pub fn epoll_wait(epfd: usize, events: usize, max: usize, timeout: usize) -> isi
             }
             let left = deadline.map(|deadline| deadline.saturating_since(ebb_event::now()));
             if left == Some(Duration::ZERO) {
+                if !yielded {
+                    yielded = true;
+                    objects::yield_to_loop();
+                    continue;
+                }
                 return Ok(0);
             }
             objects::wait_any(core::slice::from_ref(&object), left)?;
@@ -180,6 +187,8 @@ pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
             user::bytes(fds, count * entry_bytes)?;
         }
         let deadline = timeout.map(|after| ebb_event::now() + after);
+        // A zero timeout lets the loop run once before it says nothing.
+        let mut yielded = timeout != Some(Duration::ZERO);
         loop {
             let mut watched = Vec::new();
             let mut ready = 0usize;
@@ -211,6 +220,11 @@ pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
                 user::put(at, entry)?;
             }
             let left = deadline.map(|deadline| deadline.saturating_since(ebb_event::now()));
+            if ready == 0 && left == Some(Duration::ZERO) && !yielded {
+                yielded = true;
+                objects::yield_to_loop();
+                continue;
+            }
             if ready > 0 || left == Some(Duration::ZERO) {
                 return Ok(ready);
             }

@@ -102,6 +102,17 @@ pub fn blocking<T>(
     }
 }
 
+/// Lets this core's event loop run one turn (its other tasks, and the
+/// network's receive path) before the calling C thread goes on.
+///
+/// A poll with a zero timeout that finds nothing ready calls it before
+/// it answers: the loop only runs while C threads are parked, so a
+/// program that polls without waiting (Redis does while a script runs
+/// long, to take `SCRIPT KILL`) would otherwise never see another byte.
+pub fn yield_to_loop() {
+    let _ = threads::wait(ebb_event::yield_now());
+}
+
 /// How a wait ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Woke {
