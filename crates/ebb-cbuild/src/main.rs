@@ -13,6 +13,7 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis [--cache DIR] [--out DIR] [--target-dir DIR]
+       ebb-cbuild redis-stock [--cache DIR] [--target-dir DIR]
   fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
   musl            builds musl (Debian's source package) with system calls as
                   calls to __ebb_syscall; prints the patch's changed lines and
@@ -30,6 +31,10 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   prints 0 changed lines) with Redis's Makefile and a musl
                   compiler command, linked with the hosted personality;
                   prints `server PATH`
+  redis-stock     builds stock Redis from the same source, for comparisons:
+                  Redis's Makefile, gcc and glibc (its malloc, as ours);
+                  prints `stock-server PATH` and `source DIR` (the tree it
+                  was built in, with Redis's own tests/)
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -68,9 +73,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     match (options.command.as_str(), &options.package) {
-        ("fetch", Some(_)) | ("musl" | "posix-programs" | "sqlite" | "redis", None) => Ok(options),
+        ("fetch", Some(_))
+        | ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock", None) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
-        ("musl" | "posix-programs" | "sqlite" | "redis", Some(extra)) => {
+        ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock", Some(extra)) => {
             Err(format!("unexpected argument {extra}"))
         }
         (other, _) => Err(format!("unknown command {other}")),
@@ -147,6 +153,21 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         };
         let built = redis::prepare(&dirs, true)?;
         println!("server {}", built.server.display());
+        return Ok(());
+    }
+    if options.command == "redis-stock" {
+        eprintln!(
+            "ebb-cbuild: building stock Redis with gcc and glibc (a few minutes the first time)..."
+        );
+        let dirs = posix_programs::Dirs {
+            workspace: std::env::current_dir()?,
+            target_dir: std::path::absolute(&options.target_dir)?,
+            source_cache: options.cache.clone(),
+            musl_out: options.out.clone(),
+        };
+        let tree = redis::prepare_stock(&dirs)?;
+        println!("stock-server {}", tree.join("src/redis-server").display());
+        println!("source {}", tree.display());
         return Ok(());
     }
     if options.command == "posix-programs" {
@@ -238,6 +259,8 @@ mod tests {
             (PathBuf::from("/o"), PathBuf::from("target/debian-src"))
         );
         assert_eq!(parse(&args("redis")).unwrap().command, "redis");
+        assert_eq!(parse(&args("redis-stock")).unwrap().command, "redis-stock");
+        assert!(parse(&args("redis-stock extra")).is_err());
         let programs = parse(&args("posix-programs --target-dir /t")).unwrap();
         assert_eq!(programs.command, "posix-programs");
         assert_eq!(programs.target_dir, PathBuf::from("/t"));

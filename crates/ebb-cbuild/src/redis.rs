@@ -45,6 +45,16 @@ const LINK_PLACEHOLDER: &str = "ebb-link-output";
 /// Make's settings for a Redis on Ebbflow's musl (see the module's text).
 const MAKE_SETTINGS: &[&str] = &["MALLOC=libc", "USE_SYSTEMD=no", "BUILD_TLS=no"];
 
+/// Make's settings for stock Redis, the comparison (`prepare_stock`):
+/// ours, so that the two differ in their C library and OS alone. Its
+/// allocator is the C library's (glibc's) malloc: Debian's source
+/// package drops Redis's bundled jemalloc (Debian links the system's),
+/// and with the same `MALLOC=libc` a test that differs is the OS layer's.
+const STOCK_SETTINGS: &[&str] = MAKE_SETTINGS;
+
+/// The stamp of a finished stock build.
+const STOCK_STAMP: &str = ".ebb-stock-built";
+
 /// Variables of the caller's environment Redis's Makefiles would take in.
 const KEPT_OUT: &[&str] = &[
     "CFLAGS",
@@ -75,6 +85,52 @@ pub struct RedisBuild {
     /// What a native image links (`apps/c-program`'s `EBB_C_PROGRAM`):
     /// the objects and archives of Redis's own link command, then musl.
     pub native_inputs: Vec<PathBuf>,
+}
+
+/// Stock Redis, for comparisons: the same source package built by its
+/// own Makefile with Debian's gcc and glibc ([`STOCK_SETTINGS`]); cached
+/// per version and gcc. Returns the source
+/// tree it was built in (its `src/redis-server`, and `tests/` with
+/// Redis's own test suite).
+///
+/// # Errors
+///
+/// The source package cannot be had, or Redis does not build.
+pub fn prepare_stock(dirs: &Dirs) -> Result<PathBuf, PrepareError> {
+    let tree = debian_source::fetch("redis", &dirs.source_cache).map_err(PrepareError::Source)?;
+    let built = (|| {
+        let out_dir = std::path::absolute(dirs.target_dir.join("redis"))
+            .map_err(io("making the output directory absolute".to_owned()))?;
+        fs::create_dir_all(&out_dir).map_err(io(format!("creating {}", out_dir.display())))?;
+        let compiler = run("gcc", &["-dumpfullversion"], Path::new("/")).unwrap_or_default();
+        let inputs = format!(
+            "{} stock {} {}",
+            tree.version,
+            compiler.trim(),
+            STOCK_SETTINGS.join(" ")
+        );
+        let key = fnv1a64(inputs.as_bytes());
+        let dir = out_dir.join(format!("redis-stock-{}-{key:016x}", tree.version));
+        if dir.join(STOCK_STAMP).exists() {
+            return Ok(dir);
+        }
+        let work = out_dir.join(format!(".tmp-redis-stock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&work);
+        let source = tree.dir.to_string_lossy().into_owned();
+        let work_arg = work.to_string_lossy().into_owned();
+        step(
+            "copying the source",
+            run("cp", &["-a", &source, &work_arg], Path::new("/")),
+        )?;
+        let built = make(&work, "gcc", STOCK_SETTINGS, &["redis-server"]).and_then(|_| {
+            fs::write(work.join(STOCK_STAMP), &tree.version).map_err(io("stamping".to_owned()))?;
+            place_stamped(&work, &dir, STOCK_STAMP)
+                .map_err(|(what, error)| ProgramError::Io { what, error })
+        });
+        let _ = fs::remove_dir_all(&work);
+        built.map(|()| dir)
+    })();
+    built.map_err(PrepareError::Program)
 }
 
 /// Builds Redis's server (each step cached but the link). Prints the
@@ -217,11 +273,17 @@ fn objects(
         "copying the source",
         run("cp", &["-a", &source, &work_arg], Path::new("/")),
     )?;
-    let built = make(&work, cc, &["redis-server"]).and_then(|_| {
+    let cc = cc.to_string_lossy();
+    let built = make(&work, &cc, MAKE_SETTINGS, &["redis-server"]).and_then(|_| {
         // The link command, printed (`-n`) in full (`V=1`) for an output
         // that does not exist, so that nothing else is out of date.
         let target = format!("REDIS_SERVER_NAME={LINK_PLACEHOLDER}");
-        let printed = make(&work, cc, &["-n", "V=1", &target, LINK_PLACEHOLDER])?;
+        let printed = make(
+            &work,
+            &cc,
+            MAKE_SETTINGS,
+            &["-n", "V=1", &target, LINK_PLACEHOLDER],
+        )?;
         let link = link_arguments(&printed).ok_or_else(|| ProgramError::Step {
             step: "recording Redis's link command".to_owned(),
             failure: crate::command::RunFailure::Failed {
@@ -306,16 +368,16 @@ fn link_server(objects: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> 
     moved.map(|()| server)
 }
 
-/// `make -C src` in `tree` with the wrapper and [`MAKE_SETTINGS`], then
+/// `make -C src` in `tree` with the compiler `cc` and `settings`, then
 /// `args`; what it printed. Redis's `mkreleasehdr.sh` asks git for a
 /// commit: pointed at no repository, it records none (rather than the
 /// Ebbflow checkout that holds `target/`), and `SOURCE_DATE_EPOCH` makes
 /// its build id the same on every build.
-fn make(tree: &Path, cc: &Path, args: &[&str]) -> Result<String, ProgramError> {
+fn make(tree: &Path, cc: &str, settings: &[&str], args: &[&str]) -> Result<String, ProgramError> {
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
-    let (jobs, cc) = (format!("-j{jobs}"), format!("CC={}", cc.display()));
+    let (jobs, cc) = (format!("-j{jobs}"), format!("CC={cc}"));
     let mut make_args = vec!["-C", "src", &jobs, &cc];
-    make_args.extend(MAKE_SETTINGS);
+    make_args.extend(settings);
     make_args.extend(args);
     let no_git = tree.join(".no-git").to_string_lossy().into_owned();
     let env = [("GIT_DIR", no_git.as_str()), ("SOURCE_DATE_EPOCH", "0")];
