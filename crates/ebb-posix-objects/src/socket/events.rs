@@ -23,8 +23,14 @@ impl TcpHandler for Events {
     }
 
     fn on_data(&mut self, conn: &TcpConnection, data: IoChain) {
-        if let Some(socket) = self.socket.upgrade() {
-            socket.on_data(conn, data);
+        match self.socket.upgrade() {
+            Some(socket) => socket.on_data(conn, data),
+            // Data after the program closed the socket: nobody will ever
+            // read it, so the connection is reset, as Linux does for an
+            // orphaned socket (RFC 2525 §2.17; `tcp_rcv_state_process`'s
+            // abort on data). Acknowledging it would let the peer send
+            // for ever (Redis's protocol-desync tests wait for the reset).
+            None => conn.abort(),
         }
     }
 

@@ -525,8 +525,16 @@ impl Socket {
     fn on_data(&self, conn: &TcpConnection, mut data: IoChain) {
         let pause = {
             let mut state = self.state.borrow_mut();
-            let State::Connected(stream) = &mut *state else {
-                return;
+            let stream = match &mut *state {
+                State::Connected(stream) => stream,
+                State::Closed => {
+                    drop(state);
+                    // Closed by the program: reset, as `events.rs` does
+                    // once the socket is gone.
+                    conn.abort();
+                    return;
+                }
+                _ => return,
             };
             if stream.read_shut {
                 return;

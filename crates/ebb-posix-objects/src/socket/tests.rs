@@ -275,3 +275,25 @@ fn calls_out_of_order_answer_as_linux_does() {
     let (connected, _, _) = connected(1);
     assert_eq!(connected.shutdown(7), Err(EINVAL));
 }
+
+#[test]
+fn data_after_the_last_close_resets_the_connection() {
+    use ebb_net::TcpHandler;
+    let (socket, ops, conn) = connected(10);
+    let mut events = events::Events {
+        socket: Rc::downgrade(&socket),
+    };
+    socket.release();
+    assert!(ops.closed.get() && !ops.aborted.get(), "closed with a FIN");
+    // Still held (an epoll entry being dropped, say): reset all the same.
+    events.on_data(&conn, chain(b"more"));
+    assert!(ops.aborted.get(), "then reset when data still comes");
+    let (socket, ops, conn) = connected(10);
+    let mut events = events::Events {
+        socket: Rc::downgrade(&socket),
+    };
+    socket.release();
+    drop(socket);
+    events.on_data(&conn, chain(b"more"));
+    assert!(ops.aborted.get(), "and once it is gone");
+}
