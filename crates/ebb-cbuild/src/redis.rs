@@ -114,13 +114,9 @@ pub fn prepare_stock(dirs: &Dirs) -> Result<PathBuf, PrepareError> {
         if dir.join(STOCK_STAMP).exists() {
             return Ok(dir);
         }
-        let work = out_dir.join(format!(".tmp-redis-stock-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&work);
-        let source = tree.dir.to_string_lossy().into_owned();
-        let work_arg = work.to_string_lossy().into_owned();
-        step(
-            "copying the source",
-            run("cp", &["-a", &source, &work_arg], Path::new("/")),
+        let work = work_copy(
+            &tree,
+            &out_dir.join(format!(".tmp-redis-stock-{}", std::process::id())),
         )?;
         let built = make(&work, "gcc", STOCK_SETTINGS, &["redis-server"]).and_then(|_| {
             fs::write(work.join(STOCK_STAMP), &tree.version).map_err(io("stamping".to_owned()))?;
@@ -264,14 +260,9 @@ fn objects(
     if dir.join(STAMP).exists() {
         return Ok(dir);
     }
-    let work = out_dir.join(format!(".tmp-redis-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    let source = tree.dir.to_string_lossy().into_owned();
-    let work_arg = work.to_string_lossy().into_owned();
-    // A copy: the source cache stays as apt unpacked it.
-    step(
-        "copying the source",
-        run("cp", &["-a", &source, &work_arg], Path::new("/")),
+    let work = work_copy(
+        tree,
+        &out_dir.join(format!(".tmp-redis-{}", std::process::id())),
     )?;
     let cc = cc.to_string_lossy();
     let built = make(&work, &cc, MAKE_SETTINGS, &["redis-server"]).and_then(|_| {
@@ -298,6 +289,19 @@ fn objects(
     });
     let _ = fs::remove_dir_all(&work);
     built.map(|()| dir)
+}
+
+/// A fresh copy of the source tree at `work`, to build in: the source
+/// cache stays as apt unpacked it.
+fn work_copy(tree: &SourceTree, work: &Path) -> Result<PathBuf, ProgramError> {
+    let _ = fs::remove_dir_all(work);
+    let source = tree.dir.to_string_lossy().into_owned();
+    let work_arg = work.to_string_lossy().into_owned();
+    step(
+        "copying the source",
+        run("cp", &["-a", &source, &work_arg], Path::new("/")),
+    )?;
+    Ok(work.to_path_buf())
 }
 
 /// The arguments of the printed command that links [`LINK_PLACEHOLDER`]
