@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use ebb_testbed::child::run_bounded;
 use ebb_testbed::{skip_unless, Need};
-use native_support::{Guest, BOOT, EBB};
+use native_support::BOOT;
 
 /// musl, the personality and Redis (two minutes on two cores; cached after
 /// the first time).
@@ -283,24 +283,7 @@ fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
     }
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let port = native_support::free_port();
-    let mut command = Command::new(EBB);
-    command
-        .args(["run", "redis", "--native", "--timeout", "900"])
-        .args(["--forward", &format!("{port}:6379")])
-        // Natively no argument may be empty (the kernel command line),
-        // so not `--save ""`: the failed BGSAVE must not stop writes.
-        .args([
-            "--",
-            "--appendonly",
-            "no",
-            "--stop-writes-on-bgsave-error",
-            "no",
-        ]);
-    let mut guest = Guest::spawn(command);
-    guest.wait_until("Redis ready", |seen| {
-        seen.iter()
-            .any(|line| line.contains("Ready to accept connections"))
-    });
+    let guest = native_support::start_native_redis(&["--forward", &format!("{port}:6379")], 900);
     serves_the_commands(port);
     // Natively no signal is delivered: Redis's own command ends it.
     let _ = run_bounded(

@@ -25,11 +25,10 @@ mod native_support;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ebb_testbed::{skip_unless, Need};
-use native_support::{Guest, BOOT, EBB};
+use native_support::BOOT;
 
 /// musl, the personality and Redis (cached after the first time).
 const PREPARE_LIMIT: Duration = Duration::from_secs(1500);
@@ -279,22 +278,7 @@ fn native_redis_serves_a_thousand_connections_and_survives_bad_input() {
     }
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let port = native_support::free_port();
-    let mut command = Command::new(EBB);
-    command
-        .args(["run", "redis", "--native", "--timeout", "900"])
-        .args(["--forward", &format!("{port}:6379")])
-        .args([
-            "--",
-            "--appendonly",
-            "no",
-            "--stop-writes-on-bgsave-error",
-            "no",
-        ]);
-    let mut guest = Guest::spawn(command);
-    guest.wait_until("Redis ready", |seen| {
-        seen.iter()
-            .any(|line| line.contains("Ready to accept connections"))
-    });
+    let guest = native_support::start_native_redis(&["--forward", &format!("{port}:6379")], 900);
 
     let mut control = Client::connect(port);
     assert_eq!(control.command(&["PING"]), "PONG");

@@ -90,6 +90,12 @@ impl Guest {
         }
     }
 
+    /// The launcher's process id (what it names its network namespace
+    /// after: `ebb-APP-PID` with `--net tap`).
+    pub fn pid(&self) -> u32 {
+        self.process.0.id()
+    }
+
     /// Reads the console until `done` holds for the lines so far; panics
     /// with the console and the launcher's output (saying `what` did not
     /// happen) if the guest ends or stays silent for 10 minutes first.
@@ -155,4 +161,31 @@ impl Guest {
         }
         console
     }
+}
+
+/// Redis (`./ebb run redis --native`) booted with `network` (its
+/// launcher options: `--forward P:6379`, or `--net tap`) and bounded by
+/// `timeout_seconds`, once it is ready to accept connections. No
+/// persistence; natively no argument may be empty (the kernel command
+/// line), so not `--save ""`, and a failed BGSAVE (no fork) must not stop
+/// writes.
+pub fn start_native_redis(network: &[&str], timeout_seconds: u32) -> Guest {
+    let mut command = Command::new(EBB);
+    command
+        .args(["run", "redis", "--native", "--timeout"])
+        .arg(timeout_seconds.to_string())
+        .args(network)
+        .args([
+            "--",
+            "--appendonly",
+            "no",
+            "--stop-writes-on-bgsave-error",
+            "no",
+        ]);
+    let mut guest = Guest::spawn(command);
+    guest.wait_until("Redis ready", |seen| {
+        seen.iter()
+            .any(|line| line.contains("Ready to accept connections"))
+    });
+    guest
 }
