@@ -29,6 +29,12 @@ pub fn listen(addr: SocketAddr, accept: AcceptFn) -> Result<SocketAddr, NetError
     stack()?.listen(addr, accept)
 }
 
+/// Stops listening on `addr` on this core (established connections
+/// stay); the port is free again.
+pub fn unlisten(addr: SocketAddr) -> Result<(), NetError> {
+    stack()?.unlisten(addr)
+}
+
 /// Listens on `addr` on every core (each core accepts its own connections;
 /// the platform spreads them). With port 0, core 0 picks the port and the
 /// others join it. Returns the bound address.

@@ -29,7 +29,7 @@ mod stack;
 mod tcp;
 mod udp;
 
-pub use api::{connect, listen, listen_on_all_cores, udp_bind, NETWORK};
+pub use api::{connect, listen, listen_on_all_cores, udp_bind, unlisten, NETWORK};
 pub use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub use ebb_iobuf::{IoBuf, IoChain};
 pub use error::{NetError, SendError};

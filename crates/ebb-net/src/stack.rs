@@ -19,6 +19,14 @@ pub trait NetStack {
     /// if `addr` asked for port 0).
     fn listen(&self, addr: SocketAddr, accept: AcceptFn) -> Result<SocketAddr, NetError>;
 
+    /// Stops listening on `addr`'s port on this core (its established
+    /// connections stay), so that the port may be listened on again.
+    /// Stacks that cannot say `Unsupported`.
+    fn unlisten(&self, addr: SocketAddr) -> Result<(), NetError> {
+        let _ = addr;
+        Err(NetError::Unsupported("unlisten"))
+    }
+
     /// Connects to `addr`; the connection lives on this core.
     fn connect(
         &self,

@@ -904,6 +904,10 @@ impl<D: Device + 'static> NetStack for Stack<D> {
         tcp_ops::listen(&self.inner, addr, accept)
     }
 
+    fn unlisten(&self, addr: SocketAddr) -> Result<(), NetError> {
+        tcp_ops::unlisten(&self.inner, addr)
+    }
+
     fn connect(
         &self,
         addr: SocketAddr,

@@ -222,3 +222,20 @@ fn resuming_after_a_pause_that_held_nothing_sends_no_bare_ack() {
     sim.run_for(Duration::from_millis(10));
     assert_eq!(log.borrow().data, b"END\r\n");
 }
+
+/// Closing a listener frees its port (a server that re-binds, as Redis's
+/// `CONFIG SET bind` does, listens on the same port again); established
+/// connections are not the listener's and stay.
+#[test]
+fn a_port_unlistened_is_free_to_listen_on_again() {
+    let (_sim, _a, b) = two_stacks(LinkConfig::default(), test_tcp(), test_tcp());
+    let accept =
+        || std::sync::Arc::new(|_: &TcpConnection| Box::new(PausedAtOnce) as Box<dyn TcpHandler>);
+    b.listen(sock(IP_B, 6379), accept()).unwrap();
+    assert!(matches!(
+        b.listen(sock(IP_B, 6379), accept()),
+        Err(ebb_net::NetError::AddrInUse)
+    ));
+    b.unlisten(sock(IP_B, 6379)).unwrap();
+    b.listen(sock(IP_B, 6379), accept()).unwrap();
+}

@@ -241,6 +241,18 @@ pub(crate) fn listen<H: TcpHost>(
     Ok(SocketAddr::from((ip, port)))
 }
 
+/// `NetStack::unlisten` on the host's TCP layer.
+pub(crate) fn unlisten<H: TcpHost>(
+    host: &Rc<RefCell<H>>,
+    addr: SocketAddr,
+) -> Result<(), NetError> {
+    let SocketAddr::V4(addr) = addr else {
+        return Err(NetError::Unsupported("IPv6"));
+    };
+    host.borrow_mut().tcp().unlisten(addr.port());
+    Ok(())
+}
+
 /// `NetStack::connect` on the host's TCP layer.
 pub(crate) fn connect<H: TcpHost>(
     host: &Rc<RefCell<H>>,

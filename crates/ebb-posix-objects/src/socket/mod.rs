@@ -6,8 +6,7 @@
 //! - **Listening.** `listen` asks the stack to listen on this core; each
 //!   connection it accepts waits in the socket's queue (at most the
 //!   backlog: beyond it the connection is reset) until `accept` takes it.
-//!   The stack has no "stop listening": a closed listener's port stays
-//!   taken, and what arrives on it is reset.
+//!   Closing the listener stops the stack listening: the port is free.
 //! - **Receiving.** Data waits as an `IoChain`; above
 //!   [`RECEIVE_HIGH`] bytes the socket closes its receive window
 //!   (`pause_receive`), and reopens it below [`RECEIVE_LOW`].
@@ -16,7 +15,11 @@
 //!   connection says `EAGAIN` and becomes writable when the stack reports
 //!   credit again.
 //! - **Closing.** The last descriptor's close sends FIN after what was
-//!   sent, or RST if received data was never read (as Linux does).
+//!   sent, or RST if received data was never read (as Linux does); data
+//!   that still arrives afterwards resets the connection.
+//! - **`shutdown(SHUT_RD)`** drops what waits and what arrives later, so
+//!   `recv` says 0 at once; Linux TCP still hands over queued and later
+//!   data. Nothing here needs that yet.
 //!
 //! `bind` records the address and `listen` claims it, so a port in use
 //! or an address not this machine's is `listen`'s error, not `bind`'s.
@@ -78,8 +81,9 @@ enum State {
     Connecting(TcpConnection),
     Connected(Stream),
     /// A connect that failed, its error not yet read (SO_ERROR, or the
-    /// next call). Once read the socket is fresh again: Linux lets a
-    /// failed TCP socket connect anew.
+    /// next call). Once read the socket is fresh again and may connect
+    /// anew (Linux's is back in TCP_CLOSE too; it forgets an explicit
+    /// `bind` here, which Linux keeps).
     Failed(isize),
     Closed,
 }
@@ -484,6 +488,11 @@ impl Socket {
                 if let Ok(here) = listeners::here() {
                     here.remove(listener.key);
                 }
+                // The port is free again (Redis's CONFIG SET bind closes
+                // its listeners and listens anew on the same port). A stack
+                // that cannot unlisten keeps the port; what arrives there is
+                // then reset, the accept callback finding no socket.
+                let _ = ebb_net::unlisten(SocketAddr::V4(listener.local));
                 // Connections never accepted are reset, as Linux's
                 // inet_csk_listen_stop does: nobody will ever answer them.
                 for (accepted, _) in listener.queue {
