@@ -48,8 +48,10 @@ use native_support::{root, BOOT};
 const PREPARE_LIMIT: Duration = Duration::from_secs(1500);
 /// The native guest's address on its TAP link (`ebb-cli`'s tap.rs).
 const GUEST_ADDR: &str = "10.98.0.2";
-/// One suite's run.
-const SUITE_LIMIT: Duration = Duration::from_secs(1800);
+/// One suite's run of [`UNITS`] (about 2 minutes hosted or native).
+const SUITE_LIMIT: Duration = Duration::from_secs(1200);
+/// One suite's run of [`ALL_UNITS`] (about 15 minutes hosted).
+const ALL_SUITE_LIMIT: Duration = Duration::from_secs(3600);
 
 /// The units CI runs: the data types, keys, expiry, the protocol,
 /// transactions, pub/sub and scripting, each a few seconds hosted.
@@ -249,7 +251,12 @@ fn run_suite(source: &Path, target: &Target) -> Outcome {
     for unit in units() {
         command.args(["--single", unit]);
     }
-    let finished = run_bounded(&mut command, SUITE_LIMIT);
+    let limit = if units().len() == UNITS.len() {
+        SUITE_LIMIT
+    } else {
+        ALL_SUITE_LIMIT
+    };
+    let finished = run_bounded(&mut command, limit);
     let _ = std::fs::remove_dir_all(&dir);
     let outcome = parse(&format!("{}{}", finished.stdout, finished.stderr));
     eprintln!(
@@ -275,7 +282,9 @@ impl Drop for Process {
     }
 }
 
-/// `server` on 127.0.0.1:`port` without persistence, once it answers.
+/// `server` on 127.0.0.1:`port` without persistence, once it answers;
+/// checked to be this process (`INFO server`'s `process_id`), so that a
+/// server that could not bind never leaves the suite testing another.
 fn start_process(server: &Path, port: u16) -> Process {
     let child = Command::new(server)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -284,24 +293,41 @@ fn start_process(server: &Path, port: u16) -> Process {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|error| panic!("{} starts: {error}", server.display()));
-    let process = Process(child);
-    wait_for_pong(port);
-    process
-}
-
-/// Waits (a minute at most) for the server on `port` to answer PING.
-fn wait_for_pong(port: u16) {
+    let mut process = Process(child);
     for _ in 0..600 {
-        let pinged = run_bounded(
-            Command::new("redis-cli").args(["-h", "127.0.0.1", "-p", &port.to_string(), "PING"]),
+        if let Ok(Some(status)) = process.0.try_wait() {
+            panic!("{} on port {port} ended ({status})", server.display());
+        }
+        let info = run_bounded(
+            Command::new("redis-cli").args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "INFO",
+                "server",
+            ]),
             Duration::from_secs(10),
         );
-        if pinged.stdout.trim() == "PONG" {
-            return;
+        if let Some(pid) = info
+            .stdout
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("process_id:"))
+        {
+            assert_eq!(
+                pid,
+                process.0.id().to_string(),
+                "port {port} is served by another process than {}",
+                server.display()
+            );
+            return process;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("no PONG on port {port} within a minute");
+    panic!(
+        "{} answered nothing on port {port} within a minute",
+        server.display()
+    );
 }
 
 /// The tests `docs/redis-tests.md` lists as passing on stock and not on
@@ -417,7 +443,13 @@ fn redis_own_suite_passes_on_ours_as_on_stock_hosted_and_native() {
     let documented = documented_differences();
 
     // Stock and ours hosted, side by side.
-    let (stock_port, hosted_port) = (native_support::free_port(), native_support::free_port());
+    let stock_port = native_support::free_port();
+    let hosted_port = loop {
+        let port = native_support::free_port();
+        if port != stock_port {
+            break port;
+        }
+    };
     let stock_process = start_process(&stock_server, stock_port);
     let hosted_process = start_process(&ours_server, hosted_port);
     let (stock_outcome, hosted_outcome) = std::thread::scope(|scope| {
@@ -446,7 +478,13 @@ fn redis_own_suite_passes_on_ours_as_on_stock_hosted_and_native() {
         return;
     }
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let guest = native_support::start_native_redis(&["--net", "tap"], 2400);
+    // The guest outlives the suite's own limit.
+    let guest_limit = if units().len() == UNITS.len() {
+        1500
+    } else {
+        3900
+    };
+    let guest = native_support::start_native_redis(&["--net", "tap"], guest_limit);
     // The launcher's namespace for `c-program`, the image Redis is in
     // (`ebb-cli`'s tap.rs).
     let namespace = format!("ebb-c-program-{}", guest.pid());

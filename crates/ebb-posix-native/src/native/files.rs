@@ -161,7 +161,7 @@ fn read_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
 }
 
 /// One write; on an object that would block, it waits only if
-/// `may_block` (writev(2)'s later buffers take what fits).
+/// `may_block`.
 fn write_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
     answer(target(fd).and_then(|target| {
         let bytes = user::bytes(addr, len.min(MAX_RW_COUNT))?;
@@ -189,7 +189,6 @@ fn iovecs(iov: usize, count: usize) -> Result<Vec<IoVec>, isize> {
         .collect()
 }
 
-/// readv(2): each buffer in turn, stopping at a short read.
 /// What was moved, once something was (readv(2)/writev(2): a later
 /// buffer's failure does not undo the earlier ones), else the error.
 fn so_far(total: usize, error: isize) -> Result<usize, isize> {
@@ -202,20 +201,22 @@ fn so_far(total: usize, error: isize) -> Result<usize, isize> {
 
 /// readv(2) and writev(2): `one` (a read or write) on each buffer in
 /// turn, stopping at a short transfer, at most `MAX_RW_COUNT` bytes in
-/// all. Only the first buffer may wait: once something moved, the call
-/// returns rather than block again (as Linux's socket and pipe readv
-/// return what is there).
+/// all. A read waits only for its first buffer: once something came, it
+/// returns what is there (as Linux's socket and pipe readv do). A
+/// blocking write waits for every buffer, as Linux's `tcp_sendmsg` and
+/// `pipe_write` move the whole iovec.
 fn vectored(
     fd: usize,
     iov: usize,
     count: usize,
     one: fn(usize, usize, usize, bool) -> isize,
+    waits_for_all: bool,
 ) -> isize {
     answer(iovecs(iov, count).and_then(|entries| {
         let mut total = 0usize;
         for entry in entries {
             let room = entry.len.min(MAX_RW_COUNT - total);
-            let done = one(fd, entry.base, room, total == 0);
+            let done = one(fd, entry.base, room, waits_for_all || total == 0);
             let Ok(done) = usize::try_from(done) else {
                 return so_far(total, -done);
             };
@@ -230,12 +231,12 @@ fn vectored(
 
 /// readv(2).
 pub fn readv(fd: usize, iov: usize, count: usize) -> isize {
-    vectored(fd, iov, count, read_one)
+    vectored(fd, iov, count, read_one, false)
 }
 
 /// writev(2).
 pub fn writev(fd: usize, iov: usize, count: usize) -> isize {
-    vectored(fd, iov, count, write_one)
+    vectored(fd, iov, count, write_one, true)
 }
 
 /// pread64(2).

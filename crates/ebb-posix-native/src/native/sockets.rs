@@ -102,11 +102,15 @@ pub fn accept4(fd: usize, addr: usize, len_addr: usize, flags: usize) -> isize {
         // the connection queued), then the connection, then the address;
         // if the address cannot be written the new descriptor is closed
         // (and the connection with it).
-        if !files::with(|table| Ok(table.has_free()))? {
-            return Err(EMFILE);
-        }
         let object = Object::Socket(Rc::clone(&socket));
-        let (accepted, peer) = objects::blocking(&object, nonblocking, || socket.accept())?;
+        let (accepted, peer) = objects::blocking(&object, nonblocking, || {
+            // Checked after any wait: nothing runs between here and the
+            // install, so the free descriptor is still free then.
+            if !files::with(|table| Ok(table.has_free()))? {
+                return Err(EMFILE);
+            }
+            socket.accept()
+        })?;
         let fd = objects::install(Object::Socket(accepted), open_flags(flags))?;
         if addr != 0 {
             if let Err(errno) = put_sized(addr, len_addr, &address::encode(peer)) {
