@@ -2,7 +2,8 @@
 //!
 //! Words before a lone `--` are platform options `key=value`
 //! ([`PlatformOptions`]); words after it are the application's arguments.
-//! Words are separated by spaces; there is no quoting yet.
+//! Words are separated by whitespace; an application argument that is
+//! empty or holds whitespace is one percent-encoded word ([`crate::app_args`]).
 
 use core::net::Ipv4Addr;
 

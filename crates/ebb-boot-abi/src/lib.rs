@@ -4,7 +4,8 @@
 //!
 //! * [`cmdline`]: the kernel command line (`-append`): platform options
 //!   `key=value` ([`PlatformOptions`]), then `--` and the application's
-//!   arguments.
+//!   arguments, each one word ([`app_args`]: percent-encoded, so that
+//!   empty arguments and spaces pass).
 //! * [`node_contract`]: a node's id, the frontend's address, its global
 //!   Ebb ids and its Messenger port ([`NodeContract`]), four of those
 //!   platform options.
@@ -20,6 +21,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
+pub mod app_args;
 pub mod cmdline;
 pub mod exit;
 #[cfg(target_pointer_width = "64")]

@@ -285,6 +285,8 @@ fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
     let port = native_support::free_port();
     let guest = native_support::start_native_redis(&["--forward", &format!("{port}:6379")], 900);
     serves_the_commands(port);
+    // `--save ""` crossed the kernel command line as one empty argument.
+    assert_eq!(cli(port, &["CONFIG", "GET", "save"]), "save");
     // Natively no signal is delivered: Redis's own command ends it.
     let _ = run_bounded(
         Command::new("redis-cli").args([

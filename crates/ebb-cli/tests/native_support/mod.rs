@@ -166,9 +166,9 @@ impl Guest {
 /// Redis (`./ebb run redis --native`) booted with `network` (its
 /// launcher options: `--forward P:6379`, or `--net tap`) and bounded by
 /// `timeout_seconds`, once it is ready to accept connections. No
-/// persistence; natively no argument may be empty (the kernel command
-/// line), so not `--save ""`, and a failed BGSAVE (no fork) must not stop
-/// writes.
+/// persistence (`--save ""`: the empty argument crosses the kernel
+/// command line percent-encoded, `ebb_boot_abi::app_args`), and a failed
+/// BGSAVE (no fork) must not stop writes.
 pub fn start_native_redis(network: &[&str], timeout_seconds: u32) -> Guest {
     let mut command = Command::new(EBB);
     command
@@ -179,6 +179,8 @@ pub fn start_native_redis(network: &[&str], timeout_seconds: u32) -> Guest {
             "--",
             "--appendonly",
             "no",
+            "--save",
+            "",
             "--stop-writes-on-bgsave-error",
             "no",
         ]);

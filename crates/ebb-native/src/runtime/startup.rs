@@ -5,6 +5,10 @@
 //! `entry!` function. Reached from the PVH entry (`arch/x86_64/boot.rs`)
 //! through the link-time symbol `ebb_native_boot`.
 
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use ebb_boot_abi::app_args::decode_args;
 use ebb_boot_abi::{parse_cmdline, EXIT_BOOT_FAILURE};
 
 use crate::arch::x86_64::cpu_features::{self, CpuFeatures, HardwareCpuid};
@@ -160,18 +164,14 @@ extern "C" fn start_core0() -> ! {
         );
     }
 
-    let mut words: [&str; 64] = [""; 64];
-    let mut count = 0;
-    for word in args {
-        if count == words.len() {
-            log::warn!("more than 64 application arguments; the rest are dropped");
-            break;
-        }
-        words[count] = word;
-        count += 1;
-    }
+    // The launcher percent-encodes each argument into one word, so that
+    // empty ones and spaces pass (`ebb_boot_abi::app_args`).
+    let args = decode_args(args, |word, error| {
+        log::warn!("application argument '{word}' kept as written: {error}");
+    });
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
     // SAFETY: the application defines this function with `entry!`, whose
     // signature the macro checks; it is an ordinary Rust function.
-    let code = unsafe { __ebb_native_app_main(&words[..count]) };
+    let code = unsafe { __ebb_native_app_main(&words) };
     exit(code)
 }

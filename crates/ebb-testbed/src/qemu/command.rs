@@ -15,6 +15,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use ebb_boot_abi::app_args::encode_arg;
+
 /// Default seconds before QEMU is stopped: none. A server runs until it is
 /// stopped (Ctrl-C); tests and benchmarks set their own `--timeout`.
 pub const DEFAULT_TIMEOUT: u64 = 0;
@@ -222,7 +224,8 @@ impl Default for Settings {
 }
 
 /// The kernel command line: platform options, `--`, the application's
-/// arguments (which may not contain spaces: there is no quoting yet).
+/// arguments, each one word (`ebb_boot_abi::app_args`: empty arguments
+/// and spaces pass percent-encoded, and the guest decodes them).
 pub fn kernel_cmdline(
     settings: &Settings,
     tsc_khz: Option<u64>,
@@ -230,14 +233,6 @@ pub fn kernel_cmdline(
 ) -> Result<String, String> {
     let bad =
         |word: &&String| word.is_empty() || word.contains(char::is_whitespace) || *word == "--";
-    if let Some(arg) = args
-        .iter()
-        .find(|a| a.is_empty() || a.contains(char::is_whitespace))
-    {
-        return Err(format!(
-            "native application arguments cannot be empty or contain spaces yet: '{arg}'"
-        ));
-    }
     if let Some(arg) = settings.boot_args.iter().find(bad) {
         return Err(format!(
             "--boot-arg cannot be empty, '--' or contain spaces: '{arg}'"
@@ -254,7 +249,7 @@ pub fn kernel_cmdline(
     }
     words.extend(settings.boot_args.iter().cloned());
     words.push("--".to_owned());
-    words.extend(args.iter().cloned());
+    words.extend(args.iter().map(|arg| encode_arg(arg)));
     Ok(words.join(" "))
 }
 
@@ -351,8 +346,15 @@ mod tests {
         assert!(
             matches!(kernel_cmdline(&bad, None, &[]), Err(e) if e.contains("--boot-arg cannot be empty"))
         );
-        assert!(
-            matches!(kernel_cmdline(&settings, None, &["a b".into()]), Err(e) if e.contains("native application arguments cannot be empty or contain spaces"))
+        assert_eq!(
+            kernel_cmdline(
+                &Settings::default(),
+                None,
+                &["--save".into(), String::new(), "a b".into()]
+            )
+            .unwrap(),
+            "machine=q35 cores=1 -- --save % a%20b",
+            "an empty argument and a space pass encoded (ebb_boot_abi::app_args)"
         );
     }
 
