@@ -10,7 +10,8 @@ use crate::protocol::ProtocolKind;
 use crate::sys::parse_cpu_list;
 use crate::workload::SizeDist;
 
-/// Load generator for memcached-protocol servers: closed or open loop.
+/// Load generator for memcached (text, binary) and Redis (RESP) servers:
+/// closed or open loop.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "ebb-loadgen",

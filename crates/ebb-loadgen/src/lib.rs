@@ -3,7 +3,7 @@
 //! Closed loop (each connection keeps `depth` requests in flight) or open
 //! loop (sends scheduled at a target rate, Poisson or uniform, latency
 //! measured from the *scheduled* send time so queueing is never hidden);
-//! memcached text and binary protocols behind [`Protocol`]; fixed or
+//! memcached text and binary and Redis RESP (GET/SET) behind [`Protocol`]; fixed or
 //! Facebook ETC key and value sizes; a log-linear latency histogram; the
 //! generator's own CPU use. [`run`] is the whole tool as a library call;
 //! [`responder`] holds the trivial (and stalling) server the tests and the

@@ -125,6 +125,8 @@ pub enum ProtocolKind {
     Text,
     /// The memcached binary protocol (GET/SET opcodes).
     Binary,
+    /// Redis's RESP (`GET`/`SET` as arrays of bulk strings).
+    Resp,
 }
 
 impl ProtocolKind {
@@ -133,6 +135,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Text => Box::new(MemcachedText),
             ProtocolKind::Binary => Box::new(MemcachedBinary),
+            ProtocolKind::Resp => Box::new(Resp),
         }
     }
 
@@ -141,6 +144,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Text => "text",
             ProtocolKind::Binary => "binary",
+            ProtocolKind::Resp => "resp",
         }
     }
 }
@@ -384,6 +388,81 @@ impl Protocol for MemcachedBinary {
     }
 }
 
+/// Redis's protocol, RESP (redis.io, "Redis serialization protocol
+/// specification"): requests are arrays of bulk strings, as
+/// `redis-benchmark` and client libraries send them; replies to GET are a
+/// bulk string (hit) or the null bulk string `$-1` (miss; RESP3's `_`
+/// too), to SET the simple string `+OK`, and errors start with `-`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resp;
+
+/// Appends the RESP bulk string `bytes`: `$LEN\r\nBYTES\r\n`.
+fn resp_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'$');
+    push_decimal(out, crate::u64_of(bytes.len()));
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}
+
+impl Protocol for Resp {
+    fn name(&self) -> &'static str {
+        "resp"
+    }
+
+    fn encode(&mut self, request: &Request<'_>, out: &mut Vec<u8>) {
+        match request.op {
+            Op::Get => {
+                out.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
+                resp_bulk(out, request.key);
+            }
+            Op::Set => {
+                out.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
+                resp_bulk(out, request.key);
+                resp_bulk(out, request.value);
+            }
+        }
+    }
+
+    fn parse_one(&mut self, buf: &[u8]) -> Result<Option<(usize, Outcome)>, ProtocolError> {
+        let Some((text, used)) = line(buf)? else {
+            return Ok(None);
+        };
+        let outcome = match text.first() {
+            Some(b'+') => Outcome::Stored,
+            Some(b'-') => Outcome::Error,
+            Some(b'_') if text.len() == 1 => Outcome::Miss,
+            Some(b'$') if &text[1..] == b"-1" => Outcome::Miss,
+            Some(b'$') => {
+                let bad = || ProtocolError(format!("malformed bulk string header {}", show(text)));
+                let digits = std::str::from_utf8(&text[1..]).map_err(|_| bad())?;
+                let len: usize = digits.parse().map_err(|_| bad())?;
+                if len > MAX_VALUE {
+                    return Err(bad());
+                }
+                let end = used + len;
+                if buf.len() < end + 2 {
+                    return Ok(None);
+                }
+                if &buf[end..end + 2] != b"\r\n" {
+                    return Err(ProtocolError(format!(
+                        "bulk string of {len} bytes not followed by \\r\\n: {}",
+                        show(&buf[end..])
+                    )));
+                }
+                return Ok(Some((end + 2, Outcome::Hit)));
+            }
+            _ => {
+                return Err(ProtocolError(format!(
+                    "unexpected RESP reply to GET or SET {}",
+                    show(text)
+                )))
+            }
+        };
+        Ok(Some((used, outcome)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +550,81 @@ mod tests {
             matches!(p.parse_one(&[b'a'; MAX_LINE + 1]), Err(ProtocolError(e)) if e.contains("no end of line in the first 8192 bytes"))
         );
         assert_eq!(p.parse_one(b"STOR").expect("partial"), None);
+    }
+
+    #[test]
+    fn resp_requests_are_arrays_of_bulk_strings() {
+        let mut p = Resp;
+        let mut out = Vec::new();
+        p.encode(&get(b"k1"), &mut out);
+        p.encode(
+            &Request {
+                op: Op::Set,
+                key: b"key",
+                value: b"hello",
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nhello\r\n"
+        );
+    }
+
+    #[test]
+    fn resp_replies_parse_whole_and_split_at_every_byte() {
+        let stream: &[u8] =
+            b"+OK\r\n$-1\r\n$5\r\nhe\r\no\r\n-OOM command not allowed\r\n$0\r\n\r\n_\r\n";
+        for split in 0..=stream.len() {
+            let mut p = Resp;
+            let mut counts = ReplyCounts::default();
+            let used = p.parse_all(&stream[..split], &mut counts).expect("valid");
+            let rest = p.parse_all(&stream[used..], &mut counts).expect("valid");
+            assert_eq!(used + rest, stream.len(), "split {split}");
+            assert_eq!(
+                counts,
+                ReplyCounts {
+                    replies: 6,
+                    hits: 2,
+                    misses: 2,
+                    stored: 1,
+                    errors: 1
+                },
+                "split {split}"
+            );
+        }
+    }
+
+    #[test]
+    fn resp_garbage_is_an_error() {
+        let mut p = Resp;
+        assert!(
+            matches!(p.parse_one(b":1\r\n"), Err(ProtocolError(e)) if e.contains("unexpected RESP reply"))
+        );
+        assert!(
+            matches!(p.parse_one(b"$x\r\n"), Err(ProtocolError(e)) if e.contains("malformed bulk string header"))
+        );
+        assert!(
+            matches!(p.parse_one(b"$1\r\nab\r\n"), Err(ProtocolError(e)) if e.contains("not followed by"))
+        );
+        assert!(
+            matches!(p.parse_one(b"$99999999999\r\n"), Err(ProtocolError(e)) if e.contains("malformed bulk string header"))
+        );
+        assert_eq!(p.parse_one(b"$5\r\nab").expect("partial"), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever a server sends, the parser answers (a reply, a need
+        /// for more bytes, or an error) without panicking, and never
+        /// claims more bytes than it was given.
+        #[test]
+        fn any_bytes_parse_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            for kind in [ProtocolKind::Text, ProtocolKind::Binary, ProtocolKind::Resp] {
+                if let Ok(Some((used, _))) = kind.create().parse_one(&bytes) {
+                    proptest::prop_assert!(used > 0 && used <= bytes.len());
+                }
+            }
+        }
     }
 
     #[test]
