@@ -1,19 +1,22 @@
 //! `./ebb bench linux-guest`: builds the Linux comparison guest (Debian's
-//! cloud kernel and stock memcached, cached under `target/linux-guest/`),
+//! cloud kernel, stock memcached and stock Redis, cached under
+//! `target/linux-guest/`),
 //! boots it under QEMU (TCG) and checks that its service answers, over user
 //! networking (127.0.0.1 ports forwarded to the guest) and over a TAP device
 //! in a network namespace (needs root), then shuts it down. A smoke check
 //! with timings, not a throughput benchmark.
 //!
 //! Services: stock memcached (default), checked with `version` and a
-//! set/get; or `--service netpipe`, Ebbflow's hosted netpipe application
-//! added to the image (built first with cargo), checked with ping-pongs of
-//! 1 B to 1 MiB and an 8 MiB bulk transfer, whose figures are reported.
+//! set/get; `--service redis`, stock Redis 7.0.15 (in memory only), checked
+//! with `PING` and a `SET` read back with `GET` over RESP; or `--service
+//! netpipe`, Ebbflow's hosted netpipe application added to the image
+//! (built first with cargo), checked with ping-pongs of 1 B to 1 MiB and an
+//! 8 MiB bulk transfer, whose figures are reported.
 //!
 //! Options (after `--`): `--net user|tap|both` (default: both as root,
-//! else user), `--service memcached|netpipe`, `--rebuild` (ignore the
-//! cache), `--memory SIZE` (512M), `--memcached-mem MB` (64),
-//! `--connections N` (1024).
+//! else user), `--service memcached|redis|netpipe`, `--rebuild` (ignore the
+//! cache), `--memory SIZE` (512M), and for memcached `--memcached-mem MB`
+//! (64) and `--connections N` (1024).
 
 use std::net::SocketAddr;
 use std::process::{Command, ExitCode};
@@ -23,6 +26,7 @@ use ebb_bench::report::{workspace_root, Report};
 use ebb_loadgen::netpipe::{self as netpipe_client, PingPongConfig};
 use ebb_testbed::linux_guest::{
     self, default_cache_dir, probe, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
+    RedisSettings,
 };
 use ebb_testbed::netns::NetNamespace;
 use ebb_testbed::tap::{TapConfig, TapDevice};
@@ -38,6 +42,7 @@ enum Networks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Service {
     Memcached,
+    Redis,
     Netpipe,
 }
 
@@ -60,10 +65,10 @@ struct Args {
     /// Guest memory, QEMU's -m.
     #[arg(long, value_name = "SIZE", default_value = "512M")]
     memory: String,
-    /// memcached's -m (MB).
+    /// memcached's -m (MB; memcached only).
     #[arg(long, value_name = "MB")]
     memcached_mem: Option<u32>,
-    /// memcached's -c.
+    /// memcached's -c (memcached only).
     #[arg(long, value_name = "N")]
     connections: Option<u32>,
 }
@@ -71,7 +76,7 @@ struct Args {
 struct Options {
     networks: Networks,
     rebuild: bool,
-    netpipe: bool,
+    service: Service,
     settings: GuestSettings,
 }
 
@@ -90,20 +95,19 @@ fn parse(args: Args) -> Options {
     if let Some(connections) = args.connections {
         memcached.connections = connections;
     }
-    let netpipe = args.service == Service::Netpipe;
     let mut settings = GuestSettings {
         memory: args.memory,
         ..GuestSettings::default()
     };
-    settings.service = if netpipe {
-        GuestService::Netpipe
-    } else {
-        GuestService::Memcached(memcached)
+    settings.service = match args.service {
+        Service::Memcached => GuestService::Memcached(memcached),
+        Service::Redis => GuestService::Redis(RedisSettings::default()),
+        Service::Netpipe => GuestService::Netpipe,
     };
     Options {
         networks,
         rebuild: args.rebuild,
-        netpipe,
+        service: args.service,
         settings,
     }
 }
@@ -111,6 +115,14 @@ fn parse(args: Args) -> Options {
 /// Checks memcached with a set/get; returns nothing to report.
 fn check_memcached(server: SocketAddr, label: &str) -> Result<Vec<(String, f64)>, String> {
     probe::set_and_get(server, "ebb-probe", label)?;
+    Ok(Vec::new())
+}
+
+/// Checks Redis with a SET read back by GET and shows its version; returns
+/// nothing to report.
+fn check_redis(server: SocketAddr, label: &str) -> Result<Vec<(String, f64)>, String> {
+    probe::redis_set_and_get(server, "ebb-probe", label)?;
+    println!("{label}: Redis {}", probe::redis_version(server)?);
     Ok(Vec::new())
 }
 
@@ -197,10 +209,10 @@ fn build_netpipe() -> Result<std::path::PathBuf, String> {
 }
 
 fn run(options: &Options) -> Result<(), String> {
-    let mut report = Report::new(if options.netpipe {
-        "linux-guest-netpipe"
-    } else {
-        "linux-guest"
+    let mut report = Report::new(match options.service {
+        Service::Memcached => "linux-guest",
+        Service::Redis => "linux-guest-redis",
+        Service::Netpipe => "linux-guest-netpipe",
     });
     let built = linux_guest::build_or_reuse(&default_cache_dir(), options.rebuild)?;
     println!(
@@ -227,18 +239,16 @@ fn run(options: &Options) -> Result<(), String> {
             "bool",
             "",
         );
-    let image = if options.netpipe {
+    let image = if options.service == Service::Netpipe {
         linux_guest::with_netpipe(&built.image, &build_netpipe()?)?
     } else {
         built.image.clone()
     };
-    let netpipe = options.netpipe;
-    let check = move |addresses: &[SocketAddr], label: &str| {
-        if netpipe {
-            check_netpipe(addresses[0], addresses[1])
-        } else {
-            check_memcached(addresses[0], label)
-        }
+    let service = options.service;
+    let check = move |addresses: &[SocketAddr], label: &str| match service {
+        Service::Memcached => check_memcached(addresses[0], label),
+        Service::Redis => check_redis(addresses[0], label),
+        Service::Netpipe => check_netpipe(addresses[0], addresses[1]),
     };
     if options.networks != Networks::Tap {
         let guest = linux_guest::boot_user(&image, &options.settings)?;

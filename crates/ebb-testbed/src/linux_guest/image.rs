@@ -1,9 +1,9 @@
 //! Building the guest image from Debian packages, cached under
 //! `target/linux-guest/`: `vmlinuz`, `initrd.gz` and `manifest.txt` (what
-//! went in). The image is rebuilt only when one of them is missing, or on
-//! request; see bench/README.md.
+//! went in). The image is rebuilt only when one of them is missing, when
+//! the manifest lacks a package added since ([`GuestImage::is_complete`]),
+//! or on request; see bench/README.md.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::cpio::CpioWriter;
 use super::debian::{self, run_captured};
-use super::init::{init_script, GROUP, PASSWD};
+use super::init::{init_script, GROUP, PASSWD, REDIS_BINARY};
 use super::libs::{needed_libraries, SharedLibrary, LIBRARY_DIRS};
 use super::modules::{self, VIRTIO_NET_MODULES};
 use crate::qemu::host_unix_seconds;
@@ -22,16 +22,31 @@ use crate::workspace_root;
 pub const KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
 /// Stock memcached.
 pub const MEMCACHED_PACKAGE: &str = "memcached";
+/// Stock Redis: Debian 12 ships the Redis 7.0.15 server binary in this
+/// package as `/usr/bin/redis-check-rdb`; package `redis-server` only adds a
+/// symlink `/usr/bin/redis-server` to it (and a systemd unit), because
+/// Redis picks its mode from the name it was started under.
+pub const REDIS_PACKAGE: &str = "redis-tools";
 /// Busybox built statically: the guest's shell and tools.
 pub const BUSYBOX_PACKAGE: &str = "busybox-static";
-/// Libraries the guest carries besides memcached's: what Rust programs
-/// built on a Debian host need (the netpipe overlay), with their packages.
+/// Libraries the guest carries besides memcached's and Redis's: what Rust
+/// programs built on a Debian host need (the netpipe overlay), with their
+/// packages.
 pub const EXTRA_LIBRARIES: [(&str, &str); 1] = [("libgcc-s1", "libgcc_s.so.1")];
 /// Where Debian's memcached package puts the binary.
 const MEMCACHED_BINARY: &str = "usr/bin/memcached";
-/// Rounds of pulling in the library dependencies of library packages
-/// before giving up on a library the loader cannot find.
-const LIBRARY_ROUNDS: usize = 3;
+/// Where Debian's `redis-tools` puts the Redis binary; the image carries
+/// it as [`REDIS_BINARY`], so that argv\[0\] makes it a server.
+const REDIS_TOOLS_BINARY: &str = "usr/bin/redis-check-rdb";
+/// Packages an image must list in its manifest to be reused: those added
+/// after images were first cached (see [`GuestImage::is_complete`]).
+pub const REQUIRED_PACKAGES: [&str; 1] = [REDIS_PACKAGE];
+/// Listings of a binary's libraries, each but the last followed by pulling
+/// in the library dependencies of its library packages, before giving up
+/// on a library the loader cannot find. Redis needs three (two rounds of
+/// downloads: libsystemd0's and libjemalloc2's libraries, then
+/// libgcrypt20's libgpg-error0); one more is spare.
+const LIBRARY_ROUNDS: usize = 4;
 
 /// The files of a built guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,12 +69,31 @@ impl GuestImage {
         }
     }
 
-    /// Whether all files are there (the manifest is written last).
+    /// Whether all files are there (the manifest is written last) and the
+    /// manifest lists every package of [`REQUIRED_PACKAGES`]. An image
+    /// cached before Redis was added has memcached only: it would boot, but
+    /// `/init` would find no `/usr/bin/redis-server` (an overlay brings a new
+    /// `/init`, never Redis and its libraries). Counting it as incomplete
+    /// makes [`build_or_reuse`] rebuild it once, with no manual step.
     pub fn is_complete(&self) -> bool {
         [&self.kernel, &self.initrd, &self.manifest]
             .iter()
             .all(|p| p.is_file())
+            && std::fs::read_to_string(&self.manifest)
+                .is_ok_and(|manifest| lists_required_packages(&manifest))
     }
+}
+
+/// Whether `manifest` has a `package NAME VERSION` line for every package
+/// of [`REQUIRED_PACKAGES`].
+fn lists_required_packages(manifest: &str) -> bool {
+    REQUIRED_PACKAGES.iter().all(|package| {
+        manifest.lines().any(|line| {
+            line.strip_prefix("package ")
+                .and_then(|rest| rest.split_whitespace().next())
+                == Some(package)
+        })
+    })
 }
 
 /// The outcome of [`build_or_reuse`].
@@ -78,7 +112,8 @@ pub fn default_cache_dir() -> PathBuf {
     workspace_root().join("target").join("linux-guest")
 }
 
-/// The image in `dir`, built first if a file is missing or `rebuild`.
+/// The image in `dir`, built first if it is not complete
+/// ([`GuestImage::is_complete`]) or `rebuild`.
 /// Processes building at the same time take turns (a lock on
 /// `dir/.lock`), so a second one finds the first one's image.
 pub fn build_or_reuse(dir: &Path, rebuild: bool) -> Result<Built, String> {
@@ -139,18 +174,24 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
     );
 
     let kernel_package = debian::concrete_kernel_package(KERNEL_META_PACKAGE)?;
-    let mut library_packages: Vec<String> = library_depends(MEMCACHED_PACKAGE)?;
-    for (package, _) in EXTRA_LIBRARIES {
-        if !library_packages.iter().any(|p| p == package) {
-            library_packages.push(package.to_owned());
-        }
-    }
+    let memcached_libraries = library_depends(MEMCACHED_PACKAGE)?;
+    let redis_libraries = library_depends(REDIS_PACKAGE)?;
+    let extra_libraries = EXTRA_LIBRARIES.map(|(package, _)| package.to_owned());
     let mut packages = vec![
         kernel_package.clone(),
         MEMCACHED_PACKAGE.to_owned(),
+        REDIS_PACKAGE.to_owned(),
         BUSYBOX_PACKAGE.to_owned(),
     ];
-    packages.extend(library_packages.iter().cloned());
+    for package in memcached_libraries
+        .iter()
+        .chain(&redis_libraries)
+        .chain(&extra_libraries)
+    {
+        if !packages.contains(package) {
+            packages.push(package.clone());
+        }
+    }
     let files = debian::download(&packages, &debs)?;
 
     let kernel_root = work.join("kernel");
@@ -166,14 +207,32 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
         let _ = writeln!(manifest, "package {}", debian::describe(deb)?);
     }
 
+    // Both servers' libraries in one list, each soname once; a library
+    // package one server's resolution unpacked counts as unpacked for the
+    // other's.
+    let mut unpacked = packages.clone();
     let memcached = user_root.join(MEMCACHED_BINARY);
     let mut libraries = resolve_libraries(
         &memcached,
         &user_root,
         &debs,
-        &mut library_packages,
+        &memcached_libraries,
+        &mut unpacked,
         &mut manifest,
     )?;
+    let redis = user_root.join(REDIS_TOOLS_BINARY);
+    for lib in resolve_libraries(
+        &redis,
+        &user_root,
+        &debs,
+        &redis_libraries,
+        &mut unpacked,
+        &mut manifest,
+    )? {
+        if !libraries.iter().any(|known| known.name == lib.name) {
+            libraries.push(lib);
+        }
+    }
     for (package, soname) in EXTRA_LIBRARIES {
         if !libraries.iter().any(|lib| lib.name == soname) {
             let path = find_library(&user_root, soname)
@@ -221,6 +280,7 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
     cpio.file("etc/passwd", 0o644, PASSWD.as_bytes());
     cpio.file("etc/group", 0o644, GROUP.as_bytes());
     cpio.file(MEMCACHED_BINARY, 0o755, &read(&memcached)?);
+    cpio.file(REDIS_BINARY, 0o755, &read(&redis)?);
     for lib in &libraries {
         let path = lib.path.as_ref().expect("resolved libraries have paths");
         let target = if lib.is_interpreter() {
@@ -243,7 +303,12 @@ fn build(dir: &Path, image: &GuestImage) -> Result<(), String> {
             .args(["-n", "-9", "-f"])
             .arg(&cpio_path),
     )?;
-    copy(&kernel_file, &image.kernel)?;
+    // Copied next to the cache and renamed into place, like the initrd: a
+    // QEMU another process starts from the cached image meanwhile reads
+    // the old kernel or the new one, never half of one.
+    let kernel_copy = work.join("vmlinuz");
+    copy(&kernel_file, &kernel_copy)?;
+    rename(&kernel_copy, &image.kernel)?;
     rename(&work.join("initrd.cpio.gz"), &image.initrd)?;
     std::fs::write(&image.manifest, manifest)
         .map_err(|e| format!("cannot write {}: {e}", image.manifest.display()))?;
@@ -268,15 +333,19 @@ fn library_depends(package: &str) -> Result<Vec<String>, String> {
 }
 
 /// The libraries `binary` needs, all found in `root`: while the loader
-/// reports one as not found, the library dependencies of the library
-/// packages unpacked so far are downloaded and unpacked too.
+/// reports one as not found, the library dependencies of `binary`'s library
+/// packages (`own`, then the packages those pulled in) are added, those not
+/// among `unpacked` downloaded and unpacked too (and added to it and to the
+/// manifest).
 fn resolve_libraries(
     binary: &Path,
     root: &Path,
     debs: &Path,
-    packages: &mut Vec<String>,
+    own: &[String],
+    unpacked: &mut Vec<String>,
     manifest: &mut String,
 ) -> Result<Vec<SharedLibrary>, String> {
+    let mut packages = own.to_vec();
     for _ in 0..LIBRARY_ROUNDS {
         let libraries = needed_libraries(root, binary)?;
         let missing: Vec<&str> = libraries
@@ -287,12 +356,12 @@ fn resolve_libraries(
         if missing.is_empty() {
             return Ok(libraries);
         }
-        let known: HashSet<String> = packages.iter().cloned().collect();
-        let mut more = Vec::new();
-        for package in packages.iter() {
+        // (dependency, the package that needs it), each dependency once.
+        let mut more: Vec<(String, String)> = Vec::new();
+        for package in &packages {
             for dep in library_depends(package)? {
-                if !known.contains(&dep) && !more.contains(&dep) {
-                    more.push(dep);
+                if !packages.contains(&dep) && !more.iter().any(|(known, _)| *known == dep) {
+                    more.push((dep, package.clone()));
                 }
             }
         }
@@ -304,15 +373,23 @@ fn resolve_libraries(
                 packages.join(", ")
             ));
         }
-        for (package, deb) in more.iter().zip(debian::download(&more, debs)?) {
-            debian::extract(&deb, root)?;
-            let _ = writeln!(
-                manifest,
-                "package {} (library of {package})",
-                debian::describe(&deb)?
-            );
+        let fetch: Vec<&(String, String)> = more
+            .iter()
+            .filter(|(dep, _)| !unpacked.contains(dep))
+            .collect();
+        let names: Vec<String> = fetch.iter().map(|(dep, _)| dep.clone()).collect();
+        if !names.is_empty() {
+            for ((dep, needed_by), deb) in fetch.iter().zip(debian::download(&names, debs)?) {
+                debian::extract(&deb, root)?;
+                let _ = writeln!(
+                    manifest,
+                    "package {} (library of {needed_by})",
+                    debian::describe(&deb)?
+                );
+                unpacked.push(dep.clone());
+            }
         }
-        packages.extend(more);
+        packages.extend(more.into_iter().map(|(dep, _)| dep));
     }
     Err(format!(
         "{}: libraries still missing after {LIBRARY_ROUNDS} rounds of dependencies",
@@ -377,4 +454,42 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
 fn rename(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::rename(from, to)
         .map_err(|e| format!("cannot move {} to {}: {e}", from.display(), to.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_without_redis_is_stale() {
+        let before = "built at Unix time 1 by ebb-testbed\npackage memcached 1.6.18-1+deb12u1\n\
+                      package libc6 2.36-9+deb12u14\nlibrary libc.so.6\n";
+        assert!(!lists_required_packages(before));
+        // A library line or another package's name is not the package line.
+        assert!(!lists_required_packages(
+            "package redis-tools-extra 1\nlibrary redis-tools\n"
+        ));
+        let after = format!("{before}package redis-tools 5:7.0.15-1~deb12u10\n");
+        assert!(lists_required_packages(&after));
+    }
+
+    #[test]
+    fn is_complete_reads_the_manifest() {
+        let dir = std::env::temp_dir().join(format!("ebb-guest-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temporary directory");
+        let image = GuestImage::in_dir(&dir);
+        for path in [&image.kernel, &image.initrd] {
+            std::fs::write(path, b"x").expect("write");
+        }
+        assert!(!image.is_complete(), "no manifest");
+        std::fs::write(&image.manifest, "package memcached 1.6.18\n").expect("write");
+        assert!(!image.is_complete(), "cached before Redis");
+        std::fs::write(
+            &image.manifest,
+            "package memcached 1.6.18\npackage redis-tools 5:7.0.15-1~deb12u10\n",
+        )
+        .expect("write");
+        assert!(image.is_complete());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

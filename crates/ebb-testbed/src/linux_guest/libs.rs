@@ -48,8 +48,25 @@ pub fn parse_ld_list(text: &str) -> Vec<SharedLibrary> {
         .collect()
 }
 
+/// `libraries` with every one the loader found outside `root` marked "not
+/// found". `--library-path` is searched before the host's `ld.so.cache`
+/// and system directories, not instead of them: a library the unpacked
+/// packages lack would otherwise come from the host (seen with Redis:
+/// libstdc++, libcap, libgcrypt and others), be copied into the image from
+/// there, and never be named in its manifest.
+pub fn only_under(root: &Path, libraries: Vec<SharedLibrary>) -> Vec<SharedLibrary> {
+    libraries
+        .into_iter()
+        .map(|lib| SharedLibrary {
+            path: lib.path.filter(|path| path.starts_with(root)),
+            ..lib
+        })
+        .collect()
+}
+
 /// The libraries `binary` needs, as the loader of the unpacked tree `root`
-/// resolves them from `root`'s library directories only.
+/// resolves them from `root`'s library directories only: one it finds
+/// elsewhere (on the host) is reported as not found ([`only_under`]).
 pub fn needed_libraries(root: &Path, binary: &Path) -> Result<Vec<SharedLibrary>, String> {
     let loader = root.join(LOADER);
     if !loader.is_file() {
@@ -69,7 +86,7 @@ pub fn needed_libraries(root: &Path, binary: &Path) -> Result<Vec<SharedLibrary>
             .arg("--list")
             .arg(binary),
     )?;
-    Ok(parse_ld_list(&out))
+    Ok(only_under(root, parse_ld_list(&out)))
 }
 
 #[cfg(test)]
@@ -94,6 +111,30 @@ mod tests {
         assert_eq!(
             libs[2].path.as_deref(),
             Some(Path::new("s/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"))
+        );
+    }
+
+    #[test]
+    fn libraries_found_on_the_host_count_as_missing() {
+        let text = "\tlibc.so.6 => /w/root/lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\
+            \tlibstdc++.so.6 => /lib/x86_64-linux-gnu/libstdc++.so.6 (0x2)\n\
+            \tlibcap.so.2 => /w/root2/lib/x86_64-linux-gnu/libcap.so.2 (0x3)\n\
+            \tliblzf.so.1 => not found\n\
+            \t/lib64/ld-linux-x86-64.so.2 => /w/root/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 (0x4)\n";
+        let libs = only_under(Path::new("/w/root"), parse_ld_list(text));
+        let found: Vec<(&str, bool)> = libs
+            .iter()
+            .map(|lib| (lib.name.as_str(), lib.path.is_some()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("libc.so.6", true),
+                ("libstdc++.so.6", false),
+                ("libcap.so.2", false),
+                ("liblzf.so.1", false),
+                ("/lib64/ld-linux-x86-64.so.2", true),
+            ]
         );
     }
 }

@@ -1,16 +1,19 @@
 //! A Linux guest for comparison: Debian's cloud kernel and an initramfs with
-//! stock memcached, booted under QEMU on the same virtual hardware as
-//! Ebbflow's native memcached (q35, `virtio-net-pci,disable-legacy=on`, the
-//! same memory and vCPUs, the same `-m` and `-c`).
+//! stock memcached and stock Redis (Debian 12's 7.0.15), booted under QEMU
+//! on the same virtual hardware as Ebbflow's native memcached and Redis
+//! (q35, `virtio-net-pci,disable-legacy=on`, the same memory and vCPUs;
+//! memcached with the same `-m` and `-c`, Redis in memory only). The kernel
+//! command line picks which one it serves ([`GuestService`]).
 //!
 //! - [`image`] builds it from Debian packages ([`debian`]: `apt-get
-//!   download`, never installed on the host), resolving memcached's shared
-//!   libraries with the packages' own loader ([`libs`]) and virtio-net's
-//!   modules from their `.modinfo` ([`modules`]); [`cpio`] writes the
-//!   initramfs, [`init`] its `/init`. Cached under `target/linux-guest/`.
+//!   download`, never installed on the host), resolving memcached's and
+//!   Redis's shared libraries with the packages' own loader ([`libs`]) and
+//!   virtio-net's modules from their `.modinfo` ([`modules`]); [`cpio`]
+//!   writes the initramfs, [`init`] its `/init`. Cached under
+//!   `target/linux-guest/`.
 //! - [`overlay`] adds Ebbflow's hosted netpipe binary (or another hosted
 //!   program with its start script) to a copy of the initrd, so the guest
-//!   can serve netpipe (or run that program) instead of memcached.
+//!   can serve netpipe (or run that program) instead.
 //! - [`qemu`] boots it; [`boot_user`] and [`boot_tap`] return a guest whose
 //!   service has answered ([`probe`]), over user networking, over a TAP
 //!   device in a network namespace ([`crate::netns`], [`crate::tap`]), or
@@ -36,7 +39,8 @@ use crate::qemu::{measure_tsc_khz, shell_words};
 use crate::tap::TapDevice;
 pub use image::{build_or_reuse, default_cache_dir, Built, GuestImage};
 pub use init::{
-    GuestAddress, GuestService, MemcachedSettings, MEMCACHED_PORT, NETPIPE_PORTS, PROGRAM_BINARY,
+    GuestAddress, GuestService, MemcachedSettings, RedisSettings, MEMCACHED_PORT, NETPIPE_PORTS,
+    PROGRAM_BINARY, REDIS_PORT,
 };
 pub use overlay::{with_batch, with_netpipe, with_program};
 use qemu::{qemu_command, BootSettings, GuestNetwork, RunningGuest, GUEST_MAC};
@@ -87,7 +91,8 @@ pub struct ReadyGuest {
     /// Where the service's ports answer, in the order of
     /// [`GuestService::ports`] (inside the namespace for TAP).
     pub addresses: Vec<SocketAddr>,
-    /// The service's first answer: memcached's version, or `netpipe`.
+    /// The service's first answer: memcached's version, `redis PONG`, or
+    /// `netpipe`.
     pub answer: String,
     /// From QEMU's start to the ready marker on the serial console.
     pub boot_to_marker: Duration,
@@ -98,8 +103,8 @@ pub struct ReadyGuest {
 }
 
 impl ReadyGuest {
-    /// The address of the service's first port (memcached's, or netpipe's
-    /// ping-pong).
+    /// The address of the service's first port (memcached's, Redis's, or
+    /// netpipe's ping-pong).
     pub fn server(&self) -> SocketAddr {
         self.addresses[0]
     }
@@ -248,6 +253,7 @@ fn wait_for_service(
 ) -> Result<String, String> {
     match service {
         GuestService::Memcached(_) => probe::wait_for_version(server, limit),
+        GuestService::Redis(_) => probe::wait_for_redis_ping(server, limit),
         GuestService::Netpipe | GuestService::Program { .. } => {
             probe::wait_for_accept(server, limit)
         }
