@@ -11,7 +11,8 @@
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
-//! [`plot`] draws throughput–p99 curves and latency CDFs.
+//! [`plot`] draws throughput–p99 curves and latency CDFs; [`redis_vm`]
+//! runs Debian's `redis-benchmark` for `./ebb bench redis-vm`.
 //! [`cluster`] is what the cluster benchmarks share; [`messenger`] ties
 //! the NodeAllocator to a Messenger frontend and reads
 //! the native nodes' round trips (`./ebb bench messenger`);
@@ -27,6 +28,7 @@ pub mod memcached;
 pub mod messenger;
 pub mod native_memcached_cluster;
 pub mod plot;
+pub mod redis_vm;
 pub mod report;
 pub mod sqlite_runs;
 pub mod tcp_sim;
