@@ -430,11 +430,26 @@ pub async fn sleep(duration: Duration) {
             cancel_timer(self.0);
         }
     }
+    /// The receiver, then the timer: fields drop in declaration order,
+    /// so a sleep dropped before its time forgets its waker before the
+    /// cancelled timer drops the sender, which would otherwise wake the
+    /// task for nothing. A waiter that sleeps again after every wake-up
+    /// (a C thread's `epoll_wait` with a timeout) then spun until its
+    /// deadline, each dropped sleep waking the next.
+    struct Waiting {
+        receiver: crate::oneshot::Receiver<()>,
+        _timer: CancelOnDrop,
+    }
     let (sender, receiver) = oneshot();
-    let _timer = CancelOnDrop(timer_after(duration, move || sender.send(())));
+    let mut waiting = Waiting {
+        receiver,
+        _timer: CancelOnDrop(timer_after(duration, move || sender.send(()))),
+    };
     // The sender lives in the timer, which this future cancels when dropped,
     // so the only way to get `Err` here is a core shutting down.
-    let _ = receiver.await;
+    // Awaited through a reference, so that `waiting` stays whole and its
+    // fields drop in their order.
+    let _ = (&mut waiting.receiver).await;
 }
 
 /// Lets the other queued events and tasks of this core run, then resumes:

@@ -78,6 +78,14 @@ impl<T> Drop for Sender<T> {
     }
 }
 
+impl<T> Drop for Receiver<T> {
+    /// Forgets the waker: nobody waits any more, so a later send or a
+    /// dropped sender must not wake the task that once polled.
+    fn drop(&mut self) {
+        self.state.lock().waker = None;
+    }
+}
+
 impl<T> Future for Receiver<T> {
     type Output = Result<T, RecvError>;
 

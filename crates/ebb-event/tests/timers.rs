@@ -3,6 +3,7 @@
 //! and count of firings, or on exact virtual times.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -156,4 +157,36 @@ fn an_hour_long_sleep_takes_no_real_time() {
     });
     assert_eq!(woke, Instant(3600 * 1_000 * MS));
     assert_eq!(timer_fired, Some(Instant(1800 * 1_000 * MS)));
+}
+
+/// Counts its wake-ups.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_sleep_dropped_before_its_time_wakes_nobody() {
+    // A waiter that sleeps again after every wake-up (a C thread's
+    // epoll_wait with a timeout) spun when each dropped sleep woke it.
+    let (woken_by_drop, woken_by_send) = on_manual_clock(|_| async {
+        let count = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&count));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut nap = Box::pin(sleep(Duration::from_millis(5)));
+        assert!(nap.as_mut().poll(&mut cx).is_pending());
+        drop(nap);
+        let woken_by_drop = count.0.load(std::sync::atomic::Ordering::SeqCst);
+        // A receiver dropped after a poll is not woken by a later send.
+        let (sender, mut receiver) = oneshot::<u8>();
+        assert!(std::pin::Pin::new(&mut receiver).poll(&mut cx).is_pending());
+        drop(receiver);
+        sender.send(1);
+        let woken_by_send = count.0.load(std::sync::atomic::Ordering::SeqCst) - woken_by_drop;
+        (woken_by_drop, woken_by_send)
+    });
+    assert_eq!((woken_by_drop, woken_by_send), (0, 0));
 }
