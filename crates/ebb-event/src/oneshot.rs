@@ -82,7 +82,9 @@ impl<T> Drop for Receiver<T> {
     /// Forgets the waker: nobody waits any more, so a later send or a
     /// dropped sender must not wake the task that once polled.
     fn drop(&mut self) {
-        self.state.lock().waker = None;
+        // Dropped outside the lock: a waker's drop may run arbitrary code.
+        let stale = self.state.lock().waker.take();
+        drop(stale);
     }
 }
 
