@@ -193,8 +193,8 @@ pub fn boot_native(
         ..launcher::Settings::default()
     };
     let cmdline = format!(
-        "wall={} {}",
-        ebb_testbed::qemu::host_unix_seconds(),
+        "{} {}",
+        ebb_testbed::qemu::host_wall_word(),
         launcher::kernel_cmdline(&settings, ebb_testbed::qemu::measure_tsc_khz(), args)?
     );
     let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm")?;

@@ -7,7 +7,10 @@
 //! RFC 3986 §2.1), and the empty argument as the lone word `%`, which no
 //! encoded argument can be (a `%` is always followed by two hex digits).
 //! The guest decodes the words back. Words without `%` are their own
-//! encoding, so hand-written command lines keep working.
+//! encoding, so hand-written command lines keep working unless a word
+//! holds a `%`: it is decoded too (`%41` becomes `A`, a lone `%` the empty
+//! argument), and one whose `%` is not followed by two hex digits is kept
+//! as written, with a warning.
 
 use alloc::string::String;
 use alloc::vec::Vec;

@@ -131,9 +131,10 @@ pub struct PlatformOptions {
     /// `virtio_reset_after=N`: reset and re-initialise the virtio-net
     /// device once, after it received N frames (tests the reset path).
     pub virtio_reset_after: Option<u64>,
-    /// `wall=UNIX_SECONDS`: the host's wall-clock time at launch (wins
-    /// over the CMOS RTC); `wall=rtc` forgets an earlier one.
-    pub wall: Option<u64>,
+    /// `wall=UNIX_SECONDS[.FRACTION]`: the host's wall-clock time at
+    /// launch, in nanoseconds since the Unix epoch (wins over the CMOS
+    /// RTC, which counts whole seconds); `wall=rtc` forgets an earlier one.
+    pub wall_ns: Option<u64>,
     /// `ip=ADDR/PREFIX[,gw=GATEWAY]`: the static address of the virtio-net
     /// stack instead of QEMU user networking's 10.0.2.15/24 (e.g. on a TAP
     /// device, `./ebb run APP --native --net tap`). Ignored with
@@ -236,7 +237,7 @@ impl Default for PlatformOptions {
             poll_below: None,
             virtio_tx_queue: None,
             virtio_reset_after: None,
-            wall: None,
+            wall_ns: None,
             ip: None,
             node: Ok(None),
         }
@@ -253,6 +254,47 @@ impl PlatformOptions {
             (None, false) => LogLevel::Info,
         }
     }
+}
+
+/// The longest command line the guest keeps, in bytes: the launcher
+/// refuses longer ones rather than let the guest cut one short.
+pub const CMDLINE_MAX: usize = 4096;
+
+/// The `wall=` word for `unix_nanos` nanoseconds since the Unix epoch:
+/// `wall=SECONDS.NANOSECONDS`, nine digits after the point.
+pub fn wall_word(unix_nanos: u64) -> alloc::string::String {
+    alloc::format!(
+        "wall={}.{:09}",
+        unix_nanos / 1_000_000_000,
+        unix_nanos % 1_000_000_000
+    )
+}
+
+/// `SECONDS` or `SECONDS.FRACTION` (at most nine digits after the point)
+/// in nanoseconds; `None` for anything else or past `u64`'s nanoseconds.
+fn parse_wall(value: &str) -> Option<u64> {
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let (seconds, fraction) = match value.split_once('.') {
+        Some((seconds, fraction)) if digits(fraction) && fraction.len() <= 9 => (seconds, fraction),
+        Some(_) => return None,
+        None => (value, ""),
+    };
+    if !digits(seconds) {
+        return None;
+    }
+    let mut nanos: u64 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    for _ in fraction.len()..9 {
+        nanos *= 10;
+    }
+    seconds
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos)
 }
 
 /// Splits `cmdline` into platform options and application arguments.
@@ -276,10 +318,10 @@ pub fn parse_cmdline<'a>(
             "tsc_khz" => value.parse().ok().map(|khz| options.tsc_khz = Some(khz)),
             // `wall=rtc` (a later word wins) makes the guest read the CMOS RTC.
             "wall" if value == "rtc" => {
-                options.wall = None;
+                options.wall_ns = None;
                 Some(())
             }
-            "wall" => value.parse().ok().map(|secs| options.wall = Some(secs)),
+            "wall" => parse_wall(value).map(|ns| options.wall_ns = Some(ns)),
             "cores" => value
                 .parse()
                 .ok()
@@ -338,7 +380,7 @@ mod tests {
         let (options, args, unknown) =
             parse("tsc_khz=2445426 wall=1795320818 cores=2 machine=microvm verbose net=poll-dhcp bogus -- --x y");
         assert_eq!(options.tsc_khz, Some(2_445_426));
-        assert_eq!(options.wall, Some(1_795_320_818));
+        assert_eq!(options.wall_ns, Some(1_795_320_818_000_000_000));
         assert_eq!(options.cores, 2);
         assert_eq!(options.machine, Machine::Microvm);
         assert!(options.verbose);
@@ -353,7 +395,46 @@ mod tests {
         assert_eq!(args, ["--x", "y"]);
         assert_eq!(unknown, ["bogus"]);
         let (options, _) = parse_cmdline("wall=1795320818 wall=rtc", |_| panic!());
-        assert_eq!(options.wall, None);
+        assert_eq!(options.wall_ns, None);
+    }
+
+    #[test]
+    fn the_wall_clock_takes_fractions_of_a_second() {
+        let wall = |word: &str| parse_cmdline(word, |_| {}).0.wall_ns;
+        assert_eq!(wall("wall=1795320818.5"), Some(1_795_320_818_500_000_000));
+        assert_eq!(
+            wall("wall=1795320818.000000001"),
+            Some(1_795_320_818_000_000_001)
+        );
+        assert_eq!(
+            wall(&wall_word(1_795_320_818_012_345_678)),
+            Some(1_795_320_818_012_345_678)
+        );
+        assert_eq!(wall_word(5_000_000_007), "wall=5.000000007");
+        for bad in [
+            "wall=1.",
+            "wall=.5",
+            "wall=1.0000000001",
+            "wall=1e9",
+            "wall=-1",
+            "wall=99999999999999999999",
+        ] {
+            let mut unknown = Vec::new();
+            let (options, _) = parse_cmdline(bad, |w| unknown.push(w));
+            assert_eq!(
+                (options.wall_ns, unknown.as_slice()),
+                (None, &[bad][..]),
+                "{bad}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_time_survives_its_wall_word(nanos in 0u64..u64::MAX) {
+            let word = wall_word(nanos);
+            proptest::prop_assert_eq!(parse_cmdline(&word, |_| {}).0.wall_ns, Some(nanos));
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::process::Command;
 
 use ebb_testbed::qemu::command::{self as native, Settings, TapNic};
-use ebb_testbed::qemu::host_unix_seconds;
+use ebb_testbed::qemu::host_wall_word;
 
 use crate::launcher::LaunchSpec;
 use crate::qemu::QemuCommandLine;
@@ -56,7 +56,7 @@ impl QemuCommandLine for NativeCommandLine {
     fn command(&self, spec: &LaunchSpec) -> Result<Command, String> {
         let settings = self.node_settings(spec);
         let cmdline = native::kernel_cmdline(&settings, self.tsc_khz, &spec.node.args)?;
-        let cmdline = format!("wall={} {cmdline}", host_unix_seconds());
+        let cmdline = format!("{} {cmdline}", host_wall_word());
         native::qemu_command(&settings, &spec.node.image, &cmdline, self.kvm)
     }
 }

@@ -114,7 +114,7 @@ extern "C" fn start_core0() -> ! {
         options.tsc_khz,
         choice.clock == cpu_features::ClockSource::KvmClock,
     );
-    let wall_source = wall_clock::init(options.wall);
+    let wall_source = wall_clock::init(options.wall_ns);
     phases::mark("clock");
     apic::init();
     phases::mark("lapic");

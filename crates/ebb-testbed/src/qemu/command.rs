@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ebb_boot_abi::app_args::encode_arg;
+use ebb_boot_abi::CMDLINE_MAX;
 
 /// Default seconds before QEMU is stopped: none. A server runs until it is
 /// stopped (Ctrl-C); tests and benchmarks set their own `--timeout`.
@@ -233,6 +234,11 @@ pub fn kernel_cmdline(
 ) -> Result<String, String> {
     let bad =
         |word: &&String| word.is_empty() || word.contains(char::is_whitespace) || *word == "--";
+    if let Some(arg) = args.iter().find(|arg| arg.contains('\0')) {
+        return Err(format!(
+            "native application arguments cannot contain a NUL byte: {arg:?}"
+        ));
+    }
     if let Some(arg) = settings.boot_args.iter().find(bad) {
         return Err(format!(
             "--boot-arg cannot be empty, '--' or contain spaces: '{arg}'"
@@ -250,7 +256,18 @@ pub fn kernel_cmdline(
     words.extend(settings.boot_args.iter().cloned());
     words.push("--".to_owned());
     words.extend(args.iter().map(|arg| encode_arg(arg)));
-    Ok(words.join(" "))
+    let line = words.join(" ");
+    // The launcher adds `wall=` (about 30 bytes) in front.
+    let room = CMDLINE_MAX - 64;
+    if line.len() > room {
+        return Err(format!(
+            "the kernel command line would be {} bytes, and the guest keeps {room} \
+             (arguments with spaces or non-ASCII characters take 3 bytes per byte): \
+             pass long input as a file (--share DIR) instead",
+            line.len()
+        ));
+    }
+    Ok(line)
 }
 
 /// `[ip netns exec NS] timeout --foreground SECS qemu-system-x86_64 ...`
@@ -356,6 +373,10 @@ mod tests {
             "machine=q35 cores=1 -- --save % a%20b",
             "an empty argument and a space pass encoded (ebb_boot_abi::app_args)"
         );
+        let long = kernel_cmdline(&Settings::default(), None, &[" ".repeat(1400)]);
+        assert!(matches!(long, Err(e) if e.contains("the guest keeps 4032")));
+        let nul = kernel_cmdline(&Settings::default(), None, &["a\0b".into()]);
+        assert!(matches!(nul, Err(e) if e.contains("cannot contain a NUL byte")));
     }
 
     #[test]

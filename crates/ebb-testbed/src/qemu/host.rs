@@ -56,6 +56,18 @@ pub fn measure_tsc_khz() -> Option<u64> {
     None
 }
 
+/// The `wall=` word of a native guest's command line: the host's time
+/// now, to the nanosecond (`ebb_boot_abi::wall_word`). Take it just
+/// before QEMU starts: the guest's clock starts from it.
+pub fn host_wall_word() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        });
+    ebb_boot_abi::wall_word(nanos)
+}
+
 /// Seconds since the Unix epoch on the host (0 if the clock is before it).
 pub fn host_unix_seconds() -> u64 {
     std::time::SystemTime::now()

@@ -10,7 +10,7 @@ pub mod host;
 pub mod process;
 pub mod qmp;
 
-pub use host::{accel, host_seed, host_unix_seconds, kvm_usable, measure_tsc_khz};
+pub use host::{accel, host_seed, host_unix_seconds, host_wall_word, kvm_usable, measure_tsc_khz};
 pub use process::{find_qemu, qemu_cpu_seconds};
 
 use std::process::Command;

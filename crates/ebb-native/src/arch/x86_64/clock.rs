@@ -174,6 +174,17 @@ pub fn init(tsc_khz: Option<u64>, kvmclock: bool) {
     ORIGIN.store(rdtsc(), Ordering::Relaxed);
 }
 
+/// Nanoseconds from the TSC's 0 (the vCPU's reset: QEMU starts the
+/// guest) to time 0 of [`nanos`]; 0 under kvmclock, whose time base is
+/// the host's, not the guest's reset.
+pub fn origin_since_reset_ns() -> u64 {
+    if KVMCLOCK.load(Ordering::Relaxed) {
+        return 0;
+    }
+    let ticks = ORIGIN.load(Ordering::Relaxed);
+    ((u128::from(ticks) * u128::from(NS_PER_TICK.load(Ordering::Relaxed))) >> 32) as u64
+}
+
 /// The TSC frequency in kHz.
 pub fn tsc_khz() -> u64 {
     KHZ.load(Ordering::Relaxed)

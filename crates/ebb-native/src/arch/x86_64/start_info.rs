@@ -8,7 +8,7 @@ use ebb_boot_abi::start_info::{MemmapEntry, RawStartInfo, MAGIC};
 use spin::Once;
 
 /// Longest command line kept.
-const CMDLINE_MAX: usize = 4096;
+use ebb_boot_abi::CMDLINE_MAX;
 /// Most memory-map entries kept.
 const MEMMAP_MAX: usize = 128;
 

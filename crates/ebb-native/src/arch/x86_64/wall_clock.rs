@@ -1,6 +1,7 @@
-//! Wall-clock time: fixed once at boot from `wall=UNIX_SECONDS` (the
-//! launcher passes the host's time) or else the CMOS RTC ([`crate::arch::x86_64::rtc`]),
-//! then advanced by the monotonic TSC clock.
+//! Wall-clock time: fixed once at boot from `wall=UNIX_SECONDS.FRACTION`
+//! (the launcher passes the host's time, to the nanosecond) or else the
+//! CMOS RTC ([`crate::arch::x86_64::rtc`], whole seconds), then advanced by
+//! the monotonic TSC clock.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,19 +18,30 @@ pub enum WallSource {
     Unknown,
 }
 
-/// Sets the wall clock (after `clock::init`): `wall` from the command
+/// Sets the wall clock (after `clock::init`): `wall_ns` from the command
 /// line wins over the CMOS RTC.
-pub fn init(wall: Option<u64>) -> WallSource {
-    let (seconds, source) = match wall {
-        Some(seconds) => (seconds, WallSource::CommandLine),
+///
+/// `wall_ns` is the host's time when the guest's TSC was 0, when QEMU
+/// started the vCPU (`./ebb run` starts QEMU paused and continues it at
+/// that time; other launchers take it just before QEMU starts, and the
+/// guest lags by QEMU's start-up). The boot before [`clock::init`] is
+/// counted from the TSC, so it does not make the guest lag.
+pub fn init(wall_ns: Option<u64>) -> WallSource {
+    let (at_origin, source) = match wall_ns {
+        Some(nanos) => (
+            nanos.saturating_add(clock::origin_since_reset_ns()),
+            WallSource::CommandLine,
+        ),
         None => match crate::arch::x86_64::rtc::read_cmos() {
-            Some(seconds) => (seconds, WallSource::CmosRtc),
+            Some(seconds) => (
+                seconds
+                    .saturating_mul(1_000_000_000)
+                    .saturating_sub(clock::nanos()),
+                WallSource::CmosRtc,
+            ),
             None => return WallSource::Unknown,
         },
     };
-    let at_origin = seconds
-        .saturating_mul(1_000_000_000)
-        .saturating_sub(clock::nanos());
     EPOCH_NS_AT_ORIGIN.store(at_origin, Ordering::Relaxed);
     source
 }
