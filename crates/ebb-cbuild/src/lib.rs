@@ -6,7 +6,9 @@
 //! programs built with it for the POSIX personality ([`c_program`]), and
 //! SQLite's speedtest1 among them ([`sqlite`]); programs with a build
 //! system of their own built by it with a musl compiler command
-//! ([`musl_cc`]): Redis ([`redis`]).
+//! ([`musl_cc`]): Redis ([`redis`]); and the QEMU TCG plugin that counts
+//! guest instructions, against the header of QEMU's source package
+//! ([`qemu_plugin`]).
 #![forbid(unsafe_code)]
 
 pub mod c_program;
@@ -20,6 +22,7 @@ pub mod musl_patch;
 pub mod patch;
 pub mod posix_programs;
 pub mod print_uris;
+pub mod qemu_plugin;
 pub mod redis;
 pub mod sqlite;
 pub mod stable_hash;

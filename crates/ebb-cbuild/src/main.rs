@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ebb_cbuild::{debian_source, musl, posix_programs, redis, sqlite};
+use ebb_cbuild::{debian_source, musl, posix_programs, qemu_plugin, redis, sqlite};
 
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
@@ -14,6 +14,7 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis-stock [--cache DIR] [--target-dir DIR]
+       ebb-cbuild qemu-plugin [--cache DIR] [--target-dir DIR]
   fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
   musl            builds musl (Debian's source package) with system calls as
                   calls to __ebb_syscall; prints the patch's changed lines and
@@ -35,6 +36,9 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   Redis's Makefile, gcc and glibc (its malloc, as ours);
                   prints `stock-server PATH` and `source DIR` (the tree it
                   was built in, with Redis's own tests/)
+  qemu-plugin     builds the TCG plugin insn_count (plugins/insn_count.c)
+                  against the plugin header of QEMU's Debian source package;
+                  prints `plugin PATH` (load it with -plugin PATH,sock=SOCKET)
   --cache DIR       where source packages go (default: target/debian-src)
   --out DIR         where musl builds go (default: target/musl)
   --target-dir DIR  cargo's target directory (default: target); programs
@@ -74,11 +78,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
     }
     match (options.command.as_str(), &options.package) {
         ("fetch", Some(_))
-        | ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock", None) => Ok(options),
-        ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
-        ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock", Some(extra)) => {
-            Err(format!("unexpected argument {extra}"))
+        | ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock" | "qemu-plugin", None) => {
+            Ok(options)
         }
+        ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
+        (
+            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock" | "qemu-plugin",
+            Some(extra),
+        ) => Err(format!("unexpected argument {extra}")),
         (other, _) => Err(format!("unknown command {other}")),
     }
 }
@@ -118,6 +125,9 @@ fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(prepare) = error.downcast_ref::<posix_programs::PrepareError>() {
         return prepare.is_unavailable_source();
     }
+    if let Some(plugin) = error.downcast_ref::<qemu_plugin::PluginError>() {
+        return matches!(plugin, qemu_plugin::PluginError::Unavailable(_));
+    }
     matches!(
         error.downcast_ref::<SourceError>(),
         Some(SourceError::NoDebSrc(_) | SourceError::Download { .. })
@@ -153,6 +163,12 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         };
         let built = redis::prepare(&dirs, true)?;
         println!("server {}", built.server.display());
+        return Ok(());
+    }
+    if options.command == "qemu-plugin" {
+        let plugin = qemu_plugin::prepare(&options.cache, &options.target_dir)?;
+        println!("plugin {}", plugin.path.display());
+        println!("qemu-source {}", plugin.qemu_version);
         return Ok(());
     }
     if options.command == "redis-stock" {

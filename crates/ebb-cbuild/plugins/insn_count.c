@@ -1,0 +1,219 @@
+/*
+ * insn_count: a QEMU TCG plugin that counts the guest instructions the
+ * vCPUs execute, in total and by guest address range, and answers the
+ * counts on a Unix socket, so that a benchmark can read them before and
+ * after a run of requests (issue 20: instructions per request, the one
+ * figure TCG cannot inflate).
+ *
+ * Ebbflow's own code, built by ebb-cbuild (qemu_plugin.rs) against the
+ * plugin API header of QEMU's Debian source package (QEMU-NOTES: Debian's
+ * QEMU 7.2 loads plugins but ships no header).
+ *
+ * Arguments (-plugin insn_count.so,sock=PATH[,ranges=FILE]):
+ *   sock=PATH    the Unix socket to listen on; each connection gets the
+ *                counts, one "NAME COUNT" line each, "total" first, then
+ *                the ranges in file order, then "other", and is closed.
+ *   ranges=FILE  lines "NAME START END" (hex, END exclusive): an
+ *                instruction whose address falls in a range counts there
+ *                (the first that matches), else under "other".
+ *
+ * Counting is exact for one vCPU: every instruction gets an inline add
+ * (qemu_plugin_register_vcpu_insn_exec_inline) to its range's counter, so
+ * a translation block left early (an interrupt, a fault) counts only what
+ * ran. With several vCPUs under multi-threaded TCG the adds race; use
+ * one vCPU or -accel tcg,thread=single. The socket thread reads the
+ * counters without a lock: an aligned 64-bit load is atomic on x86-64,
+ * and a read during a run is a moment's value, which is what a mark is.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <qemu-plugin.h>
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+#define MAX_RANGES 64
+#define NAME_MAX_LEN 64
+
+struct range {
+    char name[NAME_MAX_LEN];
+    uint64_t start;
+    uint64_t end;
+};
+
+static struct range ranges[MAX_RANGES];
+static size_t range_count;
+/* One counter per range, then "other"; each on its own cache line. */
+static struct {
+    uint64_t value;
+    char pad[56];
+} counters[MAX_RANGES + 1];
+static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static int listener = -1;
+
+/* The counter of the instruction at `vaddr`. */
+static uint64_t *counter_of(uint64_t vaddr)
+{
+    for (size_t i = 0; i < range_count; i++) {
+        if (vaddr >= ranges[i].start && vaddr < ranges[i].end) {
+            return &counters[i].value;
+        }
+    }
+    return &counters[range_count].value;
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        qemu_plugin_register_vcpu_insn_exec_inline(
+            insn, QEMU_PLUGIN_INLINE_ADD_U64,
+            counter_of(qemu_plugin_insn_vaddr(insn)), 1);
+    }
+}
+
+/* Writes all of `text` to `fd`, or gives up on an error. */
+static void write_all(int fd, const char *text, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, text, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        text += n;
+        len -= (size_t)n;
+    }
+}
+
+static void *serve(void *unused)
+{
+    (void)unused;
+    for (;;) {
+        int client = accept(listener, NULL, NULL);
+        if (client < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            return NULL;
+        }
+        char text[(MAX_RANGES + 2) * (NAME_MAX_LEN + 24)];
+        size_t at = 0;
+        uint64_t total = 0;
+        uint64_t values[MAX_RANGES + 1];
+        for (size_t i = 0; i <= range_count; i++) {
+            values[i] = __atomic_load_n(&counters[i].value, __ATOMIC_RELAXED);
+            total += values[i];
+        }
+        at += (size_t)snprintf(text + at, sizeof text - at, "total %" PRIu64 "\n", total);
+        for (size_t i = 0; i < range_count; i++) {
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s %" PRIu64 "\n",
+                                   ranges[i].name, values[i]);
+        }
+        at += (size_t)snprintf(text + at, sizeof text - at, "other %" PRIu64 "\n",
+                               values[range_count]);
+        write_all(client, text, at);
+        close(client);
+    }
+}
+
+/* Reads "NAME START END" lines; a message on stderr and -1 if one is bad. */
+static int read_ranges(const char *path)
+{
+    FILE *file = fopen(path, "r");
+    if (!file) {
+        fprintf(stderr, "insn_count: cannot open ranges=%s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[256];
+    int line_no = 0;
+    while (fgets(line, sizeof line, file)) {
+        line_no++;
+        char name[NAME_MAX_LEN];
+        uint64_t start, end;
+        if (line[0] == '\n' || line[0] == '#') {
+            continue;
+        }
+        if (sscanf(line, "%63s %" SCNx64 " %" SCNx64, name, &start, &end) != 3 || end <= start
+            || strcmp(name, "total") == 0 || strcmp(name, "other") == 0) {
+            fprintf(stderr, "insn_count: %s:%d: expected NAME START END (hex, START < END, "
+                            "NAME not total or other)\n", path, line_no);
+            fclose(file);
+            return -1;
+        }
+        if (range_count == MAX_RANGES) {
+            fprintf(stderr, "insn_count: %s: more than %d ranges\n", path, MAX_RANGES);
+            fclose(file);
+            return -1;
+        }
+        snprintf(ranges[range_count].name, NAME_MAX_LEN, "%s", name);
+        ranges[range_count].start = start;
+        ranges[range_count].end = end;
+        range_count++;
+    }
+    fclose(file);
+    return 0;
+}
+
+static void on_exit_cb(qemu_plugin_id_t id, void *unused)
+{
+    (void)id;
+    (void)unused;
+    if (socket_path[0]) {
+        unlink(socket_path);
+    }
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+                                           int argc, char **argv)
+{
+    (void)info;
+    const char *sock = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "sock=", 5) == 0) {
+            sock = argv[i] + 5;
+        } else if (strncmp(argv[i], "ranges=", 7) == 0) {
+            if (read_ranges(argv[i] + 7) != 0) {
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "insn_count: unknown argument '%s' (sock=PATH, ranges=FILE)\n",
+                    argv[i]);
+            return -1;
+        }
+    }
+    if (!sock || strlen(sock) >= sizeof socket_path) {
+        fprintf(stderr, "insn_count: sock=PATH is needed (at most %zu bytes)\n",
+                sizeof socket_path - 1);
+        return -1;
+    }
+    struct sockaddr_un address = { .sun_family = AF_UNIX };
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", sock);
+    listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0
+        || listen(listener, 8) != 0) {
+        fprintf(stderr, "insn_count: cannot listen on %s: %s\n", sock, strerror(errno));
+        return -1;
+    }
+    snprintf(socket_path, sizeof socket_path, "%s", sock);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, serve, NULL) != 0) {
+        fprintf(stderr, "insn_count: cannot start the socket thread\n");
+        return -1;
+    }
+    pthread_detach(thread);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    return 0;
+}
