@@ -11,6 +11,8 @@
 //! [`tcp_sim`] times Ebbflow's TCP on the simulated link.
 //! [`vm`] is what the VM benchmarks (netpipe, memcached-vm) share: both
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
+//! [`insns`] makes the layer ranges and reads the counts of the QEMU
+//! plugin that counts guest instructions (`./ebb bench insns`).
 //! [`plot`] draws throughput–p99 curves and latency CDFs; [`redis_vm`]
 //! runs Debian's `redis-benchmark` for `./ebb bench redis-vm`.
 //! [`cluster`] is what the cluster benchmarks share; [`messenger`] ties
@@ -24,6 +26,7 @@
 pub mod cluster;
 pub mod cluster_memcached;
 pub mod evict;
+pub mod insns;
 pub mod memcached;
 pub mod messenger;
 pub mod native_memcached_cluster;

@@ -156,6 +156,8 @@ pub struct GuestShape {
     pub cpus: u16,
     /// `tcg` or `kvm`.
     pub accel: String,
+    /// More QEMU arguments for both guests (e.g. a TCG plugin).
+    pub qemu_args: Vec<String>,
 }
 
 impl Default for GuestShape {
@@ -165,6 +167,7 @@ impl Default for GuestShape {
             memory: "512M".to_owned(),
             cpus: 1,
             accel: accel().to_owned(),
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -190,6 +193,7 @@ pub fn boot_native(
             queues: shape.cpus,
             mac: GUEST_MAC.to_owned(),
         }),
+        qemu_args: shape.qemu_args.clone(),
         ..launcher::Settings::default()
     };
     let cmdline = format!(
@@ -225,6 +229,7 @@ pub fn boot_linux(
     settings.memory.clone_from(&shape.memory);
     settings.cpus = shape.cpus;
     settings.accel.clone_from(&shape.accel);
+    settings.qemu_args.clone_from(&shape.qemu_args);
     settings.pin_cpus = Some(QEMU_CPU.to_string());
     settings.priority = ["nice", "-n", &NICE.to_string()]
         .map(str::to_owned)

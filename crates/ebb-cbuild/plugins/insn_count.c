@@ -12,10 +12,14 @@
  * Arguments (-plugin insn_count.so,sock=PATH[,ranges=FILE]):
  *   sock=PATH    the Unix socket to listen on; each connection gets the
  *                counts, one "NAME COUNT" line each, "total" first, then
- *                the ranges in file order, then "other", and is closed.
+ *                the names in the order they first appear in the ranges
+ *                file, then "other", and is closed.
  *   ranges=FILE  lines "NAME START END" (hex, END exclusive): an
- *                instruction whose address falls in a range counts there
- *                (the first that matches), else under "other".
+ *                instruction whose address falls in a range counts under
+ *                its NAME, else under "other". A name may have many
+ *                ranges (a layer of a program is all its functions), and
+ *                ranges must not overlap; names print in the order they
+ *                first appear.
  *
  * Counting is exact for one vCPU: every instruction gets an inline add
  * (qemu_plugin_register_vcpu_insn_exec_inline) to its range's counter, so
@@ -39,34 +43,44 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
-#define MAX_RANGES 64
+#define MAX_NAMES 64
+#define MAX_RANGES (1 << 20)
 #define NAME_MAX_LEN 64
 
 struct range {
-    char name[NAME_MAX_LEN];
     uint64_t start;
     uint64_t end;
+    size_t name;
 };
 
-static struct range ranges[MAX_RANGES];
+static struct range *ranges;
 static size_t range_count;
-/* One counter per range, then "other"; each on its own cache line. */
+static char names[MAX_NAMES][NAME_MAX_LEN];
+static size_t name_count;
+/* One counter per name, then "other"; each on its own cache line. */
 static struct {
     uint64_t value;
     char pad[56];
-} counters[MAX_RANGES + 1];
+} counters[MAX_NAMES + 1];
 static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int listener = -1;
 
-/* The counter of the instruction at `vaddr`. */
+/* The counter of the instruction at `vaddr`: a binary search of the
+ * sorted ranges, at translation time only. */
 static uint64_t *counter_of(uint64_t vaddr)
 {
-    for (size_t i = 0; i < range_count; i++) {
-        if (vaddr >= ranges[i].start && vaddr < ranges[i].end) {
-            return &counters[i].value;
+    size_t low = 0, high = range_count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (vaddr < ranges[mid].start) {
+            high = mid;
+        } else if (vaddr >= ranges[mid].end) {
+            low = mid + 1;
+        } else {
+            return &counters[ranges[mid].name].value;
         }
     }
-    return &counters[range_count].value;
+    return &counters[name_count].value;
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -108,29 +122,55 @@ static void *serve(void *unused)
             }
             return NULL;
         }
-        char text[(MAX_RANGES + 2) * (NAME_MAX_LEN + 24)];
+        char text[(MAX_NAMES + 2) * (NAME_MAX_LEN + 24)];
         size_t at = 0;
         uint64_t total = 0;
-        uint64_t values[MAX_RANGES + 1];
-        for (size_t i = 0; i <= range_count; i++) {
+        uint64_t values[MAX_NAMES + 1];
+        for (size_t i = 0; i <= name_count; i++) {
             values[i] = __atomic_load_n(&counters[i].value, __ATOMIC_RELAXED);
             total += values[i];
         }
         at += (size_t)snprintf(text + at, sizeof text - at, "total %" PRIu64 "\n", total);
-        for (size_t i = 0; i < range_count; i++) {
+        for (size_t i = 0; i < name_count; i++) {
             at += (size_t)snprintf(text + at, sizeof text - at, "%s %" PRIu64 "\n",
-                                   ranges[i].name, values[i]);
+                                   names[i], values[i]);
         }
         at += (size_t)snprintf(text + at, sizeof text - at, "other %" PRIu64 "\n",
-                               values[range_count]);
+                               values[name_count]);
         write_all(client, text, at);
         close(client);
     }
 }
 
+static int by_start(const void *a, const void *b)
+{
+    const struct range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The index of `name`, added if new; -1 past MAX_NAMES. */
+static int name_index(const char *name)
+{
+    for (size_t i = 0; i < name_count; i++) {
+        if (strcmp(names[i], name) == 0) {
+            return (int)i;
+        }
+    }
+    if (name_count == MAX_NAMES) {
+        return -1;
+    }
+    snprintf(names[name_count], NAME_MAX_LEN, "%s", name);
+    return (int)name_count++;
+}
+
 /* Reads "NAME START END" lines; a message on stderr and -1 if one is bad. */
 static int read_ranges(const char *path)
 {
+    ranges = calloc(MAX_RANGES, sizeof *ranges);
+    if (!ranges) {
+        fprintf(stderr, "insn_count: no memory for the ranges\n");
+        return -1;
+    }
     FILE *file = fopen(path, "r");
     if (!file) {
         fprintf(stderr, "insn_count: cannot open ranges=%s: %s\n", path, strerror(errno));
@@ -152,17 +192,28 @@ static int read_ranges(const char *path)
             fclose(file);
             return -1;
         }
-        if (range_count == MAX_RANGES) {
-            fprintf(stderr, "insn_count: %s: more than %d ranges\n", path, MAX_RANGES);
+        int index = range_count == MAX_RANGES ? -1 : name_index(name);
+        if (index < 0) {
+            fprintf(stderr, "insn_count: %s: more than %d ranges or %d names\n", path,
+                    MAX_RANGES, MAX_NAMES);
             fclose(file);
             return -1;
         }
-        snprintf(ranges[range_count].name, NAME_MAX_LEN, "%s", name);
         ranges[range_count].start = start;
         ranges[range_count].end = end;
+        ranges[range_count].name = (size_t)index;
         range_count++;
     }
     fclose(file);
+    qsort(ranges, range_count, sizeof *ranges, by_start);
+    for (size_t i = 1; i < range_count; i++) {
+        if (ranges[i].start < ranges[i - 1].end) {
+            fprintf(stderr, "insn_count: %s: ranges %" PRIx64 "-%" PRIx64 " and %" PRIx64
+                            "-%" PRIx64 " overlap\n", path, ranges[i - 1].start,
+                    ranges[i - 1].end, ranges[i].start, ranges[i].end);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -64,6 +64,8 @@ pub struct GuestSettings {
     pub priority: Vec<String>,
     /// QEMU's accelerator: `tcg` (QEMU-NOTES: no usable KVM here) or `kvm`.
     pub accel: String,
+    /// More QEMU arguments, last on its command line (e.g. a TCG plugin).
+    pub qemu_args: Vec<String>,
 }
 
 impl Default for GuestSettings {
@@ -80,6 +82,7 @@ impl Default for GuestSettings {
             pin_cpus: None,
             priority: Vec::new(),
             accel: "tcg".to_owned(),
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -277,6 +280,7 @@ fn boot_settings(
     boot.pin_cpus.clone_from(&settings.pin_cpus);
     boot.priority.clone_from(&settings.priority);
     boot.accel.clone_from(&settings.accel);
+    boot.qemu_args.clone_from(&settings.qemu_args);
     boot
 }
 

@@ -61,6 +61,8 @@ pub struct BootSettings {
     pub priority: Vec<String>,
     /// The NIC's MAC address: [`GUEST_MAC`] unless guests share a network.
     pub mac: String,
+    /// More QEMU arguments, last on the line (e.g. `-plugin FILE,...`).
+    pub qemu_args: Vec<String>,
 }
 
 impl BootSettings {
@@ -77,6 +79,7 @@ impl BootSettings {
             pin_cpus: None,
             priority: Vec::new(),
             mac: GUEST_MAC.to_owned(),
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -153,6 +156,7 @@ pub fn qemu_command(image: &GuestImage, settings: &BootSettings) -> Command {
             settings.mac
         ),
     ]);
+    words.extend(settings.qemu_args.iter().cloned());
     let mut command = Command::new(&words[0]);
     command.args(&words[1..]);
     command
