@@ -96,8 +96,9 @@ pub fn parse_nm(text: &str) -> Vec<Function> {
 }
 
 /// The plugin's ranges file for `functions`: `LAYER START END` lines, in
-/// address order, none overlapping (an alias or a function inside
-/// another is dropped: the first at an address keeps its bytes).
+/// address order, none overlapping (an alias is dropped, and a function
+/// that starts inside another loses the bytes they share: the first at
+/// an address keeps them).
 pub fn ranges_file(functions: &[Function]) -> String {
     let mut sorted: Vec<&Function> = functions.iter().collect();
     sorted.sort_by_key(|f| (f.start, std::cmp::Reverse(f.size)));
@@ -161,6 +162,11 @@ pub fn read_counts(socket: &Path) -> Result<Vec<(String, u64)>, String> {
     use std::io::Read;
     let mut stream = std::os::unix::net::UnixStream::connect(socket)
         .map_err(|e| format!("the plugin's socket {}: {e}", socket.display()))?;
+    // A plugin whose answering thread ended would leave the connection
+    // in its listen queue, unanswered.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| format!("the plugin's socket: {e}"))?;
     let mut text = String::new();
     stream
         .read_to_string(&mut text)

@@ -61,7 +61,7 @@ static size_t name_count;
 static struct {
     uint64_t value;
     char pad[56];
-} counters[MAX_NAMES + 1];
+} counters[MAX_NAMES + 1] __attribute__((aligned(64)));
 static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int listener = -1;
 
@@ -95,11 +95,12 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
 }
 
-/* Writes all of `text` to `fd`, or gives up on an error. */
+/* Writes all of `text` to `fd`, or gives up on an error (MSG_NOSIGNAL:
+ * a client that left must not stop QEMU with SIGPIPE). */
 static void write_all(int fd, const char *text, size_t len)
 {
     while (len > 0) {
-        ssize_t n = write(fd, text, len);
+        ssize_t n = send(fd, text, len, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -117,12 +118,19 @@ static void *serve(void *unused)
     for (;;) {
         int client = accept(listener, NULL, NULL);
         if (client < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) {
-                continue;
+            if (errno != EINTR && errno != ECONNABORTED) {
+                /* Out of descriptors or memory, for now: say so and keep
+                 * serving, since a benchmark waits on this socket. */
+                fprintf(stderr, "insn_count: accept: %s\n", strerror(errno));
+                usleep(100000);
             }
-            return NULL;
+            continue;
         }
+        /* Each line is a name (under NAME_MAX_LEN), a space, at most 20
+         * digits and a newline: the buffer holds every line. */
         char text[(MAX_NAMES + 2) * (NAME_MAX_LEN + 24)];
+        _Static_assert(sizeof "total" < NAME_MAX_LEN && sizeof "other" < NAME_MAX_LEN,
+                       "the fixed names fit a name's room");
         size_t at = 0;
         uint64_t total = 0;
         uint64_t values[MAX_NAMES + 1];
@@ -140,6 +148,7 @@ static void *serve(void *unused)
         write_all(client, text, at);
         close(client);
     }
+    return NULL;
 }
 
 static int by_start(const void *a, const void *b)
@@ -166,6 +175,10 @@ static int name_index(const char *name)
 /* Reads "NAME START END" lines; a message on stderr and -1 if one is bad. */
 static int read_ranges(const char *path)
 {
+    if (ranges) {
+        fprintf(stderr, "insn_count: ranges= given twice\n");
+        return -1;
+    }
     ranges = calloc(MAX_RANGES, sizeof *ranges);
     if (!ranges) {
         fprintf(stderr, "insn_count: no memory for the ranges\n");
@@ -185,10 +198,19 @@ static int read_ranges(const char *path)
         if (line[0] == '\n' || line[0] == '#') {
             continue;
         }
-        if (sscanf(line, "%63s %" SCNx64 " %" SCNx64, name, &start, &end) != 3 || end <= start
+        int name_end = 0;
+        if (strchr(line, '\n') == NULL && !feof(file)) {
+            fprintf(stderr, "insn_count: %s:%d: a line longer than %zu bytes\n", path, line_no,
+                    sizeof line - 1);
+            fclose(file);
+            return -1;
+        }
+        if (sscanf(line, "%63s%n %" SCNx64 " %" SCNx64, name, &name_end, &start, &end) != 3
+            || (line[name_end] != ' ' && line[name_end] != '\t') || end <= start
             || strcmp(name, "total") == 0 || strcmp(name, "other") == 0) {
             fprintf(stderr, "insn_count: %s:%d: expected NAME START END (hex, START < END, "
-                            "NAME not total or other)\n", path, line_no);
+                            "NAME under %d characters, not total or other)\n", path, line_no,
+                    NAME_MAX_LEN);
             fclose(file);
             return -1;
         }
@@ -251,6 +273,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     struct sockaddr_un address = { .sun_family = AF_UNIX };
     snprintf(address.sun_path, sizeof address.sun_path, "%s", sock);
+    /* A socket left by a QEMU that was killed (no exit callback ran): if
+     * nothing answers on it, it is stale and goes. */
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0) {
+        if (connect(probe, (struct sockaddr *)&address, sizeof address) != 0
+            && errno == ECONNREFUSED) {
+            unlink(sock);
+        }
+        close(probe);
+    }
     listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0
         || listen(listener, 8) != 0) {

@@ -117,16 +117,51 @@ fn unix_nanos(time: SystemTime) -> u64 {
     })
 }
 
-/// Continues the paused QEMU behind `socket` at `start_at` (at once if
-/// that has passed), then closes QMP for the stop handler's later use;
-/// how long the guest waited paused (QEMU's own start-up excluded).
-fn start_at_wall_time(socket: &Path, start_at: SystemTime) -> Result<Duration, String> {
-    let mut qmp = Qmp::connect(socket, Duration::from_secs(30))?;
+/// How the paused start ended.
+enum Started {
+    /// Continued; the guest waited paused this long (QEMU's own start-up
+    /// excluded), and started this much after `start_at` (its clock lags
+    /// by it).
+    Continued { paused: Duration, late: Duration },
+    /// QEMU ended before it could be continued (a bad argument, a plugin
+    /// that failed, a stop signal): the normal path reports why.
+    Ended,
+}
+
+/// How long QEMU may take to answer QMP after it starts.
+const QMP_READY_LIMIT: Duration = Duration::from_secs(30);
+
+/// Continues the paused QEMU (`process`, whose QMP socket is `socket`) at
+/// `start_at` (at once if that has passed), then closes QMP for the stop
+/// handler's later use. While it waits for QMP it watches QEMU, so one
+/// that ended is reported by the normal path with its own message.
+fn start_at_wall_time(
+    process: &mut std::process::Child,
+    socket: &Path,
+    start_at: SystemTime,
+) -> Result<Started, String> {
+    let waiting = Instant::now();
+    let mut qmp = loop {
+        if process.try_wait().ok().flatten().is_some() {
+            return Ok(Started::Ended);
+        }
+        match Qmp::connect(socket, Duration::from_millis(200)) {
+            Ok(qmp) => break qmp,
+            Err(_) if process.try_wait().ok().flatten().is_some() => return Ok(Started::Ended),
+            Err(error) if waiting.elapsed() > QMP_READY_LIMIT => return Err(error),
+            Err(_) => {}
+        }
+    };
     let ready = SystemTime::now();
-    let wait = start_at.duration_since(ready).unwrap_or(Duration::ZERO);
-    std::thread::sleep(wait);
-    qmp.cont()?;
-    Ok(wait)
+    let late = ready.duration_since(start_at).unwrap_or(Duration::ZERO);
+    let sleeping = Instant::now();
+    std::thread::sleep(start_at.duration_since(ready).unwrap_or(Duration::ZERO));
+    let paused = sleeping.elapsed();
+    match qmp.cont() {
+        Ok(()) => Ok(Started::Continued { paused, late }),
+        Err(_) if process.try_wait().ok().flatten().is_some() => Ok(Started::Ended),
+        Err(error) => Err(error),
+    }
 }
 
 /// Builds `app`'s native image and boots it; returns the exit code for
@@ -218,9 +253,24 @@ pub fn run(root: &Path, app: &str, settings: &Settings, args: &[String]) -> Resu
             )
         })?;
 
-    let paused = match start_at_wall_time(&socket, start_at) {
-        Ok(paused) => paused,
+    let paused = match start_at_wall_time(&mut process, &socket, start_at) {
+        Ok(Started::Continued { paused, late }) => {
+            if settings.verbose && late > Duration::ZERO {
+                eprintln!(
+                    "ebb: QEMU took {} ms past the {} ms lead to start: the guest's clock lags by that",
+                    late.as_millis(),
+                    START_LEAD.as_millis()
+                );
+            }
+            paused
+        }
+        Ok(Started::Ended) => Duration::ZERO,
         Err(error) => {
+            // QEMU itself, not `timeout` above it: a paused QEMU would
+            // otherwise stay paused with nothing to end it.
+            if let Some(qemu) = find_qemu(process.id(), 3) {
+                stop::send(stop::SIGKILL, qemu);
+            }
             let _ = process.kill();
             let _ = process.wait();
             return Err(format!("starting the guest: {error}"));

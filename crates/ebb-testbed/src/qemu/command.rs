@@ -234,9 +234,13 @@ pub fn kernel_cmdline(
 ) -> Result<String, String> {
     let bad =
         |word: &&String| word.is_empty() || word.contains(char::is_whitespace) || *word == "--";
-    if let Some(arg) = args.iter().find(|arg| arg.contains('\0')) {
+    if let Some(arg) = args
+        .iter()
+        .chain(&settings.boot_args)
+        .find(|arg| arg.contains('\0'))
+    {
         return Err(format!(
-            "native application arguments cannot contain a NUL byte: {arg:?}"
+            "native arguments and --boot-arg cannot contain a NUL byte: {arg:?}"
         ));
     }
     if let Some(arg) = settings.boot_args.iter().find(bad) {
@@ -262,8 +266,8 @@ pub fn kernel_cmdline(
     if line.len() > room {
         return Err(format!(
             "the kernel command line would be {} bytes, and the guest keeps {room} \
-             (arguments with spaces or non-ASCII characters take 3 bytes per byte): \
-             pass long input as a file (--share DIR) instead",
+             (each whitespace character and `%` in an argument takes 3 bytes per byte): \
+             pass long input as a file (--files DIR) instead",
             line.len()
         ));
     }
@@ -377,6 +381,13 @@ mod tests {
         assert!(matches!(long, Err(e) if e.contains("the guest keeps 4032")));
         let nul = kernel_cmdline(&Settings::default(), None, &["a\0b".into()]);
         assert!(matches!(nul, Err(e) if e.contains("cannot contain a NUL byte")));
+        let nul_boot = Settings {
+            boot_args: vec!["log=\0".into()],
+            ..Settings::default()
+        };
+        assert!(
+            matches!(kernel_cmdline(&nul_boot, None, &[]), Err(e) if e.contains("cannot contain a NUL byte"))
+        );
     }
 
     #[test]

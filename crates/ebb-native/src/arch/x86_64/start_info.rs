@@ -7,7 +7,7 @@ use core::fmt;
 use ebb_boot_abi::start_info::{MemmapEntry, RawStartInfo, MAGIC};
 use spin::Once;
 
-/// Longest command line kept.
+// The longest command line kept.
 use ebb_boot_abi::CMDLINE_MAX;
 /// Most memory-map entries kept.
 const MEMMAP_MAX: usize = 128;

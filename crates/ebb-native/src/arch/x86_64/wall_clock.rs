@@ -25,7 +25,10 @@ pub enum WallSource {
 /// started the vCPU (`./ebb run` starts QEMU paused and continues it at
 /// that time; other launchers take it just before QEMU starts, and the
 /// guest lags by QEMU's start-up). The boot before [`clock::init`] is
-/// counted from the TSC, so it does not make the guest lag.
+/// counted from the TSC, so it does not make the guest lag: under TCG,
+/// whose TSC starts at 0 when QEMU continues the guest. Under KVM the
+/// TSC starts when the vCPU is made and kvmclock's time base is the
+/// host's, so there the guest may be off by up to `./ebb run`'s lead.
 pub fn init(wall_ns: Option<u64>) -> WallSource {
     let (at_origin, source) = match wall_ns {
         Some(nanos) => (
