@@ -236,6 +236,43 @@ pub fn boot_linux(
     linux_guest::boot_tap(image, &settings, bench.namespace(), bench.tap())
 }
 
+/// A booted guest of either kind, kept (with its QEMU) while it is
+/// measured.
+pub enum Booted {
+    /// Ebbflow's native image.
+    Ours(NativeGuest),
+    /// The Linux comparison guest.
+    Linux(ReadyGuest),
+}
+
+impl Booted {
+    /// Its QEMU.
+    pub fn qemu(&self) -> &RunningGuest {
+        match self {
+            Booted::Ours(guest) => &guest.qemu,
+            Booted::Linux(guest) => &guest.qemu,
+        }
+    }
+
+    /// Its QEMU command line, as shown in reports.
+    pub fn command(&self) -> String {
+        match self {
+            Booted::Ours(guest) => guest.command.clone(),
+            Booted::Linux(guest) => guest.command.clone(),
+        }
+    }
+}
+
+/// The order of the guests in run `run`: ours first in even runs, Linux
+/// first in odd ones, so neither always meets the host first.
+pub fn alternating(run: usize) -> [Guest; 2] {
+    if run.is_multiple_of(2) {
+        [Guest::Ours, Guest::Linux]
+    } else {
+        [Guest::Linux, Guest::Ours]
+    }
+}
+
 /// The two guests a VM benchmark compares.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Guest {

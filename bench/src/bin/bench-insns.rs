@@ -38,12 +38,10 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::insns::{difference, image_ranges, read_counts, LINUX_RANGES};
 use ebb_bench::report::{median, workspace_root};
-use ebb_bench::vm::{self, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU};
+use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU};
 use ebb_loadgen::{Config, ProtocolKind};
-use ebb_testbed::linux_guest::qemu::RunningGuest;
 use ebb_testbed::linux_guest::{
-    self, default_cache_dir, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
-    MEMCACHED_PORT,
+    self, default_cache_dir, GuestService, GuestSettings, MemcachedSettings, MEMCACHED_PORT,
 };
 use ebb_testbed::qemu::qmp::SocketDir;
 
@@ -61,27 +59,6 @@ struct Plan {
 /// One guest's counts per (protocol, load): instructions per request by
 /// name (`total`, then the ranges' names, then `other`).
 type Measured = Vec<((ProtocolKind, &'static str), Vec<(String, f64)>)>;
-
-enum Booted {
-    Ours(NativeGuest),
-    Linux(ReadyGuest),
-}
-
-impl Booted {
-    fn qemu(&self) -> &RunningGuest {
-        match self {
-            Booted::Ours(guest) => &guest.qemu,
-            Booted::Linux(guest) => &guest.qemu,
-        }
-    }
-
-    fn command(&self) -> String {
-        match self {
-            Booted::Ours(guest) => guest.command.clone(),
-            Booted::Linux(guest) => guest.command.clone(),
-        }
-    }
-}
 
 fn config(server: SocketAddr, protocol: ProtocolKind, plan: &Plan) -> Config {
     let mut cfg = Config::new(server.to_string()).etc();
@@ -203,12 +180,7 @@ fn run(plan: &Plan) -> Result<(), String> {
     let mut all: [Vec<Measured>; 2] = Default::default();
     let mut commands = [String::new(), String::new()];
     for run in 0..plan.runs {
-        let order = if run % 2 == 0 {
-            [Guest::Ours, Guest::Linux]
-        } else {
-            [Guest::Linux, Guest::Ours]
-        };
-        for guest in order {
+        for guest in vm::alternating(run) {
             println!(
                 "  run {}/{}: booting {} with the plugin ({:.0} s elapsed)",
                 run + 1,

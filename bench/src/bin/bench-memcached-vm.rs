@@ -34,12 +34,10 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{median, output_dir, workspace_root};
-use ebb_bench::vm::{self, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::{Config, ProtocolKind};
-use ebb_testbed::linux_guest::qemu::RunningGuest;
 use ebb_testbed::linux_guest::{
-    self, default_cache_dir, GuestService, GuestSettings, MemcachedSettings, ReadyGuest,
-    MEMCACHED_PORT,
+    self, default_cache_dir, GuestService, GuestSettings, MemcachedSettings, MEMCACHED_PORT,
 };
 use ebb_testbed::qemu::qemu_cpu_seconds;
 
@@ -205,28 +203,6 @@ impl Target<'_> {
     }
 }
 
-/// A booted guest, kept (with its QEMU) while it is measured.
-enum Booted {
-    Ours(NativeGuest),
-    Linux(ReadyGuest),
-}
-
-impl Booted {
-    fn qemu(&self) -> &RunningGuest {
-        match self {
-            Booted::Ours(guest) => &guest.qemu,
-            Booted::Linux(guest) => &guest.qemu,
-        }
-    }
-
-    fn command(&self) -> String {
-        match self {
-            Booted::Ours(guest) => guest.command.clone(),
-            Booted::Linux(guest) => guest.command.clone(),
-        }
-    }
-}
-
 /// `[guest][protocol]` → one sweep per run.
 type Sweeps = [[Vec<Sweep>; 2]; 2];
 
@@ -259,12 +235,7 @@ fn run(plan: &Plan) -> Result<(), String> {
             println!("memcached-vm: time budget spent after {runs_done} runs; stopping");
             break;
         }
-        let order = if run % 2 == 0 {
-            [Guest::Ours, Guest::Linux]
-        } else {
-            [Guest::Linux, Guest::Ours]
-        };
-        for guest in order {
+        for guest in vm::alternating(run) {
             println!(
                 "  run {}/{}: booting {} ({:.0} s elapsed)",
                 run + 1,

@@ -40,12 +40,11 @@ use std::time::{Duration, Instant};
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::redis_vm::{throughput_at_sla, Invocation, SweepPoint};
 use ebb_bench::report::{median, output_dir, workspace_root};
-use ebb_bench::vm::{self, Guest, GuestShape, NativeGuest, VmBench, CLIENT_CPU, QEMU_CPU};
+use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_cli::c_apps;
 use ebb_loadgen::{Config, ProtocolKind, SizeDist};
-use ebb_testbed::linux_guest::qemu::RunningGuest;
 use ebb_testbed::linux_guest::{
-    self, default_cache_dir, GuestService, GuestSettings, ReadyGuest, RedisSettings, REDIS_PORT,
+    self, default_cache_dir, GuestService, GuestSettings, RedisSettings, REDIS_PORT,
 };
 use ebb_testbed::qemu::qemu_cpu_seconds;
 
@@ -95,28 +94,6 @@ struct CpuPoint {
 struct GuestRun {
     sweeps: [Vec<SweepPoint>; 2],
     cpu: Vec<CpuPoint>,
-}
-
-/// A booted guest, kept (with its QEMU) while it is measured.
-enum Booted {
-    Ours(NativeGuest),
-    Linux(ReadyGuest),
-}
-
-impl Booted {
-    fn qemu(&self) -> &RunningGuest {
-        match self {
-            Booted::Ours(guest) => &guest.qemu,
-            Booted::Linux(guest) => &guest.qemu,
-        }
-    }
-
-    fn command(&self) -> String {
-        match self {
-            Booted::Ours(guest) => guest.command.clone(),
-            Booted::Linux(guest) => guest.command.clone(),
-        }
-    }
 }
 
 /// What a guest is measured through.
@@ -319,12 +296,7 @@ fn run(plan: &Plan) -> Result<(), String> {
             println!("redis-vm: time budget spent after {runs_done} runs; stopping");
             break;
         }
-        let order = if run % 2 == 0 {
-            [Guest::Ours, Guest::Linux]
-        } else {
-            [Guest::Linux, Guest::Ours]
-        };
-        for guest in order {
+        for guest in vm::alternating(run) {
             println!(
                 "  run {}/{}: booting {} ({:.0} s elapsed)",
                 run + 1,
