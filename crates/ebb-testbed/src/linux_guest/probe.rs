@@ -88,16 +88,25 @@ pub fn set_and_get(server: SocketAddr, key: &str, value: &str) -> Result<(), Str
 /// connections before the guest is up, so only a real reply counts), and
 /// returns the version.
 pub fn wait_for_version(server: SocketAddr, limit: Duration) -> Result<String, String> {
+    retry_until(limit, || version(server)).map_err(|e| {
+        format!(
+            "memcached at {server} did not answer within {} s: {e}",
+            limit.as_secs()
+        )
+    })
+}
+
+/// Calls `attempt` every 50 ms until it succeeds or `limit` has passed
+/// (then its last error).
+fn retry_until<T>(
+    limit: Duration,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
     let deadline = Instant::now() + limit;
     loop {
-        match version(server) {
-            Ok(version) => return Ok(version),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!(
-                    "memcached at {server} did not answer within {} s: {e}",
-                    limit.as_secs()
-                ))
-            }
+        match attempt() {
+            Ok(value) => return Ok(value),
+            Err(e) if Instant::now() >= deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -235,19 +244,14 @@ pub fn redis_set_and_get(server: SocketAddr, key: &str, value: &str) -> Result<(
 /// connections before the guest is up, so only a real reply counts), and
 /// returns `redis PONG`.
 pub fn wait_for_redis_ping(server: SocketAddr, limit: Duration) -> Result<String, String> {
-    let deadline = Instant::now() + limit;
-    loop {
-        match redis_ping(server) {
-            Ok(pong) => return Ok(format!("redis {pong}")),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!(
-                    "Redis at {server} did not answer PING within {} s: {e}",
-                    limit.as_secs()
-                ))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
+    retry_until(limit, || redis_ping(server))
+        .map(|pong| format!("redis {pong}"))
+        .map_err(|e| {
+            format!(
+                "Redis at {server} did not answer PING within {} s: {e}",
+                limit.as_secs()
+            )
+        })
 }
 
 /// Connects to `server` until it accepts a TCP connection (the readiness
@@ -255,19 +259,16 @@ pub fn wait_for_redis_ping(server: SocketAddr, limit: Duration) -> Result<String
 /// accepted connection means the server listens; a benchmark then checks a
 /// real ping-pong with `ebb-loadgen`).
 pub fn wait_for_accept(server: SocketAddr, limit: Duration) -> Result<String, String> {
-    let deadline = Instant::now() + limit;
-    loop {
-        match TcpStream::connect_timeout(&server, REQUEST_TIMEOUT) {
-            Ok(_) => return Ok("netpipe".to_owned()),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!(
-                    "netpipe at {server} did not accept within {} s: {e}",
-                    limit.as_secs()
-                ))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
+    retry_until(limit, || {
+        TcpStream::connect_timeout(&server, REQUEST_TIMEOUT).map_err(|e| e.to_string())
+    })
+    .map(|_| "netpipe".to_owned())
+    .map_err(|e| {
+        format!(
+            "netpipe at {server} did not accept within {} s: {e}",
+            limit.as_secs()
+        )
+    })
 }
 
 #[cfg(test)]
