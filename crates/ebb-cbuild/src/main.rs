@@ -134,7 +134,32 @@ fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
     )
 }
 
+/// Takes the build lock of `target_dir`: one `ebb-cbuild` at a time
+/// writes its outputs (tests run in parallel, and two of them building
+/// the same programs at once linked a half-written object). Held until
+/// the process exits; says so when it has to wait.
+fn lock_target(target_dir: &std::path::Path) -> Result<std::fs::File, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(target_dir)?;
+    let path = target_dir.join(".ebb-cbuild.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if file.try_lock().is_err() {
+        eprintln!(
+            "ebb-cbuild: waiting for another ebb-cbuild building in {}...",
+            target_dir.display()
+        );
+        file.lock()
+            .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    }
+    Ok(file)
+}
+
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    let _building = lock_target(&options.target_dir)?;
     if options.command == "sqlite" {
         eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and SQLite's programs (a few minutes the first time)...");
         let dirs = posix_programs::Dirs {
