@@ -134,13 +134,15 @@ fn source_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
     )
 }
 
-/// Takes the build lock of `target_dir`: one `ebb-cbuild` at a time
-/// writes its outputs (tests run in parallel, and two of them building
-/// the same programs at once linked a half-written object). Held until
-/// the process exits; says so when it has to wait.
-fn lock_target(target_dir: &std::path::Path) -> Result<std::fs::File, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(target_dir)?;
-    let path = target_dir.join(".ebb-cbuild.lock");
+/// Takes the build lock, a file in the source cache that every command
+/// uses (`--cache`): one `ebb-cbuild` at a time fetches and builds (tests
+/// run in parallel, and two of them building the same programs at once
+/// linked a half-written object). Held until the process exits; says so
+/// when it has to wait.
+fn lock_builds(cache: &std::path::Path) -> Result<std::fs::File, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(cache)
+        .map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
+    let path = cache.join(".ebb-cbuild.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -149,8 +151,8 @@ fn lock_target(target_dir: &std::path::Path) -> Result<std::fs::File, Box<dyn st
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     if file.try_lock().is_err() {
         eprintln!(
-            "ebb-cbuild: waiting for another ebb-cbuild building in {}...",
-            target_dir.display()
+            "ebb-cbuild: waiting for another ebb-cbuild using {}...",
+            cache.display()
         );
         file.lock()
             .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
@@ -159,7 +161,7 @@ fn lock_target(target_dir: &std::path::Path) -> Result<std::fs::File, Box<dyn st
 }
 
 fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
-    let _building = lock_target(&options.target_dir)?;
+    let _building = lock_builds(&options.cache)?;
     if options.command == "sqlite" {
         eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and SQLite's programs (a few minutes the first time)...");
         let dirs = posix_programs::Dirs {
