@@ -37,7 +37,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::insns::{difference, image_ranges, read_counts, LINUX_RANGES};
-use ebb_bench::report::{median, workspace_root};
+use ebb_bench::report::{exit_code, median, workspace_root};
 use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU};
 use ebb_loadgen::{Config, ProtocolKind};
 use ebb_testbed::linux_guest::{
@@ -365,11 +365,5 @@ fn main() -> ExitCode {
     if let Some(runs) = args.runs {
         plan.runs = runs.get();
     }
-    match run(&plan) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("insns bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("insns bench", run(&plan))
 }

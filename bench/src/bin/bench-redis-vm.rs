@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::redis_vm::{throughput_at_sla, Invocation, SweepPoint};
-use ebb_bench::report::{median, output_dir, workspace_root};
+use ebb_bench::report::{exit_code, median, output_dir, workspace_root};
 use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_cli::c_apps;
 use ebb_loadgen::{Config, ProtocolKind, SizeDist};
@@ -556,11 +556,5 @@ fn main() -> ExitCode {
     if let Some(runs) = args.runs {
         plan.runs = runs.get();
     }
-    match run(&plan) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("redis-vm bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("redis-vm bench", run(&plan))
 }
