@@ -83,6 +83,19 @@ pub enum ObjectKind {
     Anonymous,
 }
 
+impl ObjectKind {
+    /// `st_mode` of a descriptor naming such an object: what Linux says
+    /// for a socket, a pipe, and an anonymous inode (epoll, eventfd).
+    #[must_use]
+    pub fn mode(self) -> u32 {
+        match self {
+            ObjectKind::Socket => S_IFSOCK | 0o777,
+            ObjectKind::Pipe => S_IFIFO | 0o600,
+            ObjectKind::Anonymous => 0o600,
+        }
+    }
+}
+
 /// What a descriptor refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -489,11 +502,7 @@ impl Files {
             Target::Object { id, kind } => Ok(StatFields {
                 dev: OBJECT_DEVICE,
                 ino: u64::from(id) + 1,
-                mode: match kind {
-                    ObjectKind::Socket => S_IFSOCK | 0o777,
-                    ObjectKind::Pipe => S_IFIFO | 0o600,
-                    ObjectKind::Anonymous => 0o600,
-                },
+                mode: kind.mode(),
                 nlink: 1,
                 size: 0,
             }),

@@ -35,6 +35,7 @@
 
 extern crate alloc;
 
+pub mod calls;
 pub mod copies;
 pub mod epoll;
 pub mod eventfd;

@@ -5,7 +5,10 @@ use ebb_posix::errno::EINVAL;
 use ebb_posix::sysno::nr;
 use ebb_posix::{Backend, Group, SysCall};
 
-use super::{clock, events, files, memory, process, signals, sockets, threads};
+use ebb_posix_objects::calls::{events, sockets};
+
+use super::objects::NativeHost;
+use super::{clock, files, memory, process, signals, threads};
 
 /// `AT_FDCWD` as the raw argument the `*at` calls get.
 const AT_FDCWD: usize = usize::MAX - 99;
@@ -69,30 +72,30 @@ impl Backend for Native {
             nr::FCNTL => files::fcntl(a, b, c),
             nr::UMASK => files::umask(a),
             // sockets: IPv4 TCP on Ebbflow's stack (`sockets.rs`)
-            nr::SOCKET => sockets::socket(a, b, c),
-            nr::BIND => sockets::bind(a, b, c),
-            nr::LISTEN => sockets::listen(a, b),
-            nr::ACCEPT => sockets::accept4(a, b, c, 0),
-            nr::ACCEPT4 => sockets::accept4(a, b, c, d),
-            nr::CONNECT => sockets::connect(a, b, c),
-            nr::GETSOCKNAME => sockets::getsockname(a, b, c),
-            nr::GETPEERNAME => sockets::getpeername(a, b, c),
-            nr::SETSOCKOPT => sockets::setsockopt(a, b, c, d, e),
-            nr::GETSOCKOPT => sockets::getsockopt(a, b, c, d, e),
-            nr::SHUTDOWN => sockets::shutdown(a, b),
-            nr::RECVFROM => sockets::recvfrom(a, b, c, d, e, f),
-            nr::SENDTO => sockets::sendto(a, b, c, d),
+            nr::SOCKET => sockets::socket(&NativeHost, a, b, c),
+            nr::BIND => sockets::bind(&NativeHost, a, b, c),
+            nr::LISTEN => sockets::listen(&NativeHost, a, b),
+            nr::ACCEPT => sockets::accept4(&NativeHost, a, b, c, 0),
+            nr::ACCEPT4 => sockets::accept4(&NativeHost, a, b, c, d),
+            nr::CONNECT => sockets::connect(&NativeHost, a, b, c),
+            nr::GETSOCKNAME => sockets::getsockname(&NativeHost, a, b, c),
+            nr::GETPEERNAME => sockets::getpeername(&NativeHost, a, b, c),
+            nr::SETSOCKOPT => sockets::setsockopt(&NativeHost, a, b, c, d, e),
+            nr::GETSOCKOPT => sockets::getsockopt(&NativeHost, a, b, c, d, e),
+            nr::SHUTDOWN => sockets::shutdown(&NativeHost, a, b),
+            nr::RECVFROM => sockets::recvfrom(&NativeHost, a, b, c, d, e, f),
+            nr::SENDTO => sockets::sendto(&NativeHost, a, b, c, d),
             // events: epoll, eventfd, pipes, poll (`events.rs`)
-            nr::EPOLL_CREATE => events::epoll_create(a),
-            nr::EPOLL_CREATE1 => events::epoll_create1(a),
-            nr::EPOLL_CTL => events::epoll_ctl(a, b, c, d),
-            nr::EPOLL_WAIT | nr::EPOLL_PWAIT => events::epoll_wait(a, b, c, d),
-            nr::EVENTFD => events::eventfd2(a, 0),
-            nr::EVENTFD2 => events::eventfd2(a, b),
-            nr::PIPE => events::pipe2(a, 0),
-            nr::PIPE2 => events::pipe2(a, b),
-            nr::POLL => events::poll_millis(a, b, c),
-            nr::PPOLL => events::ppoll(a, b, c),
+            nr::EPOLL_CREATE => events::epoll_create(&NativeHost, a),
+            nr::EPOLL_CREATE1 => events::epoll_create1(&NativeHost, a),
+            nr::EPOLL_CTL => events::epoll_ctl(&NativeHost, a, b, c, d),
+            nr::EPOLL_WAIT | nr::EPOLL_PWAIT => events::epoll_wait(&NativeHost, a, b, c, d),
+            nr::EVENTFD => events::eventfd2(&NativeHost, a, 0),
+            nr::EVENTFD2 => events::eventfd2(&NativeHost, a, b),
+            nr::PIPE => events::pipe2(&NativeHost, a, 0),
+            nr::PIPE2 => events::pipe2(&NativeHost, a, b),
+            nr::POLL => events::poll_millis(&NativeHost, a, b, c),
+            nr::PPOLL => events::ppoll(&NativeHost, a, b, c),
             // process
             nr::GETPID => process::PID,
             nr::GETTID => threads::gettid(),

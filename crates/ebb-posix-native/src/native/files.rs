@@ -17,8 +17,11 @@ use ebb_posix_files::path::PATH_MAX;
 use ebb_posix_files::table::{Files, Target};
 use spin::Mutex;
 
-use super::user::{self, IoVec, MAX_RW_COUNT};
-use super::{console, objects};
+use ebb_posix_objects::calls::{blocking, io, Host, Named};
+
+use super::console;
+use super::objects::{self, NativeHost};
+use super::user::{self, MAX_RW_COUNT};
 
 /// The program's files: the standard streams and an empty `/tmp`.
 static FILES: Mutex<Option<Files>> = Mutex::new(None);
@@ -138,8 +141,8 @@ pub fn write(fd: usize, addr: usize, len: usize) -> isize {
 }
 
 /// An object's descriptor, non-blocking as well when `may_block` is not.
-fn named_object(fd: usize, may_block: bool) -> Result<objects::Named, isize> {
-    let mut named = objects::named(fd, EBADF)?;
+fn named_object(fd: usize, may_block: bool) -> Result<Named, isize> {
+    let mut named = NativeHost.named(fd, EBADF)?;
     named.nonblocking |= !may_block;
     Ok(named)
 }
@@ -155,7 +158,7 @@ fn read_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
         }
         Target::Object { .. } => {
             let buf = user::bytes_mut(addr, len.min(MAX_RW_COUNT))?;
-            objects::read(&named_object(fd, may_block)?, buf)
+            blocking::read(&NativeHost, &named_object(fd, may_block)?, buf)
         }
     }))
 }
@@ -168,43 +171,15 @@ fn write_one(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
         match target {
             Target::Stream(stream) => console::write(stream, bytes),
             Target::Node(_) => with(|files| files.write(fd, bytes)),
-            Target::Object { .. } => objects::write(&named_object(fd, may_block)?, bytes),
+            Target::Object { .. } => {
+                blocking::write(&NativeHost, &named_object(fd, may_block)?, bytes)
+            }
         }
     }))
 }
 
-fn iovecs(iov: usize, count: usize) -> Result<Vec<IoVec>, isize> {
-    // Linux's UIO_MAXIOV.
-    if count > 1024 {
-        return Err(EINVAL);
-    }
-    (0..count)
-        .map(|index| {
-            let at = index
-                .checked_mul(core::mem::size_of::<IoVec>())
-                .and_then(|offset| iov.checked_add(offset))
-                .ok_or(EFAULT)?;
-            user::get::<IoVec>(at)
-        })
-        .collect()
-}
-
-/// What was moved, once something was (readv(2)/writev(2): a later
-/// buffer's failure does not undo the earlier ones), else the error.
-fn so_far(total: usize, error: isize) -> Result<usize, isize> {
-    if total > 0 {
-        Ok(total)
-    } else {
-        Err(error)
-    }
-}
-
-/// readv(2) and writev(2): `one` (a read or write) on each buffer in
-/// turn, stopping at a short transfer, at most `MAX_RW_COUNT` bytes in
-/// all. A read waits only for its first buffer: once something came, it
-/// returns what is there (as Linux's socket and pipe readv do). A
-/// blocking write waits for every buffer, as Linux's `tcp_sendmsg` and
-/// `pipe_write` move the whole iovec.
+/// readv(2) and writev(2) on `fd`: `one` on each buffer in turn
+/// (`ebb_posix_objects::calls::io::vectored`).
 fn vectored(
     fd: usize,
     iov: usize,
@@ -212,21 +187,13 @@ fn vectored(
     one: fn(usize, usize, usize, bool) -> isize,
     waits_for_all: bool,
 ) -> isize {
-    answer(iovecs(iov, count).and_then(|entries| {
-        let mut total = 0usize;
-        for entry in entries {
-            let room = entry.len.min(MAX_RW_COUNT - total);
-            let done = one(fd, entry.base, room, waits_for_all || total == 0);
-            let Ok(done) = usize::try_from(done) else {
-                return so_far(total, -done);
-            };
-            total += done;
-            if done < entry.len || total == MAX_RW_COUNT {
-                break;
-            }
-        }
-        Ok(total)
-    }))
+    io::vectored(
+        &NativeHost,
+        iov,
+        count,
+        |base, len, may_block| one(fd, base, len, may_block),
+        waits_for_all,
+    )
 }
 
 /// readv(2).

@@ -12,9 +12,8 @@
 
 use ebb_posix::errno::EFAULT;
 
-/// The most bytes one read or write moves (Linux's `MAX_RW_COUNT`,
-/// `INT_MAX` rounded down to a page: larger requests are cut to it).
-pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+/// The most bytes one read or write moves (Linux's `MAX_RW_COUNT`).
+pub use ebb_posix_objects::calls::MAX_RW_COUNT;
 
 /// Whether `[addr, addr + len)` is a range a slice may cover: not null,
 /// not wrapping, at most `isize::MAX` bytes (`core::slice::from_raw_parts`'
@@ -78,14 +77,4 @@ pub struct Timespec {
     pub sec: i64,
     /// Nanoseconds (microseconds in a timeval).
     pub fraction: i64,
-}
-
-/// `struct iovec`.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct IoVec {
-    /// The buffer.
-    pub base: usize,
-    /// Its length.
-    pub len: usize,
 }

@@ -1,27 +1,29 @@
-//! The events group natively: epoll sets, eventfds, pipes and poll(2),
-//! all on this core's objects (`ebb_posix_objects`). A waiting
-//! `epoll_wait` or `poll` parks the calling C thread on the event loop
-//! until a watched object changes or its timeout (an Ebbflow timer)
-//! passes.
+//! The events group: epoll sets, eventfds, pipes and poll(2), all on the
+//! objects of this crate. A waiting `epoll_wait` or `poll` parks the
+//! calling C thread until a watched object changes or its timeout (an
+//! Ebbflow timer) passes.
 
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
 use ebb_posix::errno::{EBADF, EINVAL, EPERM};
-use ebb_posix_files::table::{Target, O_CLOEXEC, O_NONBLOCK, O_RDONLY, O_RDWR, O_WRONLY};
-use ebb_posix_objects::epoll::{self, Epoll, EVENT_BYTES};
-use ebb_posix_objects::eventfd::{EventFd, EFD_SEMAPHORE};
-use ebb_posix_objects::readiness::{ALWAYS, EPOLLIN, EPOLLOUT, POLLNVAL};
-use ebb_posix_objects::{pipe, Object};
+use ebb_posix_files::table::{O_CLOEXEC, O_NONBLOCK, O_RDONLY, O_RDWR, O_WRONLY};
 
-use super::objects::{self, answer, low32, Named};
-use super::{files, user};
+use super::blocking::{wait_any, yield_to_loop};
+use super::{answer, get, get_timespec, low32, put, Host, Named};
+use crate::epoll::{self, Epoll, EVENT_BYTES};
+use crate::eventfd::{EventFd, EFD_SEMAPHORE};
+use crate::readiness::{ALWAYS, POLLNVAL};
+use crate::{pipe, Object};
 
 /// Linux's limit on `maxevents` (`EP_MAX_EVENTS`: INT_MAX / 12).
 const MAX_EVENTS: usize = (i32::MAX as usize) / EVENT_BYTES;
 /// poll(2)'s limit on descriptors: RLIMIT_NOFILE.
 const MAX_POLL_FDS: usize = ebb_posix_files::table::MAX_FDS;
+/// `sizeof(struct pollfd)`: an `int` descriptor, `short` events and
+/// `short` revents.
+const POLLFD_BYTES: usize = 8;
 
 /// A millisecond timeout as the calls take it: negative is none.
 fn millis(raw: usize) -> Option<Duration> {
@@ -37,47 +39,44 @@ fn descriptor_flags(flags: u32, access: u32) -> u32 {
 
 /// epoll_create1(2) (epoll_create(2) with a positive size is
 /// `epoll_create1(0)`).
-pub fn epoll_create1(flags: usize) -> isize {
+pub fn epoll_create1(host: &impl Host, flags: usize) -> isize {
     let flags = low32(flags);
     if flags & !O_CLOEXEC != 0 {
         return -EINVAL;
     }
-    answer(objects::install(
-        Object::Epoll(Epoll::new()),
-        descriptor_flags(flags, O_RDWR),
-    ))
+    answer(host.install(Object::Epoll(Epoll::new()), descriptor_flags(flags, O_RDWR)))
 }
 
 /// epoll_create(2): the size is a hint that must be positive.
-pub fn epoll_create(size: usize) -> isize {
+pub fn epoll_create(host: &impl Host, size: usize) -> isize {
     if low32(size).cast_signed() <= 0 {
         return -EINVAL;
     }
-    epoll_create1(0)
+    epoll_create1(host, 0)
 }
 
-fn epoll_of(fd: usize) -> Result<Rc<Epoll>, isize> {
-    match objects::named(fd, EINVAL)?.object {
+fn epoll_of(host: &impl Host, fd: usize) -> Result<Rc<Epoll>, isize> {
+    match host.named(fd, EINVAL)?.object {
         Object::Epoll(epoll) => Ok(epoll),
         _ => Err(EINVAL),
     }
 }
 
-/// epoll_ctl(2).
-pub fn epoll_ctl(epfd: usize, op: usize, fd: usize, event: usize) -> isize {
+/// epoll_ctl(2). A descriptor that names no object cannot be watched:
+/// `EPERM`, as Linux says for a regular file (and the platform's own
+/// descriptors, files or Linux's, are not pollable objects here).
+pub fn epoll_ctl(host: &impl Host, epfd: usize, op: usize, fd: usize, event: usize) -> isize {
     answer((|| {
-        let epoll = epoll_of(epfd)?;
+        let epoll = epoll_of(host, epfd)?;
         if fd == epfd {
             return Err(EINVAL);
         }
-        // A file or stream cannot be watched (Linux: EPERM for a regular
-        // file; the console is not a pollable device here).
-        let object = objects::named(fd, EPERM)?.object;
+        let object = host.named(fd, EPERM)?.object;
         let op = low32(op);
         let (events, data) = if op == epoll::EPOLL_CTL_DEL {
             (0, 0)
         } else {
-            epoll::parse_event(user::get::<[u8; EVENT_BYTES]>(event)?)
+            epoll::parse_event(get::<EVENT_BYTES>(host, event)?)
         };
         let fd = i32::try_from(fd).map_err(|_| EBADF)?;
         epoll.control(op, fd, &object, events, data)?;
@@ -86,15 +85,21 @@ pub fn epoll_ctl(epfd: usize, op: usize, fd: usize, event: usize) -> isize {
 }
 
 /// epoll_wait(2) and epoll_pwait(2) (the signal mask is not used: no
-/// signal is ever delivered).
-pub fn epoll_wait(epfd: usize, events: usize, max: usize, timeout: usize) -> isize {
+/// signal is ever delivered to a parked call).
+pub fn epoll_wait(
+    host: &impl Host,
+    epfd: usize,
+    events: usize,
+    max: usize,
+    timeout: usize,
+) -> isize {
     answer((|| {
         let max = usize::try_from(low32(max).cast_signed()).map_err(|_| EINVAL)?;
         if max == 0 || max > MAX_EVENTS {
             return Err(EINVAL);
         }
-        let epoll = epoll_of(epfd)?;
-        let out = user::bytes_mut(events, max * EVENT_BYTES)?;
+        let epoll = epoll_of(host, epfd)?;
+        let out = host.bytes_mut(events, max * EVENT_BYTES)?;
         let timeout = millis(timeout);
         let deadline = timeout.map(|after| ebb_event::now() + after);
         let object = Object::Epoll(Rc::clone(&epoll));
@@ -112,79 +117,73 @@ pub fn epoll_wait(epfd: usize, events: usize, max: usize, timeout: usize) -> isi
             if left == Some(Duration::ZERO) {
                 if !yielded {
                     yielded = true;
-                    objects::yield_to_loop();
+                    yield_to_loop(host);
                     continue;
                 }
                 return Ok(0);
             }
-            objects::wait_any(core::slice::from_ref(&object), left)?;
+            wait_any(host, core::slice::from_ref(&object), left)?;
         }
     })())
 }
 
 /// eventfd2(2) (eventfd(2) has no flags).
-pub fn eventfd2(initial: usize, flags: usize) -> isize {
+pub fn eventfd2(host: &impl Host, initial: usize, flags: usize) -> isize {
     let flags = low32(flags);
     if flags & !(EFD_SEMAPHORE | O_CLOEXEC | O_NONBLOCK) != 0 {
         return -EINVAL;
     }
-    answer(objects::install(
+    answer(host.install(
         Object::EventFd(Rc::new(EventFd::new(low32(initial), flags))),
         descriptor_flags(flags, O_RDWR),
     ))
 }
 
 /// pipe2(2) (pipe(2) has no flags): the two descriptors at `fds`.
-pub fn pipe2(fds: usize, flags: usize) -> isize {
+pub fn pipe2(host: &impl Host, fds: usize, flags: usize) -> isize {
     let flags = low32(flags);
     if flags & !(O_CLOEXEC | O_NONBLOCK) != 0 {
         return -EINVAL;
     }
     answer((|| {
-        user::get::<[i32; 2]>(fds)?;
+        // Checked before anything is made.
+        host.bytes_mut(fds, 8)?;
         let (reader, writer) = pipe::pipe();
-        let read_fd = objects::install(
+        let read_fd = host.install(
             Object::Pipe(Rc::new(reader)),
             descriptor_flags(flags, O_RDONLY),
         )?;
-        let write_fd = match objects::install(
+        let write_fd = match host.install(
             Object::Pipe(Rc::new(writer)),
             descriptor_flags(flags, O_WRONLY),
         ) {
             Ok(fd) => fd,
             Err(errno) => {
-                let _ = files::close(read_fd);
+                host.close(read_fd);
                 return Err(errno);
             }
         };
         let as_int = |fd: usize| i32::try_from(fd).unwrap_or(i32::MAX);
-        user::put(fds, [as_int(read_fd), as_int(write_fd)])?;
+        let mut pair = [0u8; 8];
+        pair[..4].copy_from_slice(&as_int(read_fd).to_ne_bytes());
+        pair[4..].copy_from_slice(&as_int(write_fd).to_ne_bytes());
+        put(host, fds, &pair)?;
         Ok(0)
     })())
 }
 
-/// `struct pollfd`.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct PollFd {
-    fd: i32,
-    events: i16,
-    revents: i16,
-}
-
 /// poll(2) and ppoll(2) (`timeout` already in the call's terms: `None`
-/// waits for ever). Files and the standard streams are always ready, as
-/// on Linux for regular files.
-pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
+/// waits for ever). A descriptor that names no object is as the host's
+/// [`Host::other_readiness`] says; only objects wake a waiting poll.
+pub fn poll(host: &impl Host, fds: usize, count: usize, timeout: Option<Duration>) -> isize {
     answer((|| {
         if count > MAX_POLL_FDS {
             return Err(EINVAL);
         }
         // The whole array, checked once: every entry's address below is
         // then inside it and cannot overflow.
-        let entry_bytes = core::mem::size_of::<PollFd>();
         if count > 0 {
-            user::bytes(fds, count * entry_bytes)?;
+            host.bytes(fds, count * POLLFD_BYTES)?;
         }
         let deadline = timeout.map(|after| ebb_event::now() + after);
         // A zero timeout lets the loop run once before it says nothing.
@@ -193,59 +192,57 @@ pub fn poll(fds: usize, count: usize, timeout: Option<Duration>) -> isize {
             let mut watched = Vec::new();
             let mut ready = 0usize;
             for index in 0..count {
-                let at = fds + index * entry_bytes;
-                let mut entry: PollFd = user::get(at)?;
-                let wanted = u32::from(entry.events.cast_unsigned()) | ALWAYS;
-                let holds = if entry.fd < 0 {
-                    0
-                } else {
-                    let fd = usize::try_from(entry.fd).unwrap_or(usize::MAX);
-                    match files::with(|table| table.target(fd)) {
+                let at = fds + index * POLLFD_BYTES;
+                let mut entry = get::<POLLFD_BYTES>(host, at)?;
+                let fd = i32::from_ne_bytes([entry[0], entry[1], entry[2], entry[3]]);
+                let events = u16::from_ne_bytes([entry[4], entry[5]]);
+                let wanted = u32::from(events) | ALWAYS;
+                let holds = match usize::try_from(fd) {
+                    Err(_) => 0,
+                    Ok(fd) => match host.named(fd, EPERM) {
+                        Ok(Named { object, .. }) => {
+                            let holds = object.pollable().readiness() & wanted;
+                            watched.push(object);
+                            holds
+                        }
+                        Err(EPERM) => host.other_readiness(fd, wanted).unwrap_or(POLLNVAL),
                         Err(_) => POLLNVAL,
-                        Ok(Target::Object { .. }) => match objects::named(fd, EBADF) {
-                            Ok(Named { object, .. }) => {
-                                let holds = object.pollable().readiness() & wanted;
-                                watched.push(object);
-                                holds
-                            }
-                            Err(_) => POLLNVAL,
-                        },
-                        Ok(_) => (EPOLLIN | EPOLLOUT) & wanted,
-                    }
+                    },
                 };
-                entry.revents = i16::try_from(holds & 0xffff).unwrap_or(0);
+                let revents = u16::try_from(holds & 0xffff).unwrap_or(0);
+                entry[6..].copy_from_slice(&revents.to_ne_bytes());
                 if holds != 0 {
                     ready += 1;
                 }
-                user::put(at, entry)?;
+                put(host, at, &entry)?;
             }
             let left = deadline.map(|deadline| deadline.saturating_since(ebb_event::now()));
             if ready == 0 && left == Some(Duration::ZERO) && !yielded {
                 yielded = true;
-                objects::yield_to_loop();
+                yield_to_loop(host);
                 continue;
             }
             if ready > 0 || left == Some(Duration::ZERO) {
                 return Ok(ready);
             }
-            objects::wait_any(&watched, left)?;
+            wait_any(host, &watched, left)?;
         }
     })())
 }
 
 /// poll(2): a timeout in milliseconds, negative for none.
-pub fn poll_millis(fds: usize, count: usize, timeout: usize) -> isize {
-    poll(fds, count, millis(timeout))
+pub fn poll_millis(host: &impl Host, fds: usize, count: usize, timeout: usize) -> isize {
+    poll(host, fds, count, millis(timeout))
 }
 
 /// ppoll(2): a `struct timespec` timeout, null for none (the signal
 /// mask is not used).
-pub fn ppoll(fds: usize, count: usize, timeout: usize) -> isize {
+pub fn ppoll(host: &impl Host, fds: usize, count: usize, timeout: usize) -> isize {
     if timeout == 0 {
-        return poll(fds, count, None);
+        return poll(host, fds, count, None);
     }
-    match super::clock::requested(timeout) {
-        Ok(nanos) => poll(fds, count, Some(Duration::from_nanos(nanos))),
+    match get_timespec(host, timeout) {
+        Ok(nanos) => poll(host, fds, count, Some(Duration::from_nanos(nanos))),
         Err(errno) => -errno,
     }
 }
