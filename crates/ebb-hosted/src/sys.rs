@@ -81,7 +81,9 @@ pub fn monotonic_ns() -> u64 {
 /// A `timespec` for `ns` nanoseconds.
 pub fn timespec(ns: u64) -> libc::timespec {
     libc::timespec {
-        tv_sec: libc::time_t::try_from(ns / 1_000_000_000).unwrap_or(libc::time_t::MAX),
+        // `time_t` is 64 bits on x86_64 with glibc and with musl ≥ 1.2 (whose
+        // libc crate marks the alias deprecated while it moves).
+        tv_sec: i64::try_from(ns / 1_000_000_000).unwrap_or(i64::MAX),
         tv_nsec: libc::c_long::try_from(ns % 1_000_000_000).unwrap_or(0),
     }
 }
@@ -235,4 +237,11 @@ pub fn timerfd_set(fd: &OwnedFd, at_ns: Option<u64>) -> io::Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// An iovec count as `msghdr.msg_iovlen` takes it: `size_t` with glibc,
+/// `int` with musl (the user-space stack's POSIX personality builds this
+/// crate for musl). Counts here are a chain's segments, far below both.
+pub fn iov_count<T: TryFrom<usize> + Default>(count: usize) -> T {
+    T::try_from(count).unwrap_or_default()
 }

@@ -333,7 +333,7 @@ impl TcpConn {
                     iov_len: segment.len(),
                 }));
             slot.header.msg_iov = slot.iovecs.as_mut_ptr();
-            slot.header.msg_iovlen = slot.iovecs.len();
+            slot.header.msg_iovlen = crate::sys::iov_count(slot.iovecs.len());
             &slot.header
         };
         let entry = opcode::SendMsg::new(types::Fd(self.raw_fd), header)

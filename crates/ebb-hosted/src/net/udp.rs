@@ -170,7 +170,7 @@ impl UdpOps for UdpSock {
         header.msg_name = target.as_ptr().cast_mut().cast();
         header.msg_namelen = target.len;
         header.msg_iov = iovecs.as_mut_ptr();
-        header.msg_iovlen = iovecs.len();
+        header.msg_iovlen = crate::sys::iov_count(iovecs.len());
         let entry = opcode::SendMsg::new(types::Fd(self.raw_fd), &*header).build();
         let keep = (data, iovecs, header, target);
         // SAFETY: the header, address, iovecs and the buffers they point to
