@@ -20,12 +20,15 @@ pub mod linux;
 pub mod raw;
 pub mod thread_entry;
 
-use ebb_posix::log_once::LoggedCalls;
+#[cfg(feature = "entry")]
+mod entry {
+    use ebb_posix::log_once::LoggedCalls;
 
-/// The unserved calls this process has said.
-static LOGGED: LoggedCalls = LoggedCalls::new();
+    /// The unserved calls this process has said.
+    static LOGGED: LoggedCalls = LoggedCalls::new();
 
-ebb_posix::syscall_entry!(linux::Linux, LOGGED);
+    ebb_posix::syscall_entry!(crate::linux::Linux, LOGGED);
+}
 
 /// A panic here is a bug in this library: say so on standard error and
 /// end the process as `abort` would (134 = 128 + SIGABRT).

@@ -1,0 +1,294 @@
+//! The program's calls: those on Ebbflow's objects are served here (the
+//! socket and event groups, and the descriptor calls on an object's
+//! number); every other call passes to Linux as the hosted personality
+//! passes it (`ebb_posix_hosted::linux`).
+
+use ebb_posix::errno::{EINVAL, ENOTTY, ESPIPE};
+use ebb_posix::sysno::nr;
+use ebb_posix::{Backend, Group, SysCall};
+use ebb_posix_files::layout::{stat_bytes, StatFields};
+use ebb_posix_files::table::OBJECT_DEVICE;
+use ebb_posix_hosted::linux::Linux;
+use ebb_posix_objects::calls::{
+    answer, blocking, events, get, get_u32, io, low32, put, sockets, Host, Named,
+};
+
+use crate::descriptors::is_object;
+use crate::host::{self, UserStackHost};
+use crate::linux;
+
+/// ioctl(2) requests on sockets (`include/uapi/asm-generic/ioctls.h`).
+const FIONBIO: usize = 0x5421;
+/// clone(2)'s flag for a child sharing the parent's memory.
+const CLONE_VM: usize = 0x100;
+/// `sizeof(struct pollfd)`.
+const POLLFD_BYTES: usize = 8;
+
+/// The program's calls, made on its main thread.
+pub struct Program;
+
+impl Backend for Program {
+    fn serve(&self, call: &SysCall, group: Group) -> Option<isize> {
+        let host = &UserStackHost;
+        let [a, b, c, d, e, f] = call.args;
+        let result = match call.number {
+            // sockets: every one made is on Ebbflow's stack
+            nr::SOCKET => sockets::socket(host, a, b, c),
+            nr::BIND if is_object(a) => sockets::bind(host, a, b, c),
+            nr::LISTEN if is_object(a) => sockets::listen(host, a, b),
+            nr::ACCEPT if is_object(a) => sockets::accept4(host, a, b, c, 0),
+            nr::ACCEPT4 if is_object(a) => sockets::accept4(host, a, b, c, d),
+            nr::CONNECT if is_object(a) => sockets::connect(host, a, b, c),
+            nr::GETSOCKNAME if is_object(a) => sockets::getsockname(host, a, b, c),
+            nr::GETPEERNAME if is_object(a) => sockets::getpeername(host, a, b, c),
+            nr::SETSOCKOPT if is_object(a) => sockets::setsockopt(host, a, b, c, d, e),
+            nr::GETSOCKOPT if is_object(a) => sockets::getsockopt(host, a, b, c, d, e),
+            nr::SHUTDOWN if is_object(a) => sockets::shutdown(host, a, b),
+            nr::RECVFROM if is_object(a) => sockets::recvfrom(host, a, b, c, d, e, f),
+            nr::SENDTO if is_object(a) => sockets::sendto(host, a, b, c, d),
+            // events: every epoll set, eventfd and pipe made is ours
+            nr::EPOLL_CREATE => events::epoll_create(host, a),
+            nr::EPOLL_CREATE1 => events::epoll_create1(host, a),
+            nr::EPOLL_CTL => events::epoll_ctl(host, a, b, c, d),
+            nr::EPOLL_WAIT | nr::EPOLL_PWAIT => events::epoll_wait(host, a, b, c, d),
+            nr::EVENTFD => events::eventfd2(host, a, 0),
+            nr::EVENTFD2 => events::eventfd2(host, a, b),
+            nr::PIPE => events::pipe2(host, a, 0),
+            nr::PIPE2 => events::pipe2(host, a, b),
+            nr::POLL if polls_an_object(a, b) => events::poll_millis(host, a, b, c),
+            nr::PPOLL if polls_an_object(a, b) => events::ppoll(host, a, b, c),
+            // descriptor calls on an object's number
+            nr::READ if is_object(a) => read(a, b, c, true),
+            nr::WRITE if is_object(a) => write(a, b, c, true),
+            nr::READV if is_object(a) => {
+                io::vectored(host, b, c, |at, len, wait| read(a, at, len, wait), false)
+            }
+            nr::WRITEV if is_object(a) => {
+                io::vectored(host, b, c, |at, len, wait| write(a, at, len, wait), true)
+            }
+            nr::CLOSE if is_object(a) => match host::with(|table| table.close(a)) {
+                Ok(released) => {
+                    host::release(released);
+                    0
+                }
+                Err(errno) => -errno,
+            },
+            nr::DUP if is_object(a) => answer(host::with(|table| table.duplicate(a, 0, false))),
+            nr::DUP2 if a == b && is_object(a) => isize::try_from(a).unwrap_or(isize::MAX),
+            nr::DUP2 if is_object(a) || is_object(b) => dup3(a, b, 0),
+            nr::DUP3 if is_object(a) || is_object(b) => dup3(a, b, c),
+            nr::FCNTL if is_object(a) => fcntl(a, b, c),
+            nr::FSTAT if is_object(a) => fstat(a, b),
+            nr::IOCTL if is_object(a) => ioctl(a, b, c),
+            nr::LSEEK | nr::PREAD64 | nr::PWRITE64 if is_object(a) => -ESPIPE,
+            nr::FSYNC | nr::FDATASYNC | nr::FTRUNCATE if is_object(a) => -EINVAL,
+            // Other calls on an object (sendmsg, recvmsg, ...): not
+            // provided, as natively.
+            nr::SENDMSG | nr::RECVMSG | nr::SENDFILE | nr::GETDENTS64 if is_object(a) => {
+                return None
+            }
+            // A fork's child would share the TAP device and every
+            // connection's state with its parent: not provided, so Redis's
+            // BGSAVE answers its own error, as natively.
+            nr::FORK | nr::VFORK => return None,
+            nr::CLONE if b == 0 && a & CLONE_VM == 0 => return None,
+            _ => return Linux.serve(call, group),
+        };
+        Some(result)
+    }
+
+    fn log(&self, line: &str) {
+        ebb_posix_hosted::linux::write_stderr_line(line);
+    }
+}
+
+/// Whether the `count` pollfds at `fds` name one of our objects (else
+/// Linux polls them all, as it would).
+fn polls_an_object(fds: usize, count: usize) -> bool {
+    (0..count.min(ebb_posix_files::table::MAX_FDS)).any(|index| {
+        get::<4>(&UserStackHost, fds.wrapping_add(index * POLLFD_BYTES))
+            .map(i32::from_ne_bytes)
+            .ok()
+            .and_then(|fd| usize::try_from(fd).ok())
+            .is_some_and(is_object)
+    })
+}
+
+/// The object `fd` names, non-blocking as well when `may_block` is not.
+fn named(fd: usize, may_block: bool) -> Result<Named, isize> {
+    let mut named = UserStackHost.named(fd, ebb_posix::errno::EBADF)?;
+    named.nonblocking |= !may_block;
+    Ok(named)
+}
+
+/// read(2) of an object; it waits only if `may_block` (readv(2)'s
+/// later buffers take what is there).
+fn read(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
+    let host = &UserStackHost;
+    answer(named(fd, may_block).and_then(|named| {
+        let buf = host.bytes_mut(addr, len.min(ebb_posix_objects::calls::MAX_RW_COUNT))?;
+        blocking::read(host, &named, buf)
+    }))
+}
+
+/// write(2) of an object; it waits only if `may_block`.
+fn write(fd: usize, addr: usize, len: usize, may_block: bool) -> isize {
+    let host = &UserStackHost;
+    answer(named(fd, may_block).and_then(|named| {
+        let bytes = host.bytes(addr, len.min(ebb_posix_objects::calls::MAX_RW_COUNT))?;
+        blocking::write(host, &named, bytes)
+    }))
+}
+
+/// dup2(2) and dup3(2) where either number names an object.
+fn dup3(old: usize, new: usize, flags: usize) -> isize {
+    match host::with(|table| table.dup3(old, new, flags)) {
+        Ok(released) => {
+            host::release(released);
+            isize::try_from(new).unwrap_or(isize::MAX)
+        }
+        Err(errno) => -errno,
+    }
+}
+
+/// fcntl(2) of an object's descriptor: status flags here, descriptor
+/// flags on the placeholder, duplicates of both.
+fn fcntl(fd: usize, command: usize, arg: usize) -> isize {
+    let Some(description) = host::with(|table| table.get(fd)) else {
+        return -ebb_posix::errno::EBADF;
+    };
+    match command {
+        linux::F_GETFL => isize::try_from(description.status_flags()).unwrap_or(0),
+        linux::F_SETFL => {
+            description.set_status_flags(low32(arg));
+            0
+        }
+        linux::F_GETFD | linux::F_SETFD => linux::fcntl(fd, command, arg),
+        linux::F_DUPFD | linux::F_DUPFD_CLOEXEC => answer(host::with(|table| {
+            table.duplicate(fd, arg, command == linux::F_DUPFD_CLOEXEC)
+        })),
+        _ => -EINVAL,
+    }
+}
+
+/// fstat(2) of an object's descriptor: its kind's mode, as Linux shows
+/// a socket, a pipe or an anonymous inode.
+fn fstat(fd: usize, out: usize) -> isize {
+    let Some(description) = host::with(|table| table.get(fd)) else {
+        return -ebb_posix::errno::EBADF;
+    };
+    let fields = StatFields {
+        dev: OBJECT_DEVICE,
+        ino: u64::try_from(description.object.identity()).unwrap_or(0),
+        mode: description.object.kind().mode(),
+        nlink: 1,
+        size: 0,
+    };
+    answer(put(&UserStackHost, out, &stat_bytes(&fields)).map(|()| 0))
+}
+
+/// ioctl(2) of an object's descriptor: `FIONBIO` sets or clears
+/// `O_NONBLOCK`; nothing else is a request these objects take.
+fn ioctl(fd: usize, request: usize, arg: usize) -> isize {
+    if low32(request) as usize != FIONBIO {
+        return -ENOTTY;
+    }
+    let Some(description) = host::with(|table| table.get(fd)) else {
+        return -ebb_posix::errno::EBADF;
+    };
+    match get_u32(&UserStackHost, arg) {
+        Ok(on) => {
+            let flags = description.status_flags();
+            let nonblock = ebb_posix_files::table::O_NONBLOCK;
+            description.set_status_flags(if on != 0 {
+                flags | nonblock
+            } else {
+                flags & !nonblock
+            });
+            0
+        }
+        Err(errno) => -errno,
+    }
+}
+
+/// A descriptor argument of `call` that names one of the main thread's
+/// objects (for calls from elsewhere, which may not use them).
+pub fn object_argument(call: &SysCall) -> Option<usize> {
+    let [a, b, c, ..] = call.args;
+    let candidates: &[usize] = match call.number {
+        nr::DUP2 | nr::DUP3 | nr::SENDFILE => &[a, b],
+        nr::EPOLL_CTL => &[a, c],
+        nr::READ
+        | nr::WRITE
+        | nr::CLOSE
+        | nr::FSTAT
+        | nr::LSEEK
+        | nr::IOCTL
+        | nr::PREAD64
+        | nr::PWRITE64
+        | nr::READV
+        | nr::WRITEV
+        | nr::DUP
+        | nr::FCNTL
+        | nr::FSYNC
+        | nr::FDATASYNC
+        | nr::FTRUNCATE
+        | nr::GETDENTS64
+        | nr::SENDTO
+        | nr::RECVFROM
+        | nr::SENDMSG
+        | nr::RECVMSG
+        | nr::SHUTDOWN
+        | nr::BIND
+        | nr::LISTEN
+        | nr::ACCEPT
+        | nr::ACCEPT4
+        | nr::CONNECT
+        | nr::GETSOCKNAME
+        | nr::GETPEERNAME
+        | nr::SETSOCKOPT
+        | nr::GETSOCKOPT
+        | nr::EPOLL_WAIT
+        | nr::EPOLL_PWAIT => &[a],
+        _ => &[],
+    };
+    candidates.iter().copied().find(|&fd| is_object(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host;
+    use ebb_posix_files::table::O_RDWR;
+    use ebb_posix_objects::eventfd::EventFd;
+    use ebb_posix_objects::Object;
+    use std::rc::Rc;
+
+    #[test]
+    fn another_threads_call_on_an_object_is_found_whichever_argument_names_it() {
+        let fd =
+            host::with(|table| table.install(Object::EventFd(Rc::new(EventFd::new(0, 0))), O_RDWR))
+                .unwrap();
+        let call = |number, args| SysCall { number, args };
+        assert_eq!(
+            object_argument(&call(nr::READ, [fd, 0, 0, 0, 0, 0])),
+            Some(fd)
+        );
+        assert_eq!(
+            object_argument(&call(nr::DUP2, [0, fd, 0, 0, 0, 0])),
+            Some(fd)
+        );
+        assert_eq!(
+            object_argument(&call(nr::EPOLL_CTL, [1, 1, fd, 0, 0, 0])),
+            Some(fd)
+        );
+        assert_eq!(
+            object_argument(&call(nr::GETPID, [fd, 0, 0, 0, 0, 0])),
+            None
+        );
+        assert_eq!(object_argument(&call(nr::READ, [0, fd, 0, 0, 0, 0])), None);
+        let released = host::with(|table| table.close(fd)).unwrap();
+        assert!(released.is_some());
+        assert_eq!(object_argument(&call(nr::READ, [fd, 0, 0, 0, 0, 0])), None);
+    }
+}
