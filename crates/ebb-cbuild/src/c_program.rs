@@ -49,6 +49,104 @@ impl std::fmt::Display for ProgramError {
 
 impl std::error::Error for ProgramError {}
 
+/// The user-space stack's personality: a static library with Rust's
+/// std for musl (its `Cargo.toml` says why).
+pub const USERSTACK_PERSONALITY: &str = "ebb-posix-userstack";
+/// Its target.
+pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// What a C program links besides musl: a personality's libraries, and
+/// the flags it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Personality {
+    /// Static libraries, in the group with musl's `libc.a`.
+    pub libraries: Vec<PathBuf>,
+    /// Linker flags.
+    pub link_flags: Vec<String>,
+}
+
+impl Personality {
+    /// The hosted personality: its one library.
+    #[must_use]
+    pub fn hosted(library: PathBuf) -> Personality {
+        Personality {
+            libraries: vec![library],
+            link_flags: Vec::new(),
+        }
+    }
+}
+
+/// Builds the user-space stack's personality ([`USERSTACK_PERSONALITY`])
+/// for [`MUSL_TARGET`] into `target_dir`: the library, Rust's own
+/// `libunwind.a` for that target (std's unwinder, which the
+/// toolchain ships with the target and a staticlib leaves out), and
+/// `--wrap=main` (the library's `__wrap_main` starts the program).
+///
+/// Built without LTO: the release profile's thin LTO left this
+/// staticlib's `#[no_mangle]` entries in LLVM bitcode that the system
+/// linker cannot read (`nm` saw no `__ebb_syscall`).
+///
+/// # Errors
+///
+/// cargo or rustc fails (the target not installed: `./ebb` installs it).
+pub fn build_userstack_personality(
+    workspace: &Path,
+    target_dir: &Path,
+) -> Result<Personality, ProgramError> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let target_arg = target_dir.to_string_lossy().into_owned();
+    let args = [
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        USERSTACK_PERSONALITY,
+        "--target",
+        MUSL_TARGET,
+        "--target-dir",
+        &target_arg,
+    ];
+    step(
+        &format!("cargo build -p {USERSTACK_PERSONALITY} --target {MUSL_TARGET}"),
+        crate::command::run_with_env(
+            &cargo,
+            &args,
+            workspace,
+            &[("CARGO_PROFILE_RELEASE_LTO", "false")],
+            &[],
+        ),
+    )?;
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let sysroot = step(
+        "rustc --print sysroot",
+        run(&rustc, &["--print", "sysroot"], workspace),
+    )?;
+    let libunwind = Path::new(sysroot.trim())
+        .join("lib/rustlib")
+        .join(MUSL_TARGET)
+        .join("lib/self-contained/libunwind.a");
+    if !libunwind.is_file() {
+        return Err(ProgramError::Io {
+            what: format!("finding Rust's unwinder for {MUSL_TARGET}"),
+            error: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is missing: install the target with `rustup target add {MUSL_TARGET}`",
+                    libunwind.display()
+                ),
+            ),
+        });
+    }
+    let library = format!("lib{}.a", USERSTACK_PERSONALITY.replace('-', "_"));
+    Ok(Personality {
+        libraries: vec![
+            target_dir.join(MUSL_TARGET).join("release").join(library),
+            libunwind,
+        ],
+        link_flags: vec!["-Wl,--wrap=main".to_owned()],
+    })
+}
+
 /// Builds the hosted personality's static library with `cargo` (the
 /// `CARGO` the caller runs under, else the one on the path) from the
 /// workspace at `workspace`, into `target_dir`; the library's path.

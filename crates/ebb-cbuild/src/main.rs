@@ -13,6 +13,7 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis [--cache DIR] [--out DIR] [--target-dir DIR]
+       ebb-cbuild redis-userstack [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis-stock [--cache DIR] [--target-dir DIR]
        ebb-cbuild qemu-plugin [--cache DIR] [--target-dir DIR]
   fetch           unpacks Debian's source package PACKAGE into DIR/NAME-VERSION
@@ -32,6 +33,9 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   prints 0 changed lines) with Redis's Makefile and a musl
                   compiler command, linked with the hosted personality;
                   prints `server PATH`
+  redis-userstack as redis, and the same objects linked with the user-space
+                  stack's personality (cargo, for x86_64-unknown-linux-musl);
+                  prints `server PATH` and `userstack-server PATH`
   redis-stock     builds stock Redis from the same source, for comparisons:
                   Redis's Makefile, gcc and glibc (its malloc, as ours);
                   prints `stock-server PATH` and `source DIR` (the tree it
@@ -78,12 +82,15 @@ fn parse(args: &[String]) -> Result<Options, String> {
     }
     match (options.command.as_str(), &options.package) {
         ("fetch", Some(_))
-        | ("musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock" | "qemu-plugin", None) => {
-            Ok(options)
-        }
+        | (
+            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-userstack" | "redis-stock"
+            | "qemu-plugin",
+            None,
+        ) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
         (
-            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-stock" | "qemu-plugin",
+            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-userstack" | "redis-stock"
+            | "qemu-plugin",
             Some(extra),
         ) => Err(format!("unexpected argument {extra}")),
         (other, _) => Err(format!("unknown command {other}")),
@@ -180,7 +187,7 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         }
         return Ok(());
     }
-    if options.command == "redis" {
+    if options.command == "redis" || options.command == "redis-userstack" {
         eprintln!("ebb-cbuild: building musl, the hosted POSIX personality (cargo) and Redis (a few minutes the first time)...");
         let dirs = posix_programs::Dirs {
             workspace: std::env::current_dir()?,
@@ -190,6 +197,11 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         };
         let built = redis::prepare(&dirs, true)?;
         println!("server {}", built.server.display());
+        if options.command == "redis-userstack" {
+            eprintln!("ebb-cbuild: building the user-space stack's personality (cargo, musl target) and linking Redis with it...");
+            let server = redis::link_userstack(&dirs, &built)?;
+            println!("userstack-server {}", server.display());
+        }
         return Ok(());
     }
     if options.command == "qemu-plugin" {

@@ -1,15 +1,17 @@
 //! A C compiler command for programs with their own build system (Redis's
 //! Makefile, issue 19): a small shell script that runs gcc against
 //! Ebbflow's musl, as `musl-gcc` does for a stock musl, and links static
-//! executables with musl and the hosted POSIX personality. A Makefile
-//! takes it as `CC=` and builds unchanged.
+//! executables with musl and a POSIX personality (hosted, or the
+//! user-space stack's). A Makefile takes it as `CC=` and builds
+//! unchanged.
 //!
 //! - Compiling (`-c`, `-S`, `-E`, `-M`, `-MM`): musl's headers only, and
 //!   gcc's own (`stdarg.h`, intrinsics), with musl's code generation
 //!   flags first, so that the program's own flags win.
-//! - Linking: `-static -nostdlib`, musl's start files around the
-//!   program's objects, then musl's `libc.a`, the personality and
-//!   `libgcc.a` in one group (they need each other).
+//! - Linking: `-static -nostdlib` and the personality's flags, musl's
+//!   start files around the program's objects, then musl's `libc.a`,
+//!   the personality's libraries and `libgcc.a` in one group (they need
+//!   each other).
 //! - `-lm`, `-lpthread`, `-ldl`, `-lrt`, `-lutil`, `-lcrypt` and `-lc` are
 //!   dropped: musl keeps all of them in `libc.a`, and the linker would
 //!   otherwise find glibc's in the host's default paths. `-rdynamic` is
@@ -19,7 +21,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::c_program::{gcc_print, ProgramError};
+use crate::c_program::{gcc_print, Personality, ProgramError};
 use crate::musl::{MuslBuild, MuslFlags};
 
 /// The libraries musl's `libc.a` holds, and flags a static link ignores.
@@ -34,8 +36,8 @@ const DROPPED: &[&str] = &[
     "-rdynamic",
 ];
 
-/// Writes the compiler command for `musl` and the hosted `personality`
-/// library to `path` (executable); `path` again.
+/// Writes the compiler command for `musl` and `personality` to `path`
+/// (executable); `path` again.
 ///
 /// # Errors
 ///
@@ -43,7 +45,7 @@ const DROPPED: &[&str] = &[
 /// cannot be written.
 pub fn write_wrapper(
     musl: &MuslBuild,
-    personality: &Path,
+    personality: &Personality,
     path: &Path,
 ) -> Result<PathBuf, ProgramError> {
     let gcc_include = gcc_print("-print-file-name=include")?;
@@ -82,7 +84,7 @@ struct WrapperPaths<'a> {
     crti: &'a Path,
     crtn: &'a Path,
     libc: &'a Path,
-    personality: &'a Path,
+    personality: &'a Personality,
     libgcc: &'a Path,
 }
 
@@ -113,7 +115,7 @@ fn wrapper_script(paths: &WrapperPaths<'_>) -> String {
          \x20   esac\n\
          done\n\
          if [ \"$link\" = yes ]; then\n\
-         \x20   exec gcc {cflags} {headers} -static -nostdlib {crt1} {crti} \"$@\" \
+         \x20   exec gcc {cflags} {headers} -static -nostdlib{flags} {crt1} {crti} \"$@\" \
          -Wl,--start-group {libc} {personality} {libgcc} -Wl,--end-group {crtn}\n\
          fi\n\
          exec gcc {cflags} {headers} \"$@\"\n",
@@ -122,7 +124,19 @@ fn wrapper_script(paths: &WrapperPaths<'_>) -> String {
         crti = q(paths.crti),
         crtn = q(paths.crtn),
         libc = q(paths.libc),
-        personality = q(paths.personality),
+        flags = paths
+            .personality
+            .link_flags
+            .iter()
+            .map(|flag| format!(" {}", quote(flag)))
+            .collect::<String>(),
+        personality = paths
+            .personality
+            .libraries
+            .iter()
+            .map(|library| q(library))
+            .collect::<Vec<_>>()
+            .join(" "),
         libgcc = q(paths.libgcc),
     )
 }
@@ -137,7 +151,11 @@ fn quote(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn paths() -> WrapperPaths<'static> {
+    fn hosted() -> Personality {
+        Personality::hosted("/p/it's.a".into())
+    }
+
+    fn paths(personality: &Personality) -> WrapperPaths<'_> {
         WrapperPaths {
             include: Path::new("/m/include"),
             gcc_include: Path::new("/g/include"),
@@ -145,7 +163,7 @@ mod tests {
             crti: Path::new("/m/crti.o"),
             crtn: Path::new("/m/crtn.o"),
             libc: Path::new("/m/libc.a"),
-            personality: Path::new("/p/it's.a"),
+            personality,
             libgcc: Path::new("/g/libgcc.a"),
         }
     }
@@ -158,14 +176,14 @@ mod tests {
 
     /// What the script runs for `args`, by running it with a `gcc` that
     /// prints its arguments.
-    fn gcc_args(test: &str, args: &[&str]) -> Vec<String> {
+    fn gcc_args(test: &str, personality: &Personality, args: &[&str]) -> Vec<String> {
         let dir = std::env::temp_dir().join(format!("ebb-musl-cc-{test}-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let fake_gcc = dir.join("gcc");
         fs::write(&fake_gcc, "#!/bin/sh\nfor a do echo \"$a\"; done\n").unwrap();
         fs::set_permissions(&fake_gcc, fs::Permissions::from_mode(0o755)).unwrap();
         let script = dir.join("cc");
-        fs::write(&script, wrapper_script(&paths())).unwrap();
+        fs::write(&script, wrapper_script(&paths(personality))).unwrap();
         let output = std::process::Command::new("/bin/sh")
             .arg(&script)
             .args(args)
@@ -182,7 +200,7 @@ mod tests {
 
     #[test]
     fn compiling_sees_musls_headers_and_the_programs_flags_last() {
-        let args = gcc_args("compile", &["-O3", "-c", "a b.c", "-o", "a.o"]);
+        let args = gcc_args("compile", &hosted(), &["-O3", "-c", "a b.c", "-o", "a.o"]);
         let at = |word: &str| args.iter().position(|arg| arg == word).unwrap();
         assert!(at("-mno-red-zone") < at("-O3"), "the program's flags win");
         assert!(args.contains(&"/m/include".to_owned()));
@@ -194,6 +212,7 @@ mod tests {
     fn linking_is_static_with_musl_and_the_personality_and_drops_glibcs_libraries() {
         let args = gcc_args(
             "link",
+            &hosted(),
             &["-o", "prog", "a.o", "-lm", "-rdynamic", "-lpthread", "-lz"],
         );
         let at = |word: &str| args.iter().position(|arg| arg == word).unwrap();
@@ -204,5 +223,18 @@ mod tests {
             assert!(!args.contains(&dropped.to_owned()), "{dropped}: {args:?}");
         }
         assert!(args.contains(&"-lz".to_owned()), "other libraries stay");
+    }
+
+    #[test]
+    fn the_user_space_stacks_personality_links_its_libraries_and_flags() {
+        let personality = Personality {
+            libraries: vec!["/p/a.a".into(), "/p/unwind.a".into()],
+            link_flags: vec!["-Wl,--wrap=main".to_owned()],
+        };
+        let args = gcc_args("userstack", &personality, &["-o", "prog", "a.o"]);
+        let at = |word: &str| args.iter().position(|arg| arg == word).unwrap();
+        assert!(at("-Wl,--wrap=main") < at("/m/crt1.o"));
+        assert!(at("/m/libc.a") < at("/p/a.a") && at("/p/a.a") < at("/p/unwind.a"));
+        assert!(at("/p/unwind.a") < at("/g/libgcc.a"));
     }
 }

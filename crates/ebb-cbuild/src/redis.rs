@@ -25,6 +25,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::c_program::ProgramError;
+use crate::c_program::{build_userstack_personality, Personality};
 use crate::cache_dir::place_stamped;
 use crate::command::{run, run_with_env};
 use crate::debian_source::{self, SourceTree};
@@ -85,6 +86,9 @@ pub struct RedisBuild {
     /// What a native image links (`apps/c-program`'s `EBB_C_PROGRAM`):
     /// the objects and archives of Redis's own link command, then musl.
     pub native_inputs: Vec<PathBuf>,
+    /// The built source tree, with the recorded link command
+    /// ([`link_userstack`] links from it).
+    pub objects: PathBuf,
 }
 
 /// Stock Redis, for comparisons: the same source package built by its
@@ -148,22 +152,14 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
         }
     }
     let built = (|| {
-        let out_dir = std::path::absolute(dirs.target_dir.join("redis"))
-            .map_err(io("making the output directory absolute".to_owned()))?;
-        fs::create_dir_all(&out_dir).map_err(io(format!("creating {}", out_dir.display())))?;
-        let cc = out_dir.join("ebb-musl-cc");
-        if cc.to_string_lossy().contains(char::is_whitespace) {
-            return Err(ProgramError::Step {
-                step: "choosing the compiler command's path".to_owned(),
-                failure: crate::command::RunFailure::NotStarted(format!(
-                    "{}: make takes CC= as words, so the target directory may not hold spaces",
-                    cc.display()
-                )),
-            });
-        }
-        write_wrapper(&musl, &personality, &cc)?;
+        let out_dir = out_dir(dirs)?;
+        let cc = write_wrapper(
+            &musl,
+            &Personality::hosted(personality),
+            &out_dir.join("ebb-musl-cc"),
+        )?;
         let objects = objects(&tree, &musl, &cc, &out_dir)?;
-        let server = link_server(&objects, &out_dir)?;
+        let server = link_server(&objects, None, &out_dir.join("redis-server"))?;
         let recorded = fs::read_to_string(objects.join(LINK_FILE))
             .map_err(io("reading the recorded link command".to_owned()))?;
         let mut native_inputs = linked_files(&recorded, &objects.join("src"));
@@ -172,9 +168,53 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<RedisBuild, PrepareError> {
             version: tree.version.clone(),
             server,
             native_inputs,
+            objects,
         })
     })();
     built.map_err(PrepareError::Program)
+}
+
+/// Links `build`'s objects with the user-space stack's personality
+/// (`ebb-posix-userstack`): `redis-server-userstack`, whose sockets,
+/// epoll sets, eventfds and pipes are Ebbflow's, over a TAP device.
+///
+/// # Errors
+///
+/// musl or the personality does not build (the musl Rust target is not
+/// installed), or the link fails.
+pub fn link_userstack(dirs: &Dirs, build: &RedisBuild) -> Result<PathBuf, PrepareError> {
+    let (musl, _) = musl_and_personality(dirs)?;
+    let personality = build_userstack_personality(&dirs.workspace, &dirs.target_dir)
+        .map_err(PrepareError::Program)?;
+    let linked = (|| {
+        let out_dir = out_dir(dirs)?;
+        let cc = write_wrapper(&musl, &personality, &out_dir.join("ebb-musl-cc-userstack"))?;
+        link_server(
+            &build.objects,
+            Some(&cc),
+            &out_dir.join("redis-server-userstack"),
+        )
+    })();
+    linked.map_err(PrepareError::Program)
+}
+
+/// `target/redis`, absolute (Redis's Makefile runs in another
+/// directory), made if missing; the compiler command's path in it may
+/// hold no spaces, since make takes `CC=` as words.
+fn out_dir(dirs: &Dirs) -> Result<PathBuf, ProgramError> {
+    let out_dir = std::path::absolute(dirs.target_dir.join("redis"))
+        .map_err(io("making the output directory absolute".to_owned()))?;
+    fs::create_dir_all(&out_dir).map_err(io(format!("creating {}", out_dir.display())))?;
+    if out_dir.to_string_lossy().contains(char::is_whitespace) {
+        return Err(ProgramError::Step {
+            step: "choosing the compiler command's path".to_owned(),
+            failure: crate::command::RunFailure::NotStarted(format!(
+                "{}: make takes CC= as words, so the target directory may not hold spaces",
+                out_dir.display()
+            )),
+        });
+    }
+    Ok(out_dir)
 }
 
 /// The lines Debian's patches (`debian/patches/series`) add or remove,
@@ -336,15 +376,21 @@ fn linked_files(recorded: &str, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Links `redis-server` from the objects in `objects` with the current
-/// personality, by the recorded command, to a name of its own (two
-/// builds at once never write one file), then renames it to
-/// `out_dir/redis-server`.
-fn link_server(objects: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> {
+/// Links `redis-server` from the objects in `objects` by the recorded
+/// command, with the compiler it recorded (the hosted personality's
+/// wrapper, which carries the current personality) or `compiler`, to a
+/// name of its own (two builds at once never write one file), then
+/// renames it to `server`.
+fn link_server(
+    objects: &Path,
+    compiler: Option<&Path>,
+    server: &Path,
+) -> Result<PathBuf, ProgramError> {
     let recorded = fs::read_to_string(objects.join(LINK_FILE))
         .map_err(io("reading the recorded link command".to_owned()))?;
-    let linked = out_dir.join(format!("redis-server.link-{}", std::process::id()));
+    let linked = server.with_extension(format!("link-{}", std::process::id()));
     let linked_arg = linked.to_string_lossy().into_owned();
+    let compiler_arg = compiler.map(|path| path.to_string_lossy().into_owned());
     let mut args: Vec<&str> = recorded.lines().collect();
     let Some((program, rest)) = args.split_first_mut() else {
         return Err(ProgramError::Io {
@@ -352,15 +398,17 @@ fn link_server(objects: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> 
             error: std::io::Error::other("it is empty"),
         });
     };
+    if let Some(compiler) = &compiler_arg {
+        *program = compiler;
+    }
     for arg in rest.iter_mut() {
         if *arg == LINK_PLACEHOLDER {
             *arg = &linked_arg;
         }
     }
     let linking = step("link", run(program, rest, &objects.join("src")).map(|_| ()));
-    let server = out_dir.join("redis-server");
     let moved = linking.and_then(|()| {
-        fs::rename(&linked, &server).map_err(io(format!(
+        fs::rename(&linked, server).map_err(io(format!(
             "moving {} to {}",
             linked.display(),
             server.display()
@@ -369,7 +417,7 @@ fn link_server(objects: &Path, out_dir: &Path) -> Result<PathBuf, ProgramError> 
     if moved.is_err() {
         let _ = fs::remove_file(&linked);
     }
-    moved.map(|()| server)
+    moved.map(|()| server.to_owned())
 }
 
 /// `make -C src` in `tree` with the compiler `cc` and `settings`, then

@@ -11,7 +11,8 @@
 //! - `redis`: Redis's server (Debian's `redis`, built by its own
 //!   Makefile), e.g. `./ebb run redis -- --port 6400 --save ""` hosted,
 //!   `./ebb run redis --native --forward 6379` natively on Ebbflow's own
-//!   TCP/IP stack.
+//!   TCP/IP stack, `./ebb run redis --userstack` in a Linux process on
+//!   Ebbflow's stack over a TAP device in a namespace.
 
 use std::path::Path;
 use std::process::Command;
@@ -84,6 +85,51 @@ pub fn build(root: &Path, app: &str) -> Result<Built, String> {
         hosted: program.ebbflow,
         native_inputs: joined(&program.native_inputs),
     })
+}
+
+/// The C programs that run on the user-space stack (`--userstack`):
+/// those that serve the network.
+const ON_USERSTACK: &[&str] = &["redis"];
+
+/// Why `name` cannot run with `--userstack`, if it cannot.
+#[must_use]
+pub fn not_on_userstack(name: &str) -> Option<String> {
+    (!ON_USERSTACK.contains(&name)).then(|| {
+        format!(
+            "--userstack puts a program's sockets on Ebbflow's stack; '{name}' serves no \
+             network (programs that do: {})",
+            ON_USERSTACK.join(", ")
+        )
+    })
+}
+
+/// Builds `app` linked with the user-space stack's personality
+/// (`ebb-posix-userstack`), saying so first; the executable.
+pub fn build_userstack(root: &Path, app: &str) -> Result<std::path::PathBuf, String> {
+    if let Some(why) = not_on_userstack(app) {
+        return Err(why);
+    }
+    eprintln!(
+        "ebb: building {app} from Debian's sources with Ebbflow's musl, on the user-space stack \
+         (minutes the first time)..."
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    let dirs = Dirs::under(root, &target);
+    let built = redis::prepare(&dirs, false).map_err(|error| format!("building {app}: {error}"))?;
+    redis::link_userstack(&dirs, &built).map_err(|error| format!("building {app}: {error}"))
+}
+
+/// How to reach `app` on the user-space stack from its namespace, with
+/// `args` (Redis's `--port`).
+#[must_use]
+pub fn userstack_reach(args: &[String]) -> String {
+    let port = args
+        .windows(2)
+        .rev()
+        .find(|pair| pair[0] == "--port")
+        .map_or("6379", |pair| pair[1].as_str());
+    format!("ip netns exec {{ns}} redis-cli -h {{ip}} -p {port} ping")
 }
 
 /// Link inputs as `EBB_C_PROGRAM` takes them.
@@ -161,5 +207,15 @@ mod tests {
             ])
         );
         assert_eq!(native_args("sqlite-kv", &words(&["a"])), words(&["a"]));
+    }
+
+    #[test]
+    fn only_redis_runs_on_the_user_space_stack_and_its_port_is_in_the_hint() {
+        assert_eq!(not_on_userstack("redis"), None);
+        let why = not_on_userstack("speedtest1").unwrap();
+        assert!(why.contains("serves no network"), "{why}");
+        assert!(userstack_reach(&[]).ends_with("-p 6379 ping"));
+        let args = ["--port".to_owned(), "7000".to_owned()];
+        assert!(userstack_reach(&args).ends_with("-p 7000 ping"));
     }
 }

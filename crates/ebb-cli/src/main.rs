@@ -72,6 +72,13 @@ fn dispatch(command: Command, root: &Path) -> Result<u8, (u8, String)> {
                 ));
             }
             stop::watch(&[stop::SIGTERM, stop::SIGINT]);
+            if options.userstack {
+                let binary = c_apps::build_userstack(root, &app).map_err(|e| (EXIT_ERROR, e))?;
+                let args = c_apps::native_args(&app, &args);
+                let reach = c_apps::userstack_reach(&args);
+                return userstack::run_c_program(&app, &binary, &args, &reach)
+                    .map_err(|e| (EXIT_ERROR, e));
+            }
             let built = c_apps::build(root, &app).map_err(|e| (EXIT_ERROR, e))?;
             if !options.native {
                 return c_apps::run_hosted(&app, &built, &args).map_err(|e| (EXIT_ERROR, e));

@@ -48,6 +48,12 @@ pub const STEPS: &[Step] = &[
         note: "the native platform and the native apps, linted for the bare-metal target",
     },
     Step {
+        name: "musl",
+        command: "cargo clippy --release -p ebb-posix-userstack --target x86_64-unknown-linux-musl -- -D warnings",
+        quick: false,
+        note: "the user-space stack's POSIX personality, linted for the musl target it is built for",
+    },
+    Step {
         name: "test",
         command: "cargo test --workspace --profile test-release",
         quick: true,
@@ -271,17 +277,18 @@ mod tests {
     use crate::root::tests::TempDir;
 
     #[test]
-    fn steps_are_fmt_clippy_no_std_native_test_unsafe_fuzz_and_quick_runs_only_tests() {
+    fn steps_are_fmt_clippy_no_std_native_musl_test_unsafe_fuzz_and_quick_runs_only_tests() {
         let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
         assert_eq!(
             names,
-            ["fmt", "clippy", "no_std", "native", "test", "unsafe", "fuzz"]
+            ["fmt", "clippy", "no_std", "native", "musl", "test", "unsafe", "fuzz"]
         );
         let quick: Vec<_> = STEPS.iter().filter(|s| s.quick).map(|s| s.name).collect();
         assert_eq!(quick, ["test"]);
-        assert!(STEPS[4].command.contains("--profile test-release"));
+        assert!(STEPS[5].command.contains("--profile test-release"));
         assert!(STEPS[2].command.contains("x86_64-unknown-none"));
         assert!(STEPS[3].command.contains("x86_64-unknown-none"));
+        assert!(STEPS[4].command.contains("x86_64-unknown-linux-musl"));
     }
 
     #[test]
@@ -310,9 +317,9 @@ mod tests {
     #[test]
     fn the_test_step_can_be_narrowed_to_some_tests() {
         let dir = TempDir::new("narrow");
-        let whole = test_command(&STEPS[4], &dir.0, &[]);
+        let whole = test_command(&STEPS[5], &dir.0, &[]);
         assert_eq!(whole.get_args().count(), 4);
-        let narrow = test_command(&STEPS[4], &dir.0, &["-p".into(), "ebb-userstack".into()]);
+        let narrow = test_command(&STEPS[5], &dir.0, &["-p".into(), "ebb-userstack".into()]);
         let args: Vec<_> = narrow
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())

@@ -50,29 +50,77 @@ pub fn app_command(ns: &str, binary: &Path, args: &[String]) -> Command {
 /// user-space stack with `args`, and deletes the namespace. Returns the
 /// application's exit code.
 pub fn run(root: &Path, app: &str, args: &[String]) -> Result<u8, String> {
-    if let Err(why) = ebb_testbed::require(&[ebb_testbed::Need::Root, ebb_testbed::Need::Ip]) {
-        return Err(format!(
-            "--userstack needs root (it creates a network namespace and a TAP device): \
-             run ./ebb as root ({why})"
-        ));
-    }
+    require_root()?;
     let binary = match child::build_hosted(root, app)? {
         child::Built::Binary(binary) => binary,
         child::Built::Stopped(code) => return Ok(code),
     };
+    run_in_namespace(app, None, |ns| app_command(ns, &binary, args))
+}
+
+/// Runs the C program `binary` (linked with the user-space stack's
+/// personality, `ebb-posix-userstack`) as `app` with `args` in a
+/// namespace of its own, as [`run`] does an application. Its stack's
+/// settings travel in the environment ([`c_program_command`]);
+/// `reach` says how to reach it once it runs.
+pub fn run_c_program(app: &str, binary: &Path, args: &[String], reach: &str) -> Result<u8, String> {
+    require_root()?;
+    run_in_namespace(app, Some(reach), |ns| c_program_command(ns, binary, args))
+}
+
+/// The C program's command line inside namespace `ns`: `binary` with
+/// `args`, and the user-space stack's settings in its environment (its
+/// command line is the program's own).
+pub fn c_program_command(ns: &str, binary: &Path, args: &[String]) -> Command {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", ns])
+        .arg(binary)
+        .args(args)
+        .env("EBB_USERSTACK_TAP", TAP)
+        .env("EBB_USERSTACK_IP", STACK_ADDR);
+    command
+}
+
+fn require_root() -> Result<(), String> {
+    ebb_testbed::require(&[ebb_testbed::Need::Root, ebb_testbed::Need::Ip]).map_err(|why| {
+        format!(
+            "--userstack needs root (it creates a network namespace and a TAP device): \
+             run ./ebb as root ({why})"
+        )
+    })
+}
+
+/// Sets up the namespace, runs `command(namespace)` in it, and deletes
+/// the namespace; the command's exit code. `reach` (a command, with
+/// `{ns}` and `{ip}` for the namespace and the stack's address) is said
+/// up front when the program prints no ready line of Ebbflow's.
+fn run_in_namespace(
+    app: &str,
+    reach: Option<&str>,
+    command: impl FnOnce(&str) -> Command,
+) -> Result<u8, String> {
     let ns = namespace_name(app, std::process::id());
     // Dropped on every return: a half-made namespace is deleted too.
     let namespace = NetNamespace::create(&ns)?.announce_deletion("userstack");
     let tap = TapDevice::create(&namespace, &tap_config())?;
     let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
+    let how = match reach {
+        Some(reach) => format!(
+            "Once it is ready, reach it from the namespace:\n  {}",
+            reach.replace("{ns}", &ns).replace("{ip}", stack_ip)
+        ),
+        None => {
+            "Once it is ready, how to reach what it listens on follows its ready line.".to_owned()
+        }
+    };
     println!(
         "userstack: {app} runs on Ebbflow's own stack at {stack_ip} on TAP {TAP} in network \
          namespace {ns} (kernel side {KERNEL_ADDR}). Reach it from the namespace, e.g.:\n  \
          ip netns exec {ns} ping -c 3 {stack_ip}\n\
-         Once it is ready, how to reach what it listens on follows its ready line. \
-         Ctrl-C stops it and deletes the namespace."
+         {how} Ctrl-C stops it and deletes the namespace."
     );
-    let code = run_showing_hints(&mut app_command(&ns, &binary, args), &ns);
+    let code = run_showing_hints(&mut command(&ns), &ns);
     drop(tap);
     drop(namespace);
     Ok(stop::report(app).unwrap_or(code?))
@@ -199,5 +247,29 @@ mod tests {
             "ip netns exec ebb-echo-42 /r/target/release/echo --tap ebb0 --tap-ip 10.99.0.2/24 \
              --cores 1"
         );
+    }
+
+    #[test]
+    fn a_c_program_gets_its_own_words_and_the_stack_in_its_environment() {
+        let command = c_program_command(
+            "ebb-redis-42",
+            Path::new("/r/redis-server-userstack"),
+            &["--port".into(), "7000".into()],
+        );
+        assert_eq!(
+            child::describe(&command),
+            "ip netns exec ebb-redis-42 /r/redis-server-userstack --port 7000"
+        );
+        let env: Vec<(String, String)> = command
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.unwrap_or_default().to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        assert!(env.contains(&("EBB_USERSTACK_TAP".into(), "ebb0".into())));
+        assert!(env.contains(&("EBB_USERSTACK_IP".into(), "10.99.0.2/24".into())));
     }
 }

@@ -15,8 +15,13 @@
 //! commands over Ebbflow's own TCP/IP stack, through QEMU's forwarded
 //! port; `SHUTDOWN NOSAVE` ends Redis, and with it the image, with 0.
 //!
+//! On the user-space stack (`./ebb run redis --userstack`), the same
+//! objects linked with `ebb-posix-userstack` serve the same commands over
+//! Ebbflow's stack on a TAP device in a namespace, and stop on SIGTERM.
+//!
 //! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`
-//! (and QEMU natively); without them it is SKIPPED with the reason.
+//! (and QEMU natively; root and /dev/net/tun on the user-space stack);
+//! without them it is SKIPPED with the reason.
 
 mod c_support;
 mod native_support;
@@ -29,6 +34,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ebb_testbed::child::run_bounded;
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
 use ebb_testbed::{skip_unless, Need};
 use native_support::BOOT;
 
@@ -80,14 +87,41 @@ fn start(server: &Path, port: u16) -> Server {
     Server { child, log }
 }
 
-/// `redis-cli -p PORT ARGS`: its output, trimmed.
-fn cli(port: u16, args: &[&str]) -> String {
-    let finished = run_bounded(
-        Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(args),
-        CLI_LIMIT,
-    );
+/// Where a server is reached from: 127.0.0.1, or an address inside a
+/// network namespace (the user-space stack's).
+struct At {
+    namespace: Option<String>,
+    host: String,
+    port: u16,
+}
+
+impl At {
+    fn loopback(port: u16) -> At {
+        At {
+            namespace: None,
+            host: "127.0.0.1".to_owned(),
+            port,
+        }
+    }
+
+    /// `redis-cli -h HOST -p PORT`, inside the namespace if there is one.
+    fn redis_cli(&self) -> Command {
+        let mut command = match &self.namespace {
+            Some(ns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", ns, "redis-cli"]);
+                command
+            }
+            None => Command::new("redis-cli"),
+        };
+        command.args(["-h", &self.host, "-p", &self.port.to_string()]);
+        command
+    }
+}
+
+/// `redis-cli ARGS` against `at`: its output, trimmed.
+fn cli(at: &At, args: &[&str]) -> String {
+    let finished = run_bounded(at.redis_cli().args(args), CLI_LIMIT);
     assert!(
         finished.status.success(),
         "redis-cli {args:?}: {}\n{}{}",
@@ -100,13 +134,10 @@ fn cli(port: u16, args: &[&str]) -> String {
 
 /// Waits for the first PONG; `Err` with the server's log if it ended
 /// first.
-fn wait_for_pong(port: u16, server: &mut Server) -> Result<(), String> {
+fn wait_for_pong(at: &At, server: &mut Server) -> Result<(), String> {
     let started = Instant::now();
     loop {
-        let finished = run_bounded(
-            Command::new("redis-cli").args(["-h", "127.0.0.1", "-p", &port.to_string(), "PING"]),
-            CLI_LIMIT,
-        );
+        let finished = run_bounded(at.redis_cli().arg("PING"), CLI_LIMIT);
         if finished.stdout.trim() == "PONG" {
             return Ok(());
         }
@@ -128,7 +159,7 @@ fn start_serving(server_path: &Path) -> (Server, u16) {
     for _ in 0..3 {
         let port = free_port();
         let mut server = start(server_path, port);
-        match wait_for_pong(port, &mut server) {
+        match wait_for_pong(&At::loopback(port), &mut server) {
             Ok(()) => return (server, port),
             Err(log) if log.contains("Address already in use") => {
                 let _ = std::fs::remove_file(&server.log);
@@ -139,35 +170,38 @@ fn start_serving(server_path: &Path) -> (Server, u16) {
     panic!("three free ports were taken before redis-server could bind one");
 }
 
-/// The must-show commands against the server on `port`: PING, SET, GET,
+/// The must-show commands against the server at `port`: PING, SET, GET,
 /// INCR, LPUSH/LRANGE, EXPIRE/TTL/PEXPIRE, a pipeline of 10,000 SETs,
 /// and BGSAVE's error (no fork) with the server going on.
-fn serves_the_commands(port: u16) {
-    assert_eq!(cli(port, &["PING"]), "PONG");
-    assert_eq!(cli(port, &["SET", "greeting", "hello"]), "OK");
-    assert_eq!(cli(port, &["GET", "greeting"]), "hello");
+fn serves_the_commands(at: &At) {
+    assert_eq!(cli(at, &["PING"]), "PONG");
+    assert_eq!(cli(at, &["SET", "greeting", "hello"]), "OK");
+    assert_eq!(cli(at, &["GET", "greeting"]), "hello");
     for expected in ["1", "2", "3"] {
-        assert_eq!(cli(port, &["INCR", "counter"]), expected);
+        assert_eq!(cli(at, &["INCR", "counter"]), expected);
     }
-    assert_eq!(cli(port, &["LPUSH", "list", "a", "b", "c"]), "3");
-    assert_eq!(cli(port, &["LRANGE", "list", "0", "-1"]), "c\nb\na");
-    assert_eq!(cli(port, &["EXPIRE", "greeting", "100"]), "1");
-    let ttl = cli(port, &["TTL", "greeting"]);
+    assert_eq!(cli(at, &["LPUSH", "list", "a", "b", "c"]), "3");
+    assert_eq!(cli(at, &["LRANGE", "list", "0", "-1"]), "c\nb\na");
+    assert_eq!(cli(at, &["EXPIRE", "greeting", "100"]), "1");
+    let ttl = cli(at, &["TTL", "greeting"]);
     assert!(
         ttl.parse::<i64>().is_ok_and(|ttl| (1..=100).contains(&ttl)),
         "TTL {ttl}"
     );
-    assert_eq!(cli(port, &["PEXPIRE", "counter", "1"]), "1");
+    assert_eq!(cli(at, &["PEXPIRE", "counter", "1"]), "1");
     thread::sleep(Duration::from_millis(50));
-    assert_eq!(cli(port, &["EXISTS", "counter"]), "0", "an expired key");
+    assert_eq!(cli(at, &["EXISTS", "counter"]), "0", "an expired key");
 
     // A pipeline of 10,000 SETs, every one answered.
-    let commands =
-        std::env::temp_dir().join(format!("ebb-redis-pipeline-{}-{port}", std::process::id()));
+    let commands = std::env::temp_dir().join(format!(
+        "ebb-redis-pipeline-{}-{}",
+        std::process::id(),
+        at.port
+    ));
     std::fs::write(&commands, pipeline(PIPELINED)).expect("the pipeline's file");
     let piped = run_bounded(
-        Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--pipe"])
+        at.redis_cli()
+            .arg("--pipe")
             .stdin(std::fs::File::open(&commands).expect("the pipeline's file")),
         CLI_LIMIT,
     );
@@ -180,13 +214,13 @@ fn serves_the_commands(port: u16) {
         piped.stdout,
         piped.stderr
     );
-    assert_eq!(cli(port, &["GET", "key:9999"]), "value-9999");
-    assert_eq!(cli(port, &["DBSIZE"]), (PIPELINED + 2).to_string());
+    assert_eq!(cli(at, &["GET", "key:9999"]), "value-9999");
+    assert_eq!(cli(at, &["DBSIZE"]), (PIPELINED + 2).to_string());
 
     // BGSAVE needs fork: Redis's own error, and the server goes on.
-    let bgsave = cli(port, &["BGSAVE"]);
+    let bgsave = cli(at, &["BGSAVE"]);
     assert!(bgsave.starts_with("ERR"), "BGSAVE: {bgsave}");
-    assert_eq!(cli(port, &["PING"]), "PONG");
+    assert_eq!(cli(at, &["PING"]), "PONG");
 }
 
 /// The personality's log lines in `text` say fork alone was not served.
@@ -240,10 +274,15 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("ebb-cbuild names the server:\n{printed}"));
 
-    let (mut server, port) = start_serving(&server_path);
-    serves_the_commands(port);
+    let (server, port) = start_serving(&server_path);
+    serves_the_commands(&At::loopback(port));
+    stops_cleanly_on_sigterm(server);
+}
 
-    // SIGTERM: Redis's handler schedules the shutdown and returns.
+/// SIGTERM: Redis's handler schedules the shutdown and returns (through
+/// musl's `__restore_rt`, the personality's `rt_sigreturn`); Redis says
+/// goodbye and exits 0. Its log names fork alone as not provided.
+fn stops_cleanly_on_sigterm(mut server: Server) {
     let pid = server.child.id().to_string();
     let killed = run_bounded(Command::new("kill").args(["-TERM", &pid]), CLI_LIMIT);
     assert!(killed.status.success(), "kill -TERM: {}", killed.stderr);
@@ -273,6 +312,62 @@ fn hosted_redis_built_unchanged_serves_redis_cli() {
     let _ = std::fs::remove_file(&log_path);
 }
 
+/// The user-space stack (`./ebb run redis --userstack`): the same objects
+/// linked with `ebb-posix-userstack` run as a Linux process in a network
+/// namespace of the test's own, with Ebbflow's TCP/IP stack on a TAP
+/// device at 10.99.0.2; `redis-cli` in the namespace reaches it through
+/// the kernel's side of the TAP. Every socket, epoll set, eventfd and
+/// pipe Redis makes is Ebbflow's; the rest passes to Linux.
+#[test]
+fn userstack_redis_serves_redis_cli_on_ebbflows_stack_over_tap() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let tools = ["apt-get", "dpkg-source", "gcc", "make", "redis-cli"];
+    let printed = match c_support::build("redis-userstack", &tools, PREPARE_LIMIT) {
+        Ok((_, printed)) => printed,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    let server_path = printed
+        .lines()
+        .find_map(|line| line.strip_prefix("userstack-server "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("ebb-cbuild names the user-space stack's server:\n{printed}"));
+    let ns = format!("ebb-redis-test-{}", std::process::id());
+    let namespace = NetNamespace::create(&ns).expect("a network namespace");
+    let _tap = TapDevice::create(
+        &namespace,
+        &TapConfig::from_cidr("ebb0", "10.99.0.1/24").expect("an address"),
+    )
+    .expect("a TAP device");
+    let log = std::env::temp_dir().join(format!("ebb-redis-userstack-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).expect("the server's log");
+    // `ip netns exec` execs the server: the child is Redis itself.
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .arg(&server_path)
+        .args(["--port", "6379", "--protected-mode", "no"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .env("EBB_USERSTACK_TAP", "ebb0")
+        .env("EBB_USERSTACK_IP", "10.99.0.2/24")
+        .stdout(file.try_clone().expect("the log, twice"))
+        .stderr(file)
+        .spawn()
+        .expect("redis-server starts");
+    let mut server = Server { child, log };
+    let at = At {
+        namespace: Some(ns.clone()),
+        host: "10.99.0.2".to_owned(),
+        port: 6379,
+    };
+    if let Err(log) = wait_for_pong(&at, &mut server) {
+        panic!("redis-server on the user-space stack ended before it answered {log}");
+    }
+    serves_the_commands(&at);
+    stops_cleanly_on_sigterm(server);
+}
+
 #[test]
 fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
     skip_unless!(Need::Qemu);
@@ -284,9 +379,10 @@ fn native_redis_serves_redis_cli_on_ebbflows_own_stack() {
     let _one = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let port = native_support::free_port();
     let guest = native_support::start_native_redis(&["--forward", &format!("{port}:6379")], 900);
-    serves_the_commands(port);
+    let at = At::loopback(port);
+    serves_the_commands(&at);
     // `--save ""` crossed the kernel command line as one empty argument.
-    assert_eq!(cli(port, &["CONFIG", "GET", "save"]), "save");
+    assert_eq!(cli(&at, &["CONFIG", "GET", "save"]), "save");
     // Natively no signal is delivered: Redis's own command ends it.
     let _ = run_bounded(
         Command::new("redis-cli").args([
