@@ -112,6 +112,19 @@ impl TapFile {
         if done < 0 {
             return Err(io::Error::last_os_error());
         }
+        // No offloads: we read no virtio-net header, so every frame the
+        // kernel hands us must be whole, its checksums filled in. The
+        // offloads are the device's, not the attachment's, and outlive
+        // their setter: a QEMU that used the device with `vnet_hdr`
+        // leaves checksum offload on, and the kernel then sends TCP
+        // segments with partial checksums, which our stack drops
+        // (drivers/net/tun.c, `set_offload`).
+        // SAFETY: TUNSETOFFLOAD takes its flags by value; no memory is
+        // read or written.
+        let done = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, 0) };
+        if done < 0 {
+            return Err(io::Error::last_os_error());
+        }
         Ok(TapFile {
             fd,
             name: name.to_string(),
