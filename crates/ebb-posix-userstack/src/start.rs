@@ -13,6 +13,14 @@ extern "C" {
     fn __real_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8) -> i32;
 }
 
+/// This library's allocations (the stack's buffers, the objects, the
+/// copies `write` makes) come from Ebbflow's allocator, as a hosted
+/// application's do: per-core slabs. Through musl's malloc they went
+/// through mallocng, which maps and unmaps a size class's group as its
+/// last object comes and goes: a `munmap` (and a TLB flush) per packet.
+#[global_allocator]
+static ALLOCATOR: ebb_mem::hosted::HostedAllocator = ebb_mem::hosted::HostedAllocator::new();
+
 /// The program's main stack: 8 MiB, Linux's default `ulimit -s`.
 const MAIN_STACK_BYTES: usize = 8 << 20;
 

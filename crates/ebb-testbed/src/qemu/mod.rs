@@ -11,7 +11,7 @@ pub mod process;
 pub mod qmp;
 
 pub use host::{accel, host_seed, host_unix_seconds, host_wall_word, kvm_usable, measure_tsc_khz};
-pub use process::{find_qemu, qemu_cpu_seconds};
+pub use process::{find_qemu, process_cpu_seconds, qemu_cpu_seconds};
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
 //! A running QEMU seen from the host: its process under the wrappers it
 //! is launched with (`ip netns exec` and `taskset` exec, `timeout` forks),
-//! and its CPU time (all threads: vCPUs and I/O).
+//! and its CPU time (all threads: vCPUs and I/O); any process's CPU time.
 
 /// The QEMU process among `pid` and its descendants (up to `depth`
 /// levels down), if any.
@@ -24,9 +24,15 @@ pub fn find_qemu(pid: u32, depth: u32) -> Option<u32> {
 /// descendants, all threads, from `/proc/PID/stat`.
 pub fn qemu_cpu_seconds(pid: u32) -> Result<f64, String> {
     let qemu = find_qemu(pid, 4).ok_or_else(|| format!("no QEMU process under pid {pid}"))?;
-    let stat = std::fs::read_to_string(format!("/proc/{qemu}/stat"))
-        .map_err(|e| format!("/proc/{qemu}/stat: {e}"))?;
-    let ticks = stat_cpu_ticks(&stat).ok_or_else(|| format!("cannot parse /proc/{qemu}/stat"))?;
+    process_cpu_seconds(qemu)
+}
+
+/// User + system CPU seconds of process `pid`, all threads, from
+/// `/proc/PID/stat`.
+pub fn process_cpu_seconds(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    let ticks = stat_cpu_ticks(&stat).ok_or_else(|| format!("cannot parse /proc/{pid}/stat"))?;
     // SAFETY: sysconf(3) takes a constant and touches no memory.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     #[allow(clippy::cast_precision_loss)] // CPU ticks stay far below 2^52
