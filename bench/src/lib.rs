@@ -31,6 +31,7 @@ pub mod memcached;
 pub mod messenger;
 pub mod native_memcached_cluster;
 pub mod plot;
+pub mod redis_hosted;
 pub mod redis_vm;
 pub mod report;
 pub mod sqlite_runs;

@@ -28,25 +28,35 @@
 //! Keys: `ratio_get`, `ratio_set` = ours / Linux throughput at the SLA
 //! (medians of runs), target ≥ 2; `cpu_ratio` = Linux / ours QEMU CPU
 //! per request at the highest offered load both sustained in every run
-//! with QEMU below 80 % of a core. `ratio_hosted` (ours on the
-//! user-space stack against stock Redis on kernel TCP) is not measured
-//! yet: a label says why. A throughput–p99 plot goes to
-//! `target/bench/redis-vm.svg`. Options: `--runs N`, `--quick`.
+//! with QEMU below 80 % of a core.
+//!
+//! Then, in the same run and namespace, the hosted half
+//! (`ebb_bench::redis_hosted`, which says how each runs): our Redis on
+//! Ebbflow's user-space stack over the bench's TAP device against
+//! Debian's stock Redis on kernel TCP at the kernel's side of it, swept
+//! the same way, alternating, with each server's own CPU per request.
+//! `ratio_hosted_get`, `ratio_hosted_set`: ours / stock throughput at the
+//! SLA; `ratio_hosted` the lower, target ≥ 1.5. A throughput–p99 plot
+//! (guests and hosted) goes to `target/bench/redis-vm.svg`. Options:
+//! `--runs N`, `--quick`.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
+use ebb_bench::redis_hosted::{self, Start, Which};
 use ebb_bench::redis_vm::{throughput_at_sla, Invocation, SweepPoint};
 use ebb_bench::report::{exit_code, median, output_dir, workspace_root};
 use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_cli::c_apps;
 use ebb_loadgen::{Config, ProtocolKind, SizeDist};
+use ebb_testbed::linux_guest::qemu::GUEST_MAC;
 use ebb_testbed::linux_guest::{
     self, default_cache_dir, GuestService, GuestSettings, RedisSettings, REDIS_PORT,
 };
-use ebb_testbed::qemu::qemu_cpu_seconds;
+use ebb_testbed::qemu::{process_cpu_seconds, qemu_cpu_seconds};
 
 /// The tests of every sweep, in order (`redis-benchmark -t`).
 const TESTS: [&str; 2] = ["get", "set"];
@@ -96,19 +106,37 @@ struct GuestRun {
     cpu: Vec<CpuPoint>,
 }
 
-/// What a guest is measured through.
+/// Whose CPU time a point counts.
+#[derive(Clone, Copy)]
+enum CpuOf {
+    /// QEMU's, started as or under this process.
+    Qemu(u32),
+    /// This process's (a hosted server).
+    Process(u32),
+}
+
+impl CpuOf {
+    fn seconds(self) -> Result<f64, String> {
+        match self {
+            CpuOf::Qemu(pid) => qemu_cpu_seconds(pid),
+            CpuOf::Process(pid) => process_cpu_seconds(pid),
+        }
+    }
+}
+
+/// What a guest (or a hosted server) is measured through.
 struct Target<'a> {
     bench: &'a VmBench<'a>,
-    server: SocketAddr,
-    qemu: u32,
-    guest: Guest,
+    server: SocketAddrV4,
+    cpu: CpuOf,
+    name: &'static str,
     plan: &'a Plan,
 }
 
 impl Target<'_> {
     fn invocation(&self, test: &str, clients: u32, requests: u32) -> Invocation {
         Invocation {
-            server: self.bench.guest(),
+            server: *self.server.ip(),
             port: self.server.port(),
             clients,
             requests,
@@ -125,14 +153,15 @@ impl Target<'_> {
             .map(|_| ())
     }
 
-    /// One `redis-benchmark` point, with QEMU's CPU time around it.
+    /// One `redis-benchmark` point, with the server's CPU time (QEMU's
+    /// for a guest) around it.
     fn point(&self, test: &str, clients: u32) -> Result<SweepPoint, String> {
         let requests = (clients * self.plan.requests_per_client).max(MIN_REQUESTS);
-        let before = qemu_cpu_seconds(self.qemu)?;
+        let before = self.cpu.seconds()?;
         let row = self
             .invocation(test, clients, requests)
             .run(self.bench.namespace(), BENCHMARK_LIMIT)?;
-        let used = qemu_cpu_seconds(self.qemu)? - before;
+        let used = self.cpu.seconds()? - before;
         let point = SweepPoint {
             clients,
             rps: row.rps,
@@ -141,8 +170,8 @@ impl Target<'_> {
             cpu_us: used * 1e6 / f64::from(requests),
         };
         println!(
-            "    {:5} {test} {clients:3} clients: {:8.0} requests/s, p50 {:7.0} p99 {:7.0} us, QEMU {:6.1} us CPU/request",
-            self.guest.name(),
+            "    {:12} {test} {clients:3} clients: {:8.0} requests/s, p50 {:7.0} p99 {:7.0} us, server {:6.1} us CPU/request",
+            self.name,
             point.rps,
             point.p50_us,
             point.p99_us,
@@ -153,7 +182,7 @@ impl Target<'_> {
 
     /// The load generator's configuration for the matched loads.
     fn loadgen(&self) -> Config {
-        let mut cfg = Config::new(self.server.to_string());
+        let mut cfg = Config::new(SocketAddr::V4(self.server).to_string());
         cfg.protocol = ProtocolKind::Resp;
         cfg.cpus = vec![CLIENT_CPU];
         cfg.threads = 1;
@@ -183,11 +212,11 @@ impl Target<'_> {
         for rate in CPU_RATES {
             let mut cfg = self.loadgen();
             cfg.rate = Some(rate);
-            let before = qemu_cpu_seconds(self.qemu)?;
+            let before = self.cpu.seconds()?;
             let summary = self
                 .bench
                 .client(|| ebb_loadgen::run(&cfg).map_err(|e| e.to_string()))??;
-            let used = qemu_cpu_seconds(self.qemu)? - before;
+            let used = self.cpu.seconds()? - before;
             let cpu_us = used * 1e6 / summary.replies_total.max(1) as f64;
             // QEMU's share of a core while the window's rate ran: CPU per
             // request times that rate (the elapsed time would also count
@@ -203,8 +232,8 @@ impl Target<'_> {
                     && summary.errors_total == 0,
             };
             println!(
-                "    {:5} matched load {rate:6.0}/s: achieved {:7.0}, p99 {:7.0} us, QEMU {:6.1} us CPU/request, {:3.0} % of a core",
-                self.guest.name(),
+                "    {:12} matched load {rate:6.0}/s: achieved {:7.0}, p99 {:7.0} us, QEMU {:6.1} us CPU/request, {:3.0} % of a core",
+                self.name,
                 point.achieved,
                 summary.p99_us,
                 point.cpu_us,
@@ -219,16 +248,23 @@ impl Target<'_> {
         Ok(points)
     }
 
-    fn measure(&self) -> Result<GuestRun, String> {
+    /// The key space filled, then a GET and a SET sweep.
+    fn sweeps(&self) -> Result<[Vec<SweepPoint>; 2], String> {
         self.fill()?;
-        let mut run = GuestRun::default();
+        let mut sweeps: [Vec<SweepPoint>; 2] = Default::default();
         for (t, test) in TESTS.into_iter().enumerate() {
             for &clients in &self.plan.clients {
-                run.sweeps[t].push(self.point(test, clients)?);
+                sweeps[t].push(self.point(test, clients)?);
             }
         }
-        run.cpu = self.cpu_ladder()?;
-        Ok(run)
+        Ok(sweeps)
+    }
+
+    fn measure(&self) -> Result<GuestRun, String> {
+        Ok(GuestRun {
+            sweeps: self.sweeps()?,
+            cpu: self.cpu_ladder()?,
+        })
     }
 }
 
@@ -282,11 +318,14 @@ fn run(plan: &Plan) -> Result<(), String> {
     std::env::set_var(c_apps::LINK_ENV, &built_redis.native_inputs);
     let native_image = vm::build_native(&root, c_apps::IMAGE)?;
     let built = linux_guest::build_or_reuse(&default_cache_dir(), false)?;
+    println!("redis-vm: building Redis on the user-space stack, for ratio_hosted...");
+    let userstack = c_apps::build_userstack(&root, "redis")?;
+    let stock = redis_hosted::stock_binary(&output_dir())?;
 
     let namespace = vm::namespace("redis-vm")?;
     let tap = vm::tap(&namespace)?;
     let bench = VmBench::new(&namespace, &tap);
-    let server = SocketAddr::from((bench.guest(), REDIS_PORT));
+    let server = SocketAddrV4::new(bench.guest(), REDIS_PORT);
 
     let mut runs: Runs = Default::default();
     let mut commands = [String::new(), String::new()];
@@ -309,8 +348,8 @@ fn run(plan: &Plan) -> Result<(), String> {
             let target = Target {
                 bench: &bench,
                 server,
-                qemu: booted.qemu().pid(),
-                guest,
+                cpu: CpuOf::Qemu(booted.qemu().pid()),
+                name: guest.name(),
                 plan,
             };
             let measured = target.measure().map_err(|e| {
@@ -336,6 +375,7 @@ fn run(plan: &Plan) -> Result<(), String> {
     if runs_done == 0 {
         return Err("no run completed".to_owned());
     }
+    let hosted = hosted_runs(plan, &bench, &userstack, &stock)?;
     let mut report = vm::new_report("redis-vm", &shape.accel, load_start, "redis-benchmark");
     report.metric(
         "sla_p99_us",
@@ -439,12 +479,8 @@ fn run(plan: &Plan) -> Result<(), String> {
         });
     }
     cpu_figures(&runs, &mut report);
+    hosted_figures(&hosted, plan, sla_us, &mut report, &mut panels);
     report
-        .label(
-            "ratio_hosted",
-            "not measured: Redis on Ebbflow's user-space stack (./ebb run redis --userstack) \
-             is not built yet (issue 19)",
-        )
         .metric("runs", runs_done as f64, "", "per guest, alternating")
         .metric(
             "elapsed_s",
@@ -460,6 +496,7 @@ fn run(plan: &Plan) -> Result<(), String> {
             namespace.name(),
             plan.clients
         ))
+        .command(redis_hosted::describe())
         .command(format!(
             "ebb-loadgen (library), RESP, half GET half SET, 1 thread, 4 connections, open loop at {CPU_RATES:?} requests/s, {} s windows after {} s warm-up",
             plan.window.as_secs_f64(),
@@ -470,6 +507,160 @@ fn run(plan: &Plan) -> Result<(), String> {
     write_p99_svg(&panels, sla_us, &svg)?;
     println!("  wrote {}", svg.display());
     Ok(())
+}
+
+/// `[ours, stock]` on the host → the GET and SET sweeps of each run.
+type HostedRuns = [Vec<[Vec<SweepPoint>; 2]>; 2];
+
+/// The hosted half (`ebb_bench::redis_hosted`): our Redis on the
+/// user-space stack over the bench's TAP device and stock Redis on the
+/// kernel's side of it, alternating, `plan.runs` runs each, swept as the
+/// guests are, with the server's own CPU time per request.
+fn hosted_runs(
+    plan: &Plan,
+    bench: &VmBench<'_>,
+    userstack: &Path,
+    stock: &Path,
+) -> Result<HostedRuns, String> {
+    let config = bench.tap().config();
+    let mut runs: HostedRuns = Default::default();
+    for run in 0..plan.runs {
+        let order = if run % 2 == 0 {
+            [Which::Ours, Which::Stock]
+        } else {
+            [Which::Stock, Which::Ours]
+        };
+        for which in order {
+            println!("  hosted run {}/{}: {}", run + 1, plan.runs, which.name());
+            let start = match which {
+                Which::Ours => Start {
+                    which,
+                    binary: userstack,
+                    namespace: bench.namespace().name(),
+                    addr: bench.guest(),
+                    tap: Some((&config.ifname, config.prefix_len, GUEST_MAC)),
+                },
+                Which::Stock => Start {
+                    which,
+                    binary: stock,
+                    namespace: bench.namespace().name(),
+                    addr: bench.tap().host(),
+                    tap: None,
+                },
+            };
+            let server = redis_hosted::start(&start)?;
+            let target = Target {
+                bench,
+                server: SocketAddrV4::new(server.addr, server.port),
+                cpu: CpuOf::Process(server.pid()),
+                name: match which {
+                    Which::Ours => "ours-hosted",
+                    Which::Stock => "stock-hosted",
+                },
+                plan,
+            };
+            let sweeps = target
+                .sweeps()
+                .map_err(|e| format!("{} hosted: {e}\n{}", which.name(), server.log_tail()))?;
+            runs[which as usize].push(sweeps);
+        }
+    }
+    Ok(runs)
+}
+
+/// `ratio_hosted_get`, `ratio_hosted_set` (ours / stock throughput at the
+/// SLA, medians of runs), `ratio_hosted` (the lower of the two), the
+/// servers' CPU per request at the top of the sweep, and a panel per test.
+fn hosted_figures(
+    runs: &HostedRuns,
+    plan: &Plan,
+    sla_us: f64,
+    report: &mut ebb_bench::report::Report,
+    panels: &mut Vec<Panel>,
+) {
+    let mut ratios = Vec::new();
+    let clients = plan.clients.last().copied().unwrap_or(0);
+    for (t, test) in TESTS.into_iter().enumerate() {
+        let sla = |w: usize| {
+            let mut values: Vec<f64> = runs[w]
+                .iter()
+                .map(|sweeps| throughput_at_sla(&sweeps[t], sla_us))
+                .collect();
+            median(&mut values)
+        };
+        let top = |w: usize, f: fn(&SweepPoint) -> f64| {
+            let mut values: Vec<f64> = runs[w]
+                .iter()
+                .filter_map(|sweeps| sweeps[t].last().map(f))
+                .collect();
+            median(&mut values)
+        };
+        for which in [Which::Ours, Which::Stock] {
+            let w = which as usize;
+            report
+                .metric(
+                    format!("sla_rps_hosted_{}_{test}", which.name()),
+                    sla(w),
+                    "requests/s",
+                    "median of runs",
+                )
+                .metric(
+                    format!("cpu_us_per_req_hosted_{}_{test}_c{clients}", which.name()),
+                    top(w, |p| p.cpu_us),
+                    "us",
+                    "the server's own CPU (user + system) per request, median of runs",
+                );
+        }
+        let (ours, stock) = (sla(0), sla(1));
+        if ours > 0.0 && stock > 0.0 {
+            ratios.push(ours / stock);
+            report.metric(
+                format!("ratio_hosted_{test}"),
+                ours / stock,
+                "x",
+                "ours on the user-space stack / stock on kernel TCP, throughput at the SLA",
+            );
+        }
+        let curve = |w: usize, label: &str, color: &str| Curve {
+            label: label.to_owned(),
+            color: color.to_owned(),
+            points: (0..plan.clients.len())
+                .map(|i| {
+                    let at: Vec<&SweepPoint> = runs[w]
+                        .iter()
+                        .filter_map(|sweeps| sweeps[t].get(i))
+                        .collect();
+                    let mut rps: Vec<f64> = at.iter().map(|p| p.rps).collect();
+                    let mut p99: Vec<f64> = at.iter().map(|p| p.p99_us).collect();
+                    (median(&mut rps), median(&mut p99))
+                })
+                .collect(),
+        };
+        panels.push(Panel {
+            title: format!("hosted, redis-benchmark {}", test.to_ascii_uppercase()),
+            curves: vec![
+                curve(1, "stock Redis, kernel TCP", "#d62728"),
+                curve(
+                    0,
+                    "the same Redis on Ebbflow's user-space stack, TAP",
+                    "#1f77b4",
+                ),
+            ],
+        });
+    }
+    if ratios.len() == TESTS.len() {
+        report.metric(
+            "ratio_hosted",
+            ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            "x",
+            "the lower of ratio_hosted_get and ratio_hosted_set; target >= 1.5",
+        );
+    } else {
+        report.label(
+            "ratio_hosted",
+            "not measured: no point of a hosted sweep had its p99 within the SLA",
+        );
+    }
 }
 
 /// CPU per request at the matched loads and `cpu_ratio`: at the highest
