@@ -107,18 +107,18 @@ fn run_in_namespace(
     let stack_ip = STACK_ADDR.split('/').next().unwrap_or(STACK_ADDR);
     let how = match reach {
         Some(reach) => format!(
-            "Once it is ready, reach it from the namespace:\n  {}",
+            "Once it is ready, reach it from the namespace:\n  {}\n",
             reach.replace("{ns}", &ns).replace("{ip}", stack_ip)
         ),
         None => {
-            "Once it is ready, how to reach what it listens on follows its ready line.".to_owned()
+            "Once it is ready, how to reach what it listens on follows its ready line. ".to_owned()
         }
     };
     println!(
         "userstack: {app} runs on Ebbflow's own stack at {stack_ip} on TAP {TAP} in network \
          namespace {ns} (kernel side {KERNEL_ADDR}). Reach it from the namespace, e.g.:\n  \
          ip netns exec {ns} ping -c 3 {stack_ip}\n\
-         {how} Ctrl-C stops it and deletes the namespace."
+         {how}Ctrl-C stops it and deletes the namespace."
     );
     let code = run_showing_hints(&mut command(&ns), &ns);
     drop(tap);

@@ -17,7 +17,8 @@
 //!
 //! On the user-space stack (`./ebb run redis --userstack`), the same
 //! objects linked with `ebb-posix-userstack` serve the same commands over
-//! Ebbflow's stack on a TAP device in a namespace, and stop on SIGTERM.
+//! Ebbflow's stack on a TAP device in a namespace; `SHUTDOWN NOSAVE` ends
+//! Redis, whose exit closes its connections there.
 //!
 //! Needs apt's deb-src entries, gcc and make (the build) and `redis-cli`
 //! (and QEMU natively; root and /dev/net/tun on the user-space stack);
@@ -365,7 +366,25 @@ fn userstack_redis_serves_redis_cli_on_ebbflows_stack_over_tap() {
         panic!("redis-server on the user-space stack ended before it answered {log}");
     }
     serves_the_commands(&at);
-    stops_cleanly_on_sigterm(server);
+    // SHUTDOWN NOSAVE: Redis exits without a reply; redis-cli waits for
+    // the connection to close, which it hears only if the program's exit
+    // closed its connections on our stack (a FIN over the TAP device);
+    // `run_bounded` fails the test if it waits past the limit.
+    run_bounded(at.redis_cli().args(["SHUTDOWN", "NOSAVE"]), STOP_LIMIT);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("the server's status") {
+            break status;
+        }
+        assert!(started.elapsed() < STOP_LIMIT, "redis-server still runs after SHUTDOWN");
+        thread::sleep(Duration::from_millis(50));
+    };
+    let log = std::fs::read_to_string(&server.log).expect("the server's log");
+    assert_only_fork_is_unprovided(&log);
+    assert!(
+        status.success() && log.contains("Redis is now ready to exit, bye bye..."),
+        "a clean shutdown ({status}):\n{log}"
+    );
 }
 
 #[test]

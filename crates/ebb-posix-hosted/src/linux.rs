@@ -54,7 +54,8 @@ const CLONE_VM: usize = 0x100;
 /// Whether clone(`flags`, `stack`) is a fork: a copy of the parent's
 /// memory, on its own copy of the stack, which may return through this
 /// function as the parent does.
-fn is_fork_like(flags: usize, stack: usize) -> bool {
+#[must_use]
+pub fn is_fork_like(flags: usize, stack: usize) -> bool {
     stack == 0 && flags & CLONE_VM == 0
 }
 

@@ -17,9 +17,10 @@
 //! [`thread_table`] are host-tested); signals set and read back, never
 //! delivered ([`signal_state`], host-tested); IPv4 TCP sockets on
 //! Ebbflow's own TCP/IP stack, epoll sets, eventfds, pipes and poll
-//! (`ebb_posix_objects`, host-tested; `native/sockets.rs`,
-//! `native/events.rs`), a blocking call parking its C thread on the
-//! event loop until the object changes.
+//! (`ebb_posix_objects` and its `calls`, host-tested and shared with the
+//! user-space stack's personality; `native/objects.rs` is what they need
+//! here), a blocking call parking its C thread on the event loop until
+//! the object changes.
 
 #![no_std]
 

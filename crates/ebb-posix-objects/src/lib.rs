@@ -1,11 +1,12 @@
 //! The kernel objects a C program's descriptors may name besides files
 //! (issue 19): TCP sockets on Ebbflow's network interface (`ebb-net`, so
 //! natively on Ebbflow's own TCP/IP stack), epoll sets, eventfds and
-//! pipes. Platform-neutral and tested on the host; the native
-//! personality (`ebb-posix-native`) reads the arguments out of the
-//! program's memory, blocks by parking the calling C thread on the event
-//! loop, and keeps the descriptors in its file table
-//! (`ebb_posix_files::table::Target::Object`).
+//! pipes, and the system calls on them ([`calls`]), argument by argument.
+//! Platform-neutral and tested on the host. A platform says through
+//! [`calls::Host`] where the descriptors live (natively the file table's
+//! `Target::Object`; on the user-space stack numbers Linux holds), how
+//! the calling C thread parks on the event loop, and how the program's
+//! memory is reached (`ebb-posix-native`, `ebb-posix-userstack`).
 //!
 //! - **Non-blocking at heart.** Every operation here either completes or
 //!   says `EAGAIN`; a blocking descriptor's call waits for the object's

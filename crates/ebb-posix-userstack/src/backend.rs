@@ -10,19 +10,23 @@ use ebb_posix_files::layout::{stat_bytes, StatFields};
 use ebb_posix_files::table::OBJECT_DEVICE;
 use ebb_posix_hosted::linux::Linux;
 use ebb_posix_objects::calls::{
-    answer, blocking, events, get, get_u32, io, low32, put, sockets, Host, Named,
+    answer, blocking, events, get, get_timespec, get_u32, io, low32, put, sockets, Host, Named,
 };
 
 use crate::descriptors::is_object;
 use crate::host::{self, UserStackHost};
 use crate::linux;
 
-/// ioctl(2) requests on sockets (`include/uapi/asm-generic/ioctls.h`).
+/// ioctl(2) requests any descriptor takes
+/// (`include/uapi/asm-generic/ioctls.h`).
 const FIONBIO: usize = 0x5421;
-/// clone(2)'s flag for a child sharing the parent's memory.
-const CLONE_VM: usize = 0x100;
-/// `sizeof(struct pollfd)`.
-const POLLFD_BYTES: usize = 8;
+const FIONCLEX: usize = 0x5450;
+const FIOCLEX: usize = 0x5451;
+/// clock_nanosleep(2)'s flag for an absolute time.
+const TIMER_ABSTIME: usize = 1;
+/// The clocks a relative sleep may name (`CLOCK_REALTIME`,
+/// `CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`): a duration on any of them.
+const SLEEP_CLOCKS: [usize; 3] = [0, 1, 7];
 
 /// The program's calls, made on its main thread.
 pub struct Program;
@@ -51,7 +55,6 @@ impl Backend for Program {
             nr::EPOLL_CREATE1 => events::epoll_create1(host, a),
             nr::EPOLL_CTL => events::epoll_ctl(host, a, b, c, d),
             nr::EPOLL_WAIT | nr::EPOLL_PWAIT => events::epoll_wait(host, a, b, c, d),
-            nr::EVENTFD => events::eventfd2(host, a, 0),
             nr::EVENTFD2 => events::eventfd2(host, a, b),
             nr::PIPE => events::pipe2(host, a, 0),
             nr::PIPE2 => events::pipe2(host, a, b),
@@ -82,16 +85,36 @@ impl Backend for Program {
             nr::IOCTL if is_object(a) => ioctl(a, b, c),
             nr::LSEEK | nr::PREAD64 | nr::PWRITE64 if is_object(a) => -ESPIPE,
             nr::FSYNC | nr::FDATASYNC | nr::FTRUNCATE if is_object(a) => -EINVAL,
+            // Linux changes a socket inode's mode and owner, which nothing
+            // reads; the placeholder must not pass it to /dev/null.
+            nr::FCHMOD | nr::FCHOWN if is_object(a) => 0,
             // Other calls on an object (sendmsg, recvmsg, ...): not
             // provided, as natively.
-            nr::SENDMSG | nr::RECVMSG | nr::SENDFILE | nr::GETDENTS64 if is_object(a) => {
-                return None
+            nr::SENDMSG | nr::RECVMSG | nr::GETDENTS64 if is_object(a) => return None,
+            // A sleep parks the program's main function, so that the
+            // stack goes on (ARP, retransmissions, connections) meanwhile.
+            nr::NANOSLEEP => match sleep(a) {
+                Some(result) => result,
+                None => return Linux.serve(call, group),
+            },
+            nr::CLOCK_NANOSLEEP if b & TIMER_ABSTIME == 0 && SLEEP_CLOCKS.contains(&a) => {
+                match sleep(c) {
+                    Some(result) => result,
+                    None => return Linux.serve(call, group),
+                }
+            }
+            // The process ends: every connection on our stack is closed
+            // first, as Linux closes a process's sockets, so that peers
+            // hear of it (a FIN, or a reset for unread data).
+            nr::EXIT_GROUP => {
+                close_everything();
+                return Linux.serve(call, group);
             }
             // A fork's child would share the TAP device and every
-            // connection's state with its parent: not provided, so Redis's
+            // connection's state with its parent: not provided (fork(2)
+            // itself is outside the personality's calls), so Redis's
             // BGSAVE answers its own error, as natively.
-            nr::FORK | nr::VFORK => return None,
-            nr::CLONE if b == 0 && a & CLONE_VM == 0 => return None,
+            nr::CLONE if ebb_posix_hosted::linux::is_fork_like(a, b) => return None,
             _ => return Linux.serve(call, group),
         };
         Some(result)
@@ -102,15 +125,43 @@ impl Backend for Program {
     }
 }
 
+/// nanosleep(2) of the `struct timespec` at `request`, parked on the
+/// loop's timers; `None` when the caller cannot park. Never interrupted
+/// (a signal's handler runs on another stack), so the time left is not
+/// written.
+fn sleep(request: usize) -> Option<isize> {
+    let nanos = match get_timespec(&UserStackHost, request) {
+        Ok(nanos) => nanos,
+        Err(errno) => return Some(-errno),
+    };
+    UserStackHost
+        .wait(ebb_event::sleep(core::time::Duration::from_nanos(nanos)))
+        .map(|()| 0)
+}
+
+/// Releases every object and lets the loop run once, so that the
+/// frames their release sends (FINs, resets) leave before the process
+/// ends.
+fn close_everything() {
+    let objects = host::with(crate::descriptors::Descriptors::take_all);
+    for object in objects {
+        ebb_posix_objects::object::release(&object);
+    }
+    blocking::yield_to_loop(&UserStackHost);
+}
+
 /// Whether the `count` pollfds at `fds` name one of our objects (else
 /// Linux polls them all, as it would).
 fn polls_an_object(fds: usize, count: usize) -> bool {
     (0..count.min(ebb_posix_files::table::MAX_FDS)).any(|index| {
-        get::<4>(&UserStackHost, fds.wrapping_add(index * POLLFD_BYTES))
-            .map(i32::from_ne_bytes)
-            .ok()
-            .and_then(|fd| usize::try_from(fd).ok())
-            .is_some_and(is_object)
+        get::<4>(
+            &UserStackHost,
+            fds.wrapping_add(index * events::POLLFD_BYTES),
+        )
+        .map(i32::from_ne_bytes)
+        .ok()
+        .and_then(|fd| usize::try_from(fd).ok())
+        .is_some_and(is_object)
     })
 }
 
@@ -188,9 +239,19 @@ fn fstat(fd: usize, out: usize) -> isize {
 }
 
 /// ioctl(2) of an object's descriptor: `FIONBIO` sets or clears
-/// `O_NONBLOCK`; nothing else is a request these objects take.
+/// `O_NONBLOCK`, `FIOCLEX`/`FIONCLEX` act on the placeholder (the
+/// descriptor's flag); nothing else is a request these objects take.
 fn ioctl(fd: usize, request: usize, arg: usize) -> isize {
-    if low32(request) as usize != FIONBIO {
+    let request = low32(request) as usize;
+    if request == FIOCLEX || request == FIONCLEX {
+        let flag = if request == FIOCLEX {
+            linux::FD_CLOEXEC
+        } else {
+            0
+        };
+        return linux::fcntl(fd, linux::F_SETFD, flag);
+    }
+    if request != FIONBIO {
         return -ENOTTY;
     }
     let Some(description) = host::with(|table| table.get(fd)) else {
@@ -217,6 +278,7 @@ pub fn object_argument(call: &SysCall) -> Option<usize> {
     let [a, b, c, ..] = call.args;
     let candidates: &[usize] = match call.number {
         nr::DUP2 | nr::DUP3 | nr::SENDFILE => &[a, b],
+        nr::NEWFSTATAT | nr::FCHMOD | nr::FCHOWN => &[a],
         nr::EPOLL_CTL => &[a, c],
         nr::READ
         | nr::WRITE

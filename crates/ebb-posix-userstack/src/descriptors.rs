@@ -22,10 +22,10 @@ use ebb_posix_objects::Object;
 
 use crate::linux;
 
-/// Descriptor numbers objects may take: Linux's default RLIMIT_NOFILE
-/// hard limit in Debian's systemd is higher, but the bitmap is sized
-/// for this many (Redis's default 10,000 clients fit).
-pub const MAX_OBJECT_FDS: usize = 16_384;
+/// Descriptor numbers objects may take: as many as the native file
+/// table holds (Redis's default 10,000 clients fit); the bitmap is sized
+/// for them.
+pub const MAX_OBJECT_FDS: usize = ebb_posix_files::table::MAX_FDS;
 
 /// One bit per descriptor number below [`MAX_OBJECT_FDS`]: set while it
 /// names an object.
@@ -96,8 +96,9 @@ impl Descriptors {
         self.slots.get(fd).and_then(Clone::clone)
     }
 
-    /// Gives `object` the lowest free number, with `flags` (access mode,
-    /// `O_NONBLOCK`, `O_CLOEXEC`).
+    /// Gives `object` a number, with `flags` (access mode, `O_NONBLOCK`,
+    /// `O_CLOEXEC`): the spare one [`Descriptors::has_free`] took, else the
+    /// lowest free.
     ///
     /// # Errors
     ///
@@ -106,8 +107,10 @@ impl Descriptors {
         let cloexec = flags & O_CLOEXEC != 0;
         let fd = match self.spare.take() {
             Some(fd) => {
-                if cloexec {
-                    linux::fcntl(fd, linux::F_SETFD, linux::FD_CLOEXEC);
+                // The spare is made close-on-exec (never leaked into an
+                // exec'd program while it waits).
+                if !cloexec {
+                    linux::fcntl(fd, linux::F_SETFD, 0);
                 }
                 fd
             }
@@ -134,13 +137,22 @@ impl Descriptors {
         Ok(())
     }
 
-    /// Whether a number is free now; it stays free for the next
-    /// [`Descriptors::install`] (it is taken now, as a spare).
+    /// Whether a number an object may take is free now; it stays free
+    /// for the next [`Descriptors::install`] (it is taken now, as a
+    /// spare).
     pub fn has_free(&mut self) -> bool {
         if self.spare.is_none() {
-            self.spare = linux::placeholder(0, false).ok();
+            self.spare = linux::placeholder(0, true).ok();
         }
-        self.spare.is_some()
+        self.spare.is_some_and(|fd| fd < MAX_OBJECT_FDS)
+    }
+
+    /// Takes every object out of the table (the process is ending): the
+    /// objects whose last descriptor this was, to release.
+    pub fn take_all(&mut self) -> Vec<Object> {
+        (0..self.slots.len())
+            .filter_map(|fd| self.take(fd))
+            .collect()
     }
 
     /// Takes `fd` out of the table (its placeholder stays: the caller
@@ -191,6 +203,10 @@ impl Descriptors {
     ///
     /// Linux's (`EBADF`, `EINVAL`, `EBUSY`).
     pub fn dup3(&mut self, old: usize, new: usize, flags: usize) -> Result<Released, isize> {
+        if self.get(old).is_some() && new >= MAX_OBJECT_FDS {
+            // Refused before Linux closes what `new` holds.
+            return Err(EMFILE);
+        }
         let moved = linux::dup3(old, new, flags);
         if moved < 0 {
             return Err(-moved);
@@ -206,6 +222,7 @@ impl Descriptors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::linux::tests::numbers_to_myself;
     use ebb_posix_files::table::O_RDWR;
     use ebb_posix_objects::eventfd::EventFd;
 
@@ -215,6 +232,7 @@ mod tests {
 
     #[test]
     fn an_object_takes_a_linux_number_and_gives_it_back_on_close() {
+        let _turn = numbers_to_myself();
         let mut table = Descriptors::default();
         let fd = table.install(counter(), O_RDWR | O_CLOEXEC).unwrap();
         assert!(is_object(fd));
@@ -229,6 +247,7 @@ mod tests {
 
     #[test]
     fn a_duplicate_shares_the_description_and_the_object_outlives_one_close() {
+        let _turn = numbers_to_myself();
         let mut table = Descriptors::default();
         let fd = table.install(counter(), O_RDWR).unwrap();
         let copy = table.duplicate(fd, 100, true).unwrap();
@@ -244,6 +263,7 @@ mod tests {
 
     #[test]
     fn dup2_onto_an_object_lets_it_go_and_onto_a_number_moves_the_object() {
+        let _turn = numbers_to_myself();
         let mut table = Descriptors::default();
         let first = table.install(counter(), O_RDWR).unwrap();
         let second = table.install(counter(), O_RDWR).unwrap();
@@ -261,10 +281,28 @@ mod tests {
 
     #[test]
     fn a_free_number_checked_for_is_the_one_installed() {
+        let _turn = numbers_to_myself();
         let mut table = Descriptors::default();
         assert!(table.has_free());
         let spare = table.spare.unwrap();
+        assert_eq!(
+            linux::fcntl(spare, linux::F_GETFD, 0),
+            1,
+            "close-on-exec while spare"
+        );
         assert_eq!(table.install(counter(), O_RDWR).unwrap(), spare);
+        assert_eq!(linux::fcntl(spare, linux::F_GETFD, 0), 0, "as installed");
         assert!(table.close(spare).unwrap().is_some());
+    }
+
+    #[test]
+    fn dup2_of_an_object_past_the_table_is_refused_before_linux_acts() {
+        let _turn = numbers_to_myself();
+        let mut table = Descriptors::default();
+        let fd = table.install(counter(), O_RDWR).unwrap();
+        assert_eq!(table.dup3(fd, MAX_OBJECT_FDS, 0).err(), Some(EMFILE));
+        assert_eq!(linux::close(MAX_OBJECT_FDS), -EBADF, "nothing made there");
+        assert_eq!(table.take_all().len(), 1, "the object, to release");
+        linux::close(fd);
     }
 }

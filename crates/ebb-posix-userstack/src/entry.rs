@@ -15,6 +15,12 @@ use crate::program_stack;
 static LOGGED: LoggedCalls = LoggedCalls::new();
 /// Whether another thread's use of an object was said.
 static SAID_OTHER_THREAD: AtomicBool = AtomicBool::new(false);
+/// Whether a call of the program's is being served. Calls made while
+/// one is (this library's own work inside it: allocating, logging, the
+/// TAP device's writes; or a signal handler that interrupted the
+/// program there) are not the program's and go to Linux. Only the
+/// program's thread ever sets it.
+static IN_CALL: AtomicBool = AtomicBool::new(false);
 
 /// musl's system-call entry: call `number` with Linux's arguments; the
 /// result, or `-errno`.
@@ -32,15 +38,19 @@ pub extern "C" fn __ebb_syscall(
         number,
         args: [a, b, c, d, e, f],
     };
-    if program_stack::on_it() {
-        return ebb_posix::dispatch(&Program, &LOGGED, &call);
+    if program_stack::on_it() && !IN_CALL.swap(true, Ordering::Relaxed) {
+        let result = ebb_posix::dispatch(&Program, &LOGGED, &call);
+        IN_CALL.store(false, Ordering::Relaxed);
+        return result;
     }
-    if let Some(fd) = object_argument(&call) {
+    if object_argument(&call).is_some() {
         if !SAID_OTHER_THREAD.swap(true, Ordering::Relaxed) {
-            Program.log(&format!(
-                "ebb-posix: descriptor {fd} is on Ebbflow's stack and belongs to the program's \
-                 main thread; call {number} from another thread: EBADF (said once)"
-            ));
+            // No formatting: this may be a signal handler or a thread
+            // in the middle of anything.
+            Program.log(
+                "ebb-posix: a call outside the program's main function named a descriptor \
+                 on Ebbflow's stack, which only that function may use: EBADF (said once)",
+            );
         }
         return -EBADF;
     }

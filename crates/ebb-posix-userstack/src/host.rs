@@ -6,8 +6,8 @@
 use core::cell::RefCell;
 use core::future::Future;
 
-use ebb_posix::errno::{EBADF, EFAULT};
-use ebb_posix_objects::calls::{Host, Named};
+use ebb_posix::errno::EBADF;
+use ebb_posix_objects::calls::{check_range, Host, Named};
 use ebb_posix_objects::Object;
 
 use crate::descriptors::{Descriptors, Released};
@@ -87,11 +87,15 @@ impl Host for UserStackHost {
         if len == 0 {
             return Ok(&[]);
         }
-        checked(addr, len)?;
-        // SAFETY: the program passed these bytes to this call to be read
-        // (the trust model in `checked`'s text), and the calling thread is
-        // in the call for as long as the slice is used; null, wrapping
-        // and over-isize::MAX ranges were refused.
+        check_range(addr, len)?;
+        // SAFETY: the program passed these bytes to this call to be read,
+        // and a program and its C library share one address space: the
+        // pointer is trusted as libc trusts it (an unmapped one faults the
+        // process, where Linux would answer EFAULT). The calling thread is
+        // in the call for as long as the slice is used; another of the
+        // program's threads writing the same bytes meanwhile would be a
+        // data race in the program, as it would be with Linux's read(2).
+        // Null, wrapping and over-isize::MAX ranges were refused.
         Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len) })
     }
 
@@ -99,25 +103,15 @@ impl Host for UserStackHost {
         if len == 0 {
             return Ok(&mut []);
         }
-        checked(addr, len)?;
+        check_range(addr, len)?;
         // SAFETY: the program passed these bytes to this call to be
-        // filled (the trust model in `checked`'s text), and the calling
-        // thread is in the call for as long as the slice is used; null,
-        // wrapping and over-isize::MAX ranges were refused.
+        // filled, and a program and its C library share one address
+        // space: the pointer is trusted as libc trusts it (an unmapped one
+        // faults the process, where Linux would answer EFAULT). The calling
+        // thread is in the call for as long as the slice is used; another
+        // of the program's threads touching the same bytes meanwhile would
+        // be a data race in the program, as it would be with Linux's
+        // write(2). Null, wrapping and over-isize::MAX ranges were refused.
         Ok(unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) })
     }
-}
-
-/// Whether `[addr, addr + len)` is a range a slice may cover.
-///
-/// The program and this library share one address space and one C
-/// library, as a program and its libc do: a pointer the program passes
-/// is trusted as libc trusts it. So, as natively, only what needs no
-/// page tables is checked; a pointer into unmapped memory faults the
-/// process (where Linux would answer `EFAULT`).
-fn checked(addr: usize, len: usize) -> Result<(), isize> {
-    if addr == 0 || len > isize::MAX.unsigned_abs() || addr.checked_add(len).is_none() {
-        return Err(EFAULT);
-    }
-    Ok(())
 }

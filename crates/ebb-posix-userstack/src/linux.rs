@@ -25,13 +25,17 @@ pub const FD_CLOEXEC: usize = 1;
 /// function's own locals), made on Linux.
 fn call(number: usize, args: [usize; 6]) -> isize {
     // SAFETY: every caller in this module passes only descriptor numbers,
-    // flags, and pointers to its own live locals; none of these calls
-    // unmaps memory or ends a thread.
+    // flags, and pointers to live memory it owns (its locals, a static
+    // string); none of these calls unmaps memory or ends a thread.
     unsafe { syscall6(number, args) }
 }
 
-/// The anchor every placeholder duplicates: `/dev/null`, opened on first
-/// use and kept open for the process's life.
+/// The anchor every placeholder duplicates: `/dev/null` opened with
+/// `O_PATH`, on first use, kept open for the process's life. A
+/// placeholder so opened can be duplicated, closed and marked
+/// close-on-exec, and little else: a call that reached Linux with an
+/// object's number by mistake (fchmod, read, write, ioctl) fails with
+/// `EBADF` instead of acting on `/dev/null`.
 fn anchor() -> Result<usize, isize> {
     use core::sync::atomic::{AtomicIsize, Ordering};
     static ANCHOR: AtomicIsize = AtomicIsize::new(-1);
@@ -100,11 +104,23 @@ pub fn readiness_now(fd: usize, wanted: u32) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use std::sync::{Mutex, MutexGuard};
+
+    /// Tests that open and close descriptors and then look at numbers
+    /// take turns: the test threads share one descriptor table.
+    pub(crate) fn numbers_to_myself() -> MutexGuard<'static, ()> {
+        static NUMBERS: Mutex<()> = Mutex::new(());
+        NUMBERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     #[test]
     fn a_placeholder_takes_the_lowest_free_number_and_closes() {
+        let _turn = numbers_to_myself();
         let first = placeholder(0, true).unwrap();
         let second = placeholder(0, false).unwrap();
         assert_ne!(first, second);
@@ -122,11 +138,28 @@ mod tests {
     }
 
     #[test]
-    fn a_linux_descriptor_reports_its_readiness_and_a_closed_one_none() {
+    fn a_placeholder_does_nothing_but_hold_its_number() {
+        let _turn = numbers_to_myself();
         let fd = placeholder(0, true).unwrap();
+        let byte = [0u8; 1];
+        // SAFETY: write(2) reads one byte of a live local.
+        let wrote = unsafe { syscall6(nr::WRITE, [fd, byte.as_ptr() as usize, 1, 0, 0, 0]) };
+        assert_eq!(wrote, -9, "EBADF, not a write to /dev/null");
+        close(fd);
+    }
+
+    #[test]
+    fn a_linux_descriptor_reports_its_readiness_and_a_closed_one_none() {
+        let _turn = numbers_to_myself();
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let fd = usize::try_from(null.as_raw_fd()).unwrap();
         // /dev/null is always readable and writable.
         assert_eq!(readiness_now(fd, 0x1 | 0x4), Some(0x1 | 0x4));
-        close(fd);
+        drop(null);
         assert_eq!(readiness_now(fd, 0x1), None);
     }
 }

@@ -4,10 +4,10 @@
 //! every call reaches `__ebb_syscall`. The program's main function runs
 //! as a stackful event on a stack of its own, and this library's own
 //! work runs on the core's stack, so the stack pointer tells them apart
-//! at no cost: a call made while the program's stack is in use is the
-//! program's (including this library's work on its behalf, inside a
-//! call, which only allocates memory and logs), any other is this
-//! library's or another thread's.
+//! at no cost: a call made on the program's stack is the program's, any
+//! other is this library's or another thread's. This library's own work
+//! inside a program's call also runs on the program's stack; the entry
+//! sends such nested calls to Linux (`entry.rs`'s `IN_CALL`).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 

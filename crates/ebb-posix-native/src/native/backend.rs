@@ -71,7 +71,7 @@ impl Backend for Native {
             nr::DUP3 => files::dup3(a, b, c),
             nr::FCNTL => files::fcntl(a, b, c),
             nr::UMASK => files::umask(a),
-            // sockets: IPv4 TCP on Ebbflow's stack (`sockets.rs`)
+            // sockets: IPv4 TCP on Ebbflow's stack (`ebb_posix_objects::calls`)
             nr::SOCKET => sockets::socket(&NativeHost, a, b, c),
             nr::BIND => sockets::bind(&NativeHost, a, b, c),
             nr::LISTEN => sockets::listen(&NativeHost, a, b),
@@ -85,7 +85,7 @@ impl Backend for Native {
             nr::SHUTDOWN => sockets::shutdown(&NativeHost, a, b),
             nr::RECVFROM => sockets::recvfrom(&NativeHost, a, b, c, d, e, f),
             nr::SENDTO => sockets::sendto(&NativeHost, a, b, c, d),
-            // events: epoll, eventfd, pipes, poll (`events.rs`)
+            // events: epoll, eventfd, pipes, poll (`ebb_posix_objects::calls`)
             nr::EPOLL_CREATE => events::epoll_create(&NativeHost, a),
             nr::EPOLL_CREATE1 => events::epoll_create1(&NativeHost, a),
             nr::EPOLL_CTL => events::epoll_ctl(&NativeHost, a, b, c, d),

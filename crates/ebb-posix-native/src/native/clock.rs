@@ -61,15 +61,7 @@ fn timespec(nanos: u64) -> Timespec {
 /// A request read from the program: `EINVAL` unless 0 ≤ ns < 10⁹ and the
 /// seconds are not negative (nanosleep(2)).
 pub(super) fn requested(addr: usize) -> Result<u64, isize> {
-    let request: Timespec = user::get(addr)?;
-    let seconds = u64::try_from(request.sec).map_err(|_| EINVAL)?;
-    let nanos = u64::try_from(request.fraction).map_err(|_| EINVAL)?;
-    if nanos >= NANOS_PER_SECOND {
-        return Err(EINVAL);
-    }
-    Ok(seconds
-        .saturating_mul(NANOS_PER_SECOND)
-        .saturating_add(nanos))
+    ebb_posix_objects::calls::get_timespec(&super::objects::NativeHost, addr)
 }
 
 fn result(outcome: Result<(), isize>) -> isize {

@@ -10,20 +10,10 @@
 //! Linux); a pointer into the image's own memory is written as asked,
 //! which on Linux would have been `EFAULT` or another process's memory.
 
-use ebb_posix::errno::EFAULT;
-
 /// The most bytes one read or write moves (Linux's `MAX_RW_COUNT`).
 pub use ebb_posix_objects::calls::MAX_RW_COUNT;
 
-/// Whether `[addr, addr + len)` is a range a slice may cover: not null,
-/// not wrapping, at most `isize::MAX` bytes (`core::slice::from_raw_parts`'
-/// requirements besides validity).
-fn checked(addr: usize, len: usize) -> Result<(), isize> {
-    if addr == 0 || len > isize::MAX.unsigned_abs() || addr.checked_add(len).is_none() {
-        return Err(EFAULT);
-    }
-    Ok(())
-}
+use ebb_posix_objects::calls::check_range as checked;
 
 /// Writes `value` at `addr`.
 pub fn put<T: Copy>(addr: usize, value: T) -> Result<(), isize> {

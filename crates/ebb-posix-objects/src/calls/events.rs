@@ -23,7 +23,7 @@ const MAX_EVENTS: usize = (i32::MAX as usize) / EVENT_BYTES;
 const MAX_POLL_FDS: usize = ebb_posix_files::table::MAX_FDS;
 /// `sizeof(struct pollfd)`: an `int` descriptor, `short` events and
 /// `short` revents.
-const POLLFD_BYTES: usize = 8;
+pub const POLLFD_BYTES: usize = 8;
 
 /// A millisecond timeout as the calls take it: negative is none.
 fn millis(raw: usize) -> Option<Duration> {

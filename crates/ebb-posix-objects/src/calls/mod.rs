@@ -81,6 +81,22 @@ pub struct Named {
     pub nonblocking: bool,
 }
 
+/// Whether `[addr, addr + len)` is a range a slice may cover: not null,
+/// not wrapping, at most `isize::MAX` bytes (`core::slice::from_raw_parts`'
+/// requirements besides validity). What a [`Host`] checks before it
+/// makes a slice of the program's memory; whether the memory is mapped
+/// it cannot tell without page tables.
+///
+/// # Errors
+///
+/// `EFAULT` for a range that is not.
+pub fn check_range(addr: usize, len: usize) -> Result<(), isize> {
+    if addr == 0 || len > isize::MAX.unsigned_abs() || addr.checked_add(len).is_none() {
+        return Err(EFAULT);
+    }
+    Ok(())
+}
+
 /// A call's result as the program gets it: the value, or `-errno`.
 #[must_use]
 pub fn answer(result: Result<usize, isize>) -> isize {
