@@ -244,26 +244,24 @@ pub fn native_inputs(musl: &MuslBuild, objects: &[PathBuf]) -> Vec<PathBuf> {
 /// executable `out` (hosted).
 pub fn link_with_musl(
     musl: &MuslBuild,
-    personality: &Path,
+    personality: &Personality,
     objects: &[PathBuf],
     out: &Path,
 ) -> Result<PathBuf, ProgramError> {
     let libgcc = gcc_print("-print-libgcc-file-name")?;
     let (crt1, crti, crtn) = (lossy(&musl.crt1), lossy(&musl.crti), lossy(&musl.crtn));
-    let (libc, personality, out_arg) = (lossy(&musl.libc_a), lossy(personality), lossy(out));
+    let (libc, out_arg) = (lossy(&musl.libc_a), lossy(out));
+    let libraries: Vec<String> = personality.libraries.iter().map(|l| lossy(l)).collect();
     let objects: Vec<String> = objects.iter().map(|object| lossy(object)).collect();
     // crt1 and crti first, crtn last (musl's INSTALL); libc and the
     // personality need each other, hence the group.
-    let mut args = vec!["-static", "-nostdlib", "-o", &out_arg, &crt1, &crti];
+    let mut args = vec!["-static", "-nostdlib"];
+    args.extend(personality.link_flags.iter().map(String::as_str));
+    args.extend(["-o", &out_arg, &crt1, &crti]);
     args.extend(objects.iter().map(String::as_str));
-    args.extend([
-        "-Wl,--start-group",
-        &libc,
-        &personality,
-        &libgcc,
-        "-Wl,--end-group",
-        &crtn,
-    ]);
+    args.extend(["-Wl,--start-group", &libc]);
+    args.extend(libraries.iter().map(String::as_str));
+    args.extend([&libgcc, "-Wl,--end-group", &crtn]);
     step(
         &format!("linking {out_arg}"),
         run("gcc", &args, Path::new("/")),

@@ -11,6 +11,7 @@ use ebb_cbuild::{debian_source, musl, posix_programs, qemu_plugin, redis, sqlite
 const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
        ebb-cbuild musl [--cache DIR] [--out DIR]
        ebb-cbuild posix-programs [--cache DIR] [--out DIR] [--target-dir DIR]
+       ebb-cbuild posix-userstack [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild sqlite [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis [--cache DIR] [--out DIR] [--target-dir DIR]
        ebb-cbuild redis-userstack [--cache DIR] [--out DIR] [--target-dir DIR]
@@ -24,6 +25,9 @@ const USAGE: &str = "usage: ebb-cbuild fetch PACKAGE [--cache DIR]
                   program of crates/ebb-posix/programs, with them and for
                   Linux; prints `program NAME EBBFLOW LINUX` and `native NAME
                   INPUTS` (for apps/c-program's EBB_C_PROGRAM) per program
+  posix-userstack as posix-programs, and each program linked with the
+                  user-space stack's personality too (cargo, musl target);
+                  prints `userstack NAME PATH` per program
   sqlite          builds SQLite from Debian's sqlite3 source (unchanged:
                   prints 0 changed lines) and its programs speedtest1 and
                   sqlite-kv with musl and the hosted personality, and for
@@ -83,14 +87,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
     match (options.command.as_str(), &options.package) {
         ("fetch", Some(_))
         | (
-            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-userstack" | "redis-stock"
-            | "qemu-plugin",
+            "musl" | "posix-programs" | "posix-userstack" | "sqlite" | "redis" | "redis-userstack"
+            | "redis-stock" | "qemu-plugin",
             None,
         ) => Ok(options),
         ("fetch", None) => Err("fetch needs a PACKAGE".to_owned()),
         (
-            "musl" | "posix-programs" | "sqlite" | "redis" | "redis-userstack" | "redis-stock"
-            | "qemu-plugin",
+            "musl" | "posix-programs" | "posix-userstack" | "sqlite" | "redis" | "redis-userstack"
+            | "redis-stock" | "qemu-plugin",
             Some(extra),
         ) => Err(format!("unexpected argument {extra}")),
         (other, _) => Err(format!("unknown command {other}")),
@@ -244,6 +248,19 @@ fn execute(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
                 &program.linux,
                 &program.native_inputs,
             );
+        }
+        return Ok(());
+    }
+    if options.command == "posix-userstack" {
+        eprintln!("ebb-cbuild: building musl, both personalities (cargo) and the programs...");
+        let dirs = posix_programs::Dirs {
+            workspace: std::env::current_dir()?,
+            target_dir: std::path::absolute(&options.target_dir)?,
+            source_cache: options.cache.clone(),
+            musl_out: options.out.clone(),
+        };
+        for (name, path) in posix_programs::prepare_userstack(&dirs)? {
+            println!("userstack {name} {}", path.display());
         }
         return Ok(());
     }

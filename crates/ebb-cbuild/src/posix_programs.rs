@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::c_program::{
-    build_for_linux, build_hosted_personality, compile_with_musl, link_with_musl, native_inputs,
-    ProgramError,
+    build_for_linux, build_hosted_personality, build_userstack_personality, compile_with_musl,
+    link_with_musl, native_inputs, Personality, ProgramError,
 };
 use crate::debian_source::{self, SourceError};
 use crate::musl::{self, MuslBuild, MuslError, MuslFlags};
@@ -68,7 +68,12 @@ pub fn build_all(
         let sources = [source];
         let objects_dir = out_dir.join(format!("{name}.objects"));
         let objects = compile_with_musl(musl, &sources, &[], &extra_cflags, &objects_dir)?;
-        let ebbflow = link_with_musl(musl, personality, &objects, &out_dir.join(&name))?;
+        let ebbflow = link_with_musl(
+            musl,
+            &Personality::hosted(personality.to_owned()),
+            &objects,
+            &out_dir.join(&name),
+        )?;
         let linux_out = out_dir.join(format!("{name}.linux"));
         let linux = build_for_linux(&sources, &[], &extra_cflags, &linux_out)?;
         built.push(BuiltProgram {
@@ -206,6 +211,37 @@ pub fn prepare(dirs: &Dirs) -> Result<(MuslBuild, Vec<BuiltProgram>), PrepareErr
     )
     .map_err(PrepareError::Program)?;
     Ok((musl, programs))
+}
+
+/// Every program (built by [`prepare`] first, each step cached) linked
+/// with the user-space stack's personality too: `posix-programs/NAME.userstack`,
+/// by name.
+///
+/// # Errors
+///
+/// As [`prepare`], or the user-space stack's personality does not build
+/// (the musl Rust target missing).
+pub fn prepare_userstack(dirs: &Dirs) -> Result<Vec<(String, PathBuf)>, PrepareError> {
+    let (musl, programs) = prepare(dirs)?;
+    let personality = build_userstack_personality(&dirs.workspace, &dirs.target_dir)
+        .map_err(PrepareError::Program)?;
+    let out_dir = dirs.target_dir.join("posix-programs");
+    programs
+        .into_iter()
+        .map(|program| {
+            let objects_dir = out_dir.join(format!("{}.objects", program.name));
+            let objects: Vec<PathBuf> = program
+                .native_inputs
+                .iter()
+                .filter(|input| input.starts_with(&objects_dir))
+                .cloned()
+                .collect();
+            let out = out_dir.join(format!("{}.userstack", program.name));
+            link_with_musl(&musl, &personality, &objects, &out)
+                .map(|linked| (program.name, linked))
+                .map_err(PrepareError::Program)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::c_program::{
-    build_for_linux, compile_with_musl, link_with_musl, native_inputs, ProgramError,
+    build_for_linux, compile_with_musl, link_with_musl, native_inputs, Personality, ProgramError,
 };
 use crate::cache_dir::place_stamped;
 use crate::command::run;
@@ -111,7 +111,12 @@ pub fn prepare(dirs: &Dirs, say: bool) -> Result<Vec<SqliteProgram>, PrepareErro
                 &amalgamation,
                 name,
             )?);
-            let ebbflow = link_with_musl(&musl, &personality, &objects, &out_dir.join(name))?;
+            let ebbflow = link_with_musl(
+                &musl,
+                &Personality::hosted(personality.clone()),
+                &objects,
+                &out_dir.join(name),
+            )?;
             let linux = linux_build(&sources, &includes, &amalgamation, name)?;
             Ok(SqliteProgram {
                 name: name.to_owned(),

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use c_support::{named, target_dir, Built};
 use ebb_testbed::child::run_bounded;
+use ebb_testbed::netns::NetNamespace;
+use ebb_testbed::tap::{TapConfig, TapDevice};
 use ebb_testbed::{skip_unless, Need};
 use native_support::BOOT;
 
@@ -260,4 +262,74 @@ fn a_directory_packed_by_the_launcher_is_the_native_file_system() {
         "packed natively:\n{console}"
     );
     assert_eq!(native.code, Some(0), "packed natively:\n{console}");
+}
+
+/// Issue 19 on the user-space stack: the same programs linked with
+/// `ebb-posix-userstack` (`ebb-cbuild posix-userstack`), run as Linux
+/// processes in a network namespace of the test's own whose TAP device
+/// their stack takes: sockets, epoll sets, eventfds and pipes are
+/// Ebbflow's (`events.c`'s 77 checks), everything else passes to Linux,
+/// and each prints what it prints hosted, with the same exit code.
+#[test]
+fn syscall_group_programs_print_the_same_on_the_user_space_stack() {
+    skip_unless!(Need::Root, Need::Tun, Need::Ip);
+    let Some(programs) = built_programs(ebb_testbed::function_name!()) else {
+        return;
+    };
+    let tools = ["apt-get", "dpkg-source", "gcc", "make"];
+    let printed_lines = match c_support::build("posix-userstack", &tools, PREPARE_LIMIT) {
+        Ok((_, printed)) => printed,
+        Err(reason) => {
+            ebb_testbed::skip(ebb_testbed::function_name!(), &reason);
+            return;
+        }
+    };
+    let ns = format!("ebb-posix-us-{}", std::process::id());
+    let namespace = NetNamespace::create(&ns).expect("a network namespace");
+    let _tap = TapDevice::create(
+        &namespace,
+        &TapConfig::from_cidr("ebb0", "10.99.0.1/24").expect("an address"),
+    )
+    .expect("a TAP device");
+    for (name, code) in NATIVE_PROGRAMS {
+        let program = named(&programs, name);
+        let userstack = printed_lines
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("userstack {name} ")))
+            .unwrap_or_else(|| panic!("ebb-cbuild names {name} on the user-space stack"));
+        let hosted = run_hosted(program, &[]);
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &ns, userstack])
+            .env("EBB_USERSTACK_TAP", "ebb0")
+            .env("EBB_USERSTACK_IP", "10.99.0.2/24");
+        let scratch = target_dir().join(format!(
+            "posix-programs/userstack-test-{}",
+            std::process::id()
+        ));
+        if name == "files" {
+            std::fs::create_dir_all(&scratch).expect("a scratch directory");
+            command.arg(&scratch);
+        }
+        let finished = run_bounded(&mut command, HOSTED_LIMIT);
+        if name == "files" {
+            std::fs::remove_dir_all(&scratch).expect("removing the scratch directory");
+        }
+        let text = format!("{}{}", finished.stdout, finished.stderr);
+        let ours = printed(name, &text, finished.status.code());
+        assert!(!hosted.program.is_empty(), "{name} printed nothing hosted");
+        assert_eq!(
+            ours.program, hosted.program,
+            "{name}'s lines on the user-space stack:\n{text}"
+        );
+        assert_eq!(
+            ours.log, hosted.log,
+            "{name}'s log lines on the user-space stack:\n{text}"
+        );
+        assert_eq!(
+            ours.code,
+            Some(code),
+            "{name}'s exit code on the user-space stack:\n{text}"
+        );
+    }
 }

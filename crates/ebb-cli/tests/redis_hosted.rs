@@ -376,7 +376,10 @@ fn userstack_redis_serves_redis_cli_on_ebbflows_stack_over_tap() {
         if let Some(status) = server.child.try_wait().expect("the server's status") {
             break status;
         }
-        assert!(started.elapsed() < STOP_LIMIT, "redis-server still runs after SHUTDOWN");
+        assert!(
+            started.elapsed() < STOP_LIMIT,
+            "redis-server still runs after SHUTDOWN"
+        );
         thread::sleep(Duration::from_millis(50));
     };
     let log = std::fs::read_to_string(&server.log).expect("the server's log");

@@ -103,6 +103,16 @@ impl Backend for Program {
                     None => return Linux.serve(call, group),
                 }
             }
+            // The program's main function runs on core 0's thread, not
+            // the process's first one; to the program it is the main
+            // thread, whose id is the process's (gettid(2)).
+            nr::GETTID => {
+                let getpid = SysCall {
+                    number: nr::GETPID,
+                    args: [0; 6],
+                };
+                return Linux.serve(&getpid, group);
+            }
             // The process ends: every connection on our stack is closed
             // first, as Linux closes a process's sockets, so that peers
             // hear of it (a FIN, or a reset for unread data).
@@ -153,7 +163,13 @@ fn close_everything() {
 /// Whether the `count` pollfds at `fds` name one of our objects (else
 /// Linux polls them all, as it would).
 fn polls_an_object(fds: usize, count: usize) -> bool {
-    (0..count.min(ebb_posix_files::table::MAX_FDS)).any(|index| {
+    // An array that is no array is Linux's to refuse (EFAULT, EINVAL).
+    if count > ebb_posix_files::table::MAX_FDS
+        || ebb_posix_objects::calls::check_range(fds, count * events::POLLFD_BYTES).is_err()
+    {
+        return false;
+    }
+    (0..count).any(|index| {
         get::<4>(
             &UserStackHost,
             fds.wrapping_add(index * events::POLLFD_BYTES),

@@ -114,7 +114,7 @@ impl Descriptors {
                 }
                 fd
             }
-            None => linux::placeholder(0, cloexec)?,
+            None => linux::placeholder(cloexec)?,
         };
         let description = Description {
             object,
@@ -142,7 +142,7 @@ impl Descriptors {
     /// spare).
     pub fn has_free(&mut self) -> bool {
         if self.spare.is_none() {
-            self.spare = linux::placeholder(0, true).ok();
+            self.spare = linux::placeholder(true).ok();
         }
         self.spare.is_some_and(|fd| fd < MAX_OBJECT_FDS)
     }

@@ -9,7 +9,7 @@ use ebb_posix::{Backend, Group, SysCall};
 use ebb_posix_hosted::linux::Linux;
 
 use crate::backend::{object_argument, Program};
-use crate::program_stack;
+use crate::{program_stack, remote};
 
 /// The unserved calls this process has said.
 static LOGGED: LoggedCalls = LoggedCalls::new();
@@ -44,12 +44,18 @@ pub extern "C" fn __ebb_syscall(
         return result;
     }
     if object_argument(&call).is_some() {
+        if !program_stack::on_it() {
+            // Another thread's: made on core 0, where the objects are.
+            if let Some(result) = remote::call_on_core0(call, &LOGGED) {
+                return result;
+            }
+        }
         if !SAID_OTHER_THREAD.swap(true, Ordering::Relaxed) {
-            // No formatting: this may be a signal handler or a thread
-            // in the middle of anything.
+            // No formatting: this may be a signal handler in the middle
+            // of anything.
             Program.log(
-                "ebb-posix: a call outside the program's main function named a descriptor \
-                 on Ebbflow's stack, which only that function may use: EBADF (said once)",
+                "ebb-posix: a call inside another, or with no node running, named a \
+                 descriptor on Ebbflow's stack: EBADF (said once)",
             );
         }
         return -EBADF;

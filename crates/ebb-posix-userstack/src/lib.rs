@@ -22,9 +22,8 @@
 //! - **Descriptors.** An object's descriptor is a number Linux holds
 //!   for it ([`descriptors`]), so files and objects never share a number.
 //! - **Threads.** The program's other threads (Redis's bio threads) make
-//!   their calls on Linux; an object's descriptor is the main thread's,
-//!   and another thread using one gets `EBADF` with a line on standard
-//!   error.
+//!   their calls on Linux, but for those on an object's descriptor, which
+//!   are shipped to core 0 and made there ([`remote`]).
 //! - **What is not provided:** fork (`ENOSYS`: the child would share
 //!   the TAP device and every connection's state), sendmsg/recvmsg on
 //!   our sockets (as natively), and a Linux descriptor in one of our
@@ -42,6 +41,7 @@ mod entry;
 pub mod host;
 pub mod linux;
 pub mod program_stack;
+pub mod remote;
 pub mod settings;
 #[cfg(target_env = "musl")]
 mod start;

@@ -30,44 +30,40 @@ fn call(number: usize, args: [usize; 6]) -> isize {
     unsafe { syscall6(number, args) }
 }
 
-/// The anchor every placeholder duplicates: `/dev/null` opened with
-/// `O_PATH`, on first use, kept open for the process's life. A
-/// placeholder so opened can be duplicated, closed and marked
-/// close-on-exec, and little else: a call that reached Linux with an
-/// object's number by mistake (fchmod, read, write, ioctl) fails with
-/// `EBADF` instead of acting on `/dev/null`.
-fn anchor() -> Result<usize, isize> {
-    use core::sync::atomic::{AtomicIsize, Ordering};
-    static ANCHOR: AtomicIsize = AtomicIsize::new(-1);
-    let known = ANCHOR.load(Ordering::Acquire);
-    if known >= 0 {
-        return Ok(known.unsigned_abs());
-    }
-    const O_RDONLY_CLOEXEC: usize = 0o2_000_000;
+/// A new placeholder at the lowest free number, close-on-exec as asked:
+/// `/dev/null` opened with `O_PATH`. Such a descriptor can be
+/// duplicated, closed and marked close-on-exec, and little else: a call
+/// that reached Linux with an object's number by mistake (fchmod, read,
+/// write, ioctl) fails with `EBADF` instead of acting on `/dev/null`.
+pub fn placeholder(cloexec: bool) -> Result<usize, isize> {
+    const O_PATH: usize = 0o10_000_000;
+    const O_CLOEXEC: usize = 0o2_000_000;
+    let flags = O_PATH | if cloexec { O_CLOEXEC } else { 0 };
     let path = b"/dev/null\0";
-    let fd = call(
-        nr::OPEN,
-        [path.as_ptr() as usize, O_RDONLY_CLOEXEC, 0, 0, 0, 0],
-    );
-    if fd < 0 {
-        return Err(-fd);
-    }
-    match ANCHOR.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => Ok(fd.unsigned_abs()),
-        Err(other) => {
-            // Another thread opened one first: keep its.
-            close(fd.unsigned_abs());
-            Ok(other.unsigned_abs())
-        }
-    }
+    let fd = call(nr::OPEN, [path.as_ptr() as usize, flags, 0, 0, 0, 0]);
+    usize::try_from(fd).map_err(|_| -fd)
 }
 
-/// A new placeholder at the lowest free number (at least `from`):
-/// `O_CLOEXEC` as asked, as the object's descriptor would have.
-pub fn placeholder(from: usize, cloexec: bool) -> Result<usize, isize> {
-    let command = if cloexec { F_DUPFD_CLOEXEC } else { F_DUPFD };
-    let fd = call(nr::FCNTL, [anchor()?, command, from, 0, 0, 0]);
-    usize::try_from(fd).map_err(|_| -fd)
+/// Takes every free number below `below` with a placeholder, so that
+/// descriptors opened until [`release`] land above it; the numbers taken.
+#[must_use]
+pub fn reserve_below(below: usize) -> Vec<usize> {
+    let mut taken = Vec::new();
+    while let Ok(fd) = placeholder(true) {
+        if fd >= below {
+            close(fd);
+            break;
+        }
+        taken.push(fd);
+    }
+    taken
+}
+
+/// Closes what [`reserve_below`] took.
+pub fn release(taken: &[usize]) {
+    for &fd in taken {
+        close(fd);
+    }
 }
 
 /// fcntl(2) of a descriptor: Linux's answer.
@@ -121,17 +117,13 @@ pub(crate) mod tests {
     #[test]
     fn a_placeholder_takes_the_lowest_free_number_and_closes() {
         let _turn = numbers_to_myself();
-        let first = placeholder(0, true).unwrap();
-        let second = placeholder(0, false).unwrap();
+        let first = placeholder(true).unwrap();
+        let second = placeholder(false).unwrap();
         assert_ne!(first, second);
         assert_eq!(fcntl(first, F_GETFD, 0), 1, "close-on-exec as asked");
         assert_eq!(fcntl(second, F_GETFD, 0), 0);
         assert_eq!(close(first), 0);
-        assert_eq!(
-            placeholder(0, true).unwrap(),
-            first,
-            "the freed number again"
-        );
+        assert_eq!(placeholder(true).unwrap(), first, "the freed number again");
         assert_eq!(close(first), 0);
         assert_eq!(close(second), 0);
         assert_eq!(close(second), -9, "EBADF: it is gone");
@@ -140,7 +132,7 @@ pub(crate) mod tests {
     #[test]
     fn a_placeholder_does_nothing_but_hold_its_number() {
         let _turn = numbers_to_myself();
-        let fd = placeholder(0, true).unwrap();
+        let fd = placeholder(true).unwrap();
         let byte = [0u8; 1];
         // SAFETY: write(2) reads one byte of a live local.
         let wrote = unsafe { syscall6(nr::WRITE, [fd, byte.as_ptr() as usize, 1, 0, 0, 0]) };

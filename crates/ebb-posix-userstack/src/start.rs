@@ -21,6 +21,9 @@ extern "C" {
 #[global_allocator]
 static ALLOCATOR: ebb_mem::hosted::HostedAllocator = ebb_mem::hosted::HostedAllocator::new();
 
+/// The lowest number the library's own descriptors take.
+const LIBRARY_FDS_FROM: usize = 64;
+
 /// The program's main stack: 8 MiB, Linux's default `ulimit -s`.
 const MAIN_STACK_BYTES: usize = 8 << 20;
 
@@ -34,6 +37,10 @@ pub extern "C" fn __wrap_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8)
             return 1;
         }
     };
+    // The library's own descriptors (the TAP device, eventfds, io_uring)
+    // go above the numbers a program expects to get first: its first
+    // pipe is 3 and 4, as on Linux.
+    let reserved = crate::linux::reserve_below(LIBRARY_FDS_FROM);
     let mut config = ebb_hosted::Config::one_core_side_by_side();
     if let Some(cpu) = settings.cpu {
         config.cpus = Some(vec![cpu]);
@@ -44,7 +51,14 @@ pub extern "C" fn __wrap_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8)
         return 1;
     }
     let (argv, envp) = (argv as usize, envp as usize);
-    let ran = ebb_hosted::run(config, move || start_program(argc, argv, envp));
+    let ran = ebb_hosted::run_with(
+        config,
+        move || {
+            crate::linux::release(&reserved);
+            start_program(argc, argv, envp);
+        },
+        |node| crate::remote::set_events(node.events),
+    );
     match ran {
         // The node stopped without the program's exit (nothing stops it
         // but the program): say so.
@@ -76,6 +90,7 @@ fn start_program(argc: i32, argv: usize, envp: usize) {
     // the canary.
     let stack = unsafe { stack.with_canary() };
     program_stack::set(limit, base);
+    crate::remote::set_core0();
     drop(spawn_stackful_on(stack, move || {
         // SAFETY: musl's start-up passed these to `main` (argc strings,
         // then the environment), and they live for the process's life.
