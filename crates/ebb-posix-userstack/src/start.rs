@@ -73,22 +73,49 @@ pub extern "C" fn __wrap_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8)
     }
 }
 
+/// The program's main stack: [`MAIN_STACK_BYTES`] mapped for it below a
+/// guard page that faults (an overflow stops the process with SIGSEGV
+/// rather than writing over the heap); `(limit, base)`, or `None` when
+/// Linux has no memory for it.
+fn map_main_stack() -> Option<(usize, usize)> {
+    const GUARD: usize = 4096;
+    let length = MAIN_STACK_BYTES + GUARD;
+    // SAFETY: an anonymous private mapping at an address Linux chooses
+    // touches no memory of ours.
+    let start = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            length,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the first page of the mapping just made, which nothing
+    // uses: it becomes the guard.
+    if unsafe { libc::mprotect(start, GUARD, libc::PROT_NONE) } != 0 {
+        return None;
+    }
+    let limit = start as usize + GUARD;
+    Some((limit, limit + MAIN_STACK_BYTES))
+}
+
 /// On core 0: runs the program's `main` on a stack of its own.
 fn start_program(argc: i32, argv: usize, envp: usize) {
-    let memory: &'static mut [u128] = vec![0u128; MAIN_STACK_BYTES / 16].leak();
-    let range = memory.as_mut_ptr_range();
-    let (limit, base) = (range.start as usize, range.end as usize);
-    // SAFETY: the block is leaked (never freed nor moved), writable, and
-    // used by nothing else: it is the program's stack for the process's
-    // life.
-    let stack = unsafe { ForeignStack::new(limit, base) };
-    let Some(stack) = stack else {
-        eprintln!("ebbflow userstack: no stack for the program");
+    let Some((limit, base)) = map_main_stack() else {
+        eprintln!("ebbflow userstack: no memory for the program's stack");
         std::process::exit(1);
     };
-    // SAFETY: the same block, still unused: its lowest 16 bytes become
-    // the canary.
-    let stack = unsafe { stack.with_canary() };
+    // SAFETY: the range is a mapping made for it, writable, never unmapped
+    // and used by nothing else: the program's stack for the process's life.
+    let Some(stack) = (unsafe { ForeignStack::new(limit, base) }) else {
+        eprintln!("ebbflow userstack: the program's stack is too small");
+        std::process::exit(1);
+    };
     program_stack::set(limit, base);
     crate::remote::set_core0();
     drop(spawn_stackful_on(stack, move || {
