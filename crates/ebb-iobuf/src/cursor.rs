@@ -288,7 +288,9 @@ impl<'a> Cursor<'a> {
         let mut base = 0;
         for (i, chunk) in self.chain.chunks_from(self.seg, self.off).enumerate() {
             let mut from = 0;
-            while let Some(hit) = chunk[from..].iter().position(|&b| b == first) {
+            // memchr: a word at a time (`./ebb bench insns` counted a
+            // byte at a time as a tenth of a memcached request).
+            while let Some(hit) = memchr::memchr(first, &chunk[from..]) {
                 let at = from + hit;
                 let found = base + at;
                 if found + needle.len() > remaining {
