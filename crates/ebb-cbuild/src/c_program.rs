@@ -93,28 +93,12 @@ pub fn build_userstack_personality(
     workspace: &Path,
     target_dir: &Path,
 ) -> Result<Personality, ProgramError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let target_arg = target_dir.to_string_lossy().into_owned();
-    let args = [
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
+    let library = build_staticlib(
+        workspace,
+        target_dir,
         USERSTACK_PERSONALITY,
-        "--target",
         MUSL_TARGET,
-        "--target-dir",
-        &target_arg,
-    ];
-    step(
-        &format!("cargo build -p {USERSTACK_PERSONALITY} --target {MUSL_TARGET}"),
-        crate::command::run_with_env(
-            &cargo,
-            &args,
-            workspace,
-            &[("CARGO_PROFILE_RELEASE_LTO", "false")],
-            &[],
-        ),
+        &[("CARGO_PROFILE_RELEASE_LTO", "false")],
     )?;
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     let sysroot = step(
@@ -137,12 +121,8 @@ pub fn build_userstack_personality(
             ),
         });
     }
-    let library = format!("lib{}.a", USERSTACK_PERSONALITY.replace('-', "_"));
     Ok(Personality {
-        libraries: vec![
-            target_dir.join(MUSL_TARGET).join("release").join(library),
-            libunwind,
-        ],
+        libraries: vec![library, libunwind],
         link_flags: vec!["-Wl,--wrap=main".to_owned()],
     })
 }
@@ -154,6 +134,25 @@ pub fn build_hosted_personality(
     workspace: &Path,
     target_dir: &Path,
 ) -> Result<PathBuf, ProgramError> {
+    build_staticlib(
+        workspace,
+        target_dir,
+        HOSTED_PERSONALITY,
+        FREESTANDING_TARGET,
+        &[],
+    )
+}
+
+/// `cargo build --release -p PACKAGE --target TARGET` (the `CARGO` the
+/// caller runs under, else the one on the path) from `workspace` into
+/// `target_dir`, with `env` added; the package's static library.
+fn build_staticlib(
+    workspace: &Path,
+    target_dir: &Path,
+    package: &str,
+    target: &str,
+    env: &[(&str, &str)],
+) -> Result<PathBuf, ProgramError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let target_arg = target_dir.to_string_lossy().into_owned();
     let args = [
@@ -161,21 +160,18 @@ pub fn build_hosted_personality(
         "--release",
         "--quiet",
         "-p",
-        HOSTED_PERSONALITY,
+        package,
         "--target",
-        FREESTANDING_TARGET,
+        target,
         "--target-dir",
         &target_arg,
     ];
     step(
-        &format!("cargo build -p {HOSTED_PERSONALITY} --target {FREESTANDING_TARGET}"),
-        run(&cargo, &args, workspace),
+        &format!("cargo build -p {package} --target {target}"),
+        crate::command::run_with_env(&cargo, &args, workspace, env, &[]),
     )?;
-    let library = format!("lib{}.a", HOSTED_PERSONALITY.replace('-', "_"));
-    Ok(target_dir
-        .join(FREESTANDING_TARGET)
-        .join("release")
-        .join(library))
+    let library = format!("lib{}.a", package.replace('-', "_"));
+    Ok(target_dir.join(target).join("release").join(library))
 }
 
 /// Compiles `sources` against `musl`'s headers with its flags, then

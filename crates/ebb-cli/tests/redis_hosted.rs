@@ -224,6 +224,22 @@ fn serves_the_commands(at: &At) {
     assert_eq!(cli(at, &["PING"]), "PONG");
 }
 
+/// The server's exit status, within [`STOP_LIMIT`] of `what` asked it to
+/// stop.
+fn wait_for_exit(server: &mut Server, what: &str) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().expect("the server's status") {
+            return status;
+        }
+        assert!(
+            started.elapsed() < STOP_LIMIT,
+            "redis-server still runs {STOP_LIMIT:?} after {what}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The personality's log lines in `text` say fork alone was not served.
 fn assert_only_fork_is_unprovided(text: &str) {
     let unprovided: Vec<&str> = text
@@ -287,17 +303,7 @@ fn stops_cleanly_on_sigterm(mut server: Server) {
     let pid = server.child.id().to_string();
     let killed = run_bounded(Command::new("kill").args(["-TERM", &pid]), CLI_LIMIT);
     assert!(killed.status.success(), "kill -TERM: {}", killed.stderr);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().expect("the server's status") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < STOP_LIMIT,
-            "redis-server still runs {STOP_LIMIT:?} after SIGTERM"
-        );
-        thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for_exit(&mut server, "SIGTERM");
     let log_path = server.log.clone();
     drop(server);
     let log = std::fs::read_to_string(&log_path).expect("the server's log");
@@ -371,17 +377,7 @@ fn userstack_redis_serves_redis_cli_on_ebbflows_stack_over_tap() {
     // closed its connections on our stack (a FIN over the TAP device);
     // `run_bounded` fails the test if it waits past the limit.
     run_bounded(at.redis_cli().args(["SHUTDOWN", "NOSAVE"]), STOP_LIMIT);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().expect("the server's status") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < STOP_LIMIT,
-            "redis-server still runs after SHUTDOWN"
-        );
-        thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for_exit(&mut server, "SHUTDOWN NOSAVE");
     let log = std::fs::read_to_string(&server.log).expect("the server's log");
     assert_only_fork_is_unprovided(&log);
     assert!(
