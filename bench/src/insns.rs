@@ -100,6 +100,89 @@ pub fn parse_nm(text: &str) -> Vec<Function> {
 /// that starts inside another loses the bytes they share: the first at
 /// an address keeps them).
 pub fn ranges_file(functions: &[Function]) -> String {
+    ranges_file_named(functions, |function| layer_of(&function.name).to_owned())
+}
+
+/// The most functions [`ranges_file_by_function`] names apart: the
+/// plugin takes 64 names, and the other layers and `LAYER_rest` need
+/// theirs.
+pub const MAX_NAMES: usize = 48;
+
+/// [`ranges_file`], but each function of `layer` is a range of its own,
+/// named by [`short_name`] (functions of one name, such as a generic's
+/// instances, share it): where a layer's instructions go. `layer` may
+/// be `LAYER:TEXT`: then only the functions whose name holds `TEXT` are
+/// apart. Past [`MAX_NAMES`] names, and for the functions left out, the
+/// rest of the layer is `LAYER_rest`.
+pub fn ranges_file_by_function(functions: &[Function], layer: &str) -> String {
+    let (layer, matching) = layer.split_once(':').unwrap_or((layer, ""));
+    let mut names: Vec<String> = Vec::new();
+    ranges_file_named(functions, |function| {
+        let of = layer_of(&function.name);
+        if of != layer {
+            return of.to_owned();
+        }
+        let name = short_name(&function.name);
+        let known = names.contains(&name);
+        if name.contains(matching) && (known || names.len() < MAX_NAMES) {
+            if !known {
+                names.push(name.clone());
+            }
+            name
+        } else {
+            format!("{layer}_rest")
+        }
+    })
+}
+
+/// A demangled name as one word: a qualified self type (`<T as
+/// Trait>::f`, `<T>::f`) as `T::f`, generic arguments and closure and
+/// hash suffixes dropped, spaces gone (`<ebb_iobuf::chain::IoChain>::append`
+/// → `ebb_iobuf::chain::IoChain::append`).
+#[must_use]
+pub fn short_name(name: &str) -> String {
+    let mut name = name.to_owned();
+    if name.starts_with('<') {
+        let mut depth = 0usize;
+        let close = name.char_indices().find_map(|(at, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(at);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        if let Some(close) = close {
+            let inner = &name[1..close];
+            let own = inner.find(" as ").map_or(inner, |at| &inner[..at]);
+            name = format!("{own}{}", &name[close + 1..]);
+        }
+    }
+    let mut out = String::new();
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 && !c.is_whitespace() => out.push(c),
+            _ => {}
+        }
+    }
+    match out.find("::{") {
+        Some(at) => out[..at].to_owned(),
+        None => out,
+    }
+}
+
+fn ranges_file_named(
+    functions: &[Function],
+    mut name_of: impl FnMut(&Function) -> String,
+) -> String {
     let mut sorted: Vec<&Function> = functions.iter().collect();
     sorted.sort_by_key(|f| (f.start, std::cmp::Reverse(f.size)));
     let mut text = String::from("# layer start end (hex, end exclusive), by ebb-bench insns\n");
@@ -110,15 +193,16 @@ pub fn ranges_file(functions: &[Function]) -> String {
         if start >= end {
             continue;
         }
-        text.push_str(&format!("{} {start:x} {end:x}\n", layer_of(&function.name)));
+        text.push_str(&format!("{} {start:x} {end:x}\n", name_of(function)));
         covered_to = end;
     }
     text
 }
 
 /// The layer ranges of the native image at `image` (`nm` reads its
-/// symbols).
-pub fn image_ranges(image: &Path) -> Result<String, String> {
+/// symbols); with `functions_of`, that layer's functions each apart
+/// ([`ranges_file_by_function`]).
+pub fn image_ranges(image: &Path, functions_of: Option<&str>) -> Result<String, String> {
     let out = Command::new("nm")
         .args(["-C", "--defined-only", "-S"])
         .arg(image)
@@ -135,7 +219,10 @@ pub fn image_ranges(image: &Path) -> Result<String, String> {
     if functions.is_empty() {
         return Err(format!("{} has no function symbols", image.display()));
     }
-    Ok(ranges_file(&functions))
+    Ok(match functions_of {
+        Some(layer) => ranges_file_by_function(&functions, layer),
+        None => ranges_file(&functions),
+    })
 }
 
 /// The Linux guest's ranges: the kernel's half of the address space and
@@ -254,5 +341,44 @@ mod tests {
         assert!(parse_counts("nonsense\n")
             .unwrap_err()
             .contains("not NAME COUNT"));
+    }
+
+    #[test]
+    fn a_layers_functions_get_one_word_names_of_their_own() {
+        assert_eq!(
+            short_name("<ebb_iobuf::chain::IoChain>::append"),
+            "ebb_iobuf::chain::IoChain::append"
+        );
+        assert_eq!(
+            short_name("ebb_iobuf::segments::Segments::push_back::{closure#0}"),
+            "ebb_iobuf::segments::Segments::push_back"
+        );
+        assert_eq!(
+            short_name("<bytes::Bytes as core::ops::drop::Drop>::drop"),
+            "bytes::Bytes::drop"
+        );
+        assert_eq!(
+            short_name("core::ptr::drop_in_place<ebb_iobuf::IoBuf>"),
+            "core::ptr::drop_in_place"
+        );
+        let functions = [
+            Function {
+                start: 0x10,
+                size: 0x10,
+                name: "ebb_iobuf::chain::IoChain::append".into(),
+            },
+            Function {
+                start: 0x20,
+                size: 0x10,
+                name: "ebb_netstack::tcp::input".into(),
+            },
+        ];
+        assert_eq!(
+            ranges_file_by_function(&functions, "iobuf")
+                .lines()
+                .skip(1)
+                .collect::<Vec<_>>(),
+            ["ebb_iobuf::chain::IoChain::append 10 20", "ip_tcp 20 30"]
+        );
     }
 }

@@ -54,6 +54,8 @@ const CONNECTIONS: u32 = 1024;
 struct Plan {
     runs: usize,
     window: Duration,
+    /// A layer of ours counted by function.
+    functions_of: Option<String>,
 }
 
 /// One guest's counts per (protocol, load): instructions per request by
@@ -165,9 +167,12 @@ fn run(plan: &Plan) -> Result<(), String> {
     let scratch = scratch_dir.path();
     let ranges_ours = scratch.join("ranges-ours");
     let ranges_linux = scratch.join("ranges-linux");
-    std::fs::write(&ranges_ours, image_ranges(&native_image)?)
-        .and_then(|()| std::fs::write(&ranges_linux, LINUX_RANGES))
-        .map_err(|e| format!("writing the ranges files: {e}"))?;
+    std::fs::write(
+        &ranges_ours,
+        image_ranges(&native_image, plan.functions_of.as_deref())?,
+    )
+    .and_then(|()| std::fs::write(&ranges_linux, LINUX_RANGES))
+    .map_err(|e| format!("writing the ranges files: {e}"))?;
 
     let namespace = vm::namespace("insns")?;
     let tap = vm::tap(&namespace)?;
@@ -347,6 +352,12 @@ struct Args {
     /// Runs per guest (default 3, 1 with --quick).
     #[arg(long, value_name = "N")]
     runs: Option<std::num::NonZeroUsize>,
+    /// Count this layer of ours (iobuf, memcached, ip_tcp, ...) by
+    /// function: its `insns_per_req_ours_*` keys name functions. As
+    /// `LAYER:TEXT`, only the functions whose names hold TEXT (at most
+    /// 48 names; the rest of the layer is `LAYER_rest`).
+    #[arg(long, value_name = "LAYER")]
+    functions_of: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -355,15 +366,18 @@ fn main() -> ExitCode {
         Plan {
             runs: 1,
             window: Duration::from_secs(1),
+            functions_of: None,
         }
     } else {
         Plan {
             runs: 3,
             window: Duration::from_secs(2),
+            functions_of: None,
         }
     };
     if let Some(runs) = args.runs {
         plan.runs = runs.get();
     }
+    plan.functions_of = args.functions_of;
     exit_code("insns bench", run(&plan))
 }
