@@ -50,10 +50,9 @@ impl<'a> Tokens<'a> {
 pub fn tokenize(line: &[u8]) -> Tokens<'_> {
     let mut tokens = Tokens::default();
     let mut start = 0;
-    for (i, &b) in line.iter().enumerate() {
-        if b != b' ' {
-            continue;
-        }
+    // The spaces, found a word at a time (`./ebb bench insns` counted a
+    // byte at a time as a sixteenth of a request natively).
+    for i in memchr::memchr_iter(b' ', line) {
         if start != i {
             tokens.push(&line[start..i]);
             if tokens.taken == MAX_TOKENS - 1 {
