@@ -122,7 +122,7 @@ pub fn ranges_file_by_function(functions: &[Function], layer: &str) -> String {
         if of != layer {
             return of.to_owned();
         }
-        let name = short_name(&function.name);
+        let name = fit_name(&short_name(&function.name));
         let known = names.contains(&name);
         if name.contains(matching) && (known || names.len() < MAX_NAMES) {
             if !known {
@@ -133,6 +133,27 @@ pub fn ranges_file_by_function(functions: &[Function], layer: &str) -> String {
             format!("{layer}_rest")
         }
     })
+}
+
+/// The longest name the plugin reads (`%63s`).
+pub const NAME_MAX: usize = 63;
+
+/// `name` within [`NAME_MAX`] bytes: leading path segments dropped
+/// (`Type::method` kept), then cut, at a character boundary.
+#[must_use]
+pub fn fit_name(name: &str) -> String {
+    let mut name = name;
+    while name.len() > NAME_MAX {
+        match name.split_once("::") {
+            Some((_, rest)) if !rest.is_empty() => name = rest,
+            _ => break,
+        }
+    }
+    let mut end = name.len().min(NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_owned()
 }
 
 /// A demangled name as one word: a qualified self type (`<T as
@@ -361,6 +382,12 @@ mod tests {
             short_name("core::ptr::drop_in_place<ebb_iobuf::IoBuf>"),
             "core::ptr::drop_in_place"
         );
+        let long = "ebb_native::drivers::virtio::queue::split::SplitQueue::enable_interrupts";
+        assert_eq!(
+            fit_name(long),
+            "drivers::virtio::queue::split::SplitQueue::enable_interrupts"
+        );
+        assert!(fit_name(&"x".repeat(100)).len() == NAME_MAX);
         let functions = [
             Function {
                 start: 0x10,

@@ -327,7 +327,10 @@ fn report(
             "s",
             "the whole benchmark",
         )
-        .command("./ebb bench insns")
+        .command(match &plan.functions_of {
+            Some(layer) => format!("./ebb bench insns -- --functions-of {layer}"),
+            None => "./ebb bench insns".to_owned(),
+        })
         .command(commands[0].clone())
         .command(commands[1].clone())
         .command(format!(

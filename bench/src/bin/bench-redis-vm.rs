@@ -479,7 +479,9 @@ fn run(plan: &Plan) -> Result<(), String> {
         });
     }
     cpu_figures(&runs, &mut report);
-    hosted_figures(&hosted, plan, sla_us, &mut report, &mut panels);
+    // The hosted servers run on no accelerator: their SLA is the TCG
+    // one wherever the benchmark runs.
+    hosted_figures(&hosted, plan, HOSTED_SLA_US, &mut report, &mut panels);
     report
         .metric("runs", runs_done as f64, "", "per guest, alternating")
         .metric(
@@ -508,6 +510,9 @@ fn run(plan: &Plan) -> Result<(), String> {
     println!("  wrote {}", svg.display());
     Ok(())
 }
+
+/// The hosted half's p99 SLA, µs (issue 19: "throughput at p99 ≤ 5 ms").
+const HOSTED_SLA_US: f64 = 5000.0;
 
 /// `[ours, stock]` on the host → the GET and SET sweeps of each run.
 type HostedRuns = [Vec<[Vec<SweepPoint>; 2]>; 2];

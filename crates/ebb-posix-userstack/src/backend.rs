@@ -28,7 +28,8 @@ const TIMER_ABSTIME: usize = 1;
 /// `CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`): a duration on any of them.
 const SLEEP_CLOCKS: [usize; 3] = [0, 1, 7];
 
-/// The program's calls, made on its main thread.
+/// The program's calls: its main function's, and other threads' calls
+/// on objects, shipped to core 0 (`remote.rs`).
 pub struct Program;
 
 impl Backend for Program {
@@ -105,7 +106,10 @@ impl Backend for Program {
             }
             // The program's main function runs on core 0's thread, not
             // the process's first one; to the program it is the main
-            // thread, whose id is the process's (gettid(2)).
+            // thread, whose id is the process's (gettid(2)). Only the
+            // system call answers so: musl's gettid() reads the thread's
+            // own record (core 0's id), and tkill(2) with the process id
+            // reaches the first thread, not `main`.
             nr::GETTID => {
                 let getpid = SysCall {
                     number: nr::GETPID,
@@ -289,7 +293,7 @@ fn ioctl(fd: usize, request: usize, arg: usize) -> isize {
 }
 
 /// A descriptor argument of `call` that names one of the main thread's
-/// objects (for calls from elsewhere, which may not use them).
+/// objects (a call from elsewhere that names one is shipped to core 0).
 pub fn object_argument(call: &SysCall) -> Option<usize> {
     let [a, b, c, ..] = call.args;
     let candidates: &[usize] = match call.number {

@@ -1,16 +1,16 @@
 //! The program's descriptors that name Ebbflow's objects (sockets, epoll
 //! sets, eventfds, pipes). Linux keeps the numbers: each such descriptor
-//! is a placeholder in Linux's table (a duplicate of `/dev/null`), so
+//! is a placeholder in Linux's table (`/dev/null` opened `O_PATH`), so
 //! that a number is never both an object's and a file's, the lowest free
 //! number is what Linux says it is (Redis sizes its event loop by the
 //! numbers it gets), and dup(2), dup2(2) and close-on-exec work on the
 //! placeholder as on any descriptor. This table says which placeholders
 //! stand for which objects, and with which status flags.
 //!
-//! The table is the program thread's (objects are that core's). A global
-//! bitmap of the object numbers lets the program's other threads, whose
-//! calls go to Linux, see that a number is not theirs to use
-//! ([`is_object`]).
+//! The table is core 0's, as the objects are. A global bitmap of the
+//! object numbers ([`is_object`]) lets a call from any thread see that a
+//! number is an object's: the program's other threads' such calls are
+//! shipped to core 0 (`remote.rs`).
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -44,23 +44,37 @@ pub fn placeholder(cloexec: bool) -> Result<usize, isize> {
     usize::try_from(fd).map_err(|_| -fd)
 }
 
+/// The calling thread's id (gettid(2)).
+#[must_use]
+pub fn gettid() -> usize {
+    usize::try_from(call(nr::GETTID, [0; 6])).unwrap_or(0)
+}
+
 /// Takes every free number below `below` with a placeholder, so that
-/// descriptors opened until [`release`] land above it; the numbers taken.
+/// descriptors opened until [`release_reserved`] land above it; the
+/// numbers taken. When a placeholder cannot be had before `below` (a low
+/// `RLIMIT_NOFILE`), nothing stays taken: the library's descriptors then
+/// come first, which only moves the program's numbers.
 #[must_use]
 pub fn reserve_below(below: usize) -> Vec<usize> {
     let mut taken = Vec::new();
-    while let Ok(fd) = placeholder(true) {
-        if fd >= below {
-            close(fd);
-            break;
+    loop {
+        match placeholder(true) {
+            Ok(fd) if fd < below => taken.push(fd),
+            Ok(fd) => {
+                close(fd);
+                return taken;
+            }
+            Err(_) => {
+                release_reserved(&taken);
+                return Vec::new();
+            }
         }
-        taken.push(fd);
     }
-    taken
 }
 
 /// Closes what [`reserve_below`] took.
-pub fn release(taken: &[usize]) {
+pub fn release_reserved(taken: &[usize]) {
     for &fd in taken {
         close(fd);
     }
@@ -153,5 +167,19 @@ pub(crate) mod tests {
         assert_eq!(readiness_now(fd, 0x1 | 0x4), Some(0x1 | 0x4));
         drop(null);
         assert_eq!(readiness_now(fd, 0x1), None);
+    }
+
+    #[test]
+    fn a_reservation_holds_every_low_number_and_gives_them_back() {
+        let _turn = numbers_to_myself();
+        let taken = reserve_below(40);
+        assert!(!taken.is_empty() && taken.iter().all(|&fd| fd < 40));
+        let next = placeholder(true).unwrap();
+        assert!(next >= 40, "the next descriptor lands above: {next}");
+        release_reserved(&taken);
+        close(next);
+        let again = placeholder(true).unwrap();
+        assert!(again < 40, "the numbers are free again: {again}");
+        close(again);
     }
 }

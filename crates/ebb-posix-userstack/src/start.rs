@@ -54,7 +54,7 @@ pub extern "C" fn __wrap_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8)
     let ran = ebb_hosted::run_with(
         config,
         move || {
-            crate::linux::release(&reserved);
+            crate::linux::release_reserved(&reserved);
             start_program(argc, argv, envp);
         },
         |node| crate::remote::set_events(node.events),
@@ -73,12 +73,14 @@ pub extern "C" fn __wrap_main(argc: i32, argv: *mut *mut u8, envp: *mut *mut u8)
     }
 }
 
-/// The program's main stack: [`MAIN_STACK_BYTES`] mapped for it below a
-/// guard page that faults (an overflow stops the process with SIGSEGV
-/// rather than writing over the heap); `(limit, base)`, or `None` when
-/// Linux has no memory for it.
+/// The program's main stack: [`MAIN_STACK_BYTES`] mapped for it above a
+/// 1 MiB guard gap that faults (an overflow stops the process with
+/// SIGSEGV rather than writing over the heap; as wide as Linux's stack
+/// guard gap, so that a C frame larger than a page, built without
+/// stack-clash protection, cannot jump over it); `(limit, base)`, or
+/// `None` when Linux has no memory for it.
 fn map_main_stack() -> Option<(usize, usize)> {
-    const GUARD: usize = 4096;
+    const GUARD: usize = 1 << 20;
     let length = MAIN_STACK_BYTES + GUARD;
     // SAFETY: an anonymous private mapping at an address Linux chooses
     // touches no memory of ours.
@@ -95,9 +97,11 @@ fn map_main_stack() -> Option<(usize, usize)> {
     if start == libc::MAP_FAILED {
         return None;
     }
-    // SAFETY: the first page of the mapping just made, which nothing
-    // uses: it becomes the guard.
+    // SAFETY: the start of the mapping just made, which nothing uses: it
+    // becomes the guard.
     if unsafe { libc::mprotect(start, GUARD, libc::PROT_NONE) } != 0 {
+        // SAFETY: the mapping just made, which nothing uses.
+        unsafe { libc::munmap(start, length) };
         return None;
     }
     let limit = start as usize + GUARD;
@@ -118,6 +122,7 @@ fn start_program(argc: i32, argv: usize, envp: usize) {
     };
     program_stack::set(limit, base);
     crate::remote::set_core0();
+    crate::remote::wait_for_events();
     drop(spawn_stackful_on(stack, move || {
         // SAFETY: musl's start-up passed these to `main` (argc strings,
         // then the environment), and they live for the process's life.
