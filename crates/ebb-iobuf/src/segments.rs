@@ -350,8 +350,33 @@ mod tests {
     use alloc::vec::Vec;
     use proptest::prelude::*;
 
+    extern crate std;
+
+    std::thread_local! {
+        /// Buffers made by [`buf`] and not yet given back (per thread:
+        /// tests run side by side).
+        static LIVE: core::cell::Cell<isize> = const { core::cell::Cell::new(0) };
+    }
+
+    /// One byte, owned by a counter of live buffers: a segment forgotten
+    /// rather than dropped stays counted.
+    struct Counted([u8; 1]);
+
+    impl AsRef<[u8]> for Counted {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.with(|live| live.set(live.get() - 1));
+        }
+    }
+
     fn buf(n: u8) -> IoBuf {
-        IoBuf::from_vec(alloc::vec![n])
+        LIVE.with(|live| live.set(live.get() + 1));
+        IoBuf::from_owner(Counted([n]))
     }
 
     fn contents(segments: &Segments) -> Vec<u8> {
@@ -418,11 +443,13 @@ mod tests {
         })]
 
         /// Every operation does to the list what it does to a `VecDeque`,
-        /// and every slot outside the live range stays empty.
+        /// every slot outside the live range stays empty, and every
+        /// segment is dropped once: none forgotten, none leaked.
         #[test]
         fn behaves_like_a_vecdeque(
             ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 200 })
         ) {
+            let live_before = LIVE.with(core::cell::Cell::get);
             let mut segments = Segments::new();
             let mut model: VecDeque<u8> = VecDeque::new();
             for op in ops {
@@ -452,7 +479,11 @@ mod tests {
                 if let Store::Heap(slots) = &segments.store {
                     prop_assert_eq!(slots.len(), end);
                 }
+                let held = isize::try_from(segments.len()).unwrap_or(isize::MAX);
+                prop_assert_eq!(LIVE.with(core::cell::Cell::get) - live_before, held);
             }
+            drop(segments);
+            prop_assert_eq!(LIVE.with(core::cell::Cell::get), live_before);
         }
     }
 }
