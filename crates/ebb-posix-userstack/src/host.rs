@@ -88,14 +88,14 @@ impl Host for UserStackHost {
             return Ok(&[]);
         }
         check_range(addr, len)?;
-        // SAFETY: the program passed these bytes to this call to be read,
-        // and a program and its C library share one address space: the
+        // The program and its C library share one address space, so the
         // pointer is trusted as libc trusts it (an unmapped one faults the
-        // process, where Linux would answer EFAULT). The calling thread is
-        // in the call for as long as the slice is used; another of the
-        // program's threads writing the same bytes meanwhile would be a
-        // data race in the program, as it would be with Linux's read(2).
-        // Null, wrapping and over-isize::MAX ranges were refused.
+        // process, where Linux would answer EFAULT); another of its threads
+        // writing these bytes meanwhile is the program's data race, as with
+        // Linux's read(2).
+        // SAFETY: the program passed these bytes to this call to be read;
+        // the caller is in the call while the slice lives; null, wrapping
+        // and over-isize::MAX ranges were refused.
         Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len) })
     }
 
@@ -104,14 +104,10 @@ impl Host for UserStackHost {
             return Ok(&mut []);
         }
         check_range(addr, len)?;
+        // Trusted as in `bytes` above: one address space, as libc's.
         // SAFETY: the program passed these bytes to this call to be
-        // filled, and a program and its C library share one address
-        // space: the pointer is trusted as libc trusts it (an unmapped one
-        // faults the process, where Linux would answer EFAULT). The calling
-        // thread is in the call for as long as the slice is used; another
-        // of the program's threads touching the same bytes meanwhile would
-        // be a data race in the program, as it would be with Linux's
-        // write(2). Null, wrapping and over-isize::MAX ranges were refused.
+        // filled; the caller is in the call while the slice lives; null,
+        // wrapping and over-isize::MAX ranges were refused.
         Ok(unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) })
     }
 }
