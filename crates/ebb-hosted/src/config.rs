@@ -43,6 +43,10 @@ pub struct Config {
     /// Each core's network stack; default (`None`): Linux kernel sockets
     /// through io_uring.
     pub net_stack: Option<NetStackFactory>,
+    /// The longest a core polls its completion ring before it sleeps, in
+    /// microseconds (io_uring only; the window tunes itself between 0 and
+    /// this, see `driver/poll_window.rs`); 0 turns polling off.
+    pub poll_max_us: u64,
 }
 
 impl Default for Config {
@@ -54,6 +58,7 @@ impl Default for Config {
             pin: true,
             handle_signals: true,
             net_stack: None,
+            poll_max_us: crate::driver::DEFAULT_POLL_MAX_US,
         }
     }
 }
@@ -61,13 +66,16 @@ impl Default for Config {
 impl Config {
     /// One unpinned core that leaves signals alone: a node that shares the
     /// process with others (tests that run several nodes, or a node and
-    /// its frontend, on threads of one process side by side).
+    /// its frontend, on threads of one process side by side). It never
+    /// polls before sleeping: its CPU is shared with its neighbours, whose
+    /// work a spinning core would delay.
     #[must_use]
     pub fn one_core_side_by_side() -> Config {
         Config {
             cores: Some(1),
             pin: false,
             handle_signals: false,
+            poll_max_us: 0,
             ..Config::default()
         }
     }
@@ -103,6 +111,11 @@ pub struct PlatformArgs {
     /// Do not pin cores to CPUs
     #[arg(long)]
     pub no_pin: bool,
+    /// Longest a core polls for completions before sleeping, in µs; the
+    /// window adapts between 0 and this, which is also taken as what a
+    /// sleep costs (default 25; 0: never poll)
+    #[arg(long, value_name = "US", value_parser = parse_poll_max_us)]
+    pub poll_max_us: Option<u64>,
 }
 
 /// `--cpus`' value.
@@ -118,6 +131,9 @@ impl PlatformArgs {
             cpus: self.cpus.clone().map(|cpus| cpus.0),
             backend: self.backend.unwrap_or(Backend::Auto),
             pin: !self.no_pin,
+            poll_max_us: self
+                .poll_max_us
+                .unwrap_or(crate::driver::DEFAULT_POLL_MAX_US),
             ..Config::default()
         }
     }
@@ -137,6 +153,26 @@ pub fn parse_cores(text: &str) -> Result<usize, ConfigError> {
         .ok()
         .filter(|&cores| cores > 0)
         .ok_or_else(|| ConfigError(format!("--cores takes a number above 0, not '{text}'")))
+}
+
+/// The longest `--poll-max-us` takes: a millisecond of spinning already
+/// costs more than any sleep it could save.
+const POLL_MAX_US_LIMIT: u64 = 1_000;
+
+/// `--poll-max-us`' value: microseconds from 0 to 1000.
+///
+/// # Errors
+///
+/// Anything else, with a sentence saying so.
+pub fn parse_poll_max_us(text: &str) -> Result<u64, ConfigError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|&us| us <= POLL_MAX_US_LIMIT)
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "--poll-max-us takes microseconds from 0 to {POLL_MAX_US_LIMIT}, not '{text}'"
+            ))
+        })
 }
 
 /// `--cpus`' value: CPU numbers separated by commas.
@@ -187,14 +223,18 @@ mod tests {
             "--cpus",
             "0,1",
             "--no-pin",
+            "--poll-max-us",
+            "0",
         ])
         .unwrap();
         assert_eq!(config.cores, Some(3));
         assert_eq!(config.backend, Backend::Epoll);
         assert_eq!(config.cpus, Some(vec![0, 1]));
         assert!(!config.pin);
+        assert_eq!(config.poll_max_us, 0);
         let config = parse(&[]).unwrap();
         assert_eq!((config.cores, config.cpus, config.pin), (None, None, true));
+        assert_eq!(config.poll_max_us, 25);
     }
 
     #[test]
@@ -208,6 +248,9 @@ mod tests {
         assert!(parse(&["--backend", "kqueue"])
             .unwrap_err()
             .contains("unknown backend 'kqueue'"));
+        assert!(parse(&["--poll-max-us", "5000"])
+            .unwrap_err()
+            .contains("--poll-max-us takes microseconds from 0 to 1000, not '5000'"));
         assert!(parse(&["--cpus", "a,b"])
             .unwrap_err()
             .contains("comma-separated"));

@@ -132,7 +132,7 @@ pub fn run_with(
         let core = CoreId(core);
         let init = if core.0 == 0 { main.take() } else { None };
         let done = Arc::clone(&done);
-        let (pin, backend) = (config.pin, config.backend);
+        let (pin, backend, poll_max_us) = (config.pin, config.backend, config.poll_max_us);
         let net_stack = config.net_stack.clone();
         let thread = thread::Builder::new()
             .name(format!("ebb-core-{core}"))
@@ -142,7 +142,7 @@ pub fn run_with(
                 if pin {
                     sys::pin_to_cpu(cpu).map_err(io_error("pinning a core to its CPU"))?;
                 }
-                let (driver, reactor) = driver::create(backend, platform, core)
+                let (driver, reactor) = driver::create(backend, platform, core, poll_max_us)
                     .map_err(io_error("creating a core's event driver"))?;
                 let init: Box<dyn FnOnce()> = Box::new(move || {
                     net::install(core, reactor, net_stack);

@@ -66,6 +66,22 @@ pub fn cpu_time() -> (std::time::Duration, std::time::Duration) {
     (duration(usage.ru_utime), duration(usage.ru_stime))
 }
 
+/// How many times the calling thread has been switched out because it
+/// blocked (`ru_nvcsw` of `getrusage(RUSAGE_THREAD)`); 0 if the call
+/// fails.
+pub fn thread_sleeps() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into the live local it points
+    // to; RUSAGE_THREAD is valid on Linux since 2.6.26.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: zeroed before the call, so every byte is initialised whether
+    // or not the kernel filled it.
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_nvcsw).unwrap_or(0)
+}
+
 /// CLOCK_MONOTONIC in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut now = libc::timespec {

@@ -2,6 +2,7 @@
 //! where io_uring is unavailable (old kernels, seccomp filters).
 
 mod epoll;
+mod poll_window;
 mod uring;
 
 pub(crate) use uring::{OpToken, Reactor};
@@ -14,6 +15,9 @@ use ebb_core::CoreId;
 use ebb_event::CoreDriver;
 
 use crate::HostedPlatform;
+
+/// `Config::poll_max_us`' default.
+pub(crate) const DEFAULT_POLL_MAX_US: u64 = poll_window::DEFAULT_MAX_NS / 1_000;
 
 /// Which kernel interface the event loops use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -47,10 +51,17 @@ type Created = io::Result<(Box<dyn CoreDriver>, Option<Rc<Reactor>>)>;
 
 /// Builds the driver of `core` for `backend` (`Auto` tries io_uring
 /// first), and returns its io_uring reactor if it has one (networking
-/// needs it).
-pub(crate) fn create(backend: Backend, platform: &'static HostedPlatform, core: CoreId) -> Created {
+/// needs it). An io_uring core polls its ring for up to `poll_max_us`
+/// before it sleeps; an epoll core always sleeps at once (polling there
+/// would be a system call per look).
+pub(crate) fn create(
+    backend: Backend,
+    platform: &'static HostedPlatform,
+    core: CoreId,
+    poll_max_us: u64,
+) -> Created {
     let uring = || -> Created {
-        let driver = uring::UringDriver::new(platform, core)?;
+        let driver = uring::UringDriver::new(platform, core, poll_max_us.saturating_mul(1_000))?;
         let reactor = driver.reactor();
         Ok((Box::new(driver), Some(reactor)))
     };

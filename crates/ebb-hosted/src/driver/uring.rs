@@ -3,7 +3,9 @@
 //! the handlers of what completed. The core's wake-up eventfd is one such
 //! operation; networking (`crate::net`) submits its own. Submissions are
 //! batched: what a loop turn queues goes to the kernel in one
-//! `io_uring_enter`, at the next turn's dispatch or at halt.
+//! `io_uring_enter`, at the next turn's dispatch or at halt. Before it
+//! sleeps, a core polls the ring for a window that tunes itself
+//! (`poll_window.rs`).
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
@@ -14,7 +16,24 @@ use ebb_core::CoreId;
 use ebb_event::{CoreDriver, Instant, Platform};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use crate::HostedPlatform;
+use super::poll_window::{Ended, PollWindow};
+use crate::{sys, HostedPlatform};
+
+/// How many looks at the ring between two readings of the clock while
+/// polling: reading it costs more than a look (and is a system call where
+/// the vDSO is not used, as in the user-space stack personality).
+const LOOKS_PER_CLOCK_READ: u32 = 16;
+
+/// How a poll of the ring ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Polled {
+    /// A completion is in the ring, or the kernel holds some for us.
+    Work,
+    /// The halt's deadline came first.
+    Deadline,
+    /// The window ended with nothing.
+    Nothing,
+}
 
 /// Runs when an operation completes, with the result (`res`: bytes, fd or
 /// `-errno`) and the completion flags. For a multishot operation it runs
@@ -202,6 +221,33 @@ impl Reactor {
         }
     }
 
+    /// Whether a completion waits: in the ring, or held by the kernel until
+    /// we enter it (cooperative task running raises the flag).
+    fn has_work(&self) -> bool {
+        let mut ring = self.ring.borrow_mut();
+        !ring.completion().is_empty() || ring.submission().taskrun()
+    }
+
+    /// Looks at the ring until work comes, `deadline` passes, or `until`.
+    fn poll(&self, until: u64, deadline: Option<Instant>, platform: &HostedPlatform) -> Polled {
+        loop {
+            for _ in 0..LOOKS_PER_CLOCK_READ {
+                if self.has_work() {
+                    return Polled::Work;
+                }
+                // No `spin_loop()` (PAUSE) here: under KVM a PAUSE loop
+                // can trigger pause-loop exiting, which takes the vCPU away.
+            }
+            let now = platform.now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Polled::Deadline;
+            }
+            if now.0 >= until {
+                return Polled::Nothing;
+            }
+        }
+    }
+
     /// Runs the handlers of every completion that arrived.
     fn reap(&self) {
         let mut completions = self.reaped.take();
@@ -246,17 +292,50 @@ pub(crate) struct UringDriver {
     /// The ring may write here until the read completes, even after the
     /// driver is gone, so it is leaked (8 bytes per core).
     wakeup_buffer: &'static UnsafeCell<u64>,
+    /// How long to poll before sleeping.
+    poll_window: RefCell<PollWindow>,
 }
 
 impl UringDriver {
-    pub fn new(platform: &'static HostedPlatform, core: CoreId) -> io::Result<Self> {
+    /// A driver for `core` that polls for at most `poll_max_ns` before
+    /// it sleeps (0: never).
+    pub fn new(
+        platform: &'static HostedPlatform,
+        core: CoreId,
+        poll_max_ns: u64,
+    ) -> io::Result<Self> {
         Ok(UringDriver {
             platform,
             core,
             reactor: Rc::new(Reactor::new()?),
             wakeup_armed: Rc::new(Cell::new(false)),
             wakeup_buffer: Box::leak(Box::new(UnsafeCell::new(0))),
+            poll_window: RefCell::new(PollWindow::new(poll_max_ns)),
         })
+    }
+
+    /// Polls for this halt's window, if it has one; whether the halt is
+    /// over (work came, or the deadline) without sleeping.
+    fn poll_instead_of_sleeping(&self, start: Instant, deadline: Option<Instant>) -> bool {
+        let window = self.poll_window.borrow().window_ns();
+        if window == 0 {
+            return false;
+        }
+        // What this turn queued (a reply, typically) goes out first: the
+        // work polled for is often the peer's answer to it.
+        self.reactor.enter(false, None, self.platform);
+        match self.reactor.poll(start.0 + window, deadline, self.platform) {
+            Polled::Work | Polled::Deadline => {
+                let gap = self.platform.now().0.saturating_sub(start.0);
+                self.poll_window
+                    .borrow_mut()
+                    .record_gap(gap, Ended::Polling);
+                // Completions the kernel holds are posted on the next entry.
+                self.reactor.enter(false, None, self.platform);
+                true
+            }
+            Polled::Nothing => false,
+        }
     }
 
     pub fn reactor(&self) -> Rc<Reactor> {
@@ -308,7 +387,27 @@ impl CoreDriver for UringDriver {
 
     fn halt(&self, deadline: Option<Instant>) {
         self.arm_wakeup();
-        self.reactor.enter(true, deadline, self.platform);
+        // Work already waiting is no gap: entering the kernel finds it
+        // without sleeping, polled or not.
+        if self.reactor.has_work() {
+            self.reactor.enter(false, None, self.platform);
+        } else {
+            let start = self.platform.now();
+            if !self.poll_instead_of_sleeping(start, deadline) {
+                let tuning = self.poll_window.borrow().is_tuning();
+                let sleeps = if tuning { sys::thread_sleeps() } else { 0 };
+                self.reactor.enter(true, deadline, self.platform);
+                if tuning {
+                    let gap = self.platform.now().0.saturating_sub(start.0);
+                    let ended = if sys::thread_sleeps() > sleeps {
+                        Ended::Asleep
+                    } else {
+                        Ended::BeforeSleeping
+                    };
+                    self.poll_window.borrow_mut().record_gap(gap, ended);
+                }
+            }
+        }
         self.reactor.reap();
     }
 }
