@@ -287,9 +287,11 @@ impl<'ns> Server<'ns> {
         // Read outside the CPU window: `ip` is a child, not our CPU time.
         let retrans_before = self.kernel_retransmits();
         let server_before = cpu_ns(self.pid());
+        let sleeps_before = voluntary_switches(self.pid());
         let own_before = own_cpu_ns();
         let summary = self.run_load(cfg)?;
         let server = cpu_ns(self.pid()).saturating_sub(server_before);
+        let sleeps = voluntary_switches(self.pid()).saturating_sub(sleeps_before);
         let generator = own_cpu_ns().saturating_sub(own_before);
         let kernel_retransmits = retrans_before
             .zip(self.kernel_retransmits())
@@ -305,6 +307,7 @@ impl<'ns> Server<'ns> {
         Ok(Measured {
             server_us_per_request: server as f64 / 1e3 / replies,
             generator_us_per_request: generator as f64 / 1e3 / replies,
+            server_sleeps_per_request: sleeps as f64 / replies,
             kernel_retransmits,
             summary,
         })
@@ -337,6 +340,10 @@ pub struct Measured {
     pub server_us_per_request: f64,
     /// This process's CPU time per reply (µs): the generator's threads.
     pub generator_us_per_request: f64,
+    /// The server's voluntary context switches (its threads going to
+    /// sleep) per reply: what a sleep-and-wake costs is most of the
+    /// server's CPU at low load.
+    pub server_sleeps_per_request: f64,
     /// TCP segments the kernel retransmitted during the run, when the
     /// server runs in a namespace of our own (for ours on TAP: the load
     /// generator's segments that our stack did not get, or got late).
@@ -452,12 +459,13 @@ pub fn matched_loads(
                     .kernel_retransmits
                     .map_or(String::new(), |n| format!(", kernel retransmits {n}"));
                 println!(
-                    "  {percent:>3}% ({rate:.0} ops/s), {:5}: achieved {:.0}/{:.0} ops/s, p99 {:.0} us, server {:.2} us CPU/request, generator {:.2}{retransmitted}",
+                    "  {percent:>3}% ({rate:.0} ops/s), {:5}: achieved {:.0}/{:.0} ops/s, p99 {:.0} us, server {:.2} us CPU/request ({:.3} sleeps), generator {:.2}{retransmitted}",
                     server.which().name(),
                     summary.achieved_qps,
                     summary.offered_qps,
                     summary.p99_us,
                     measured.server_us_per_request,
+                    measured.server_sleeps_per_request,
                     measured.generator_us_per_request,
                 );
                 let s = &mut samples[index];
@@ -521,6 +529,25 @@ pub fn cpu_ns(pid: u32) -> u64 {
             text.split_whitespace()
                 .next()
                 .and_then(|ns| ns.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Voluntary context switches of every thread of `pid` (each one a
+/// thread that blocked: `voluntary_ctxt_switches` in
+/// `/proc/PID/task/TID/status`).
+pub fn voluntary_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|count| count.trim().parse::<u64>().ok())
         })
         .sum()
 }
@@ -603,5 +630,13 @@ mod tests {
         std::hint::black_box(x);
         assert!(own_cpu_ns() > before);
         assert!(cpu_ns(std::process::id()) > 0);
+    }
+
+    #[test]
+    fn a_thread_that_sleeps_counts_a_voluntary_switch() {
+        let before = voluntary_switches(std::process::id());
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(voluntary_switches(std::process::id()) > before);
+        assert_eq!(voluntary_switches(u32::MAX), 0);
     }
 }

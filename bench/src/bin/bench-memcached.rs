@@ -8,7 +8,8 @@
 //! 2. open loop at 25 %, 50 % and 75 % of that maximum against both
 //!    servers, alternating, 3 runs each: p99 and the server's CPU time per
 //!    request (all its threads' on-CPU time from `/proc/PID/task/*/schedstat`
-//!    over the run, divided by the replies);
+//!    over the run, divided by the replies), and its sleeps per request
+//!    (voluntary context switches), printed with each run;
 //! 3. a sweep of offered load upward (×1.25 per step) against both, to the
 //!    highest rate whose p99 stays ≤ 500 µs with achieved ≥ 95 % of offered.
 //!
@@ -22,6 +23,11 @@
 //! of the three matched loads; `p99_ratio_{text,binary}` = ours / stock p99
 //! at 50 %; `sla_qps_{ours,stock}_{text,binary}`. Targets: CPU ratios ≥ 1.25,
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
+//!
+//! To compare settings of our server: `--matched-only` measures only step
+//! 2, and `--ours-arg=ARG` (repeatable) passes ARG to our server, e.g.
+//! `--ours-arg=--poll-max-us --ours-arg=0` for the loop without adaptive
+//! polling.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -55,10 +61,25 @@ struct ProtocolResult {
     curves: [Vec<Point>; 2],
 }
 
-fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, String> {
+/// What a run measures, beyond the plan's windows.
+struct Options {
+    /// More arguments for our server (e.g. `--poll-max-us 0`), to compare
+    /// settings.
+    ours_args: Vec<String>,
+    /// Only the matched loads: no eviction measurement, no sweeps.
+    matched_only: bool,
+}
+
+fn run_protocol(
+    protocol: ProtocolKind,
+    plan: &Plan,
+    options: &Options,
+) -> Result<ProtocolResult, String> {
     let name = protocol.name();
     let stock = Server::start(&Launch::loopback(Which::Stock, SERVER_CPU))?;
-    let ours = Server::start(&Launch::loopback(Which::Ours, SERVER_CPU))?;
+    let mut ours_launch = Launch::loopback(Which::Ours, SERVER_CPU);
+    ours_launch.extra.clone_from(&options.ours_args);
+    let ours = Server::start(&ours_launch)?;
     stock.preload(protocol, GENERATOR_CPU)?;
     ours.preload(protocol, GENERATOR_CPU)?;
     let servers = [(Which::Stock, &stock), (Which::Ours, &ours)];
@@ -78,7 +99,12 @@ fn run_protocol(protocol: ProtocolKind, plan: &Plan) -> Result<ProtocolResult, S
 
     let mut sla = [0.0; 2];
     let mut curves = [Vec::new(), Vec::new()];
-    for (index, (which, server)) in servers.iter().enumerate() {
+    let swept = if options.matched_only {
+        &[][..]
+    } else {
+        &servers[..]
+    };
+    for (index, (which, server)) in swept.iter().enumerate() {
         let mut rate = stock_max * 0.1;
         println!(
             "memcached/{name}: sweeping {} up to p99 > {SLA_P99_US} us...",
@@ -173,7 +199,7 @@ fn plot(results: &[(&str, &ProtocolResult)], path: &Path) -> Result<(), String> 
     write_p99_svg(&panels, SLA_P99_US, path)
 }
 
-fn run(plan: Plan, evict_only: bool) -> Result<(), String> {
+fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
     if !Path::new(STOCK).exists() {
         return Err(format!(
             "{STOCK} is missing: run via ./ebb bench memcached, which installs it"
@@ -188,12 +214,21 @@ fn run(plan: Plan, evict_only: bool) -> Result<(), String> {
         println!("wrote {}", path.display());
         return Ok(());
     }
-    let evict = evict_sets()?;
-    let text = run_protocol(ProtocolKind::Text, &plan)?;
-    let binary = run_protocol(ProtocolKind::Binary, &plan)?;
+    let evict = if options.matched_only {
+        None
+    } else {
+        Some(evict_sets()?)
+    };
+    let text = run_protocol(ProtocolKind::Text, &plan, options)?;
+    let binary = run_protocol(ProtocolKind::Binary, &plan, options)?;
 
     let mut report = Report::new("memcached");
-    report_evict(&mut report, evict);
+    if let Some(evict) = evict {
+        report_evict(&mut report, evict);
+    }
+    if !options.ours_args.is_empty() {
+        report.label("ours_args", options.ours_args.join(" "));
+    }
     for (name, result) in [("text", &text), ("binary", &binary)] {
         let worst_cpu_ratio = result
             .matched
@@ -293,6 +328,14 @@ struct Args {
     /// Only the eviction measurement (to `memcached-evict.json`).
     #[arg(long)]
     evict_only: bool,
+    /// Only the matched loads (no eviction measurement, no sweeps): for
+    /// comparing settings of our server quickly.
+    #[arg(long, conflicts_with = "evict_only")]
+    matched_only: bool,
+    /// One more argument for our server, e.g. `--ours-arg=--poll-max-us
+    /// --ours-arg=0` (repeatable; recorded in the report's labels).
+    #[arg(long = "ours-arg", value_name = "ARG", allow_hyphen_values = true)]
+    ours_args: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -310,7 +353,11 @@ fn main() -> ExitCode {
             warmup: Duration::from_millis(500),
         }
     };
-    match run(plan, args.evict_only) {
+    let options = Options {
+        ours_args: args.ours_args,
+        matched_only: args.matched_only,
+    };
+    match run(plan, args.evict_only, &options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("memcached bench: {error}");
