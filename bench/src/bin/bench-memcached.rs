@@ -20,7 +20,8 @@
 //! Keys: `evict_set_us_ratio` = ours / stock median µs per evicting set
 //! (target ≤ 1.0), with `evict_set_p50_us_{stock,ours}`;
 //! `cpu_ratio_{text,binary}` = stock CPU per request / ours, the worst
-//! of the three matched loads; `p99_ratio_{text,binary}` = ours / stock p99
+//! of the three matched loads, and `cpu_ratio_{text,binary}_75` the same at
+//! 75 % (issue 20's figure); `p99_ratio_{text,binary}` = ours / stock p99
 //! at 50 %; `sla_qps_{ours,stock}_{text,binary}`. Targets: CPU ratios ≥ 1.25,
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
 //!
@@ -275,6 +276,14 @@ fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
                     "us",
                     "median of runs",
                 );
+        }
+        if let Some(three_quarters) = result.matched.iter().find(|m| m.percent == 75) {
+            report.metric(
+                format!("cpu_ratio_{name}_75"),
+                three_quarters.server_us[0] / three_quarters.server_us[1],
+                "x",
+                "stock/ours CPU per request at 75% of stock's maximum; target >= 1.25",
+            );
         }
         report
             .metric(
