@@ -517,39 +517,38 @@ pub fn build_ours() -> Result<(), String> {
     }
 }
 
-/// On-CPU nanoseconds of every thread of `pid`.
-pub fn cpu_ns(pid: u32) -> u64 {
+/// The sum over every thread of `pid` of what `read` finds in the
+/// thread's `/proc/PID/task/TID/FILE` (0 if the process is gone).
+fn sum_over_threads(pid: u32, file: &str, read: impl Fn(&str) -> Option<u64>) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
     tasks
         .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|text| {
-            text.split_whitespace()
-                .next()
-                .and_then(|ns| ns.parse::<u64>().ok())
-        })
+        .filter_map(|task| std::fs::read_to_string(task.path().join(file)).ok())
+        .filter_map(|text| read(&text))
         .sum()
+}
+
+/// On-CPU nanoseconds of every thread of `pid`.
+pub fn cpu_ns(pid: u32) -> u64 {
+    sum_over_threads(pid, "schedstat", |text| {
+        text.split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse().ok())
+    })
 }
 
 /// Voluntary context switches of every thread of `pid` (each one a
 /// thread that blocked: `voluntary_ctxt_switches` in
 /// `/proc/PID/task/TID/status`).
 pub fn voluntary_switches(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
-        .filter_map(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
-                .and_then(|count| count.trim().parse::<u64>().ok())
-        })
-        .sum()
+    sum_over_threads(pid, "status", |status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|count| count.trim().parse().ok())
+    })
 }
 
 /// User + system CPU nanoseconds of this process, threads that ended
