@@ -44,8 +44,10 @@ pub struct Config {
     /// through io_uring.
     pub net_stack: Option<NetStackFactory>,
     /// The longest a core polls its completion ring before it sleeps, in
-    /// microseconds (io_uring only; the window tunes itself between 0 and
-    /// this, see `driver/poll_window.rs`); 0 turns polling off.
+    /// microseconds, also taken as what a sleep costs (the window tunes
+    /// itself between 0 and this, see `driver/poll_window.rs`). Under 2
+    /// turns polling off; so do the epoll backend and `pin: false` (an
+    /// unpinned core shares its CPU).
     pub poll_max_us: u64,
 }
 
@@ -66,16 +68,14 @@ impl Default for Config {
 impl Config {
     /// One unpinned core that leaves signals alone: a node that shares the
     /// process with others (tests that run several nodes, or a node and
-    /// its frontend, on threads of one process side by side). It never
-    /// polls before sleeping: its CPU is shared with its neighbours, whose
-    /// work a spinning core would delay.
+    /// its frontend, on threads of one process side by side). Being
+    /// unpinned, it never polls before sleeping.
     #[must_use]
     pub fn one_core_side_by_side() -> Config {
         Config {
             cores: Some(1),
             pin: false,
             handle_signals: false,
-            poll_max_us: 0,
             ..Config::default()
         }
     }
@@ -113,7 +113,8 @@ pub struct PlatformArgs {
     pub no_pin: bool,
     /// Longest a core polls for completions before sleeping, in µs; the
     /// window adapts between 0 and this, which is also taken as what a
-    /// sleep costs (default 25; 0: never poll)
+    /// sleep costs (default 25; under 2: never poll; io-uring pinned cores
+    /// only)
     #[arg(long, value_name = "US", value_parser = parse_poll_max_us)]
     pub poll_max_us: Option<u64>,
 }

@@ -132,7 +132,10 @@ pub fn run_with(
         let core = CoreId(core);
         let init = if core.0 == 0 { main.take() } else { None };
         let done = Arc::clone(&done);
-        let (pin, backend, poll_max_us) = (config.pin, config.backend, config.poll_max_us);
+        // An unpinned core shares its CPU with whatever else runs there,
+        // whose work a polling core would delay: it sleeps at once.
+        let (pin, backend) = (config.pin, config.backend);
+        let poll_max_us = if pin { config.poll_max_us } else { 0 };
         let net_stack = config.net_stack.clone();
         let thread = thread::Builder::new()
             .name(format!("ebb-core-{core}"))

@@ -38,6 +38,10 @@ const BUCKETS: usize = 12;
 /// Halts with a gap between two choices of the window.
 pub const RETUNE_EVERY: u32 = 64;
 
+/// The shortest maximum that polls: a window must cover at least the
+/// bucket of gaps under 2 µs.
+pub const MIN_WINDOW_NS: u64 = 2_000;
+
 /// The default maximum window and cost of a sleep (`--poll-max-us`): what
 /// a sleep-and-wake costs here (see the module comment).
 pub const DEFAULT_MAX_NS: u64 = 25_000;
@@ -47,10 +51,10 @@ pub const DEFAULT_MAX_NS: u64 = 25_000;
 pub enum Ended {
     /// Work came while the core polled.
     Polling,
-    /// The core slept (its thread was switched out).
-    Asleep,
-    /// The core entered the kernel to sleep, but work came first.
-    BeforeSleeping,
+    /// The core entered the kernel to sleep `after_ns` into the gap (when
+    /// its window ended), and did or did not sleep: `None` where that was
+    /// not measured (the driver asks the kernel on a sample of halts).
+    Entered { after_ns: u64, slept: Option<bool> },
 }
 
 /// One core's polling window.
@@ -61,10 +65,13 @@ pub struct PollWindow {
     max_ns: u64,
     /// Recent gaps per bucket, halved after each choice.
     gaps: [u32; BUCKETS],
-    /// Of the gaps the window did not cover, per bucket: how many, and
-    /// how many of those slept. Halved after each choice.
-    uncovered: [u32; BUCKETS],
+    /// By how long the kernel had to wait (the gap's part after the
+    /// window): how many such waits were measured, and how many of them
+    /// slept. Halved after a choice only where new ones came, so a chance
+    /// learned before a window covered the bucket is kept.
+    measured: [u32; BUCKETS],
     slept: [u32; BUCKETS],
+    measured_since_choice: [bool; BUCKETS],
     since_choice: u32,
 }
 
@@ -94,20 +101,20 @@ fn bounds_of(bucket: usize) -> (u64, u64) {
 
 impl PollWindow {
     /// A core whose sleeps cost `max_ns` and that never polls longer;
-    /// `0` turns polling off.
+    /// below [`MIN_WINDOW_NS`] polling is off.
     pub fn new(max_ns: u64) -> Self {
         PollWindow {
             window_ns: 0,
-            max_ns,
+            max_ns: if max_ns < MIN_WINDOW_NS { 0 } else { max_ns },
             gaps: [0; BUCKETS],
-            uncovered: [0; BUCKETS],
+            measured: [0; BUCKETS],
             slept: [0; BUCKETS],
+            measured_since_choice: [false; BUCKETS],
             since_choice: 0,
         }
     }
 
-    /// Whether gaps are worth recording (polling is not turned off): the
-    /// driver then asks the kernel whether each blocking halt slept.
+    /// Whether gaps are worth recording (polling is not turned off).
     pub fn is_tuning(&self) -> bool {
         self.max_ns > 0
     }
@@ -117,75 +124,89 @@ impl PollWindow {
         self.window_ns
     }
 
-    /// A halt found nothing waiting, and work (or its deadline) came
-    /// `gap_ns` after it began; `ended` says how.
+    /// A halt found nothing waiting, and work came `gap_ns` after it
+    /// began; `ended` says how.
     pub fn record_gap(&mut self, gap_ns: u64, ended: Ended) {
         if self.max_ns == 0 {
             return;
         }
         let bucket = bucket_of(gap_ns);
         self.gaps[bucket] = self.gaps[bucket].saturating_add(1);
-        if ended != Ended::Polling {
-            self.uncovered[bucket] = self.uncovered[bucket].saturating_add(1);
-            if ended == Ended::Asleep {
-                self.slept[bucket] = self.slept[bucket].saturating_add(1);
-            }
+        if let Ended::Entered {
+            after_ns,
+            slept: Some(slept),
+        } = ended
+        {
+            let waited = bucket_of(gap_ns.saturating_sub(after_ns));
+            self.measured[waited] = self.measured[waited].saturating_add(1);
+            self.slept[waited] = self.slept[waited].saturating_add(u32::from(slept));
+            self.measured_since_choice[waited] = true;
         }
         self.since_choice += 1;
         if self.since_choice >= RETUNE_EVERY {
             self.window_ns = self.best_window();
             self.since_choice = 0;
-            for count in self
-                .gaps
-                .iter_mut()
-                .chain(&mut self.uncovered)
-                .chain(&mut self.slept)
-            {
+            for count in &mut self.gaps {
                 *count /= 2;
+            }
+            for bucket in 0..BUCKETS {
+                if std::mem::take(&mut self.measured_since_choice[bucket]) {
+                    self.measured[bucket] /= 2;
+                    self.slept[bucket] /= 2;
+                }
             }
         }
     }
 
-    /// The chance, in parts per `u16::MAX`, that a gap in `bucket` sleeps:
-    /// learned, or 1 when nothing is known.
+    /// The chance, in parts per `u16::MAX`, that the kernel sleeps when it
+    /// has a wait in `bucket` ahead of it: learned, or 1 when nothing is
+    /// known.
     fn sleep_chance(&self, bucket: usize) -> i128 {
         let scale = i128::from(u16::MAX);
-        match self.uncovered[bucket] {
+        match self.measured[bucket] {
             0 => scale,
             seen => i128::from(self.slept[bucket]) * scale / i128::from(seen),
         }
     }
 
-    /// The candidate window with the best expected gain over the counted
-    /// gaps, in ns (0 if none gains).
+    /// The windows worth weighing: each power of two µs from 2 below the
+    /// maximum, and the maximum.
+    fn candidates(&self) -> impl Iterator<Item = u64> + '_ {
+        (1..BUCKETS - 1)
+            .map(|edge| bounds_of(edge).1)
+            .filter(|&window| window < self.max_ns)
+            .chain(core::iter::once(self.max_ns))
+    }
+
+    /// The expected gain of polling for `window` over the counted gaps.
+    fn gain(&self, window: u64) -> i128 {
+        let scale = i128::from(u16::MAX);
+        self.gaps
+            .iter()
+            .enumerate()
+            .map(|(bucket, &count)| {
+                let (low, high) = bounds_of(bucket);
+                let count = i128::from(count);
+                if high <= window {
+                    // Caught after about the bucket's middle; unpolled, the
+                    // kernel would have waited that long and slept with
+                    // the learned chance. A gap that would not have slept
+                    // costs about what polling for it does.
+                    let saved = i128::from(self.max_ns) * self.sleep_chance(bucket) / scale;
+                    count * (saved - i128::from(low / 2 + high / 2))
+                } else {
+                    -count * i128::from(window)
+                }
+            })
+            .sum()
+    }
+
+    /// The candidate window with the best expected gain, in ns (0 if none
+    /// gains).
     fn best_window(&self) -> u64 {
         let mut best = (0i128, 0u64);
-        // A window ending at bucket `edge`'s top catches buckets 0..=edge.
-        for edge in 1..BUCKETS - 1 {
-            let window = bounds_of(edge).1;
-            if window > self.max_ns {
-                break;
-            }
-            let gain: i128 = self
-                .gaps
-                .iter()
-                .enumerate()
-                .map(|(bucket, &count)| {
-                    let (low, high) = bounds_of(bucket);
-                    let count = i128::from(count);
-                    let scale = i128::from(u16::MAX);
-                    if bucket <= edge {
-                        // Caught after about the bucket's middle, where it
-                        // would have slept with the learned chance; a gap
-                        // that would not have slept costs about what
-                        // polling for it does.
-                        let saved = i128::from(self.max_ns) * self.sleep_chance(bucket) / scale;
-                        count * (saved - i128::from(low / 2 + high / 2))
-                    } else {
-                        -count * i128::from(window)
-                    }
-                })
-                .sum();
+        for window in self.candidates() {
+            let gain = self.gain(window);
             if gain > best.0 {
                 best = (gain, window);
             }
@@ -202,23 +223,29 @@ mod tests {
 
     const US: u64 = 1_000;
 
-    /// Records `gaps` `times` times, each ending as a sleep would have
-    /// ended (asleep, or caught if the window covers it).
-    fn after(poll: &mut PollWindow, gaps: &[u64], times: u32) {
-        after_ending(poll, gaps, times, Ended::Asleep);
-    }
-
-    fn after_ending(poll: &mut PollWindow, gaps: &[u64], times: u32, uncovered: Ended) {
+    /// Records `gaps` `times` times: a gap the window covers is caught
+    /// polling; one it does not enters the kernel after the window, which
+    /// sleeps if `sleeps` says so for what is left of the gap.
+    fn after_with(poll: &mut PollWindow, gaps: &[u64], times: u32, sleeps: impl Fn(u64) -> bool) {
         for _ in 0..times {
             for &gap in gaps {
-                let ended = if gap < poll.window_ns() {
+                let window = poll.window_ns();
+                let ended = if gap < window {
                     Ended::Polling
                 } else {
-                    uncovered
+                    Ended::Entered {
+                        after_ns: window,
+                        slept: Some(sleeps(gap - window)),
+                    }
                 };
                 poll.record_gap(gap, ended);
             }
         }
+    }
+
+    /// As [`after_with`], every entry sleeping.
+    fn after(poll: &mut PollWindow, gaps: &[u64], times: u32) {
+        after_with(poll, gaps, times, |_| true);
     }
 
     #[test]
@@ -246,6 +273,22 @@ mod tests {
     }
 
     #[test]
+    fn the_maximum_itself_is_a_window() {
+        let mut poll = PollWindow::new(25 * US);
+        // 20 µs gaps: only the 25 µs maximum covers their [16, 32) µs
+        // bucket... which it does not wholly, so no window pays.
+        after(&mut poll, &[20 * US], RETUNE_EVERY);
+        assert_eq!(poll.window_ns(), 0);
+        let mut poll = PollWindow::new(32 * US);
+        after(&mut poll, &[20 * US], RETUNE_EVERY);
+        assert_eq!(poll.window_ns(), 32 * US);
+        assert_eq!(
+            PollWindow::new(25 * US).candidates().collect::<Vec<_>>(),
+            [2 * US, 4 * US, 8 * US, 16 * US, 25 * US]
+        );
+    }
+
+    #[test]
     fn gaps_longer_than_a_sleep_costs_keep_it_closed() {
         let mut poll = PollWindow::new(25 * US);
         after(&mut poll, &[40 * US, 300 * US, 5_000 * US], RETUNE_EVERY);
@@ -253,19 +296,75 @@ mod tests {
     }
 
     #[test]
-    fn a_mix_polls_only_where_the_short_gaps_pay_for_the_long() {
+    fn short_gaps_pay_for_up_to_five_long_ones_each() {
+        // A 3 µs gap caught by a 4 µs window saves 25 - 3 = 22 µs; each
+        // long gap wastes the 4 µs: break-even at 5.5 long per short.
+        for (long_per_short, opens) in [(5, true), (6, false)] {
+            let mut poll = PollWindow::new(25 * US);
+            let mut gaps = vec![900 * US; long_per_short];
+            gaps.push(3 * US);
+            after(&mut poll, &gaps, RETUNE_EVERY);
+            assert_eq!(poll.window_ns() == 4 * US, opens, "{long_per_short} to 1");
+        }
+    }
+
+    #[test]
+    fn gaps_that_never_sleep_keep_it_closed() {
         let mut poll = PollWindow::new(25 * US);
-        // Most gaps short: polling 4 µs catches them, and the long one
-        // wastes only 4 µs.
-        after(&mut poll, &[3 * US, 3 * US, 3 * US, 900 * US], RETUNE_EVERY);
-        assert_eq!(poll.window_ns(), 4 * US);
-        // Mostly long gaps: a 4 µs window would waste 4 µs three times for
-        // each 22 µs it saves, still a gain; at one in ten it is not.
-        let mut poll = PollWindow::new(25 * US);
-        let mut mostly_long = vec![900 * US; 9];
-        mostly_long.push(3 * US);
-        after(&mut poll, &mostly_long, RETUNE_EVERY);
+        after_with(&mut poll, &[3 * US], RETUNE_EVERY * 4, |_| false);
         assert_eq!(poll.window_ns(), 0);
+    }
+
+    #[test]
+    fn the_chance_of_sleeping_is_learned_by_the_wait_left() {
+        let mut poll = PollWindow::new(25 * US);
+        // Waits of 3 µs sleep one time in two.
+        let mut sleeps = std::cell::Cell::new(false);
+        after_with(&mut poll, &[3 * US], RETUNE_EVERY, |_| {
+            sleeps.set(!sleeps.get());
+            sleeps.get()
+        });
+        let half = i128::from(u16::MAX) / 2;
+        assert!(
+            (poll.sleep_chance(2) - half).abs() <= 1,
+            "{}",
+            poll.sleep_chance(2)
+        );
+        // Half of 22 µs saved still pays for a 4 µs window.
+        assert_eq!(poll.window_ns(), 4 * US);
+        // Now caught polling, they teach nothing: the chance stays, and so
+        // does the window, however long this goes on.
+        sleeps = std::cell::Cell::new(true);
+        after_with(&mut poll, &[3 * US], RETUNE_EVERY * 20, |_| sleeps.get());
+        assert!(
+            (poll.sleep_chance(2) - half).abs() <= 1,
+            "{}",
+            poll.sleep_chance(2)
+        );
+        assert_eq!(poll.window_ns(), 4 * US);
+    }
+
+    #[test]
+    fn a_wait_is_learned_by_what_was_left_after_the_window() {
+        let mut poll = PollWindow::new(25 * US);
+        poll.record_gap(
+            20 * US,
+            Ended::Entered {
+                after_ns: 16 * US,
+                slept: Some(false),
+            },
+        );
+        // 4 µs left: bucket [4, 8) µs, not the gap's [16, 32).
+        assert_eq!((poll.measured[3], poll.measured[5]), (1, 0));
+        // Unmeasured entries count as gaps only.
+        poll.record_gap(
+            20 * US,
+            Ended::Entered {
+                after_ns: 0,
+                slept: None,
+            },
+        );
+        assert_eq!((poll.gaps[5], poll.measured[5]), (2, 0));
     }
 
     #[test]
@@ -281,54 +380,42 @@ mod tests {
     }
 
     #[test]
-    fn gaps_that_never_sleep_keep_it_closed() {
-        let mut poll = PollWindow::new(25 * US);
-        after_ending(
-            &mut poll,
-            &[3 * US],
-            RETUNE_EVERY * 4,
-            Ended::BeforeSleeping,
-        );
-        assert_eq!(poll.window_ns(), 0);
-    }
-
-    #[test]
-    fn caught_gaps_keep_the_chance_learned_before() {
-        let mut poll = PollWindow::new(25 * US);
-        after(&mut poll, &[3 * US], RETUNE_EVERY);
-        assert_eq!(poll.window_ns(), 4 * US);
-        // Now every such gap is caught while polling: the window stays,
-        // on the chance learned while it was closed.
-        after(&mut poll, &[3 * US], RETUNE_EVERY * 3);
-        assert_eq!(poll.window_ns(), 4 * US);
-    }
-
-    #[test]
-    fn a_zero_maximum_never_polls() {
-        let mut poll = PollWindow::new(0);
-        after(&mut poll, &[0, US, 3 * US], RETUNE_EVERY);
-        assert_eq!(poll.window_ns(), 0);
+    fn a_maximum_under_two_microseconds_never_polls() {
+        for max in [0, 1, US, MIN_WINDOW_NS - 1] {
+            let mut poll = PollWindow::new(max);
+            assert!(!poll.is_tuning());
+            after(&mut poll, &[0, US, 3 * US], RETUNE_EVERY);
+            assert_eq!(poll.window_ns(), 0);
+        }
     }
 
     proptest! {
-        /// Whatever the gaps, the window is 0 or a power-of-two number of
-        /// µs no longer than the maximum, and a spell of gaps longer than
-        /// the maximum closes it (within as many choices as halvings
-        /// empty a bucket, plus one).
+        /// Whatever the gaps and however they end, the window is 0, a
+        /// power-of-two number of µs under the maximum, or the maximum;
+        /// and a spell of gaps longer than the maximum closes it (the
+        /// short buckets' counts, at most 128, halve to 0 in 8 choices;
+        /// one more choice sees them gone).
         #[test]
         fn the_window_stays_bounded_and_idling_closes_it(
-            max_us in 0u64..1_000,
-            gaps in proptest::collection::vec(0u64..2_000_000, 0..600),
+            max_us in 0u64..=1_000,
+            gaps in proptest::collection::vec((0u64..2_000_000, any::<bool>()), 0..600),
         ) {
             let mut poll = PollWindow::new(max_us * US);
-            for gap in gaps {
-                let ended = if gap < poll.window_ns() { Ended::Polling } else { Ended::Asleep };
+            for (gap, slept) in gaps {
+                let window = poll.window_ns();
+                let ended = if gap < window {
+                    Ended::Polling
+                } else {
+                    Ended::Entered { after_ns: window, slept: Some(slept) }
+                };
                 poll.record_gap(gap, ended);
                 let window = poll.window_ns();
                 prop_assert!(window <= max_us * US);
-                prop_assert!(window == 0 || (window / US).is_power_of_two());
+                prop_assert!(
+                    window == 0 || window == max_us * US || (window / US).is_power_of_two()
+                );
             }
-            after(&mut poll, &[max_us * US + 1], RETUNE_EVERY * 12);
+            after(&mut poll, &[max_us * US + 1], RETUNE_EVERY * 9);
             prop_assert_eq!(poll.window_ns(), 0);
         }
     }

@@ -24,6 +24,11 @@ use crate::{sys, HostedPlatform};
 /// the vDSO is not used, as in the user-space stack personality).
 const LOOKS_PER_CLOCK_READ: u32 = 16;
 
+/// One blocking halt in this many asks the kernel whether the thread
+/// really slept (two `getrusage` calls): enough to learn the chance, at a
+/// quarter of the cost.
+const MEASURE_SLEEP_EVERY: u32 = 4;
+
 /// How a poll of the ring ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Polled {
@@ -221,6 +226,16 @@ impl Reactor {
         }
     }
 
+    /// Enters the kernel without waiting if this turn queued submissions,
+    /// or the kernel holds completions that it posts only on an entry
+    /// (cooperative task running raises a flag then).
+    fn enter_if_needed(&self, platform: &HostedPlatform) {
+        let work_waiting = self.ring.borrow_mut().submission().taskrun();
+        if self.unsubmitted.get() || work_waiting {
+            self.enter(false, None, platform);
+        }
+    }
+
     /// Whether a completion waits: in the ring, or held by the kernel until
     /// we enter it (cooperative task running raises the flag).
     fn has_work(&self) -> bool {
@@ -294,6 +309,8 @@ pub(crate) struct UringDriver {
     wakeup_buffer: &'static UnsafeCell<u64>,
     /// How long to poll before sleeping.
     poll_window: RefCell<PollWindow>,
+    /// Blocking halts so far, for sampling whether they slept.
+    blocking_halts: Cell<u32>,
 }
 
 impl UringDriver {
@@ -311,31 +328,60 @@ impl UringDriver {
             wakeup_armed: Rc::new(Cell::new(false)),
             wakeup_buffer: Box::leak(Box::new(UnsafeCell::new(0))),
             poll_window: RefCell::new(PollWindow::new(poll_max_ns)),
+            blocking_halts: Cell::new(0),
         })
     }
 
-    /// Polls for this halt's window, if it has one; whether the halt is
-    /// over (work came, or the deadline) without sleeping.
-    fn poll_instead_of_sleeping(&self, start: Instant, deadline: Option<Instant>) -> bool {
-        let window = self.poll_window.borrow().window_ns();
-        if window == 0 {
-            return false;
-        }
+    /// Polls for up to `window` from `start`; whether the halt is over
+    /// (work came, or the deadline) without sleeping.
+    fn poll_instead_of_sleeping(
+        &self,
+        start: Instant,
+        window: u64,
+        deadline: Option<Instant>,
+    ) -> bool {
         // What this turn queued (a reply, typically) goes out first: the
         // work polled for is often the peer's answer to it.
-        self.reactor.enter(false, None, self.platform);
-        match self.reactor.poll(start.0 + window, deadline, self.platform) {
-            Polled::Work | Polled::Deadline => {
-                let gap = self.platform.now().0.saturating_sub(start.0);
-                self.poll_window
-                    .borrow_mut()
-                    .record_gap(gap, Ended::Polling);
-                // Completions the kernel holds are posted on the next entry.
-                self.reactor.enter(false, None, self.platform);
-                true
-            }
-            Polled::Nothing => false,
+        self.reactor.enter_if_needed(self.platform);
+        let polled = self.reactor.poll(start.0 + window, deadline, self.platform);
+        if polled == Polled::Nothing {
+            return false;
         }
+        if polled == Polled::Work {
+            let gap = self.platform.now().0.saturating_sub(start.0);
+            self.poll_window
+                .borrow_mut()
+                .record_gap(gap, Ended::Polling);
+        }
+        self.reactor.enter_if_needed(self.platform);
+        true
+    }
+
+    /// Sleeps in the kernel until work or `deadline`, and tells the
+    /// window how long the gap was (from `start`) and, on a sample of
+    /// halts, whether the thread really slept.
+    fn sleep(&self, start: Instant, polled: bool, deadline: Option<Instant>) {
+        let tuning = self.poll_window.borrow().is_tuning();
+        if !tuning {
+            self.reactor.enter(true, deadline, self.platform);
+            return;
+        }
+        let after_ns = if polled {
+            self.platform.now().0.saturating_sub(start.0)
+        } else {
+            0
+        };
+        let halts = self.blocking_halts.get().wrapping_add(1);
+        self.blocking_halts.set(halts);
+        let sleeps_before = halts
+            .is_multiple_of(MEASURE_SLEEP_EVERY)
+            .then(sys::thread_sleeps);
+        self.reactor.enter(true, deadline, self.platform);
+        let gap = self.platform.now().0.saturating_sub(start.0);
+        let slept = sleeps_before.map(|before| sys::thread_sleeps() > before);
+        self.poll_window
+            .borrow_mut()
+            .record_gap(gap, Ended::Entered { after_ns, slept });
     }
 
     pub fn reactor(&self) -> Rc<Reactor> {
@@ -376,13 +422,7 @@ impl CoreDriver for UringDriver {
     }
 
     fn flush(&self) {
-        // With cooperative task running, the kernel finishes some
-        // completions only when we enter it; it raises a flag when some
-        // are waiting.
-        let work_waiting = self.reactor.ring.borrow_mut().submission().taskrun();
-        if self.reactor.unsubmitted.get() || work_waiting {
-            self.reactor.enter(false, None, self.platform);
-        }
+        self.reactor.enter_if_needed(self.platform);
     }
 
     fn halt(&self, deadline: Option<Instant>) {
@@ -390,22 +430,13 @@ impl CoreDriver for UringDriver {
         // Work already waiting is no gap: entering the kernel finds it
         // without sleeping, polled or not.
         if self.reactor.has_work() {
-            self.reactor.enter(false, None, self.platform);
+            self.reactor.enter_if_needed(self.platform);
         } else {
             let start = self.platform.now();
-            if !self.poll_instead_of_sleeping(start, deadline) {
-                let tuning = self.poll_window.borrow().is_tuning();
-                let sleeps = if tuning { sys::thread_sleeps() } else { 0 };
-                self.reactor.enter(true, deadline, self.platform);
-                if tuning {
-                    let gap = self.platform.now().0.saturating_sub(start.0);
-                    let ended = if sys::thread_sleeps() > sleeps {
-                        Ended::Asleep
-                    } else {
-                        Ended::BeforeSleeping
-                    };
-                    self.poll_window.borrow_mut().record_gap(gap, ended);
-                }
+            let window = self.poll_window.borrow().window_ns();
+            let polled = window > 0;
+            if !(polled && self.poll_instead_of_sleeping(start, window, deadline)) {
+                self.sleep(start, polled, deadline);
             }
         }
         self.reactor.reap();
