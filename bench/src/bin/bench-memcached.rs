@@ -26,7 +26,7 @@
 //! p99 ratios ≤ 1.0. A throughput–p99 plot goes to target/bench/memcached.svg.
 //!
 //! To compare settings of our server: `--matched-only` measures only step
-//! 2, and `--ours-arg=ARG` (repeatable) passes ARG to our server, e.g.
+//! 2 (to `memcached-matched.json`, no plot), and `--ours-arg=ARG` (repeatable) passes ARG to our server, e.g.
 //! `--ours-arg=--poll-max-us --ours-arg=0` for the loop without adaptive
 //! polling.
 
@@ -147,11 +147,14 @@ fn run_protocol(
 
 /// Median µs per evicting set, stock's then ours (one server at a time:
 /// each holds `-m` of values).
-fn evict_sets() -> Result<[f64; 2], String> {
+fn evict_sets(ours_args: &[String]) -> Result<[f64; 2], String> {
     let mut p50 = [0.0; 2];
     for (index, which) in [Which::Stock, Which::Ours].into_iter().enumerate() {
         let mut launch = Launch::loopback(which, SERVER_CPU);
         launch.memory_mib = EVICT_MEMORY_MIB;
+        if which == Which::Ours {
+            launch.extra = ours_args.to_vec();
+        }
         let server = Server::start(&launch)?;
         println!(
             "memcached: evicting sets, {} with -m {EVICT_MEMORY_MIB}...",
@@ -210,7 +213,10 @@ fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
     build_ours()?;
     if evict_only {
         let mut report = Report::new("memcached-evict");
-        report_evict(&mut report, evict_sets()?);
+        if !options.ours_args.is_empty() {
+            report.label("ours_args", options.ours_args.join(" "));
+        }
+        report_evict(&mut report, evict_sets(&options.ours_args)?);
         let path = report.finish()?;
         println!("wrote {}", path.display());
         return Ok(());
@@ -218,12 +224,17 @@ fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
     let evict = if options.matched_only {
         None
     } else {
-        Some(evict_sets()?)
+        Some(evict_sets(&options.ours_args)?)
     };
     let text = run_protocol(ProtocolKind::Text, &plan, options)?;
     let binary = run_protocol(ProtocolKind::Binary, &plan, options)?;
 
-    let mut report = Report::new("memcached");
+    // A partial run must not overwrite the full run's figures and plot.
+    let mut report = Report::new(if options.matched_only {
+        "memcached-matched"
+    } else {
+        "memcached"
+    });
     if let Some(evict) = evict {
         report_evict(&mut report, evict);
     }
@@ -297,7 +308,11 @@ fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
                 half.p99_us[1] / half.p99_us[0],
                 "x",
                 "ours/stock p99 at 50%; target <= 1.0",
-            )
+            );
+        if options.matched_only {
+            continue;
+        }
+        report
             .metric(
                 format!("sla_qps_stock_{name}"),
                 result.sla[0],
@@ -314,10 +329,14 @@ fn run(plan: Plan, evict_only: bool, options: &Options) -> Result<(), String> {
     report
         .command("./ebb bench memcached")
         .command(format!("taskset -c {SERVER_CPU} {STOCK} -U 0 [-u root] -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
-        .command(format!("target/release/memcached --cpus {SERVER_CPU} -p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024"))
+        .command(format!("target/release/memcached --cpus {SERVER_CPU} {}-p PORT -l 127.0.0.1 -t 1 -m 64 -c 1024", options.ours_args.iter().map(|arg| format!("{arg} ")).collect::<String>()))
         .command(format!("evicting sets: the same servers with -m {EVICT_MEMORY_MIB}, one blocking client"))
         .command(format!("ebb-loadgen (library): ETC, 1 thread on CPU {GENERATOR_CPU}, 4 connections, depth 4 closed / 64 open, {} s windows", plan.window.as_secs_f64()));
     let path = report.finish()?;
+    if options.matched_only {
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
     let svg = output_dir().join("memcached.svg");
     plot(&[("text", &text), ("binary", &binary)], &svg)?;
     println!("wrote {} and {}", path.display(), svg.display());
@@ -337,8 +356,8 @@ struct Args {
     /// Only the eviction measurement (to `memcached-evict.json`).
     #[arg(long)]
     evict_only: bool,
-    /// Only the matched loads (no eviction measurement, no sweeps): for
-    /// comparing settings of our server quickly.
+    /// Only the matched loads (no eviction measurement, no sweeps), to
+    /// `memcached-matched.json`: for comparing settings of our server.
     #[arg(long, conflicts_with = "evict_only")]
     matched_only: bool,
     /// One more argument for our server, e.g. `--ours-arg=--poll-max-us
