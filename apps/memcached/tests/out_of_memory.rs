@@ -127,15 +127,28 @@ fn a_binary_set_that_cannot_be_allocated_gets_enomem_and_the_connection_goes_on(
 }
 
 /// A multiget whose reply needs a segment list larger than the limit
-/// (200,000 hits of three segments each) gets memcached's
-/// `SERVER_ERROR out of memory writing get response` instead of its values.
+/// (200,000 hits of a 2,000-byte value, each chained as three segments)
+/// gets memcached's `SERVER_ERROR out of memory writing get response`
+/// instead of its values.
 #[test]
 fn a_multiget_whose_reply_cannot_grow_is_refused_and_the_connection_goes_on() {
+    multiget_beyond_the_limit(2_000, 200_000);
+}
+
+/// The same where the values are small enough to be copied into the
+/// reply's own buffer (10,000 hits of 1,000 bytes: 10 MB, above the
+/// limit).
+#[test]
+fn a_multiget_of_copied_values_beyond_the_limit_is_refused_too() {
+    multiget_beyond_the_limit(1_000, 10_000);
+}
+
+fn multiget_beyond_the_limit(value_len: usize, hits: usize) {
     let server = server();
     let mut client = Client::connect(&server);
-    assert_eq!(client.text(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
+    assert_eq!(client.text(&text_set("set", "k", value_len)), b"STORED\r\n");
     let mut request = b"get".to_vec();
-    for _ in 0..200_000 {
+    for _ in 0..hits {
         request.extend_from_slice(b" k");
     }
     request.extend_from_slice(b"\r\n");
@@ -143,5 +156,8 @@ fn a_multiget_whose_reply_cannot_grow_is_refused_and_the_connection_goes_on() {
         client.text(&request),
         b"SERVER_ERROR out of memory writing get response\r\n"
     );
-    assert_eq!(client.text(b"get k\r\n"), b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    let mut one = format!("VALUE k 0 {value_len}\r\n").into_bytes();
+    one.resize(one.len() + value_len, b'v');
+    one.extend_from_slice(b"\r\nEND\r\n");
+    assert_eq!(client.text(b"get k\r\n"), one);
 }

@@ -39,14 +39,14 @@ pub fn get(
     }
     let keys = tokens.list().iter().skip(first_key).copied();
     let more = tokens.rest.into_iter().flat_map(all_tokens);
-    let mut out = IoChain::new();
+    let mut out = GetReply::default();
     for key in keys.chain(more) {
         if reply.refuse_long_key(key) {
             return done;
         }
         if let Some(item) = lookup(ctx, key, expires) {
             let cas = with_cas.then(|| shown_cas(ctx, item.cas));
-            if value_reply(&mut out, key, &item, cas).is_err() {
+            if out.push_value(key, &item, cas).is_err() {
                 // memcached's process_get_command, when its reply cannot
                 // grow: this instead of the values and END. The values
                 // gathered so far go first: the error needs a little
@@ -57,8 +57,7 @@ pub fn get(
             }
         }
     }
-    out.push_back(IoBuf::from_static(b"END\r\n"));
-    reply.chain = out;
+    reply.chain = out.finish();
     done
 }
 
@@ -93,56 +92,97 @@ fn lookup(ctx: &Context<'_>, key: &[u8], expires: Option<u32>) -> Option<Item> {
     item
 }
 
-/// Segments [`value_reply`] appends at most.
+/// Values up to this many bytes are copied into the reply's own buffer,
+/// beside their `VALUE` line; longer ones are chained as the stored
+/// buffer itself. Each segment of a reply costs the chain and the send
+/// path more instructions (pushed, sent, acknowledged, trimmed) than
+/// copying a kilobyte does: a single get of a small value was three
+/// segments and END, now one (issue 20, `./ebb bench insns`).
+const COPIED_VALUE_LIMIT: usize = 1024;
+
+/// The reply's last line.
+const END: &[u8] = b"END\r\n";
+
+/// Segments [`GetReply::push_value`] appends at most.
 const VALUE_SEGMENTS: usize = 3;
 
-/// Appends `VALUE <key> <flags> <bytes> [<cas>]\r\n<data>\r\n`, the data
-/// chained as the stored buffer itself (no copy), the header written in
-/// `header` (scratch space) and copied into a buffer of its exact size. A
-/// multiget's reply grows with the keys a client lists, so this fails
-/// instead of aborting when there is no memory for it (`out` is then
-/// unchanged).
-fn value_reply(
-    out: &mut IoChain,
-    key: &[u8],
-    item: &Item,
-    cas: Option<u64>,
-) -> Result<(), IoBufError> {
-    let length = u64::try_from(item.value.len()).unwrap_or(u64::MAX);
-    let flags = u64::from(item.flags);
-    // Allocated once at its exact size, so that it becomes an `IoBuf`
-    // without another allocation or copy.
-    let size = b"VALUE ".len()
-        + key.len()
-        + 1
-        + decimal_digits(flags)
-        + 1
-        + decimal_digits(length)
-        + cas.map_or(0, |cas| 1 + decimal_digits(cas))
-        + b"\r\n".len();
-    let mut header = Vec::new();
-    header
-        .try_reserve_exact(size)
-        .map_err(|_| IoBufError::OutOfMemory { requested: size })?;
-    header.extend_from_slice(b"VALUE ");
-    header.extend_from_slice(key);
-    header.push(b' ');
-    push_u64(&mut header, flags);
-    header.push(b' ');
-    push_u64(&mut header, length);
-    if let Some(cas) = cas {
-        header.push(b' ');
-        push_u64(&mut header, cas);
+/// A get reply as it is built: `VALUE` lines and small values gather in
+/// `pending`, which goes into `chain` before a large value and at the end.
+#[derive(Default)]
+struct GetReply {
+    chain: IoChain,
+    pending: Vec<u8>,
+}
+
+impl GetReply {
+    /// Appends `VALUE <key> <flags> <bytes> [<cas>]\r\n<data>\r\n`. A
+    /// multiget's reply grows with the keys a client lists, so this fails
+    /// instead of aborting when there is no memory for it.
+    fn push_value(&mut self, key: &[u8], item: &Item, cas: Option<u64>) -> Result<(), IoBufError> {
+        let value = item.value.as_slice();
+        let length = u64::try_from(value.len()).unwrap_or(u64::MAX);
+        let flags = u64::from(item.flags);
+        let header = b"VALUE ".len()
+            + key.len()
+            + 1
+            + decimal_digits(flags)
+            + 1
+            + decimal_digits(length)
+            + cas.map_or(0, |cas| 1 + decimal_digits(cas))
+            + b"\r\n".len();
+        let copied = value.len() <= COPIED_VALUE_LIMIT;
+        // Room for END too, after a copied value: a single get's reply is
+        // then allocated once at its exact size, and becomes an `IoBuf`
+        // without another allocation.
+        let wanted = if copied {
+            header + value.len() + b"\r\n".len() + END.len()
+        } else {
+            self.chain.try_reserve(VALUE_SEGMENTS)?;
+            header
+        };
+        // A multiget's buffer grows by doubling: exact steps would copy
+        // it over and over.
+        let reserved = if self.pending.is_empty() {
+            self.pending.try_reserve_exact(wanted)
+        } else {
+            self.pending.try_reserve(wanted)
+        };
+        reserved.map_err(|_| IoBufError::OutOfMemory { requested: wanted })?;
+        let pending = &mut self.pending;
+        pending.extend_from_slice(b"VALUE ");
+        pending.extend_from_slice(key);
+        pending.push(b' ');
+        push_u64(pending, flags);
+        pending.push(b' ');
+        push_u64(pending, length);
+        if let Some(cas) = cas {
+            pending.push(b' ');
+            push_u64(pending, cas);
+        }
+        pending.extend_from_slice(b"\r\n");
+        if copied {
+            pending.extend_from_slice(value);
+            pending.extend_from_slice(b"\r\n");
+        } else {
+            let before = core::mem::take(pending);
+            self.chain.push_back(IoBuf::from_vec(before));
+            self.chain.push_back(item.value.clone());
+            self.chain.push_back(IoBuf::from_static(b"\r\n"));
+        }
+        Ok(())
     }
-    header.extend_from_slice(b"\r\n");
-    debug_assert_eq!(header.len(), size);
-    out.try_reserve(VALUE_SEGMENTS)?;
-    out.push_back(IoBuf::from_vec(header));
-    if !item.value.is_empty() {
-        out.push_back(item.value.clone());
+
+    /// The whole reply, END included.
+    fn finish(mut self) -> IoChain {
+        if self.pending.is_empty() {
+            self.chain.push_back(IoBuf::from_static(END));
+        } else {
+            // Room for END was reserved with the last copied value.
+            self.pending.extend_from_slice(END);
+            self.chain.push_back(IoBuf::from_vec(self.pending));
+        }
+        self.chain
     }
-    out.push_back(IoBuf::from_static(b"\r\n"));
-    Ok(())
 }
 
 /// How many decimal digits `n` is written with.
