@@ -39,6 +39,7 @@ use ebb_iobuf::{IoBuf, IoBufMut, IoChain};
 
 use self::header::{RequestHeader, ResponseHeader, HEADER_LEN};
 use self::opcodes::*;
+use super::common::COPIED_VALUE_LIMIT;
 use super::{common, Context, Outcome};
 use crate::protocol::stat_lists;
 use crate::stats::Counters;
@@ -78,7 +79,13 @@ fn len_u32(len: usize) -> u32 {
 
 impl Responder {
     fn header(&self, status: u16, cas: u64, extras: usize, key: usize, value: usize) -> IoBufMut {
-        let mut buf = IoBufMut::with_capacity(HEADER_LEN + extras + key + value.min(64));
+        // Room for a value that will be copied in after the header.
+        let copied = if value <= COPIED_VALUE_LIMIT {
+            value
+        } else {
+            0
+        };
+        let mut buf = IoBufMut::with_capacity(HEADER_LEN + extras + key + copied);
         ResponseHeader {
             opcode: self.opcode,
             status,
@@ -114,8 +121,17 @@ impl Responder {
         self.send(out, status, 0, &[], &[], message(status));
     }
 
-    /// A hit: flags, maybe the key, maybe the value (not copied).
+    /// A hit: flags, maybe the key, maybe the value (copied if small, see
+    /// [`COPIED_VALUE_LIMIT`]).
     fn item(&self, out: &mut IoChain, cas: u64, item: &Item, key: &[u8], value: bool) {
+        if value && item.value.len() <= COPIED_VALUE_LIMIT {
+            let mut buf = self.header(STATUS_SUCCESS, cas, 4, key.len(), item.value.len());
+            buf.put_u32_be(item.flags);
+            buf.extend_from_slice(key);
+            buf.extend_from_slice(&item.value);
+            out.push_back(buf.freeze());
+            return;
+        }
         let value = value.then(|| IoChain::from(item.value.clone()));
         self.hit(out, cas, item.flags, key, value);
     }

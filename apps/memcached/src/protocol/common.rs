@@ -15,6 +15,15 @@ use crate::store::{expiry, ITEM_OVERHEAD};
 /// The longest key memcached accepts.
 pub const KEY_MAX_LENGTH: usize = 250;
 
+/// Values up to this many bytes are copied into a reply's own buffer,
+/// beside their header; longer ones are chained as the stored buffer
+/// itself. Each segment of a reply costs the chain and the send path more
+/// instructions (pushed, sent, acknowledged, trimmed) than copying a
+/// kilobyte does: a text get of a small value was three segments and
+/// END, now one; a binary GET two, now one (issue 20, `./ebb bench
+/// insns`).
+pub const COPIED_VALUE_LIMIT: usize = 1024;
+
 /// Whether `key` is a valid length for memcached (1 to 250 bytes).
 pub fn key_ok(key: &[u8]) -> bool {
     !key.is_empty() && key.len() <= KEY_MAX_LENGTH

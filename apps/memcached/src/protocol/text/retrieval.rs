@@ -6,7 +6,7 @@ use ebb_iobuf::{IoBuf, IoBufError, IoChain};
 
 use super::tokens::all_tokens;
 use super::{Reply, Tokens};
-use crate::protocol::common::{expires_at, parse_i32, push_u64};
+use crate::protocol::common::{expires_at, parse_i32, push_u64, COPIED_VALUE_LIMIT};
 use crate::protocol::{Context, Outcome};
 use crate::stats::Counters;
 use crate::store::Item;
@@ -91,14 +91,6 @@ fn lookup(ctx: &Context<'_>, key: &[u8], expires: Option<u32>) -> Option<Item> {
     WATCHERS.item_get(ctx.site, key, size);
     item
 }
-
-/// Values up to this many bytes are copied into the reply's own buffer,
-/// beside their `VALUE` line; longer ones are chained as the stored
-/// buffer itself. Each segment of a reply costs the chain and the send
-/// path more instructions (pushed, sent, acknowledged, trimmed) than
-/// copying a kilobyte does: a single get of a small value was three
-/// segments and END, now one (issue 20, `./ebb bench insns`).
-const COPIED_VALUE_LIMIT: usize = 1024;
 
 /// The reply's last line.
 const END: &[u8] = b"END\r\n";
