@@ -11,6 +11,7 @@ pub(crate) mod line;
 mod lru;
 mod reply;
 mod retrieval;
+mod scan;
 mod stats;
 mod storage;
 pub(crate) mod tokens;
