@@ -288,9 +288,9 @@ impl<'a> Cursor<'a> {
         let mut base = 0;
         for (i, chunk) in self.chain.chunks_from(self.seg, self.off).enumerate() {
             let mut from = 0;
-            // memchr: a word at a time (`./ebb bench insns` counted a
-            // byte at a time as a tenth of a memcached request).
-            while let Some(hit) = memchr::memchr(first, &chunk[from..]) {
+            // A word at a time (`./ebb bench insns` counted a byte at a
+            // time as a tenth of a memcached request).
+            while let Some(hit) = find_byte(first, &chunk[from..]) {
                 let at = from + hit;
                 let found = base + at;
                 if found + needle.len() > remaining {
@@ -356,6 +356,20 @@ impl<'a> Cursor<'a> {
             self.seg += 1;
             self.off = 0;
         }
+    }
+}
+
+/// The first `byte` in `hay`: `memchr`'s SIMD code where the target has
+/// SIMD registers (hosted), [`crate::scan`]'s word loop where it has not
+/// (native), on which `memchr`'s portable code costs more per call.
+fn find_byte(byte: u8, hay: &[u8]) -> Option<usize> {
+    #[cfg(target_feature = "sse2")]
+    {
+        memchr::memchr(byte, hay)
+    }
+    #[cfg(not(target_feature = "sse2"))]
+    {
+        crate::scan::find(byte, hay)
     }
 }
 

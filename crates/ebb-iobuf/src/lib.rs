@@ -33,6 +33,7 @@ mod cursor;
 mod error;
 mod iobuf;
 mod iobuf_mut;
+pub mod scan;
 mod segments;
 
 pub use chain::IoChain;

@@ -11,7 +11,6 @@ pub(crate) mod line;
 mod lru;
 mod reply;
 mod retrieval;
-mod scan;
 mod stats;
 mod storage;
 pub(crate) mod tokens;

@@ -51,7 +51,7 @@ impl<'a> Request<'a> {
             let len = line.len() - 1;
             line = cut(line, len);
         }
-        if let Some(nul) = super::scan::find(0, &line) {
+        if let Some(nul) = ebb_iobuf::scan::find(0, &line) {
             line = cut(line, nul);
         }
         Some(Request {

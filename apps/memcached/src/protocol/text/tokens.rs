@@ -52,8 +52,8 @@ pub fn tokenize(line: &[u8]) -> Tokens<'_> {
     let mut start = 0;
     // The spaces, found a word at a time (`./ebb bench insns` counted a
     // byte at a time as a sixteenth of a request natively, and the memchr
-    // crate's per-call setup more: see `scan.rs`).
-    for i in super::scan::positions(b' ', line) {
+    // crate's per-call setup more: see `ebb_iobuf::scan`).
+    for i in ebb_iobuf::scan::positions(b' ', line) {
         if start != i {
             tokens.push(&line[start..i]);
             if tokens.taken == MAX_TOKENS - 1 {
