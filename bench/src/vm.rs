@@ -63,7 +63,19 @@ pub fn namespace(tag: &str) -> Result<NetNamespace, String> {
 /// A single-queue TAP device in `namespace` (host 192.168.77.1/24, guest
 /// 192.168.77.2, the guests' MAC).
 pub fn tap(namespace: &NetNamespace) -> Result<TapDevice, String> {
-    TapDevice::create(namespace, &TapConfig::guest_link(GUEST_MAC))
+    tap_with_queues(namespace, 1)
+}
+
+/// The same link with `queues` queue pairs (`multi_queue` above one): a
+/// guest with [`GuestShape::cpus`] vCPUs gets one pair per vCPU. QEMU
+/// opens a multi-queue device only with `queues=` > 1 and a single-queue
+/// one only without, so a guest of another size needs the device made
+/// again (drop the old one first: both take the same name and address).
+pub fn tap_with_queues(namespace: &NetNamespace, queues: u16) -> Result<TapDevice, String> {
+    TapDevice::create(
+        namespace,
+        &TapConfig::guest_link(GUEST_MAC).with_queues(queues),
+    )
 }
 
 impl<'a> VmBench<'a> {
@@ -158,23 +170,31 @@ pub struct GuestShape {
     pub accel: String,
     /// More QEMU arguments for both guests (e.g. a TCG plugin).
     pub qemu_args: Vec<String>,
+    /// The host CPUs QEMU (all its threads) may run on, as `taskset -c`
+    /// takes them: [`QEMU_CPU`] alone for the one-vCPU head-to-heads; a
+    /// guest with more vCPUs than that needs more to run them at once.
+    pub qemu_host_cpus: String,
 }
 
 impl Default for GuestShape {
-    /// One vCPU, 512 MiB, the accelerator of [`accel`].
+    /// One vCPU, 512 MiB, the accelerator of [`accel`], QEMU on
+    /// [`QEMU_CPU`].
     fn default() -> Self {
         GuestShape {
             memory: "512M".to_owned(),
             cpus: 1,
             accel: accel().to_owned(),
             qemu_args: Vec::new(),
+            qemu_host_cpus: QEMU_CPU.to_string(),
         }
     }
 }
 
 /// Boots the native `image` on the bench's TAP device with the guest's
-/// address (`ip=`), QEMU pinned to [`QEMU_CPU`] at nice [`NICE`], `args` for the
-/// application, and waits for a serial line containing `ready`.
+/// address (`ip=`), one queue pair per vCPU (the device must have as many:
+/// [`tap_with_queues`]), QEMU pinned to `shape.qemu_host_cpus` at nice
+/// [`NICE`], `args` for the application, and waits for a serial line
+/// containing `ready`.
 pub fn boot_native(
     bench: &VmBench<'_>,
     image: &Path,
@@ -201,9 +221,8 @@ pub fn boot_native(
     // above takes 30 ms): the guest lags by QEMU's start-up only.
     let cmdline = format!("{} {cmdline}", ebb_testbed::qemu::host_wall_word());
     let qemu = launcher::qemu_command(&settings, image, &cmdline, shape.accel == "kvm")?;
-    let cpu = QEMU_CPU.to_string();
     let mut prefix = vec!["ip", "netns", "exec", bench.namespace().name()];
-    prefix.extend(["taskset", "-c", &cpu]);
+    prefix.extend(["taskset", "-c", &shape.qemu_host_cpus]);
     let nice = NICE.to_string();
     prefix.extend(["nice", "-n", &nice]);
     let command = wrap(&prefix, &qemu);
@@ -218,7 +237,7 @@ pub fn boot_native(
 }
 
 /// Boots the Linux guest `image` serving `settings.service` on the bench's
-/// TAP device, QEMU pinned to [`QEMU_CPU`] at nice [`NICE`].
+/// TAP device, QEMU pinned to `shape.qemu_host_cpus` at nice [`NICE`].
 pub fn boot_linux(
     bench: &VmBench<'_>,
     image: &GuestImage,
@@ -229,7 +248,7 @@ pub fn boot_linux(
     settings.cpus = shape.cpus;
     settings.accel.clone_from(&shape.accel);
     settings.qemu_args.clone_from(&shape.qemu_args);
-    settings.pin_cpus = Some(QEMU_CPU.to_string());
+    settings.pin_cpus = Some(shape.qemu_host_cpus.clone());
     settings.priority = ["nice", "-n", &NICE.to_string()]
         .map(str::to_owned)
         .to_vec();
