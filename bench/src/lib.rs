@@ -28,6 +28,7 @@ pub mod cluster_memcached;
 pub mod evict;
 pub mod insns;
 pub mod memcached;
+pub mod memcached_vm;
 pub mod messenger;
 pub mod native_memcached_cluster;
 pub mod plot;

@@ -24,16 +24,34 @@
 //! offered) in every run with QEMU below 80 % of a core (not saturated:
 //! there CPU per request is one core / rate for both) (text),
 //! `cpu_ratio_binary`; per-run figures. Targets: `ratio` ≥ 2,
-//! `cpu_ratio` ≥ 2. A throughput–p99 plot goes to
-//! `target/bench/memcached-vm.svg`. Options: `--runs N`, `--quick`. QEMU and the load
-//! generator run at nice -10 (see `vm::NICE`).
+//! `cpu_ratio` ≥ 2.
+//!
+//! How close each server stays to its own capacity within the SLA, per
+//! guest and protocol: `max_sustained_qps_{ours,linux}_{text,binary}` =
+//! the highest achieved rate of a sustained point of the sweep (it can be
+//! up to one ×1.4 step below the true maximum: that is not refined);
+//! `sla_fraction_{..}_{..}` = throughput within the SLA / that maximum,
+//! taken per sweep, median of runs (headlines: `sla_fraction` = ours
+//! text, `sla_fraction_binary` = ours binary; target ≥ 0.8);
+//! `p99_us_at_50pct_{..}_{..}` = the p99 at half that maximum. Because
+//! 1.4² ≈ 2, the step two below the maximum usually offers within a few
+//! per cent of half of it: the point nearest to half is taken when within
+//! 10 %, else one more point is measured at exactly half (kept out of the
+//! throughput within the SLA, so `ratio` is the same as without it).
+//!
+//! A throughput–p99 plot goes to `target/bench/memcached-vm.svg`.
+//! Options: `--runs N`, `--quick`. QEMU and the load generator run at
+//! nice -10 (see `vm::NICE`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use ebb_bench::memcached_vm::{
+    self as logic, half_load, median_of_numbers, HalfLoad, Point, Sweep,
+};
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
-use ebb_bench::report::{median, output_dir, workspace_root};
+use ebb_bench::report::{exit_code, median, output_dir, workspace_root};
 use ebb_bench::vm::{self, Booted, Guest, GuestShape, VmBench, CLIENT_CPU, QEMU_CPU};
 use ebb_loadgen::{Config, ProtocolKind};
 use ebb_testbed::linux_guest::{
@@ -55,6 +73,11 @@ const MAX_BUSY: f64 = 0.8;
 /// Past this, no new run starts (the whole benchmark stays near 10 min).
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
+/// The load generator's connections.
+const GENERATOR_CONNECTIONS: usize = 4;
+/// The serial line native memcached prints when it listens.
+const NATIVE_READY: &str = "memcached: ready: listening on";
+
 struct Plan {
     runs: usize,
     window: Duration,
@@ -62,41 +85,19 @@ struct Plan {
 }
 
 const PROTOCOLS: [ProtocolKind; 2] = [ProtocolKind::Text, ProtocolKind::Binary];
-
-/// One measured offered load.
-#[derive(Clone, Debug)]
-struct Point {
-    /// The step of the shared schedule, `None` for the refining step.
-    step: Option<usize>,
-    offered: f64,
-    achieved: f64,
-    p50_us: f64,
-    p99_us: f64,
-    /// QEMU's host CPU per reply, µs.
-    cpu_us: f64,
-    /// Sustained: achieved ≥ 95 % of offered, no errors.
-    sustained: bool,
-    /// Sustained and within the SLA.
-    ok: bool,
-}
-
-/// One sweep: its points and the highest achieved rate within the SLA.
-#[derive(Clone, Debug, Default)]
-struct Sweep {
-    points: Vec<Point>,
-    sla_qps: f64,
-}
-
 fn rate_of(step: usize) -> f64 {
     RATE_START * RATE_FACTOR.powi(i32::try_from(step).unwrap_or(i32::MAX))
 }
 
-fn config(server: SocketAddr, protocol: ProtocolKind, plan: &Plan) -> Config {
+/// The generator's settings: ETC, one thread on [`CLIENT_CPU`],
+/// `connections` connections, open loop with at most 64 requests in
+/// flight on each.
+fn config(server: SocketAddr, protocol: ProtocolKind, plan: &Plan, connections: usize) -> Config {
     let mut cfg = Config::new(server.to_string()).etc();
     cfg.protocol = protocol;
     cfg.cpus = vec![CLIENT_CPU];
     cfg.threads = 1;
-    cfg.connections = 4;
+    cfg.connections = connections;
     cfg.depth = 64;
     cfg.duration = plan.window;
     cfg.warmup = plan.warmup;
@@ -106,7 +107,7 @@ fn config(server: SocketAddr, protocol: ProtocolKind, plan: &Plan) -> Config {
 
 /// Sets every key once, so that gets hit.
 fn preload(bench: &VmBench<'_>, server: SocketAddr, plan: &Plan) -> Result<(), String> {
-    let mut cfg = config(server, ProtocolKind::Text, plan);
+    let mut cfg = config(server, ProtocolKind::Text, plan, GENERATOR_CONNECTIONS);
     cfg.preload = true;
     cfg.depth = 4;
     cfg.duration = Duration::from_millis(200);
@@ -122,24 +123,30 @@ struct Target<'a> {
     server: SocketAddr,
     /// The process QEMU runs under (for its CPU time).
     qemu: u32,
-    guest: Guest,
+    /// The guest in progress lines (`ours`, `linux`).
+    label: String,
     protocol: ProtocolKind,
     plan: &'a Plan,
     sla_us: f64,
+    /// The generator's connections.
+    connections: usize,
 }
 
 impl Target<'_> {
     /// One open-loop run at `rate` with QEMU's CPU time around it.
     fn measure(&self, rate: f64, step: Option<usize>) -> Result<Point, String> {
-        let mut cfg = config(self.server, self.protocol, self.plan);
+        let mut cfg = config(self.server, self.protocol, self.plan, self.connections);
         cfg.rate = Some(rate);
         let before = qemu_cpu_seconds(self.qemu)?;
         let summary = self
             .bench
             .client(|| ebb_loadgen::run(&cfg).map_err(|e| e.to_string()))??;
         let used = qemu_cpu_seconds(self.qemu)? - before;
-        let sustained =
-            summary.achieved_qps >= 0.95 * summary.offered_qps && summary.errors_total == 0;
+        let sustained = Point::is_sustained(
+            summary.offered_qps,
+            summary.achieved_qps,
+            summary.errors_total,
+        );
         let ok = sustained && summary.p99_us <= self.sla_us;
         let point = Point {
             step,
@@ -152,8 +159,8 @@ impl Target<'_> {
             ok,
         };
         println!(
-            "    {:5} {:6}: offered {:7.0} achieved {:7.0} ops/s, p50 {:6.0} p99 {:8.0} us, QEMU {:6.1} us CPU/request{}",
-            self.guest.name(),
+            "    {:6} {:6}: offered {:7.0} achieved {:7.0} ops/s, p50 {:6.0} p99 {:8.0} us, QEMU {:6.1} us CPU/request{}",
+            self.label,
             self.protocol.name(),
             point.offered,
             point.achieved,
@@ -169,7 +176,9 @@ impl Target<'_> {
     /// sustained (achieved < 95 % of offered): past the SLA too, so that
     /// CPU per request is compared at loads both guests carry even when
     /// the host's noise puts p99 above the SLA early. Then measures once
-    /// between the highest step within the SLA and the next.
+    /// between the highest step within the SLA and the next, and finds
+    /// the point at half the maximum sustained rate ([`half_load`]),
+    /// measuring it only if no point is near.
     fn sweep(&self) -> Result<Sweep, String> {
         let mut result = Sweep::default();
         let mut unsustained = 0;
@@ -193,12 +202,20 @@ impl Target<'_> {
                 result.points.push(self.measure(between, None)?);
             }
         }
-        result.sla_qps = result
-            .points
-            .iter()
-            .filter(|p| p.ok)
-            .map(|p| p.achieved)
-            .fold(0.0, f64::max);
+        result.sla_qps = logic::sla_qps(&result.points);
+        result.half_load = match half_load(&result.points) {
+            HalfLoad::Measured(point) => Some(point.clone()),
+            HalfLoad::Measure(rate) => {
+                println!(
+                    "    {:6} {:6}: no point near half the maximum ({:.0} ops/s): one more there",
+                    self.label,
+                    self.protocol.name(),
+                    rate
+                );
+                Some(self.measure(rate, None)?)
+            }
+            HalfLoad::NoMaximum => None,
+        };
         Ok(result)
     }
 }
@@ -206,27 +223,28 @@ impl Target<'_> {
 /// `[guest][protocol]` → one sweep per run.
 type Sweeps = [[Vec<Sweep>; 2]; 2];
 
-fn run(plan: &Plan) -> Result<(), String> {
-    let started = Instant::now();
-    let load_start = vm::load_average();
-    let root = workspace_root();
-    let shape = GuestShape::default();
-    let sla_us = if shape.accel == "kvm" { 500.0 } else { 5000.0 };
-    println!(
-        "memcached-vm: building the native image and the Linux guest (accel {}, p99 SLA {sla_us} us)...",
-        shape.accel
-    );
-    let native_image = vm::build_native(&root, "memcached")?;
-    let built = linux_guest::build_or_reuse(&default_cache_dir(), false)?;
+/// What the head-to-head measured.
+struct HeadToHead {
+    sweeps: Sweeps,
+    /// Each guest's QEMU command line.
+    commands: [String; 2],
+    runs_done: usize,
+}
 
-    let namespace = vm::namespace("memcached-vm")?;
-    let tap = vm::tap(&namespace)?;
-    let bench = VmBench::new(&namespace, &tap);
+/// The head-to-head: both guests with one vCPU each on a single-queue TAP
+/// device, alternating, `plan.runs` runs within [`BUDGET`].
+fn head_to_head(
+    plan: &Plan,
+    namespace: &ebb_testbed::netns::NetNamespace,
+    native_image: &std::path::Path,
+    linux_image: &linux_guest::GuestImage,
+    shape: &GuestShape,
+    sla_us: f64,
+    started: Instant,
+) -> Result<HeadToHead, String> {
+    let tap = vm::tap(namespace)?;
+    let bench = VmBench::new(namespace, &tap);
     let server = SocketAddr::from((bench.guest(), MEMCACHED_PORT));
-    let native_args: Vec<String> = ["-m", &MEMORY_MB.to_string(), "-c", &CONNECTIONS.to_string()]
-        .map(str::to_owned)
-        .to_vec();
-
     let mut sweeps: Sweeps = Default::default();
     let mut commands = [String::new(), String::new()];
     let mut runs_done = 0;
@@ -246,10 +264,10 @@ fn run(plan: &Plan) -> Result<(), String> {
             let booted = match guest {
                 Guest::Ours => Booted::Ours(vm::boot_native(
                     &bench,
-                    &native_image,
-                    &shape,
-                    &native_args,
-                    "memcached: ready: listening on",
+                    native_image,
+                    shape,
+                    &native_args(),
+                    NATIVE_READY,
                 )?),
                 Guest::Linux => {
                     let settings = GuestSettings {
@@ -259,7 +277,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                         }),
                         ..GuestSettings::default()
                     };
-                    Booted::Linux(vm::boot_linux(&bench, &built.image, &shape, settings)?)
+                    Booted::Linux(vm::boot_linux(&bench, linux_image, shape, settings)?)
                 }
             };
             commands[guest as usize] = booted.command();
@@ -277,25 +295,95 @@ fn run(plan: &Plan) -> Result<(), String> {
                     bench: &bench,
                     server,
                     qemu,
-                    guest,
+                    label: guest.name().to_owned(),
                     protocol,
                     plan,
                     sla_us,
+                    connections: GENERATOR_CONNECTIONS,
                 };
                 let result = target.sweep().map_err(with_serial)?;
                 println!(
-                    "  run {}/{} {} {}: {:.0} ops/s within p99 <= {sla_us} us",
+                    "  run {}/{} {} {}: {:.0} ops/s within p99 <= {sla_us} us, {:.0} sustained at most (fraction {:.2}), p99 {:.0} us at half that",
                     run + 1,
                     plan.runs,
                     guest.name(),
                     protocol.name(),
-                    result.sla_qps
+                    result.sla_qps,
+                    result.max_sustained_qps(),
+                    result.sla_fraction(),
+                    result.p99_at_half_us()
                 );
                 sweeps[guest as usize][p].push(result);
             }
         }
         runs_done += 1;
     }
+    Ok(HeadToHead {
+        sweeps,
+        commands,
+        runs_done,
+    })
+}
+
+/// Native memcached's arguments: `-m` and `-c` as the Linux guest's;
+/// no `-t`, so it serves on every core the launcher boots (`cores=N`
+/// from the vCPU count, as `./ebb run memcached --native --cores N`).
+fn native_args() -> Vec<String> {
+    ["-m", &MEMORY_MB.to_string(), "-c", &CONNECTIONS.to_string()]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// Per step of the schedule that every sweep measured, the median
+/// achieved rate and p99: one curve of the plot.
+fn median_curve(sweeps: &[Sweep], label: &str, color: &str) -> Curve {
+    let mut points = Vec::new();
+    for step in 0..MAX_STEPS {
+        let at: Vec<&Point> = sweeps
+            .iter()
+            .filter_map(|s| s.points.iter().find(|pt| pt.step == Some(step)))
+            .collect();
+        if at.len() < sweeps.len() || at.is_empty() {
+            break;
+        }
+        let mut achieved: Vec<f64> = at.iter().map(|pt| pt.achieved).collect();
+        let mut p99: Vec<f64> = at.iter().map(|pt| pt.p99_us).collect();
+        points.push((median(&mut achieved), median(&mut p99)));
+    }
+    Curve {
+        label: label.to_owned(),
+        color: color.to_owned(),
+        points,
+    }
+}
+
+fn run(plan: &Plan) -> Result<(), String> {
+    let started = Instant::now();
+    let load_start = vm::load_average();
+    let root = workspace_root();
+    let shape = GuestShape::default();
+    let sla_us = if shape.accel == "kvm" { 500.0 } else { 5000.0 };
+    println!(
+        "memcached-vm: building the native image and the Linux guest (accel {}, p99 SLA {sla_us} us)...",
+        shape.accel
+    );
+    let native_image = vm::build_native(&root, "memcached")?;
+    let built = linux_guest::build_or_reuse(&default_cache_dir(), false)?;
+
+    let namespace = vm::namespace("memcached-vm")?;
+    let HeadToHead {
+        sweeps,
+        commands,
+        runs_done,
+    } = head_to_head(
+        plan,
+        &namespace,
+        &native_image,
+        &built.image,
+        &shape,
+        sla_us,
+        started,
+    )?;
     if runs_done == 0 {
         return Err("no run completed".to_owned());
     }
@@ -353,6 +441,43 @@ fn run(plan: &Plan) -> Result<(), String> {
                 "x",
                 "ours / Linux throughput at the SLA; target >= 2",
             );
+        // How close to its own maximum each server stays within the SLA,
+        // and its tail at half that maximum (the sweep's own points:
+        // `Sweep::half_load`).
+        for (g, guest) in [Guest::Ours, Guest::Linux].into_iter().enumerate() {
+            let guest = guest.name();
+            let runs = &sweeps[g][p];
+            report
+                .metric(
+                    format!("max_sustained_qps_{guest}_{name}"),
+                    median_of_numbers(runs.iter().map(Sweep::max_sustained_qps)),
+                    "ops/s",
+                    "highest achieved with achieved >= 95 % of offered, median of runs",
+                )
+                .metric(
+                    format!("sla_fraction_{guest}_{name}"),
+                    median_of_numbers(runs.iter().map(Sweep::sla_fraction)),
+                    "",
+                    "throughput within the SLA / maximum sustained, per sweep, median of runs",
+                )
+                .metric(
+                    format!("p99_us_at_50pct_{guest}_{name}"),
+                    median_of_numbers(runs.iter().map(Sweep::p99_at_half_us)),
+                    "us",
+                    "p99 at half the maximum sustained (the point within 10 % of it, else one measured there), median of runs",
+                );
+        }
+        let key = if protocol == ProtocolKind::Text {
+            "sla_fraction".to_owned()
+        } else {
+            format!("sla_fraction_{name}")
+        };
+        report.metric(
+            key,
+            median_of_numbers(sweeps[0][p].iter().map(Sweep::sla_fraction)),
+            "",
+            format!("sla_fraction_ours_{name}; target >= 0.8"),
+        );
         // CPU per request at the offered loads both guests sustained
         // (achieved ≥ 95 % of offered) in every run with QEMU below
         // [`MAX_BUSY`] of a core: at saturation CPU per request is only
@@ -405,42 +530,20 @@ fn run(plan: &Plan) -> Result<(), String> {
         );
         // The plot: per guest, the median achieved rate and p99 of every
         // step of the schedule that all runs measured.
-        let curve = |g: usize, label: &str, color: &str| {
-            let mut points = Vec::new();
-            for step in 0..MAX_STEPS {
-                let at: Vec<&Point> = sweeps[g][p]
-                    .iter()
-                    .filter_map(|s| s.points.iter().find(|pt| pt.step == Some(step)))
-                    .collect();
-                if at.len() < sweeps[g][p].len() || at.is_empty() {
-                    break;
-                }
-                let mut achieved: Vec<f64> = at.iter().map(|pt| pt.achieved).collect();
-                let mut p99: Vec<f64> = at.iter().map(|pt| pt.p99_us).collect();
-                points.push((median(&mut achieved), median(&mut p99)));
-            }
-            Curve {
-                label: label.to_owned(),
-                color: color.to_owned(),
-                points,
-            }
-        };
         panels.push(Panel {
             title: format!("ETC {name}"),
             curves: vec![
-                curve(1, "linux guest, stock memcached -t 1", "#d62728"),
-                curve(0, "ebbflow native", "#1f77b4"),
+                median_curve(
+                    &sweeps[1][p],
+                    "linux guest, stock memcached -t 1",
+                    "#d62728",
+                ),
+                median_curve(&sweeps[0][p], "ebbflow native", "#1f77b4"),
             ],
         });
     }
     report
         .metric("runs", runs_done as f64, "", "per guest, alternating")
-        .metric(
-            "elapsed_s",
-            started.elapsed().as_secs_f64(),
-            "s",
-            "the whole benchmark",
-        )
         .command("./ebb bench memcached-vm")
         .command(commands[0].clone())
         .command(commands[1].clone())
@@ -450,6 +553,12 @@ fn run(plan: &Plan) -> Result<(), String> {
             plan.window.as_secs_f64(),
             plan.warmup.as_secs_f64()
         ));
+    report.metric(
+        "elapsed_s",
+        started.elapsed().as_secs_f64(),
+        "s",
+        "the whole benchmark",
+    );
     report.finish()?;
     let svg = output_dir().join("memcached-vm.svg");
     write_p99_svg(&panels, sla_us, &svg)?;
@@ -490,11 +599,5 @@ fn main() -> ExitCode {
     if let Some(runs) = args.runs {
         plan.runs = runs.get();
     }
-    match run(&plan) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("memcached-vm bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("memcached-vm bench", run(&plan))
 }

@@ -1,0 +1,283 @@
+//! The arithmetic of `./ebb bench memcached-vm`, apart from the guests:
+//! a sweep's points and what is read from them (the throughput within the
+//! SLA, the maximum sustained throughput, their ratio, the point at half
+//! the maximum).
+//!
+//! A point is *sustained* when the server kept up: achieved ≥ 95 % of
+//! offered, no errors. It is *within the SLA* when it is sustained and its
+//! p99 is at most the SLA. Achieved rates are compared, never offered
+//! ones: an offered rate the server did not carry says nothing of it.
+
+/// Achieved over offered at or above which a point is sustained.
+pub const SUSTAINED: f64 = 0.95;
+
+/// How far (as a fraction of the rate) a measured point's offered load
+/// may be from half the maximum and still stand for it. The schedule's
+/// steps are ×1.4 apart and 1.4² ≈ 2, so the step two below the maximum
+/// is usually within a few per cent of half of it; past this tolerance
+/// one more point is measured at exactly half.
+pub const HALF_LOAD_TOLERANCE: f64 = 0.10;
+
+/// One measured offered load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// The step of the shared schedule, `None` for a point off it (the
+    /// refining step, or a point at half the maximum).
+    pub step: Option<usize>,
+    /// Offered ops/s (as the generator scheduled them).
+    pub offered: f64,
+    /// Achieved ops/s.
+    pub achieved: f64,
+    /// Median latency, µs from the scheduled send.
+    pub p50_us: f64,
+    /// 99th percentile, µs from the scheduled send.
+    pub p99_us: f64,
+    /// QEMU's host CPU per reply, µs.
+    pub cpu_us: f64,
+    /// Sustained: achieved ≥ 95 % of offered, no errors.
+    pub sustained: bool,
+    /// Sustained and within the SLA.
+    pub ok: bool,
+}
+
+impl Point {
+    /// Whether a point with these figures is sustained.
+    pub fn is_sustained(offered: f64, achieved: f64, errors: u64) -> bool {
+        achieved >= SUSTAINED * offered && errors == 0
+    }
+}
+
+/// One sweep: its points on and off the schedule, and the point that
+/// stands for half its maximum (kept apart: an extra point measured there
+/// must not move the throughput within the SLA, which the head-to-head's
+/// `ratio` is taken from).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sweep {
+    /// The schedule's points and the refining step, in the order measured.
+    pub points: Vec<Point>,
+    /// [`sla_qps`] of `points`.
+    pub sla_qps: f64,
+    /// The point at half of [`max_sustained_qps`], if anything was
+    /// sustained.
+    pub half_load: Option<Point>,
+}
+
+impl Sweep {
+    /// [`max_sustained_qps`] of the points.
+    pub fn max_sustained_qps(&self) -> f64 {
+        max_sustained_qps(&self.points)
+    }
+
+    /// [`sla_fraction`] of the points.
+    pub fn sla_fraction(&self) -> f64 {
+        sla_fraction(&self.points)
+    }
+
+    /// The p99 at half the maximum, µs; `NaN` without one.
+    pub fn p99_at_half_us(&self) -> f64 {
+        self.half_load
+            .as_ref()
+            .map_or(f64::NAN, |point| point.p99_us)
+    }
+}
+
+/// The highest achieved rate within the SLA; 0 when no point is.
+pub fn sla_qps(points: &[Point]) -> f64 {
+    points
+        .iter()
+        .filter(|p| p.ok)
+        .map(|p| p.achieved)
+        .fold(0.0, f64::max)
+}
+
+/// The highest achieved rate of a sustained point, whatever its p99: the
+/// most the server carried in this sweep. 0 when no point is sustained.
+/// It can be below the true maximum by up to one step of the schedule
+/// (×1.4): the sweep does not refine it.
+pub fn max_sustained_qps(points: &[Point]) -> f64 {
+    points
+        .iter()
+        .filter(|p| p.sustained)
+        .map(|p| p.achieved)
+        .fold(0.0, f64::max)
+}
+
+/// How much of what the server can carry it carries within the SLA:
+/// [`sla_qps`] / [`max_sustained_qps`], both of the same sweep. 1 means
+/// its p99 stays within the SLA up to saturation; a server whose tail
+/// passes the SLA early scores low however fast it is. `NaN` when nothing
+/// was sustained.
+pub fn sla_fraction(points: &[Point]) -> f64 {
+    let max = max_sustained_qps(points);
+    if max > 0.0 {
+        sla_qps(points) / max
+    } else {
+        f64::NAN
+    }
+}
+
+/// Where the p99 at half the maximum comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HalfLoad<'a> {
+    /// A measured point whose offered load is within
+    /// [`HALF_LOAD_TOLERANCE`] of half the maximum: the nearest one.
+    Measured(&'a Point),
+    /// No point is that close: measure one at this offered rate.
+    Measure(f64),
+    /// Nothing was sustained, so there is no maximum to halve.
+    NoMaximum,
+}
+
+/// The point that stands for half of `points`' maximum sustained
+/// throughput: the one whose offered load is nearest to half (by ratio,
+/// so 10 % below counts as far as 10 % above), if within
+/// [`HALF_LOAD_TOLERANCE`]; else the rate to measure.
+pub fn half_load(points: &[Point]) -> HalfLoad<'_> {
+    let max = max_sustained_qps(points);
+    if max <= 0.0 {
+        return HalfLoad::NoMaximum;
+    }
+    let half = max / 2.0;
+    let distance = |p: &Point| (p.offered / half).ln().abs();
+    let nearest = points
+        .iter()
+        .filter(|p| p.offered > 0.0)
+        .min_by(|a, b| distance(a).total_cmp(&distance(b)));
+    match nearest {
+        Some(point) if (point.offered / half - 1.0).abs() <= HALF_LOAD_TOLERANCE => {
+            HalfLoad::Measured(point)
+        }
+        _ => HalfLoad::Measure(half),
+    }
+}
+
+/// The median of the values that are numbers; `NaN` when none is (a run
+/// without the figure does not drag the median).
+pub fn median_of_numbers(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut numbers: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
+    crate::report::median(&mut numbers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(step: usize, offered: f64, achieved: f64, p99_us: f64) -> Point {
+        let sustained = Point::is_sustained(offered, achieved, 0);
+        Point {
+            step: Some(step),
+            offered,
+            achieved,
+            p50_us: p99_us / 4.0,
+            p99_us,
+            cpu_us: 50.0,
+            sustained,
+            ok: sustained && p99_us <= 5000.0,
+        }
+    }
+
+    /// A sweep on the ×1.4 schedule from 500: within the SLA up to step 5
+    /// (2,689 ops/s), sustained up to step 10 (14,458), then saturated.
+    fn sweep() -> Vec<Point> {
+        let mut points = Vec::new();
+        for step in 0..13u8 {
+            let offered = 500.0 * 1.4f64.powi(i32::from(step));
+            let (achieved, p99) = match step {
+                0..=5 => (offered, 1000.0),
+                6..=10 => (offered * 0.99, 9000.0),
+                _ => (14_600.0, 80_000.0),
+            };
+            points.push(point(usize::from(step), offered, achieved, p99));
+        }
+        points
+    }
+
+    #[test]
+    fn the_fraction_is_the_sla_throughput_over_the_highest_sustained() {
+        let points = sweep();
+        let sla = 500.0 * 1.4f64.powi(5);
+        let max = 500.0 * 1.4f64.powi(10) * 0.99;
+        assert!((sla_qps(&points) - sla).abs() < 1e-6);
+        assert!((max_sustained_qps(&points) - max).abs() < 1e-6);
+        assert!((sla_fraction(&points) - sla / max).abs() < 1e-9);
+        // The saturated steps achieved more than the last sustained one
+        // (14,600 against 14,313) but were not sustained: they do not count.
+        assert!(max < 14_600.0);
+    }
+
+    #[test]
+    fn a_server_within_the_sla_up_to_saturation_scores_one() {
+        let points: Vec<Point> = [1000.0, 2000.0, 3000.0, 4000.0]
+            .into_iter()
+            .enumerate()
+            .map(|(step, offered)| point(step, offered, 0.99 * offered, 100.0))
+            .collect();
+        assert_eq!(sla_fraction(&points), 1.0);
+    }
+
+    #[test]
+    fn nothing_sustained_has_no_fraction_and_no_half_load() {
+        let points = vec![point(0, 500.0, 100.0, 100.0)];
+        assert_eq!(sla_qps(&points), 0.0);
+        assert_eq!(max_sustained_qps(&points), 0.0);
+        assert!(sla_fraction(&points).is_nan());
+        assert_eq!(half_load(&points), HalfLoad::NoMaximum);
+        assert!(sla_fraction(&[]).is_nan());
+    }
+
+    #[test]
+    fn half_load_takes_the_step_two_below_the_maximum() {
+        let points = sweep();
+        // Half of 14,313 is 7,157; step 8 offers 7,379 (3 % above).
+        match half_load(&points) {
+            HalfLoad::Measured(point) => assert_eq!(point.step, Some(8)),
+            other => panic!("expected a measured point, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn half_load_prefers_the_nearer_point_by_ratio() {
+        // Half of 10,000 is 5,000: 4,600 is 8 % below, 5,450 is 9 % above.
+        let points = vec![
+            point(0, 4_600.0, 4_600.0, 100.0),
+            point(1, 5_450.0, 5_450.0, 100.0),
+            point(2, 10_000.0, 10_000.0, 100.0),
+        ];
+        assert_eq!(half_load(&points), HalfLoad::Measured(&points[0]));
+    }
+
+    #[test]
+    fn half_load_far_from_every_point_is_measured_at_exactly_half() {
+        // The maximum from a refining step between two schedule steps:
+        // half of it falls 18 % from both neighbours.
+        let points = vec![
+            point(0, 4_000.0, 4_000.0, 100.0),
+            point(1, 5_600.0, 5_600.0, 100.0),
+            point(2, 7_840.0, 7_840.0, 100.0),
+            point(3, 10_976.0, 9_000.0, 100.0),
+            Point {
+                step: None,
+                ..point(0, 9_390.0, 9_390.0, 100.0)
+            },
+        ];
+        assert_eq!(half_load(&points), HalfLoad::Measure(9_390.0 / 2.0));
+    }
+
+    #[test]
+    fn sweeps_read_their_half_load_point() {
+        let mut sweep = Sweep {
+            points: sweep(),
+            ..Sweep::default()
+        };
+        assert!(sweep.p99_at_half_us().is_nan());
+        sweep.half_load = Some(point(8, 7_379.0, 7_379.0, 4_321.0));
+        assert_eq!(sweep.p99_at_half_us(), 4_321.0);
+        assert!(sweep.sla_fraction() > 0.18 && sweep.sla_fraction() < 0.19);
+    }
+
+    #[test]
+    fn medians_skip_runs_without_the_figure() {
+        assert_eq!(median_of_numbers([3.0, f64::NAN, 1.0, 2.0]), 2.0);
+        assert!(median_of_numbers([f64::NAN]).is_nan());
+    }
+}
