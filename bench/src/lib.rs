@@ -13,6 +13,9 @@
 //! guests on one TAP device, pinned QEMU and client, QEMU's CPU time;
 //! [`insns`] makes the layer ranges and reads the counts of the QEMU
 //! plugin that counts guest instructions (`./ebb bench insns`).
+//! [`memcached_vm`] is the arithmetic of `./ebb bench memcached-vm`'s
+//! sweeps (throughput within the SLA, maximum sustained, their fraction,
+//! the point at half load) and the choices of its scaling runs.
 //! [`plot`] draws throughput–p99 curves and latency CDFs; [`redis_vm`]
 //! runs Debian's `redis-benchmark` for `./ebb bench redis-vm`.
 //! [`cluster`] is what the cluster benchmarks share; [`messenger`] ties

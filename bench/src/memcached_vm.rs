@@ -1,7 +1,9 @@
 //! The arithmetic of `./ebb bench memcached-vm`, apart from the guests:
 //! a sweep's points and what is read from them (the throughput within the
 //! SLA, the maximum sustained throughput, their ratio, the point at half
-//! the maximum).
+//! the maximum), and the choices of the scaling runs (the `--cores` list,
+//! the accelerator, where QEMU runs, how many connections the load
+//! generator opens).
 //!
 //! A point is *sustained* when the server kept up: achieved ≥ 95 % of
 //! offered, no errors. It is *within the SLA* when it is sustained and its
@@ -17,6 +19,16 @@ pub const SUSTAINED: f64 = 0.95;
 /// is usually within a few per cent of half of it; past this tolerance
 /// one more point is measured at exactly half.
 pub const HALF_LOAD_TOLERANCE: f64 = 0.10;
+
+/// The most vCPUs `--cores` takes: the native image's own limit on cores
+/// (`MAX_CORES` in `crates/ebb-native/src/arch/x86_64/cpu.rs`).
+pub const MAX_VCPUS: u16 = 64;
+
+/// Fewest connections of the load generator: the head-to-head's 4.
+pub const MIN_CONNECTIONS: usize = 4;
+
+/// Connections per vCPU of the scaling runs.
+pub const CONNECTIONS_PER_VCPU: usize = 4;
 
 /// One measured offered load.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,9 +170,145 @@ pub fn median_of_numbers(values: impl IntoIterator<Item = f64>) -> f64 {
     crate::report::median(&mut numbers)
 }
 
+/// `--cores`: vCPU counts separated by commas (`1,2,4`), each 1 to
+/// [`MAX_VCPUS`], one of them 1 (speedups are relative to one vCPU).
+/// Returned ascending, each once.
+pub fn parse_core_list(text: &str) -> Result<Vec<u16>, String> {
+    if text.trim().is_empty() {
+        return Err(
+            "--cores needs vCPU counts, like 1,2,4; to skip the scaling runs, use --no-scaling"
+                .to_owned(),
+        );
+    }
+    let mut counts = Vec::new();
+    for word in text.split(',').map(str::trim) {
+        let count = word
+            .parse::<u16>()
+            .ok()
+            .filter(|n| (1..=MAX_VCPUS).contains(n))
+            .ok_or_else(|| {
+                format!("--cores {text}: '{word}' is not a vCPU count from 1 to {MAX_VCPUS}")
+            })?;
+        counts.push(count);
+    }
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.first() != Some(&1) {
+        return Err(format!(
+            "--cores {text} needs 1 among the counts: each speedup is relative to one vCPU"
+        ));
+    }
+    Ok(counts)
+}
+
+/// The accelerator asked for with `--accel`, or what this host offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelChoice {
+    /// QEMU's emulator, on any host.
+    Tcg,
+    /// Hardware virtualization, where the CPU has it (vmx or svm) and
+    /// /dev/kvm exists.
+    Kvm,
+}
+
+/// QEMU's name for the accelerator: `asked`, or `detected` (what
+/// `ebb_testbed::qemu::accel` picks) without `--accel`. KVM is refused
+/// unless `kvm_usable`: a /dev/kvm without vmx or svm underneath is a
+/// software hypervisor that runs guest kernel code far slower than TCG.
+pub fn choose_accel(
+    asked: Option<AccelChoice>,
+    detected: &'static str,
+    kvm_usable: bool,
+) -> Result<&'static str, String> {
+    match asked {
+        None => Ok(detected),
+        Some(AccelChoice::Tcg) => Ok("tcg"),
+        Some(AccelChoice::Kvm) if kvm_usable => Ok("kvm"),
+        Some(AccelChoice::Kvm) => Err(
+            "--accel kvm needs hardware virtualization: this host's /proc/cpuinfo shows \
+             no vmx or svm flag, or /dev/kvm is missing (a /dev/kvm without them runs \
+             guest kernel code far slower than TCG); use --accel tcg"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The load generator's connections for a guest with `vcpus` vCPUs:
+/// [`CONNECTIONS_PER_VCPU`] per vCPU, at least [`MIN_CONNECTIONS`]. The
+/// TAP device spreads flows over its queues by a hash of their addresses
+/// and ports (then by the queue that last sent them), so each queue — each
+/// core of ours — sees only the connections that land on it: a few per
+/// queue keep every queue busy despite the hash's unevenness, and one vCPU
+/// gets the head-to-head's 4, so its scaling point is the head-to-head's
+/// setup.
+pub fn generator_connections(vcpus: u16) -> usize {
+    (CONNECTIONS_PER_VCPU * usize::from(vcpus)).max(MIN_CONNECTIONS)
+}
+
+/// The host CPUs QEMU may run on (`taskset -c`) with `vcpus` vCPUs on a
+/// host with `host_cpus` CPUs, the generator keeping CPU 0 (the bench's
+/// `CLIENT_CPU`): CPUs 1 to `vcpus` when the host has that many besides
+/// CPU 0 (one vCPU: CPU 1 alone, the head-to-head's placement); else every
+/// CPU, shared with the generator (on a 2-CPU host, 2 and more vCPUs).
+pub fn qemu_host_cpus(vcpus: u16, host_cpus: usize) -> String {
+    let vcpus = usize::from(vcpus);
+    if host_cpus > vcpus {
+        if vcpus == 1 {
+            "1".to_owned()
+        } else {
+            format!("1-{vcpus}")
+        }
+    } else if host_cpus <= 1 {
+        "0".to_owned()
+    } else {
+        format!("0-{}", host_cpus - 1)
+    }
+}
+
+/// What the scaling figures mean on a host with `host_cpus` CPUs whose
+/// largest guest has `max_vcpus` vCPUs (the report's label).
+pub fn host_cpu_note(host_cpus: usize, max_vcpus: u16) -> String {
+    let shared = format!(
+        "this host has {host_cpus} CPU{}, shared by QEMU's vCPU threads, its I/O thread and the load generator",
+        if host_cpus == 1 { "" } else { "s" }
+    );
+    if usize::from(max_vcpus) < host_cpus {
+        format!("{shared}; every guest's vCPUs fit beside the generator's CPU")
+    } else {
+        format!(
+            "{shared}: from {host_cpus} vCPUs up, the vCPUs and the generator take turns on \
+             the host's CPUs, so speedups there are bounded by the host, not by the guest"
+        )
+    }
+}
+
+/// The order of the vCPU counts in scaling round `round`: ascending in
+/// even rounds, descending in odd ones, so no count always meets the host
+/// first (as the head-to-head alternates its guests).
+pub fn round_order(counts: &[u16], round: usize) -> Vec<u16> {
+    let mut order = counts.to_vec();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// Whether another scaling round fits: started after `elapsed` of the
+/// scaling phase, it would end near `elapsed + last_round`, which must
+/// stay within `budget`. The first round always runs.
+pub fn another_round_fits(
+    rounds_done: usize,
+    elapsed: std::time::Duration,
+    last_round: std::time::Duration,
+    budget: std::time::Duration,
+) -> bool {
+    rounds_done == 0 || elapsed + last_round <= budget
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn point(step: usize, offered: f64, achieved: f64, p99_us: f64) -> Point {
         let sustained = Point::is_sustained(offered, achieved, 0);
@@ -279,5 +427,77 @@ mod tests {
     fn medians_skip_runs_without_the_figure() {
         assert_eq!(median_of_numbers([3.0, f64::NAN, 1.0, 2.0]), 2.0);
         assert!(median_of_numbers([f64::NAN]).is_nan());
+    }
+
+    #[test]
+    fn core_lists_are_sorted_once_and_need_one() {
+        assert_eq!(parse_core_list("1,2,4"), Ok(vec![1, 2, 4]));
+        assert_eq!(parse_core_list(" 4, 1 ,2,2"), Ok(vec![1, 2, 4]));
+        assert_eq!(parse_core_list("1"), Ok(vec![1]));
+        assert_eq!(parse_core_list("1,2,4,6"), Ok(vec![1, 2, 4, 6]));
+        assert!(parse_core_list("").unwrap_err().contains("--no-scaling"));
+        assert!(parse_core_list("2,4")
+            .unwrap_err()
+            .contains("needs 1 among the counts"));
+        for bad in ["0,1", "1,x", "1,,2", "1,65", "1;2"] {
+            assert!(
+                parse_core_list(bad)
+                    .unwrap_err()
+                    .contains("is not a vCPU count"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn kvm_is_refused_where_it_is_not_hardware() {
+        assert_eq!(choose_accel(None, "tcg", false), Ok("tcg"));
+        assert_eq!(choose_accel(None, "kvm", true), Ok("kvm"));
+        assert_eq!(choose_accel(Some(AccelChoice::Tcg), "kvm", true), Ok("tcg"));
+        assert_eq!(choose_accel(Some(AccelChoice::Kvm), "kvm", true), Ok("kvm"));
+        let refused = choose_accel(Some(AccelChoice::Kvm), "tcg", false).unwrap_err();
+        assert!(refused.contains("vmx or svm") && refused.contains("--accel tcg"));
+    }
+
+    #[test]
+    fn connections_spread_over_the_queues() {
+        assert_eq!(generator_connections(1), 4);
+        assert_eq!(generator_connections(2), 8);
+        assert_eq!(generator_connections(4), 16);
+        assert_eq!(generator_connections(6), 24);
+    }
+
+    #[test]
+    fn qemu_keeps_off_the_generators_cpu_only_where_the_host_has_room() {
+        // This machine: 2 CPUs.
+        assert_eq!(qemu_host_cpus(1, 2), "1");
+        assert_eq!(qemu_host_cpus(2, 2), "0-1");
+        assert_eq!(qemu_host_cpus(4, 2), "0-1");
+        // A bigger KVM host for EbbRT's 6-core experiment.
+        assert_eq!(qemu_host_cpus(6, 8), "1-6");
+        assert_eq!(qemu_host_cpus(6, 6), "0-5");
+        assert_eq!(qemu_host_cpus(1, 1), "0");
+    }
+
+    #[test]
+    fn the_host_note_names_the_cpu_count() {
+        let note = host_cpu_note(2, 4);
+        assert!(note.starts_with("this host has 2 CPUs, shared by QEMU's vCPU threads"));
+        assert!(note.contains("bounded by the host"), "{note}");
+        let roomy = host_cpu_note(16, 6);
+        assert!(
+            roomy.contains("16 CPUs") && roomy.contains("fit beside"),
+            "{roomy}"
+        );
+    }
+
+    #[test]
+    fn rounds_alternate_and_stop_at_the_budget() {
+        assert_eq!(round_order(&[1, 2, 4], 0), vec![1, 2, 4]);
+        assert_eq!(round_order(&[1, 2, 4], 1), vec![4, 2, 1]);
+        let minute = Duration::from_secs(60);
+        assert!(another_round_fits(0, 10 * minute, 10 * minute, 5 * minute));
+        assert!(another_round_fits(1, minute, 2 * minute, 5 * minute));
+        assert!(!another_round_fits(1, 3 * minute, 3 * minute, 5 * minute));
     }
 }

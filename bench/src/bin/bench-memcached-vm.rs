@@ -39,8 +39,39 @@
 //! 10 %, else one more point is measured at exactly half (kept out of the
 //! throughput within the SLA, so `ratio` is the same as without it).
 //!
-//! A throughput–p99 plot goes to `target/bench/memcached-vm.svg`.
-//! Options: `--runs N`, `--quick`. QEMU and the load generator run at
+//! Then the scaling of ours (`--cores`, default 1,2,4): ours alone booted
+//! with each vCPU count N on a TAP device with N queue pairs (memcached
+//! serves on every core the launcher boots, as `./ebb run memcached
+//! --native --cores N`), text swept as above. The generator opens
+//! max(4, 4 × N) connections: the TAP device spreads flows over its
+//! queues by hash, so each core sees only the connections that land on
+//! its queue; four per queue keep every queue loaded despite the hash's
+//! unevenness, and N = 1 gets the head-to-head's 4. QEMU runs on host
+//! CPUs 1..N when the host has more than N CPUs (CPU 0 stays the
+//! generator's), else on all of them, shared with the generator: on this
+//! 2-CPU machine 2 and 4 vCPUs share both CPUs with the I/O thread and
+//! the generator, so their speedups are bounded by the host (the report's
+//! `scaling_host` label says so, with the host's CPU count). Keys, per N:
+//! `scaling_sla_qps_text_Nvcpu`, `scaling_per_vcpu_text_Nvcpu` (÷ N),
+//! `scaling_speedup_text_Nvcpu` (÷ the 1-vCPU figure),
+//! `scaling_max_sustained_qps_text_Nvcpu`, `scaling_max_speedup_text_Nvcpu`,
+//! `scaling_sla_fraction_text_Nvcpu`; `host_cpus`, `scaling_runs`. Rounds
+//! over the counts alternate their order, at most `--runs`; another
+//! starts only if, as long as the last, it would end within the scaling
+//! runs' 5 minutes (here one round of 1,2,4 takes about 3.5 min under
+//! TCG; a KVM host fits more). Text only: a binary sweep of each count
+//! would double that. A guest that fails to boot or answer
+//! stops the scaling runs; the report is still written (with its serial
+//! output in the error).
+//!
+//! Throughput–p99 plots go to `target/bench/memcached-vm.svg` and
+//! `memcached-vm-scaling.svg`. Options: `--runs N`, `--quick` (one run,
+//! 800 ms windows, scaling at 1 and 2 vCPUs), `--cores LIST` (e.g.
+//! `1,2,4,6`, 1 among them), `--no-scaling` (the head-to-head alone; an
+//! empty `--cores` is refused and names it), `--accel tcg|kvm` (default:
+//! KVM only where the CPU has vmx or svm and /dev/kvm exists; `kvm` is
+//! refused elsewhere). EbbRT's 6-core experiment on a bigger host:
+//! `--cores 1,2,4,6 --accel kvm`. QEMU and the load generator run at
 //! nice -10 (see `vm::NICE`).
 
 use std::net::SocketAddr;
@@ -48,7 +79,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ebb_bench::memcached_vm::{
-    self as logic, half_load, median_of_numbers, HalfLoad, Point, Sweep,
+    self as logic, generator_connections, half_load, median_of_numbers, AccelChoice, HalfLoad,
+    Point, Sweep,
 };
 use ebb_bench::plot::{write_p99_svg, Curve, Panel};
 use ebb_bench::report::{exit_code, median, output_dir, workspace_root};
@@ -73,8 +105,9 @@ const MAX_BUSY: f64 = 0.8;
 /// Past this, no new run starts (the whole benchmark stays near 10 min).
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
-/// The load generator's connections.
-const GENERATOR_CONNECTIONS: usize = 4;
+/// The scaling runs' share of the time: no new round starts if it
+/// would end past this (about 3.5 min per round here, so one round).
+const SCALING_BUDGET: Duration = Duration::from_secs(5 * 60);
 /// The serial line native memcached prints when it listens.
 const NATIVE_READY: &str = "memcached: ready: listening on";
 
@@ -82,9 +115,17 @@ struct Plan {
     runs: usize,
     window: Duration,
     warmup: Duration,
+    /// The scaling runs' vCPU counts, ascending; empty for none.
+    cores: Vec<u16>,
+    /// QEMU's accelerator for every guest.
+    accel: &'static str,
 }
 
 const PROTOCOLS: [ProtocolKind; 2] = [ProtocolKind::Text, ProtocolKind::Binary];
+/// The protocols of the scaling runs: text alone, to keep them within
+/// [`SCALING_BUDGET`] (a binary sweep of ours takes as long again).
+const SCALING_PROTOCOLS: [ProtocolKind; 1] = [ProtocolKind::Text];
+
 fn rate_of(step: usize) -> f64 {
     RATE_START * RATE_FACTOR.powi(i32::try_from(step).unwrap_or(i32::MAX))
 }
@@ -107,7 +148,7 @@ fn config(server: SocketAddr, protocol: ProtocolKind, plan: &Plan, connections: 
 
 /// Sets every key once, so that gets hit.
 fn preload(bench: &VmBench<'_>, server: SocketAddr, plan: &Plan) -> Result<(), String> {
-    let mut cfg = config(server, ProtocolKind::Text, plan, GENERATOR_CONNECTIONS);
+    let mut cfg = config(server, ProtocolKind::Text, plan, generator_connections(1));
     cfg.preload = true;
     cfg.depth = 4;
     cfg.duration = Duration::from_millis(200);
@@ -123,12 +164,13 @@ struct Target<'a> {
     server: SocketAddr,
     /// The process QEMU runs under (for its CPU time).
     qemu: u32,
-    /// The guest in progress lines (`ours`, `linux`).
+    /// The guest in progress lines (`ours`, `linux`, `ours/4` for ours
+    /// with 4 vCPUs).
     label: String,
     protocol: ProtocolKind,
     plan: &'a Plan,
     sla_us: f64,
-    /// The generator's connections.
+    /// The generator's connections ([`generator_connections`]).
     connections: usize,
 }
 
@@ -299,7 +341,7 @@ fn head_to_head(
                     protocol,
                     plan,
                     sla_us,
-                    connections: GENERATOR_CONNECTIONS,
+                    connections: generator_connections(1),
                 };
                 let result = target.sweep().map_err(with_serial)?;
                 println!(
@@ -334,6 +376,159 @@ fn native_args() -> Vec<String> {
         .to_vec()
 }
 
+/// What the scaling runs measured: per vCPU count (ascending, as
+/// `plan.cores`) and protocol of [`SCALING_PROTOCOLS`], one sweep per
+/// round.
+struct Scaling {
+    /// `(vCPUs, [protocol] → sweeps)`.
+    by_vcpus: Vec<(u16, Vec<Vec<Sweep>>)>,
+    /// The QEMU command line of each vCPU count, in `by_vcpus`' order.
+    commands: Vec<String>,
+    rounds_done: usize,
+    /// The host's CPUs, as this process may use them.
+    host_cpus: usize,
+    /// The first failure (a guest that did not boot or stopped
+    /// answering), with its serial output: reported after the figures.
+    failure: Option<String>,
+}
+
+/// Ours at each vCPU count of `plan.cores`: a TAP device with one queue
+/// pair per vCPU, QEMU on [`logic::qemu_host_cpus`], the generator with
+/// [`generator_connections`]; rounds alternate the order of the counts
+/// and stop when the next would end past [`SCALING_BUDGET`]. A guest that
+/// fails ends the scaling runs, not the benchmark: the head-to-head's
+/// figures are still reported.
+fn scaling(
+    plan: &Plan,
+    namespace: &ebb_testbed::netns::NetNamespace,
+    native_image: &std::path::Path,
+    base: &GuestShape,
+    sla_us: f64,
+    started: Instant,
+) -> Scaling {
+    let host_cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut result = Scaling {
+        by_vcpus: plan
+            .cores
+            .iter()
+            .map(|&n| (n, vec![Vec::new(); SCALING_PROTOCOLS.len()]))
+            .collect(),
+        commands: vec![String::new(); plan.cores.len()],
+        rounds_done: 0,
+        host_cpus,
+        failure: None,
+    };
+    println!(
+        "memcached-vm: scaling of ours over {} vCPUs ({}; {:.0} s elapsed)",
+        plan.cores
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        logic::host_cpu_note(host_cpus, plan.cores.last().copied().unwrap_or(1)),
+        started.elapsed().as_secs_f64()
+    );
+    let phase = Instant::now();
+    let mut last_round = Duration::ZERO;
+    'rounds: for round in 0..plan.runs {
+        if !logic::another_round_fits(round, phase.elapsed(), last_round, SCALING_BUDGET) {
+            println!(
+                "memcached-vm: another scaling round would end past {} s; stopping after {round}",
+                SCALING_BUDGET.as_secs()
+            );
+            break;
+        }
+        let round_started = Instant::now();
+        for vcpus in logic::round_order(&plan.cores, round) {
+            match scaling_point(
+                plan,
+                namespace,
+                native_image,
+                base,
+                sla_us,
+                vcpus,
+                host_cpus,
+            ) {
+                Ok((command, sweeps)) => {
+                    let index = plan
+                        .cores
+                        .iter()
+                        .position(|&n| n == vcpus)
+                        .expect("the rounds take their counts from plan.cores");
+                    result.commands[index] = command;
+                    for (p, sweep) in sweeps.into_iter().enumerate() {
+                        println!(
+                            "  scaling round {}/{} ours/{vcpus} {}: {:.0} ops/s within p99 <= {sla_us} us, {:.0} sustained at most ({:.0} s elapsed)",
+                            round + 1,
+                            plan.runs,
+                            SCALING_PROTOCOLS[p].name(),
+                            sweep.sla_qps,
+                            sweep.max_sustained_qps(),
+                            started.elapsed().as_secs_f64()
+                        );
+                        result.by_vcpus[index].1[p].push(sweep);
+                    }
+                }
+                Err(error) => {
+                    println!("memcached-vm: ours with {vcpus} vCPUs failed; no more scaling runs");
+                    result.failure = Some(format!("scaling with {vcpus} vCPUs: {error}"));
+                    break 'rounds;
+                }
+            }
+        }
+        result.rounds_done += 1;
+        last_round = round_started.elapsed();
+    }
+    result
+}
+
+/// One vCPU count of one scaling round: boots ours with `vcpus` vCPUs on
+/// a TAP device of as many queue pairs, preloads, sweeps each protocol of
+/// [`SCALING_PROTOCOLS`]. Returns the QEMU command line and the sweeps.
+fn scaling_point(
+    plan: &Plan,
+    namespace: &ebb_testbed::netns::NetNamespace,
+    native_image: &std::path::Path,
+    base: &GuestShape,
+    sla_us: f64,
+    vcpus: u16,
+    host_cpus: usize,
+) -> Result<(String, Vec<Sweep>), String> {
+    let tap = vm::tap_with_queues(namespace, vcpus)?;
+    let bench = VmBench::new(namespace, &tap);
+    let server = SocketAddr::from((bench.guest(), MEMCACHED_PORT));
+    let shape = GuestShape {
+        cpus: vcpus,
+        qemu_host_cpus: logic::qemu_host_cpus(vcpus, host_cpus),
+        ..base.clone()
+    };
+    let connections = generator_connections(vcpus);
+    println!(
+        "  booting ours with {vcpus} vCPU{} ({vcpus} queue pair{}, QEMU on host CPUs {}, {connections} connections)",
+        if vcpus == 1 { "" } else { "s" },
+        if vcpus == 1 { "" } else { "s" },
+        shape.qemu_host_cpus
+    );
+    let guest = vm::boot_native(&bench, native_image, &shape, &native_args(), NATIVE_READY)?;
+    let with_serial = |e: String| format!("{e}\n--- serial ---\n{}", guest.qemu.serial_tail(20));
+    preload(&bench, server, plan).map_err(with_serial)?;
+    let mut sweeps = Vec::new();
+    for protocol in SCALING_PROTOCOLS {
+        let target = Target {
+            bench: &bench,
+            server,
+            qemu: guest.qemu.pid(),
+            label: format!("ours/{vcpus}"),
+            protocol,
+            plan,
+            sla_us,
+            connections,
+        };
+        sweeps.push(target.sweep().map_err(with_serial)?);
+    }
+    Ok((guest.command.clone(), sweeps))
+}
+
 /// Per step of the schedule that every sweep measured, the median
 /// achieved rate and p99: one curve of the plot.
 fn median_curve(sweeps: &[Sweep], label: &str, color: &str) -> Curve {
@@ -361,7 +556,10 @@ fn run(plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let load_start = vm::load_average();
     let root = workspace_root();
-    let shape = GuestShape::default();
+    let shape = GuestShape {
+        accel: plan.accel.to_owned(),
+        ..GuestShape::default()
+    };
     let sla_us = if shape.accel == "kvm" { 500.0 } else { 5000.0 };
     println!(
         "memcached-vm: building the native image and the Linux guest (accel {}, p99 SLA {sla_us} us)...",
@@ -387,6 +585,8 @@ fn run(plan: &Plan) -> Result<(), String> {
     if runs_done == 0 {
         return Err("no run completed".to_owned());
     }
+    let scaling = (!plan.cores.is_empty())
+        .then(|| scaling(plan, &namespace, &native_image, &shape, sla_us, started));
     let mut report = vm::new_report(
         "memcached-vm",
         &shape.accel,
@@ -553,6 +753,10 @@ fn run(plan: &Plan) -> Result<(), String> {
             plan.window.as_secs_f64(),
             plan.warmup.as_secs_f64()
         ));
+    let mut scaling_panels = Vec::new();
+    if let Some(scaling) = &scaling {
+        report_scaling(&mut report, scaling, &mut scaling_panels);
+    }
     report.metric(
         "elapsed_s",
         started.elapsed().as_secs_f64(),
@@ -563,41 +767,250 @@ fn run(plan: &Plan) -> Result<(), String> {
     let svg = output_dir().join("memcached-vm.svg");
     write_p99_svg(&panels, sla_us, &svg)?;
     println!("  wrote {}", svg.display());
-    Ok(())
+    if !scaling_panels.is_empty() {
+        let svg = output_dir().join("memcached-vm-scaling.svg");
+        write_p99_svg(&scaling_panels, sla_us, &svg)?;
+        println!("  wrote {}", svg.display());
+    }
+    match scaling.and_then(|s| s.failure) {
+        Some(failure) => Err(format!(
+            "the report is written, but the scaling runs stopped: {failure}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The scaling keys, labels and commands, and one plot panel per protocol
+/// with a curve per vCPU count.
+fn report_scaling(
+    report: &mut ebb_bench::report::Report,
+    scaling: &Scaling,
+    panels: &mut Vec<Panel>,
+) {
+    const COLORS: [&str; 6] = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+    ];
+    let max_vcpus = scaling.by_vcpus.last().map_or(1, |(n, _)| *n);
+    report
+        .label(
+            "scaling_host",
+            logic::host_cpu_note(scaling.host_cpus, max_vcpus),
+        )
+        .label(
+            "scaling_qemu_host_cpus",
+            scaling
+                .by_vcpus
+                .iter()
+                .map(|(n, _)| format!("{n} vCPU: {}", logic::qemu_host_cpus(*n, scaling.host_cpus)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .metric(
+            "host_cpus",
+            scaling.host_cpus as f64,
+            "",
+            "CPUs this benchmark may use (QEMU, its I/O thread and the generator share them)",
+        )
+        .metric(
+            "scaling_runs",
+            scaling.rounds_done as f64,
+            "",
+            "rounds over the vCPU counts, alternating their order, within the scaling budget",
+        );
+    for (p, protocol) in SCALING_PROTOCOLS.into_iter().enumerate() {
+        let name = protocol.name();
+        let of = |sweeps: &[Sweep], figure: fn(&Sweep) -> f64| {
+            median_of_numbers(sweeps.iter().map(figure))
+        };
+        let one = scaling
+            .by_vcpus
+            .iter()
+            .find(|(n, _)| *n == 1)
+            .map(|(_, sweeps)| &sweeps[p][..])
+            .unwrap_or_default();
+        let (sla_at_one, max_at_one) = (of(one, |s| s.sla_qps), of(one, Sweep::max_sustained_qps));
+        let mut curves = Vec::new();
+        for (i, (vcpus, sweeps)) in scaling.by_vcpus.iter().enumerate() {
+            let sweeps = &sweeps[p];
+            let n = f64::from(*vcpus);
+            let sla = of(sweeps, |s| s.sla_qps);
+            let max = of(sweeps, Sweep::max_sustained_qps);
+            if scaling.rounds_done > 1 {
+                for (r, sweep) in sweeps.iter().enumerate() {
+                    report.metric(
+                        format!("scaling_sla_qps_{name}_{vcpus}vcpu_run{}", r + 1),
+                        sweep.sla_qps,
+                        "ops/s",
+                        "highest achieved with p99 within the SLA",
+                    );
+                }
+            }
+            report
+                .metric(
+                    format!("scaling_sla_qps_{name}_{vcpus}vcpu"),
+                    sla,
+                    "ops/s",
+                    "ours, throughput within the SLA, median of rounds",
+                )
+                .metric(
+                    format!("scaling_per_vcpu_{name}_{vcpus}vcpu"),
+                    sla / n,
+                    "ops/s",
+                    format!("scaling_sla_qps_{name}_{vcpus}vcpu / {vcpus}"),
+                )
+                .metric(
+                    format!("scaling_speedup_{name}_{vcpus}vcpu"),
+                    sla / sla_at_one,
+                    "x",
+                    "throughput within the SLA over that with 1 vCPU",
+                )
+                .metric(
+                    format!("scaling_max_sustained_qps_{name}_{vcpus}vcpu"),
+                    max,
+                    "ops/s",
+                    "ours, highest achieved >= 95 % of offered, median of rounds",
+                )
+                .metric(
+                    format!("scaling_max_speedup_{name}_{vcpus}vcpu"),
+                    max / max_at_one,
+                    "x",
+                    "maximum sustained over that with 1 vCPU",
+                )
+                .metric(
+                    format!("scaling_sla_fraction_{name}_{vcpus}vcpu"),
+                    of(sweeps, Sweep::sla_fraction),
+                    "",
+                    "throughput within the SLA / maximum sustained, per sweep, median of rounds",
+                );
+            curves.push(median_curve(
+                sweeps,
+                &format!("ebbflow native, {vcpus} vCPU"),
+                COLORS[i % COLORS.len()],
+            ));
+        }
+        panels.push(Panel {
+            title: format!("ours, ETC {name}, by vCPUs"),
+            curves,
+        });
+    }
+    for (command, (vcpus, _)) in scaling.commands.iter().zip(&scaling.by_vcpus) {
+        if !command.is_empty() {
+            report.command(format!("scaling, {vcpus} vCPU: {command}"));
+        }
+    }
+    report.command(format!(
+        "scaling: ebb-loadgen as above with max({}, {} x vCPUs) connections, QEMU on the host CPUs of scaling_qemu_host_cpus",
+        logic::MIN_CONNECTIONS,
+        logic::CONNECTIONS_PER_VCPU
+    ));
+}
+
+/// `--cores`' value: the vCPU counts of the scaling runs.
+#[derive(Clone, Debug)]
+struct CoreList(Vec<u16>);
+
+fn core_list(text: &str) -> Result<CoreList, String> {
+    logic::parse_core_list(text).map(CoreList)
 }
 
 /// The command line.
 #[derive(clap::Parser)]
 #[command(
     name = "bench-memcached-vm",
-    about = "./ebb bench memcached-vm: native memcached against stock memcached in a Linux guest"
+    about = "./ebb bench memcached-vm: native memcached against stock memcached in a Linux guest, then ours alone at more vCPUs"
 )]
 struct Args {
-    /// One short run per guest (800 ms windows).
+    /// One short run per guest (800 ms windows); the scaling runs at 1
+    /// and 2 vCPUs unless --cores says otherwise.
     #[arg(long)]
     quick: bool,
-    /// Runs per guest (default 3, 1 with --quick).
+    /// Runs per guest (default 3, 1 with --quick); also the most scaling
+    /// rounds (as many as fit in 5 minutes).
     #[arg(long, value_name = "N")]
     runs: Option<std::num::NonZeroUsize>,
+    /// The vCPU counts of the scaling runs of ours, with commas, 1 among
+    /// them (default 1,2,4; 1,2 with --quick). One TAP queue pair per vCPU,
+    /// 4 connections per vCPU.
+    #[arg(long, value_name = "LIST", value_parser = core_list, conflicts_with = "no_scaling")]
+    cores: Option<CoreList>,
+    /// Skip the scaling runs: the head-to-head alone.
+    #[arg(long)]
+    no_scaling: bool,
+    /// The accelerator of every guest (default: KVM where the CPU has
+    /// vmx or svm and /dev/kvm exists, else TCG). The p99 SLA is 5 ms
+    /// under TCG, 500 us under KVM.
+    #[arg(long, value_enum, value_name = "NAME")]
+    accel: Option<AccelChoice>,
 }
 
 fn main() -> ExitCode {
     let args = <Args as clap::Parser>::parse();
+    let accel = match logic::choose_accel(
+        args.accel,
+        ebb_testbed::qemu::accel(),
+        ebb_testbed::qemu::kvm_usable(),
+    ) {
+        Ok(accel) => accel,
+        Err(error) => return exit_code("memcached-vm bench", Err(error)),
+    };
     let mut plan = if args.quick {
         Plan {
             runs: 1,
             window: Duration::from_millis(800),
             warmup: Duration::from_millis(200),
+            cores: vec![1, 2],
+            accel,
         }
     } else {
         Plan {
             runs: 3,
             window: Duration::from_secs(2),
             warmup: Duration::from_millis(500),
+            cores: vec![1, 2, 4],
+            accel,
         }
     };
     if let Some(runs) = args.runs {
         plan.runs = runs.get();
     }
+    if let Some(CoreList(cores)) = args.cores {
+        plan.cores = cores;
+    }
+    if args.no_scaling {
+        plan.cores.clear();
+    }
     exit_code("memcached-vm bench", run(&plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn parse(words: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("bench-memcached-vm").chain(words.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        <Args as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn cores_and_accel_are_read() {
+        let args = parse(&["--cores", "4,1,2,6", "--accel", "kvm"]).expect("valid");
+        assert_eq!(args.cores.map(|CoreList(c)| c), Some(vec![1, 2, 4, 6]));
+        assert_eq!(args.accel, Some(AccelChoice::Kvm));
+        let args = parse(&["--quick"]).expect("valid");
+        assert!(args.cores.is_none() && args.accel.is_none() && !args.no_scaling);
+    }
+
+    #[test]
+    fn an_empty_core_list_points_at_no_scaling() {
+        let error = parse(&["--cores", ""]).err().expect("refused").to_string();
+        assert!(error.contains("--no-scaling"), "{error}");
+        assert!(parse(&["--cores", "1,2", "--no-scaling"]).is_err());
+        assert!(parse(&["--no-scaling"]).expect("valid").no_scaling);
+        assert!(parse(&["--accel", "hvf"]).is_err());
+    }
 }
