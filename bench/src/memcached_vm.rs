@@ -85,11 +85,19 @@ impl Sweep {
         sla_fraction(&self.points)
     }
 
-    /// The p99 at half the maximum, µs; `NaN` without one.
+    /// The p99 at half the maximum, µs; `NaN` without one. A window in
+    /// which no request got a reply (the guest stalled for longer than the
+    /// window and the drain) has no latencies, and the generator reports
+    /// its p99 as 0: every request there waited longer than the window,
+    /// so it counts as infinite.
     pub fn p99_at_half_us(&self) -> f64 {
-        self.half_load
-            .as_ref()
-            .map_or(f64::NAN, |point| point.p99_us)
+        self.half_load.as_ref().map_or(f64::NAN, |point| {
+            if point.achieved > 0.0 {
+                point.p99_us
+            } else {
+                f64::INFINITY
+            }
+        })
     }
 }
 
@@ -143,7 +151,8 @@ pub enum HalfLoad<'a> {
 /// The point that stands for half of `points`' maximum sustained
 /// throughput: the one whose offered load is nearest to half (by ratio,
 /// so 10 % below counts as far as 10 % above), if within
-/// [`HALF_LOAD_TOLERANCE`]; else the rate to measure.
+/// [`HALF_LOAD_TOLERANCE`]; else the rate to measure. Points whose window
+/// got no reply at all do not count: they measured no latency.
 pub fn half_load(points: &[Point]) -> HalfLoad<'_> {
     let max = max_sustained_qps(points);
     if max <= 0.0 {
@@ -153,7 +162,7 @@ pub fn half_load(points: &[Point]) -> HalfLoad<'_> {
     let distance = |p: &Point| (p.offered / half).ln().abs();
     let nearest = points
         .iter()
-        .filter(|p| p.offered > 0.0)
+        .filter(|p| p.offered > 0.0 && p.achieved > 0.0)
         .min_by(|a, b| distance(a).total_cmp(&distance(b)));
     match nearest {
         Some(point) if (point.offered / half - 1.0).abs() <= HALF_LOAD_TOLERANCE => {
@@ -409,6 +418,23 @@ mod tests {
             },
         ];
         assert_eq!(half_load(&points), HalfLoad::Measure(9_390.0 / 2.0));
+    }
+
+    #[test]
+    fn a_window_without_replies_does_not_stand_for_half_load() {
+        // The step at half (7,379) stalled: no reply in its window, p99
+        // reported as 0.
+        let mut points = sweep();
+        points[8] = point(8, points[8].offered, 0.0, 0.0);
+        assert_eq!(
+            half_load(&points),
+            HalfLoad::Measure(points[10].achieved / 2.0)
+        );
+        let stalled = Sweep {
+            half_load: Some(points[8].clone()),
+            ..Sweep::default()
+        };
+        assert_eq!(stalled.p99_at_half_us(), f64::INFINITY);
     }
 
     #[test]

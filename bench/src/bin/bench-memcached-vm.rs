@@ -37,7 +37,10 @@
 //! 1.4² ≈ 2, the step two below the maximum usually offers within a few
 //! per cent of half of it: the point nearest to half is taken when within
 //! 10 %, else one more point is measured at exactly half (kept out of the
-//! throughput within the SLA, so `ratio` is the same as without it).
+//! throughput within the SLA, so `ratio` is the same as without it). A
+//! window in which no request got a reply (a stall longer than the window
+//! and the drain: seen at 1 and 2 vCPUs) stands for nothing; at half the
+//! maximum its p99 counts as infinite.
 //!
 //! Then the scaling of ours (`--cores`, default 1,2,4): ours alone booted
 //! with each vCPU count N on a TAP device with N queue pairs (memcached
@@ -664,7 +667,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                     format!("p99_us_at_50pct_{guest}_{name}"),
                     median_of_numbers(runs.iter().map(Sweep::p99_at_half_us)),
                     "us",
-                    "p99 at half the maximum sustained (the point within 10 % of it, else one measured there), median of runs",
+                    "p99 at half the maximum sustained (the point within 10 % of it, else one measured there; a window without replies counts as infinite), median of runs",
                 );
         }
         let key = if protocol == ProtocolKind::Text {
