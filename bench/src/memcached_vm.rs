@@ -149,9 +149,10 @@ pub enum HalfLoad<'a> {
 }
 
 /// The point that stands for half of `points`' maximum sustained
-/// throughput: the one whose offered load is nearest to half (by ratio,
-/// so 10 % below counts as far as 10 % above), if within
-/// [`HALF_LOAD_TOLERANCE`]; else the rate to measure. Points whose window
+/// throughput: the one whose offered load is nearest to half by ratio
+/// (so a point ×1.1 above is as near as one ÷1.1 below), if within a
+/// ratio of 1 + [`HALF_LOAD_TOLERANCE`] either way; else the rate to
+/// measure. Points whose window
 /// got no reply at all do not count: they measured no latency.
 pub fn half_load(points: &[Point]) -> HalfLoad<'_> {
     let max = max_sustained_qps(points);
@@ -165,9 +166,7 @@ pub fn half_load(points: &[Point]) -> HalfLoad<'_> {
         .filter(|p| p.offered > 0.0 && p.achieved > 0.0)
         .min_by(|a, b| distance(a).total_cmp(&distance(b)));
     match nearest {
-        Some(point) if (point.offered / half - 1.0).abs() <= HALF_LOAD_TOLERANCE => {
-            HalfLoad::Measured(point)
-        }
+        Some(point) if distance(point) <= HALF_LOAD_TOLERANCE.ln_1p() => HalfLoad::Measured(point),
         _ => HalfLoad::Measure(half),
     }
 }
@@ -394,19 +393,28 @@ mod tests {
 
     #[test]
     fn half_load_prefers_the_nearer_point_by_ratio() {
-        // Half of 10,000 is 5,000: 4,600 is 8 % below, 5,450 is 9 % above.
+        // Half of 10,000 is 5,000: 4,550 is 9 % below it (÷1.0989) and
+        // 5,490 9.8 % above (×1.098): by ratio the upper one is nearer,
+        // by difference the lower one.
         let points = vec![
-            point(0, 4_600.0, 4_600.0, 100.0),
-            point(1, 5_450.0, 5_450.0, 100.0),
+            point(0, 4_550.0, 4_550.0, 100.0),
+            point(1, 5_490.0, 5_490.0, 100.0),
             point(2, 10_000.0, 10_000.0, 100.0),
         ];
-        assert_eq!(half_load(&points), HalfLoad::Measured(&points[0]));
+        assert_eq!(half_load(&points), HalfLoad::Measured(&points[1]));
+        // ÷1.105 is past the tolerance of ×1.1 either way.
+        let points = vec![
+            point(0, 4_525.0, 4_525.0, 100.0),
+            point(2, 10_000.0, 10_000.0, 100.0),
+        ];
+        assert_eq!(half_load(&points), HalfLoad::Measure(5_000.0));
     }
 
     #[test]
     fn half_load_far_from_every_point_is_measured_at_exactly_half() {
         // The maximum from a refining step between two schedule steps:
-        // half of it falls 18 % from both neighbours.
+        // half of it (4,695) is ÷1.17 from one neighbour, ×1.19 from the
+        // other.
         let points = vec![
             point(0, 4_000.0, 4_000.0, 100.0),
             point(1, 5_600.0, 5_600.0, 100.0),

@@ -61,8 +61,8 @@
 //! `scaling_sla_fraction_text_Nvcpu`; `host_cpus`, `scaling_runs`. Rounds
 //! over the counts alternate their order, at most `--runs`; another
 //! starts only if, as long as the last, it would end within the scaling
-//! runs' 5 minutes (here one round of 1,2,4 takes about 3.5 min under
-//! TCG; a KVM host fits more). Text only: a binary sweep of each count
+//! runs' 5 minutes (here a round of 1,2,4 took 2.3–3.5 min under TCG,
+//! so one or two rounds; a KVM host fits more). Text only: a binary sweep of each count
 //! would double that. A guest that fails to boot or answer
 //! stops the scaling runs; the report is still written (with its serial
 //! output in the error).
@@ -73,8 +73,9 @@
 //! `1,2,4,6`, 1 among them), `--no-scaling` (the head-to-head alone; an
 //! empty `--cores` is refused and names it), `--accel tcg|kvm` (default:
 //! KVM only where the CPU has vmx or svm and /dev/kvm exists; `kvm` is
-//! refused elsewhere). EbbRT's 6-core experiment on a bigger host:
-//! `--cores 1,2,4,6 --accel kvm`. QEMU and the load generator run at
+//! refused elsewhere). EbbRT's 6-core shape on a bigger host:
+//! `--cores 1,2,4,6 --accel kvm` (the generator stays one thread, which
+//! may then be the limit: see docs/benchmarks.md). QEMU and the load generator run at
 //! nice -10 (see `vm::NICE`).
 
 use std::net::SocketAddr;
@@ -105,11 +106,12 @@ const CONNECTIONS: u32 = 1024;
 /// QEMU's CPU use (cores) above which a guest counts as saturated: its
 /// CPU per request is then only the core divided by the rate.
 const MAX_BUSY: f64 = 0.8;
-/// Past this, no new run starts (the whole benchmark stays near 10 min).
+/// Past this, no new head-to-head run starts (the head-to-head stays near
+/// 10 min; the scaling runs add up to [`SCALING_BUDGET`]).
 const BUDGET: Duration = Duration::from_secs(9 * 60);
 
 /// The scaling runs' share of the time: no new round starts if it
-/// would end past this (about 3.5 min per round here, so one round).
+/// would end past this (2.3–3.5 min per round here, so one or two).
 const SCALING_BUDGET: Duration = Duration::from_secs(5 * 60);
 /// The serial line native memcached prints when it listens.
 const NATIVE_READY: &str = "memcached: ready: listening on";
