@@ -95,6 +95,16 @@ use ebb_testbed::linux_guest::{
 };
 use ebb_testbed::qemu::qemu_cpu_seconds;
 
+/// A headline key: `base` for text, `base_binary` for the binary protocol
+/// (so text's figures keep the names earlier reports gave them).
+fn headline_key(base: &str, protocol: ProtocolKind) -> String {
+    if protocol == ProtocolKind::Text {
+        base.to_owned()
+    } else {
+        format!("{base}_{}", protocol.name())
+    }
+}
+
 /// The first offered load of every sweep, and the factor between steps:
 /// the same schedule for both guests, so points match by offered load.
 const RATE_START: f64 = 500.0;
@@ -622,11 +632,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                 );
             }
         }
-        let key = if protocol == ProtocolKind::Text {
-            "ratio".to_owned()
-        } else {
-            format!("ratio_{name}")
-        };
+        let key = headline_key("ratio", protocol);
         report
             .metric(
                 format!("sla_qps_ours_{name}"),
@@ -672,11 +678,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                     "p99 at half the maximum sustained (the point within 10 % of it, else one measured there; a window without replies counts as infinite), median of runs",
                 );
         }
-        let key = if protocol == ProtocolKind::Text {
-            "sla_fraction".to_owned()
-        } else {
-            format!("sla_fraction_{name}")
-        };
+        let key = headline_key("sla_fraction", protocol);
         report.metric(
             key,
             median_of_numbers(sweeps[0][p].iter().map(Sweep::sla_fraction)),
@@ -719,11 +721,7 @@ fn run(plan: &Plan) -> Result<(), String> {
                 );
             matched = Some((rate, linux_cpu / ours_cpu));
         }
-        let key = if protocol == ProtocolKind::Text {
-            "cpu_ratio".to_owned()
-        } else {
-            format!("cpu_ratio_{name}")
-        };
+        let key = headline_key("cpu_ratio", protocol);
         let (rate, ratio) = matched.unwrap_or((f64::NAN, f64::NAN));
         report.metric(
             key,
