@@ -129,6 +129,12 @@ fn native_fill_beyond_memory_evicts_and_keeps_serving() {
 /// (a header and three segments per hit).
 const MULTIGET_KEYS: usize = 1_200_000;
 
+/// The value those keys name: longer than replies copy
+/// (`COPIED_VALUE_LIMIT`, 1 KiB), so that each hit is chained as the stored
+/// value itself and costs its segments, as the test intends. (A copied
+/// value's reply outgrowing memory is `tests/out_of_memory.rs`'s.)
+const MULTIGET_VALUE_LEN: usize = 2_000;
+
 /// An allocation that fails on the request path is answered, not a
 /// panic: a multiget whose reply outgrows the guest's RAM gets memcached's
 /// `SERVER_ERROR out of memory writing get response`, and the guest goes
@@ -138,7 +144,11 @@ fn native_multiget_beyond_memory_is_refused_without_a_panic() {
     ebb_testbed::skip_unless!(ebb_testbed::Need::Qemu);
     let (port, native) = boot(&[]);
     let mut client = Client::connect_to(port);
-    assert_eq!(client.text(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
+    let value = vec![b'v'; MULTIGET_VALUE_LEN];
+    let mut set = format!("set k 0 0 {MULTIGET_VALUE_LEN}\r\n").into_bytes();
+    set.extend_from_slice(&value);
+    set.extend_from_slice(b"\r\n");
+    assert_eq!(client.text(&set), b"STORED\r\n");
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(300)))
@@ -165,7 +175,10 @@ fn native_multiget_beyond_memory_is_refused_without_a_panic() {
         String::from_utf8_lossy(&reply),
         String::from_utf8_lossy(expected)
     );
-    assert_eq!(client.text(b"get k\r\n"), b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    let mut one = format!("VALUE k 0 {MULTIGET_VALUE_LEN}\r\n").into_bytes();
+    one.extend_from_slice(&value);
+    one.extend_from_slice(b"\r\nEND\r\n");
+    assert_eq!(client.text(b"get k\r\n"), one);
     assert!(
         !native.console.text().contains("panicked"),
         "the guest panicked:\n{}",
