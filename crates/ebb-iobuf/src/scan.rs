@@ -117,6 +117,13 @@ mod tests {
     }
 
     proptest! {
+        // Few cases under Miri (the `unsafe` step runs this crate's tests
+        // there, a thousand times slower); the word loop has no unsafe.
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 256 },
+            ..ProptestConfig::default()
+        })]
+
         #[test]
         fn positions_are_exactly_the_bytes_equal_to_the_one_sought(
             byte in prop_oneof![Just(b' '), Just(0u8), any::<u8>()],
